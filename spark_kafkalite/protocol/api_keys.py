@@ -1,0 +1,86 @@
+"""Kafka API keys (``ApiKeys.java``) and kio entity lookup by (api_key, version)."""
+
+from __future__ import annotations
+
+import enum
+from functools import lru_cache
+from typing import Any
+
+from kio.index import KioIndexError, load_payload_module
+from kio.static.constants import EntityType
+
+from spark_kafkalite.protocol.errors import UnsupportedVersionError
+
+__all__ = ["ApiKey", "request_class", "response_class"]
+
+
+class ApiKey(enum.IntEnum):
+    """Kafka request API keys (the subset kio and this project know by name)."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    SASL_AUTHENTICATE = 36
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION = 56
+    DESCRIBE_CLUSTER = 60
+    BROKER_REGISTRATION = 62
+    BROKER_HEARTBEAT = 63
+
+
+@lru_cache(maxsize=None)
+def _entity_class(api_key: int, version: int, entity_type: EntityType) -> type[Any]:
+    try:
+        module = load_payload_module(api_key, version, entity_type)
+    except (KioIndexError, ImportError) as exc:
+        raise UnsupportedVersionError(
+            f"no schema for api_key={api_key} version={version} ({entity_type.name})"
+        ) from exc
+    for value in vars(module).values():
+        if (
+            isinstance(value, type)
+            and getattr(value, "__type__", None) is entity_type
+            and getattr(value, "__api_key__", None) == api_key
+        ):
+            return value
+    raise UnsupportedVersionError(f"no {entity_type.name} entity for api_key={api_key} v{version}")
+
+
+def request_class(api_key: int, version: int) -> type[Any]:
+    """The kio request entity class for ``(api_key, version)``.
+
+    Raises:
+        UnsupportedVersionError: kio has no schema for that key and version.
+    """
+    return _entity_class(int(api_key), int(version), EntityType.request)
+
+
+def response_class(api_key: int, version: int) -> type[Any]:
+    """The kio response entity class for ``(api_key, version)``.
+
+    Raises:
+        UnsupportedVersionError: kio has no schema for that key and version.
+    """
+    return _entity_class(int(api_key), int(version), EntityType.response)

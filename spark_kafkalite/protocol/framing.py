@@ -1,0 +1,221 @@
+"""Kafka wire framing: a 4-byte big-endian size prefix, a request/response header, a body.
+
+Request header v1: api_key int16, api_version int16, correlation_id int32, client_id nullable
+string (int16 length). Header v2 (flexible request versions) adds a tagged-field section.
+Response header v0 is the correlation id; v1 (flexible responses) adds tagged fields, except that
+ApiVersions responses always use header v0 (KIP-511). Bodies are kio entities.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from kio.serial import entity_reader, entity_writer
+from kio.serial.errors import SerialError
+
+from spark_kafkalite.protocol.api_keys import ApiKey, request_class, response_class
+from spark_kafkalite.protocol.errors import InvalidRequestError, UnsupportedVersionError
+
+__all__ = [
+    "RequestHeaderInfo",
+    "decode_request_header",
+    "decode_request_body",
+    "encode_request",
+    "encode_response",
+    "decode_response",
+    "decode_response_header",
+    "read_unsigned_varint",
+    "SIZE_PREFIX",
+]
+
+SIZE_PREFIX = struct.Struct(">i")
+_HEADER_FIXED = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeaderInfo:
+    """A parsed request header. ``header_version`` is 1 or 2 (0 is never used by modern clients)."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    header_version: int
+
+
+def read_unsigned_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    """Decode an unsigned varint at ``pos``; returns (value, new position).
+
+    Raises:
+        InvalidRequestError: the buffer ends inside the varint or it is longer than 5 bytes.
+    """
+    value = 0
+    shift = 0
+    while True:
+        if pos >= len(buf):
+            raise InvalidRequestError("truncated unsigned varint")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise InvalidRequestError("unsigned varint too long")
+
+
+def _skip_tagged_fields(buf: bytes | bytearray | memoryview, pos: int) -> int:
+    count, pos = read_unsigned_varint(buf, pos)
+    for _ in range(count):
+        _tag, pos = read_unsigned_varint(buf, pos)
+        size, pos = read_unsigned_varint(buf, pos)
+        pos += size
+        if pos > len(buf):
+            raise InvalidRequestError("truncated tagged field")
+    return pos
+
+
+def _is_flexible_request(api_key: int, api_version: int) -> bool | None:
+    """True/False when kio knows the schema, None when it does not."""
+    try:
+        return bool(request_class(api_key, api_version).__flexible__)
+    except UnsupportedVersionError:
+        return None
+
+
+def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[RequestHeaderInfo, int]:
+    """Parse the request header of ``frame`` (a frame without its size prefix).
+
+    Returns the header and the offset of the body. For versions kio has no schema for (unknown
+    key or version) the header is parsed as v1, which is enough to answer or close the connection.
+
+    Raises:
+        InvalidRequestError: the frame is too short or malformed.
+    """
+    if len(frame) < _HEADER_FIXED.size:
+        raise InvalidRequestError(f"request frame of {len(frame)} bytes is shorter than a header")
+    api_key, api_version, correlation_id, client_id_len = _HEADER_FIXED.unpack_from(frame, 0)
+    pos = _HEADER_FIXED.size
+    client_id: str | None = None
+    if client_id_len >= 0:
+        end = pos + client_id_len
+        if end > len(frame):
+            raise InvalidRequestError("truncated client_id in request header")
+        try:
+            client_id = bytes(frame[pos:end]).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidRequestError("client_id is not valid UTF-8") from exc
+        pos = end
+    elif client_id_len != -1:
+        raise InvalidRequestError(f"invalid client_id length {client_id_len}")
+    header_version = 1
+    if _is_flexible_request(api_key, api_version):
+        header_version = 2
+        pos = _skip_tagged_fields(frame, pos)
+    return RequestHeaderInfo(api_key, api_version, correlation_id, client_id, header_version), pos
+
+
+@lru_cache(maxsize=None)
+def _reader(cls: type[Any]) -> Any:
+    return entity_reader(cls)
+
+
+@lru_cache(maxsize=None)
+def _writer(cls: type[Any]) -> Any:
+    return entity_writer(cls)
+
+
+def _read_entity(cls: type[Any], frame: bytes | bytearray | memoryview, offset: int) -> Any:
+    try:
+        entity, _size = _reader(cls)(frame, offset)
+    except KeyError as exc:  # kio raises KeyError on unknown tagged fields
+        raise InvalidRequestError(f"cannot parse {cls.__name__}: {exc}") from exc
+    except (SerialError, ValueError, TypeError, IndexError, OverflowError, UnicodeDecodeError) as exc:
+        raise InvalidRequestError(f"cannot parse {cls.__name__} v{cls.__version__}: {exc}") from exc
+    return entity
+
+
+def decode_request_body(
+    api_key: int, api_version: int, frame: bytes | bytearray | memoryview, offset: int
+) -> Any:
+    """Decode the request body at ``offset`` into its kio entity.
+
+    Raises:
+        UnsupportedVersionError: kio has no schema for (api_key, api_version).
+        InvalidRequestError: the body is malformed or truncated.
+    """
+    return _read_entity(request_class(api_key, api_version), frame, offset)
+
+
+def _write_client_id(out: io.BytesIO, client_id: str | None) -> None:
+    if client_id is None:
+        out.write(struct.pack(">h", -1))
+    else:
+        raw = client_id.encode("utf-8")
+        out.write(struct.pack(">h", len(raw)))
+        out.write(raw)
+
+
+def encode_request(entity: Any, correlation_id: int, client_id: str | None) -> bytes:
+    """Encode a kio request entity as a full frame (size prefix, header v1 or v2, body)."""
+    out = io.BytesIO()
+    out.write(b"\x00\x00\x00\x00")
+    out.write(struct.pack(">hhi", entity.__api_key__, entity.__version__, correlation_id))
+    _write_client_id(out, client_id)
+    if entity.__flexible__:
+        out.write(b"\x00")  # empty tagged fields (header v2)
+    _writer(type(entity))(out, entity)
+    data = out.getbuffer()
+    SIZE_PREFIX.pack_into(data, 0, len(data) - 4)
+    result = bytes(data)
+    del data
+    return result
+
+
+def _response_header_version(cls: type[Any]) -> int:
+    if cls.__api_key__ == ApiKey.API_VERSIONS:
+        return 0
+    return 1 if cls.__flexible__ else 0
+
+
+def encode_response(entity: Any, correlation_id: int) -> bytes:
+    """Encode a kio response entity as a full frame with the header version its schema requires."""
+    out = io.BytesIO()
+    out.write(b"\x00\x00\x00\x00")
+    out.write(struct.pack(">i", correlation_id))
+    if _response_header_version(type(entity)) == 1:
+        out.write(b"\x00")
+    _writer(type(entity))(out, entity)
+    data = out.getbuffer()
+    SIZE_PREFIX.pack_into(data, 0, len(data) - 4)
+    result = bytes(data)
+    del data
+    return result
+
+
+def decode_response_header(frame: bytes | bytearray | memoryview) -> int:
+    """The correlation id of a response frame (without size prefix)."""
+    if len(frame) < 4:
+        raise InvalidRequestError("response frame shorter than its header")
+    return int(struct.unpack_from(">i", frame, 0)[0])
+
+
+def decode_response(
+    api_key: int, api_version: int, frame: bytes | bytearray | memoryview
+) -> tuple[int, Any]:
+    """Decode a response frame (without size prefix) into (correlation_id, kio entity).
+
+    Raises:
+        UnsupportedVersionError: kio has no schema for (api_key, api_version).
+        InvalidRequestError: the response is malformed.
+    """
+    cls = response_class(api_key, api_version)
+    correlation_id = decode_response_header(frame)
+    pos = 4
+    if _response_header_version(cls) == 1:
+        pos = _skip_tagged_fields(frame, pos)
+    return correlation_id, _read_entity(cls, frame, pos)

@@ -1,0 +1,497 @@
+"""RecordBatch v2 (magic 2): header parsing, validation, in-place offset assignment, encoding and
+columnar decoding. Layout follows Kafka's ``DefaultRecordBatch``:
+
+====== ==== =====================================================================
+offset size field
+====== ==== =====================================================================
+0      8    baseOffset int64 (client sends 0; the leader overwrites it)
+8      4    batchLength int32 (bytes after this field: total size - 12)
+12     4    partitionLeaderEpoch int32 (set by the leader, outside the CRC)
+16     1    magic int8 = 2
+17     4    crc uint32: CRC-32C (Castagnoli) over bytes [21, end)
+21     2    attributes int16: bits 0-2 codec, bit 3 timestamp type, bit 4 transactional,
+            bit 5 control
+23     4    lastOffsetDelta int32
+27     8    baseTimestamp int64 (ms)
+35     8    maxTimestamp int64 (ms)
+43     8    producerId int64
+51     2    producerEpoch int16
+53     4    baseSequence int32
+57     4    recordsCount int32
+61     ...  records (compressed as a whole when codec != 0)
+====== ==== =====================================================================
+
+Record: length varint, attributes int8, timestampDelta varlong, offsetDelta varint, key (varint
+length, -1 = null), value (same), headers count varint, then key (varint length + UTF-8) and
+value (varint length, -1 = null) per header. Record varints are zig-zag encoded.
+
+The broker only touches the header (per batch, never per record); clients encode and decode.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import crc32c as _crc32c
+
+from spark_kafkalite.protocol.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    UnsupportedCompressionTypeError,
+)
+
+__all__ = [
+    "RECORD_BATCH_OVERHEAD",
+    "MAGIC_V2",
+    "BatchHeader",
+    "DecodedBatch",
+    "RecordTuple",
+    "read_header",
+    "validate_batch",
+    "iter_batch_headers",
+    "assign_offsets",
+    "encode_batch",
+    "decode_batch",
+    "decode_batches",
+    "compress",
+    "decompress",
+    "COMPRESSION_NONE",
+    "COMPRESSION_GZIP",
+    "COMPRESSION_SNAPPY",
+    "COMPRESSION_LZ4",
+    "COMPRESSION_ZSTD",
+    "COMPRESSION_CODECS",
+]
+
+RECORD_BATCH_OVERHEAD = 61
+MAGIC_V2 = 2
+_LOG_OVERHEAD = 12  # baseOffset + batchLength
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_CRC_START = 21
+
+COMPRESSION_NONE = 0
+COMPRESSION_GZIP = 1
+COMPRESSION_SNAPPY = 2
+COMPRESSION_LZ4 = 3
+COMPRESSION_ZSTD = 4
+COMPRESSION_CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+_ATTR_COMPRESSION_MASK = 0x07
+_ATTR_TIMESTAMP_TYPE = 0x08
+_ATTR_TRANSACTIONAL = 0x10
+_ATTR_CONTROL = 0x20
+
+Buffer = bytes | bytearray | memoryview
+Header = tuple[str, bytes | None]
+RecordTuple = tuple[bytes | None, bytes | None, int, Sequence[Header]]
+"""(key, value, timestamp_ms, headers) of one record to encode."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    """The 61-byte header of a RecordBatch v2 (see the module docstring for the layout)."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def size_bytes(self) -> int:
+        """Total size of the batch on the wire and on disk (batch_length + 12)."""
+        return self.batch_length + _LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression_type(self) -> int:
+        return self.attributes & _ATTR_COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        """0 = CreateTime, 1 = LogAppendTime (Kafka's ``TimestampType.id``)."""
+        return 1 if self.attributes & _ATTR_TIMESTAMP_TYPE else 0
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & _ATTR_TRANSACTIONAL)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & _ATTR_CONTROL)
+
+
+def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
+    """Parse the batch header at ``pos`` without checking the CRC.
+
+    Raises:
+        CorruptRecordError: fewer than 61 bytes remain.
+    """
+    if len(buf) - pos < RECORD_BATCH_OVERHEAD:
+        raise CorruptRecordError(
+            f"record batch header needs {RECORD_BATCH_OVERHEAD} bytes, {len(buf) - pos} available"
+        )
+    return BatchHeader(*_HEADER.unpack_from(buf, pos))
+
+
+def validate_batch(buf: Buffer, pos: int = 0, size: int | None = None) -> BatchHeader:
+    """Validate the batch at ``pos`` as Kafka's ``DefaultRecordBatch.ensureValid`` and
+    ``LogValidator`` do: magic 2, a batch length that fits the buffer (and equals ``size`` when
+    given), CRC-32C over [21, end), and ``records_count == last_offset_delta + 1 > 0``.
+
+    Raises:
+        CorruptRecordError: truncated batch, size mismatch or CRC mismatch (CORRUPT_MESSAGE).
+        InvalidRecordError: wrong magic or inconsistent counts (INVALID_RECORD).
+    """
+    header = read_header(buf, pos)
+    if header.magic != MAGIC_V2:
+        raise InvalidRecordError(f"unsupported record batch magic {header.magic} (only v2)")
+    total = header.size_bytes
+    if header.batch_length < RECORD_BATCH_OVERHEAD - _LOG_OVERHEAD:
+        raise CorruptRecordError(f"record batch length {header.batch_length} is below the minimum")
+    if pos + total > len(buf):
+        raise CorruptRecordError(
+            f"record batch of {total} bytes is truncated ({len(buf) - pos} bytes available)"
+        )
+    if size is not None and total != size:
+        raise CorruptRecordError(f"record batch length {total} does not match the {size} bytes sent")
+    crc = _crc32c.crc32c(memoryview(buf)[pos + _CRC_START : pos + total])
+    if crc != header.crc:
+        raise CorruptRecordError(
+            f"record batch CRC mismatch: stored {header.crc:#010x}, computed {crc:#010x}"
+        )
+    if header.records_count <= 0 or header.records_count != header.last_offset_delta + 1:
+        raise InvalidRecordError(
+            f"record batch count {header.records_count} does not match lastOffsetDelta "
+            f"{header.last_offset_delta}"
+        )
+    return header
+
+
+def iter_batch_headers(buf: Buffer, start_pos: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield (position, header) for each complete batch from ``start_pos``, without CRC checks.
+    Stops at the first partial batch (Kafka fetch responses may end with one)."""
+    pos = start_pos
+    end = len(buf)
+    while end - pos >= RECORD_BATCH_OVERHEAD:
+        header = BatchHeader(*_HEADER.unpack_from(buf, pos))
+        total = header.batch_length + _LOG_OVERHEAD
+        if header.batch_length < RECORD_BATCH_OVERHEAD - _LOG_OVERHEAD or pos + total > end:
+            return
+        yield pos, header
+        pos += total
+
+
+_OFFSET = struct.Struct(">q")
+_EPOCH = struct.Struct(">i")
+
+
+def assign_offsets(batch: bytearray | memoryview, base_offset: int, partition_leader_epoch: int) -> None:
+    """Patch baseOffset (bytes 0-7) and partitionLeaderEpoch (12-15) in place; neither is under
+    the CRC, so the batch stays valid (Kafka's in-place offset assignment in ``LogValidator``)."""
+    _OFFSET.pack_into(batch, 0, base_offset)
+    _EPOCH.pack_into(batch, 12, partition_leader_epoch)
+
+
+# ---------------------------------------------------------------------------------------------
+# varints (zig-zag for record fields)
+
+
+def _write_varint(out: bytearray, value: int) -> None:
+    v = (value << 1) ^ (value >> 63)
+    while v > 0x7F:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def _read_varint(buf: Buffer, pos: int) -> tuple[int, int]:
+    b = buf[pos]
+    pos += 1
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos
+    result = b & 0x7F
+    shift = 7
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varint too long in record")
+
+
+# ---------------------------------------------------------------------------------------------
+# compression
+
+
+def compress(data: bytes, compression_type: int) -> bytes:
+    """Compress a records section with Kafka's codec ``compression_type`` (1-4).
+
+    Raises:
+        UnsupportedCompressionTypeError: the codec's library is not installed or the type is unknown.
+    """
+    if compression_type == COMPRESSION_NONE:
+        return data
+    if compression_type == COMPRESSION_GZIP:
+        return gzip.compress(data, compresslevel=6)
+    cramjam = _cramjam()
+    if compression_type == COMPRESSION_SNAPPY:
+        return _snappy_xerial_compress(bytes(cramjam.snappy.compress_raw(data)))
+    if compression_type == COMPRESSION_LZ4:
+        return bytes(cramjam.lz4.compress(data))
+    if compression_type == COMPRESSION_ZSTD:
+        return bytes(cramjam.zstd.compress(data))
+    raise UnsupportedCompressionTypeError(f"unknown compression type {compression_type}")
+
+
+def decompress(data: Buffer, compression_type: int) -> bytes:
+    """Decompress a records section (gzip, snappy raw or xerial-framed, lz4 frame, zstd frame).
+
+    Raises:
+        UnsupportedCompressionTypeError: the codec is unknown or its library is missing.
+        CorruptRecordError: the compressed data is invalid.
+    """
+    try:
+        if compression_type == COMPRESSION_GZIP:
+            return gzip.decompress(bytes(data))
+        if compression_type in (COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD):
+            cramjam = _cramjam()
+            if compression_type == COMPRESSION_SNAPPY:
+                return _snappy_decompress(cramjam, bytes(data))
+            if compression_type == COMPRESSION_LZ4:
+                return bytes(cramjam.lz4.decompress(bytes(data)))
+            return bytes(cramjam.zstd.decompress(bytes(data)))
+    except UnsupportedCompressionTypeError:
+        raise
+    except Exception as exc:  # codec libraries raise their own error types
+        raise CorruptRecordError(f"cannot decompress records (codec {compression_type}): {exc}") from exc
+    raise UnsupportedCompressionTypeError(f"unknown compression type {compression_type}")
+
+
+def _cramjam():  # type: ignore[no-untyped-def]
+    try:
+        import cramjam
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise UnsupportedCompressionTypeError(
+            "snappy/lz4/zstd need the 'cramjam' package (pip install cramjam)"
+        ) from exc
+    return cramjam
+
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+
+
+def _snappy_xerial_compress(raw_block: bytes) -> bytes:
+    return _XERIAL_MAGIC + struct.pack(">ii", 1, 1) + struct.pack(">i", len(raw_block)) + raw_block
+
+
+def _snappy_decompress(cramjam, data: bytes) -> bytes:  # type: ignore[no-untyped-def]
+    if not data.startswith(_XERIAL_MAGIC):
+        return bytes(cramjam.snappy.decompress_raw(data))
+    pos = 16
+    out = bytearray()
+    while pos < len(data):
+        (n,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        out += cramjam.snappy.decompress_raw(data[pos : pos + n])
+        pos += n
+    return bytes(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# encode
+
+
+def encode_batch(
+    records: Sequence[RecordTuple],
+    *,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    compression_type: int = COMPRESSION_NONE,
+    timestamp_type: int = 0,
+    is_transactional: bool = False,
+) -> bytes:
+    """Encode ``records`` (key, value, timestamp_ms, headers) as one RecordBatch v2.
+
+    Raises:
+        ValueError: ``records`` is empty.
+        UnsupportedCompressionTypeError: the codec's library is missing.
+    """
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    base_ts = min(r[2] for r in records)
+    max_ts = max(r[2] for r in records)
+    body = bytearray()
+    rec = bytearray()
+    for offset_delta, (key, value, ts, headers) in enumerate(records):
+        rec.clear()
+        rec.append(0)  # attributes
+        _write_varint(rec, ts - base_ts)
+        _write_varint(rec, offset_delta)
+        if key is None:
+            rec.append(1)  # zig-zag(-1)
+        else:
+            _write_varint(rec, len(key))
+            rec += key
+        if value is None:
+            rec.append(1)
+        else:
+            _write_varint(rec, len(value))
+            rec += value
+        _write_varint(rec, len(headers))
+        for hkey, hvalue in headers:
+            raw = hkey.encode("utf-8")
+            _write_varint(rec, len(raw))
+            rec += raw
+            if hvalue is None:
+                rec.append(1)
+            else:
+                _write_varint(rec, len(hvalue))
+                rec += hvalue
+        _write_varint(body, len(rec))
+        body += rec
+    payload = compress(bytes(body), compression_type) if compression_type else body
+    attributes = compression_type & _ATTR_COMPRESSION_MASK
+    if timestamp_type:
+        attributes |= _ATTR_TIMESTAMP_TYPE
+    if is_transactional:
+        attributes |= _ATTR_TRANSACTIONAL
+    total = RECORD_BATCH_OVERHEAD + len(payload)
+    out = bytearray(total)
+    _HEADER.pack_into(
+        out, 0, base_offset, total - _LOG_OVERHEAD, partition_leader_epoch, MAGIC_V2, 0,
+        attributes, len(records) - 1, base_ts, max_ts, producer_id, producer_epoch,
+        base_sequence, len(records),
+    )
+    out[RECORD_BATCH_OVERHEAD:] = payload
+    struct.pack_into(">I", out, 17, _crc32c.crc32c(memoryview(out)[_CRC_START:]))
+    return bytes(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# decode
+
+
+@dataclass(slots=True)
+class DecodedBatch:
+    """One decoded batch in columnar form; list ``i`` of every column describes record ``i``."""
+
+    header: BatchHeader
+    offsets: list[int] = field(default_factory=list)
+    timestamps_ms: list[int] = field(default_factory=list)
+    keys: list[bytes | None] = field(default_factory=list)
+    values: list[bytes | None] = field(default_factory=list)
+    headers: list[list[Header]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+
+def decode_batch(buf: Buffer, pos: int = 0, *, verify_crc: bool = True) -> DecodedBatch:
+    """Decode the batch at ``pos`` into columns (decompressing when needed).
+
+    For LogAppendTime batches every record's timestamp is the batch's max_timestamp (Kafka's
+    ``DefaultRecordBatch`` semantics).
+
+    Raises:
+        CorruptRecordError / InvalidRecordError: see :func:`validate_batch`; also a malformed record.
+        UnsupportedCompressionTypeError: the batch's codec library is missing.
+    """
+    header = validate_batch(buf, pos) if verify_crc else read_header(buf, pos)
+    end = pos + header.size_bytes
+    data: Buffer
+    if header.compression_type:
+        data = decompress(memoryview(buf)[pos + RECORD_BATCH_OVERHEAD : end], header.compression_type)
+        p, limit = 0, len(data)
+    else:
+        data = buf
+        p, limit = pos + RECORD_BATCH_OVERHEAD, end
+    out = DecodedBatch(header)
+    base_offset = header.base_offset
+    base_ts = header.base_timestamp
+    log_append = header.timestamp_type == 1
+    max_ts = header.max_timestamp
+    offsets, timestamps, keys, values, headers_col = (
+        out.offsets, out.timestamps_ms, out.keys, out.values, out.headers,
+    )
+    rv = _read_varint
+    try:
+        for _ in range(header.records_count):
+            length, p = rv(data, p)
+            rec_end = p + length
+            p += 1  # attributes
+            ts_delta, p = rv(data, p)
+            off_delta, p = rv(data, p)
+            klen, p = rv(data, p)
+            if klen < 0:
+                key = None
+            else:
+                key = bytes(data[p : p + klen])
+                p += klen
+            vlen, p = rv(data, p)
+            if vlen < 0:
+                value = None
+            else:
+                value = bytes(data[p : p + vlen])
+                p += vlen
+            hcount, p = rv(data, p)
+            hdrs: list[Header] = []
+            for _h in range(hcount):
+                hklen, p = rv(data, p)
+                hkey = bytes(data[p : p + hklen]).decode("utf-8")
+                p += hklen
+                hvlen, p = rv(data, p)
+                if hvlen < 0:
+                    hvalue = None
+                else:
+                    hvalue = bytes(data[p : p + hvlen])
+                    p += hvlen
+                hdrs.append((hkey, hvalue))
+            if p != rec_end or p > limit:
+                raise CorruptRecordError(
+                    f"record at offset {base_offset + off_delta} has length {length} but "
+                    f"{length + p - rec_end} bytes were read"
+                )
+            offsets.append(base_offset + off_delta)
+            timestamps.append(max_ts if log_append else base_ts + ts_delta)
+            keys.append(key)
+            values.append(value)
+            headers_col.append(hdrs)
+    except IndexError as exc:
+        raise CorruptRecordError("record batch ends inside a record") from exc
+    except UnicodeDecodeError as exc:
+        raise CorruptRecordError("record header key is not valid UTF-8") from exc
+    return out
+
+
+def decode_batches(buf: Buffer, *, verify_crc: bool = True) -> Iterator[DecodedBatch]:
+    """Decode every complete batch in a fetched records blob; a partial trailing batch (allowed in
+    Kafka fetch responses) is ignored. Control batches are skipped."""
+    for pos, header in iter_batch_headers(buf):
+        if header.is_control:
+            continue
+        yield decode_batch(buf, pos, verify_crc=verify_crc)
