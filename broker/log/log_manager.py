@@ -1,0 +1,229 @@
+"""All partition logs of a broker across its log dirs (Kafka's ``LogManager``).
+
+Each log dir holds ``<topic>-<partition>/`` directories plus Kafka's checkpoint files
+(``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
+``replication-offset-checkpoint``) and, after a clean shutdown, the ``.kafka_cleanshutdown``
+marker. ``startup`` loads every partition directory; without the marker the logs are recovered
+from their recovery points (batch-by-batch validation, truncation at the first bad batch).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from spark_kafkalite.protocol.errors import KafkaStorageError
+
+from .checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
+    read_offset_checkpoint,
+    write_offset_checkpoint,
+)
+from .log_config import LogConfig
+from .unified_log import UnifiedLog, parse_topic_partition_dir, topic_partition_dir_name
+
+__all__ = ["LogManager", "CLEAN_SHUTDOWN_FILE", "DELETE_DIR_SUFFIX"]
+
+logger = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+DELETE_DIR_SUFFIX = "-delete"
+
+TopicPartitionKey = tuple[str, int]
+
+
+class LogManager:
+    """Owns the ``UnifiedLog`` of every partition on this broker.
+
+    Args:
+        log_dirs: Kafka's ``log.dirs`` (created when missing).
+        config: the default ``LogConfig`` for every log (a log's ``config`` attribute can be
+            replaced later for per-topic overrides).
+
+    Attributes:
+        had_clean_shutdown: after ``startup``, True if every log dir carried the clean-shutdown
+            marker.
+    """
+
+    def __init__(self, log_dirs: Sequence[Path | str], config: LogConfig) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log dir is required")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.config = config
+        self._logs: dict[TopicPartitionKey, UnifiedLog] = {}
+        self._log_dir_of: dict[TopicPartitionKey, Path] = {}
+        self.had_clean_shutdown = True
+        self._started = False
+
+    # -- startup / shutdown ----------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Load every ``<topic>-<partition>`` directory of every log dir (recovering logs when
+        the dir lacks ``.kafka_cleanshutdown``), then delete the markers. Leftover
+        ``*-delete`` directories from an interrupted delete are removed.
+
+        Raises:
+            KafkaStorageError: the same partition exists in two log dirs.
+        """
+        for log_dir in self.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            marker = log_dir / CLEAN_SHUTDOWN_FILE
+            clean = marker.exists()
+            self.had_clean_shutdown &= clean
+            recovery_points = read_offset_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT_FILE)
+            start_offsets = read_offset_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT_FILE)
+            high_watermarks = read_offset_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT_FILE)
+            if not clean:
+                logger.warning("log dir %s was not shut down cleanly: recovering its logs", log_dir)
+            for entry in sorted(os.scandir(log_dir), key=lambda e: e.name):
+                if not entry.is_dir():
+                    continue
+                if entry.name.endswith(DELETE_DIR_SUFFIX):
+                    logger.info("removing leftover deleted log %s", entry.path)
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                    continue
+                key = parse_topic_partition_dir(entry.name)
+                if key is None:
+                    continue
+                if key in self._logs:
+                    raise KafkaStorageError(
+                        f"partition {key[0]}-{key[1]} exists in both {self._log_dir_of[key]} and {log_dir}"
+                    )
+                self._logs[key] = UnifiedLog.open(
+                    Path(entry.path),
+                    self.config,
+                    recovery_point=recovery_points.get(key, 0),
+                    log_start_offset=start_offsets.get(key),
+                    high_watermark=high_watermarks.get(key),
+                    had_clean_shutdown=clean,
+                )
+                self._log_dir_of[key] = log_dir
+            if clean:
+                marker.unlink()
+        self._started = True
+        logger.info("log manager started: %d log(s) in %s", len(self._logs), [str(d) for d in self.log_dirs])
+
+    def shutdown(self) -> None:
+        """Flush (fsync) and close every log, write the checkpoint files, then the
+        clean-shutdown marker in each log dir. The manager is empty afterwards."""
+        for log in self._logs.values():
+            try:
+                log.flush()
+            except OSError:
+                logger.exception("failed to flush %s", log.dir)
+        self._write_checkpoints(sync=True)
+        for log in self._logs.values():
+            log.close()
+        self._logs.clear()
+        self._log_dir_of.clear()
+        for log_dir in self.log_dirs:
+            marker = log_dir / CLEAN_SHUTDOWN_FILE
+            with open(marker, "w") as f:
+                os.fsync(f.fileno())
+        self._started = False
+        logger.info("log manager shut down cleanly")
+
+    # -- lookup / create / delete ----------------------------------------------------------
+
+    def get_log(self, topic: str, partition: int) -> UnifiedLog | None:
+        return self._logs.get((topic, partition))
+
+    def get_or_create_log(self, topic: str, partition: int, topic_id: uuid.UUID) -> UnifiedLog:
+        """The log of (topic, partition), created empty in the log dir with the fewest logs when
+        missing. Records ``topic_id`` in ``partition.metadata``.
+
+        Raises:
+            InconsistentTopicIdError: an existing log belongs to another topic id.
+        """
+        key = (topic, partition)
+        log = self._logs.get(key)
+        if log is not None:
+            if log.topic_id != topic_id:
+                log.set_topic_id(topic_id)
+            return log
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._log_dir_of.values():
+            counts[d] += 1
+        log_dir = min(self.log_dirs, key=lambda d: counts[d])
+        log = UnifiedLog.open(log_dir / topic_partition_dir_name(topic, partition), self.config, topic_id=topic_id)
+        self._logs[key] = log
+        self._log_dir_of[key] = log_dir
+        logger.info("created log %s (topic id %s) in %s", log.dir.name, topic_id, log_dir)
+        return log
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Close the log and remove its directory (renamed to ``<name>.<uuid>-delete`` first, so
+        a crash mid-delete never leaves a half log behind). Returns False if there was none."""
+        key = (topic, partition)
+        log = self._logs.pop(key, None)
+        self._log_dir_of.pop(key, None)
+        if log is None:
+            return False
+        log.close()
+        doomed = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        try:
+            os.replace(log.dir, doomed)
+        except OSError:
+            doomed = log.dir
+        shutil.rmtree(doomed, ignore_errors=True)
+        logger.info("deleted log %s", log.dir.name)
+        return True
+
+    def all_logs(self) -> dict[TopicPartitionKey, UnifiedLog]:
+        """{(topic, partition): log} (a copy)."""
+        return dict(self._logs)
+
+    def topics_on_disk(self) -> dict[str, tuple[uuid.UUID, int]]:
+        """{topic: (topic_id, number of partitions = highest partition on disk + 1)} for logs with
+        a ``partition.metadata`` topic id, so the broker can rebuild its topic table."""
+        result: dict[str, tuple[uuid.UUID, int]] = {}
+        for (topic, partition), log in sorted(self._logs.items()):
+            if log.topic_id is None:
+                logger.warning("log %s has no topic id; not reported", log.dir.name)
+                continue
+            known = result.get(topic)
+            if known is None:
+                result[topic] = (log.topic_id, partition + 1)
+            elif known[0] != log.topic_id:
+                logger.warning("log %s has topic id %s, expected %s", log.dir.name, log.topic_id, known[0])
+            else:
+                result[topic] = (known[0], max(known[1], partition + 1))
+        return result
+
+    # -- flushing / checkpoints ------------------------------------------------------------
+
+    def flush_all(self) -> None:
+        """fsync every log (recovery points advance to the log end offsets) and write the
+        recovery-point checkpoint."""
+        for log in self._logs.values():
+            log.flush()
+        self.checkpoint_recovery_points()
+
+    def checkpoint_recovery_points(self) -> None:
+        """Write ``recovery-point-offset-checkpoint`` in each log dir (no fsync)."""
+        self._write_checkpoint(RECOVERY_POINT_CHECKPOINT_FILE, lambda log: log.recovery_point, sync=False)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """Write ``log-start-offset-checkpoint`` in each log dir (no fsync)."""
+        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT_FILE, lambda log: log.log_start_offset, sync=False)
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write ``replication-offset-checkpoint`` (high watermarks) in each log dir (no fsync);
+        Kafka's ReplicaManager does this every 5 s."""
+        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT_FILE, lambda log: log.high_watermark, sync=False)
+
+    def _write_checkpoints(self, *, sync: bool) -> None:
+        self._write_checkpoint(RECOVERY_POINT_CHECKPOINT_FILE, lambda log: log.recovery_point, sync=sync)
+        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT_FILE, lambda log: log.log_start_offset, sync=sync)
+        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT_FILE, lambda log: log.high_watermark, sync=sync)
+
+    def _write_checkpoint(self, file_name: str, value: Callable[[UnifiedLog], int], *, sync: bool) -> None:
+        for log_dir in self.log_dirs:
+            offsets = {key: value(log) for key, log in self._logs.items() if self._log_dir_of[key] == log_dir}
+            write_offset_checkpoint(log_dir / file_name, offsets, sync=sync)

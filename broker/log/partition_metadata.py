@@ -1,0 +1,84 @@
+"""Partition directory naming and the ``partition.metadata`` file (Kafka's
+``PartitionMetadataFile``)::
+
+    version: 0
+    topic_id: <Kafka Uuid string: URL-safe base64, 22 chars>
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import uuid
+from pathlib import Path
+
+__all__ = [
+    "PARTITION_METADATA_FILE",
+    "topic_partition_dir_name",
+    "parse_topic_partition_dir",
+    "format_topic_id",
+    "parse_topic_id",
+    "read_partition_metadata",
+    "write_partition_metadata",
+]
+
+logger = logging.getLogger(__name__)
+
+PARTITION_METADATA_FILE = "partition.metadata"
+
+
+def topic_partition_dir_name(topic: str, partition: int) -> str:
+    """``my.topic-3`` for (``my.topic``, 3)."""
+    return f"{topic}-{partition}"
+
+
+def parse_topic_partition_dir(name: str) -> tuple[str, int] | None:
+    """(topic, partition) from a directory name, splitting on the LAST '-' (topic names may
+    contain '-', '.' and '_'); None if the name is not a partition directory."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit() or (len(part) > 1 and part[0] == "0"):
+        return None
+    return topic, int(part)
+
+
+def format_topic_id(topic_id: uuid.UUID) -> str:
+    """Kafka's ``Uuid.toString()``: URL-safe base64 of the 16 bytes, no padding (22 chars)."""
+    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode("ascii")
+
+
+def parse_topic_id(text: str) -> uuid.UUID:
+    """Parse Kafka's base64url form or the canonical ``str(uuid)`` form.
+
+    Raises:
+        ValueError: neither form.
+    """
+    text = text.strip()
+    if len(text) == 22:
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
+    return uuid.UUID(text)
+
+
+def read_partition_metadata(partition_dir: Path) -> uuid.UUID | None:
+    """The topic id stored in ``partition_dir/partition.metadata`` (None if missing/unparseable)."""
+    path = Path(partition_dir) / PARTITION_METADATA_FILE
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "topic_id" and value.strip():
+            try:
+                return parse_topic_id(value)
+            except ValueError:
+                logger.warning("%s: unparseable topic_id %r", path, value)
+    return None
+
+
+def write_partition_metadata(partition_dir: Path, topic_id: uuid.UUID) -> None:
+    """Atomically write ``partition.metadata`` (tmp file + rename)."""
+    path = Path(partition_dir) / PARTITION_METADATA_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(f"version: 0\ntopic_id: {format_topic_id(topic_id)}\n")
+    os.replace(tmp, path)
