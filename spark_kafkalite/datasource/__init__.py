@@ -1,0 +1,7 @@
+"""The ``kafkalite`` PySpark data source (the only package that imports pyspark).
+
+Modules: ``source`` (the ``DataSource``), ``options`` (Spark-compatible option parsing),
+``offsets`` (offset JSON), ``offset_range_calculator`` (rate limit, range splitting),
+``offset_reader`` (driver-side offset resolution), ``batch_reader``, ``stream_reader``,
+``partition_reader`` (executor fetch), ``writer`` (sink), ``arrow`` (row schema).
+"""

@@ -1,0 +1,168 @@
+"""Consume throughput: our ``KafkaConsumer`` vs confluent-kafka vs kafka-python, same topic.
+
+The topic (4 partitions, N keyed records with 100-byte values) is filled once with
+confluent-kafka. Each client then reads it all from the beginning with manual assignment (no
+consumer group): ours with ``assign`` + ``seek_to_beginning`` + a ``poll`` loop, confluent-kafka
+with ``assign(OFFSET_BEGINNING)`` + ``consume(num_messages)``, kafka-python with ``assign`` +
+``seek_to_beginning`` + ``poll``. Every loop touches each record's value (sums its length) so
+that all three materialise it. Each client first does an untimed warm-up read with a separate
+consumer; the timed part runs from ``assign`` until the N-th record is in hand.
+
+    python bench/consume.py [--records 200000] [--bootstrap-server 127.0.0.1:9092]
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from _common import (
+    VALUE_SIZE_BYTES,
+    Result,
+    base_parser,
+    bootstrap,
+    console,
+    create_topic,
+    fill_topic_with_confluent,
+    print_table,
+    topic_name,
+)
+
+ReadFn = Callable[[str, str, int, int, int, float], tuple[int, int, float]]
+
+
+def read_ours(bootstrap_servers: str, topic: str, partitions: int, records: int,
+              max_poll_records: int, timeout_s: float) -> tuple[int, int, float]:
+    """Read ``records`` records with our consumer; returns (records, value bytes, seconds)."""
+    from spark_kafkalite.client import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "auto.offset.reset": "earliest",
+            "max.poll.records": max_poll_records,
+            "client.id": "bench-ours",
+        }
+    )
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        start = time.perf_counter()
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        count = nbytes = 0
+        deadline = time.monotonic() + timeout_s
+        while count < records and time.monotonic() < deadline:
+            for batch in consumer.poll(timeout_ms=1000).values():
+                count += len(batch)
+                for record in batch:
+                    nbytes += len(record.value)
+        return count, nbytes, time.perf_counter() - start
+    finally:
+        consumer.close()
+
+
+def read_confluent(bootstrap_servers: str, topic: str, partitions: int, records: int,
+                   max_poll_records: int, timeout_s: float) -> tuple[int, int, float]:
+    """Read ``records`` records with confluent-kafka; returns (records, value bytes, seconds)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": "bench-confluent",  # required by the client; no group is joined (assign)
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "client.id": "bench-confluent",
+        }
+    )
+    try:
+        start = time.perf_counter()
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        count = nbytes = 0
+        deadline = time.monotonic() + timeout_s
+        while count < records and time.monotonic() < deadline:
+            for msg in consumer.consume(num_messages=max_poll_records, timeout=1.0):
+                if msg.error():
+                    raise KafkaException(msg.error())
+                count += 1
+                nbytes += len(msg.value())
+        return count, nbytes, time.perf_counter() - start
+    finally:
+        consumer.close()
+
+
+def read_kafka_python(bootstrap_servers: str, topic: str, partitions: int, records: int,
+                      max_poll_records: int, timeout_s: float) -> tuple[int, int, float]:
+    """Read ``records`` records with kafka-python; returns (records, value bytes, seconds)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap_servers,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_poll_records=max_poll_records,
+        client_id="bench-kafka-python",
+    )
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        start = time.perf_counter()
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        count = nbytes = 0
+        deadline = time.monotonic() + timeout_s
+        while count < records and time.monotonic() < deadline:
+            for batch in consumer.poll(timeout_ms=1000).values():
+                count += len(batch)
+                for record in batch:
+                    nbytes += len(record.value)
+        return count, nbytes, time.perf_counter() - start
+    finally:
+        consumer.close()
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--max-poll-records", type=int, default=500,
+                        help="max.poll.records (ours, kafka-python) / num_messages (confluent)")
+    parser.add_argument("--warmup-records", type=int, default=10_000)
+    args = parser.parse_args()
+
+    with bootstrap(args.bootstrap_server) as (bootstrap_servers, broker_cpu):
+        topic = topic_name("bench-consume")
+        create_topic(bootstrap_servers, topic, args.partitions)
+        console.print(f"filling {topic} with {args.records:,} records (confluent-kafka) ...")
+        fill_topic_with_confluent(bootstrap_servers, topic, args.records, args.timeout_s)
+
+        runs: list[tuple[str, ReadFn]] = [
+            ("ours: spark_kafkalite KafkaConsumer", read_ours),
+            ("peer: confluent_kafka Consumer", read_confluent),
+            ("peer: kafka-python KafkaConsumer", read_kafka_python),
+        ]
+        results: list[Result] = []
+        for name, fn in runs:
+            console.print(f"running {name} ...")
+            warmup = min(args.warmup_records, args.records)
+            fn(bootstrap_servers, topic, args.partitions, warmup, args.max_poll_records, args.timeout_s)
+            cpu_before = broker_cpu.read()
+            count, nbytes, elapsed = fn(bootstrap_servers, topic, args.partitions, args.records,
+                               args.max_poll_records, args.timeout_s)
+            note = ""
+            if count < args.records:
+                note = f"TIMED OUT: {count:,} of {args.records:,} read"
+            elif nbytes != count * VALUE_SIZE_BYTES:
+                note = f"WRONG BYTES: {nbytes:,} value bytes for {count:,} records"
+            cpu_after = broker_cpu.read()
+            cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+            results.append(Result(name, count, elapsed, nbytes, note, cpu))
+
+    print_table(
+        f"consume: {args.records:,} records, {VALUE_SIZE_BYTES}-byte values, {args.partitions} "
+        f"partitions, assign from the beginning, batches of {args.max_poll_records}",
+        results,
+        mb_label="value MB/s",
+    )
+
+
+if __name__ == "__main__":
+    main()

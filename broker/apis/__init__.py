@@ -1,0 +1,1 @@
+"""Request handlers (Kafka's ``KafkaApis``): one module per API, dispatched by ``kafka_apis``."""

@@ -1,0 +1,47 @@
+"""ApiVersions (key 18): the supported (api_key, min, max) table, and KIP-511 fallbacks.
+
+* The response always uses response header v0 (framing handles that).
+* An unsupported ApiVersions version is answered as **v0** with ``UNSUPPORTED_VERSION`` and our
+  ApiVersions range, without parsing the body (``ApiVersionsRequest.getErrorResponse``); clients
+  retry with a version in that range.
+* v3+ validates ClientSoftwareName/Version (``INVALID_REQUEST`` when illegal).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from broker.apis.entities import ZERO_DURATION, build, nested
+from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.errors import ErrorCode
+
+__all__ = ["api_versions_response", "unsupported_version_response", "valid_client_software"]
+
+_SOFTWARE_RE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+
+
+def valid_client_software(request: Any) -> bool:
+    """KIP-511: ClientSoftwareName and ClientSoftwareVersion must match
+    ``[a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*[a-zA-Z0-9])?`` (v3+ only; older versions have neither)."""
+    name = getattr(request, "client_software_name", None)
+    version = getattr(request, "client_software_version", None)
+    if name is None and version is None:
+        return True
+    return bool(name and version and _SOFTWARE_RE.match(name) and _SOFTWARE_RE.match(version))
+
+
+def api_versions_response(version: int, error_code: ErrorCode, ranges: Sequence[tuple[int, int, int]]) -> Any:
+    """An ApiVersionsResponse of ``version`` listing ``ranges`` = [(api_key, min, max)]."""
+    cls = response_class(ApiKey.API_VERSIONS, version)
+    api_version_cls = nested(cls, "ApiVersion")
+    keys = tuple(api_version_cls(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in sorted(ranges))
+    return build(cls, error_code=error_code, api_keys=keys, throttle_time=ZERO_DURATION)
+
+
+def unsupported_version_response(api_versions_range: tuple[int, int]) -> Any:
+    """The v0 answer to an ApiVersions request of an unsupported version: UNSUPPORTED_VERSION
+    plus our own ApiVersions range."""
+    lo, hi = api_versions_range
+    return api_versions_response(0, ErrorCode.unsupported_version, [(ApiKey.API_VERSIONS, lo, hi)])

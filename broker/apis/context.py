@@ -1,0 +1,82 @@
+"""What request handlers need from the broker: config, metadata image, controller, logs.
+
+Plays the part of the dependencies Kafka injects into ``KafkaApis`` (``MetadataCache``,
+``ReplicaManager``, controller channel). ``image`` is replaced (never mutated) whenever metadata
+records are applied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from broker.apis.fetch_purgatory import FetchPurgatory
+from broker.config import KafkaConfig
+from broker.controller.metadata_image import MetadataImage, PartitionRegistration
+from broker.controller.single_node_controller import SingleNodeController
+from spark_kafkalite.protocol.errors import (
+    FencedLeaderEpochError,
+    NotLeaderOrFollowerError,
+    UnknownLeaderEpochError,
+    UnknownTopicOrPartitionError,
+)
+
+if TYPE_CHECKING:
+    from broker.log.log_manager import LogManager
+    from broker.log.unified_log import UnifiedLog
+
+__all__ = ["BrokerContext"]
+
+
+@dataclass(eq=False)
+class BrokerContext:
+    """Shared broker state for request handlers.
+
+    Attributes:
+        config: the broker config.
+        node_id: this broker's id.
+        image: the current metadata image (replaced on every metadata change).
+        controller: the controller (single node for now).
+        log_manager: the partition logs.
+        fetch_purgatory: long-polling fetches waiting for data.
+    """
+
+    config: KafkaConfig
+    node_id: int
+    image: MetadataImage
+    controller: SingleNodeController
+    log_manager: LogManager
+    fetch_purgatory: FetchPurgatory
+
+    def leader_log(
+        self, topic: str, partition: int, current_leader_epoch: int = -1
+    ) -> tuple[PartitionRegistration, UnifiedLog]:
+        """The registration and local log of a partition this broker leads (Kafka's
+        ``ReplicaManager.getPartitionOrException`` + ``Partition.localLogWithEpochOrThrow``).
+
+        Raises:
+            UnknownTopicOrPartitionError: unknown topic or partition.
+            NotLeaderOrFollowerError: this broker does not lead it or has no log for it.
+            FencedLeaderEpochError / UnknownLeaderEpochError: ``current_leader_epoch`` (>= 0)
+                is older / newer than the partition's leader epoch (KIP-320).
+        """
+        registration = self.image.partition(topic, partition)
+        if registration is None:
+            raise UnknownTopicOrPartitionError(
+                f"This server does not host this topic-partition {topic}-{partition}"
+            )
+        if registration.leader != self.node_id:
+            raise NotLeaderOrFollowerError(f"Broker {self.node_id} is not the leader of {topic}-{partition}")
+        if current_leader_epoch >= 0:
+            if current_leader_epoch < registration.leader_epoch:
+                raise FencedLeaderEpochError(
+                    f"leader epoch {current_leader_epoch} is older than {registration.leader_epoch} for {topic}-{partition}"
+                )
+            if current_leader_epoch > registration.leader_epoch:
+                raise UnknownLeaderEpochError(
+                    f"leader epoch {current_leader_epoch} is newer than {registration.leader_epoch} for {topic}-{partition}"
+                )
+        log = self.log_manager.get_log(topic, partition)
+        if log is None:
+            raise NotLeaderOrFollowerError(f"no local log for {topic}-{partition}")
+        return registration, log

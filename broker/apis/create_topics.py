@@ -1,0 +1,89 @@
+"""CreateTopics (key 19), v2-v7 (``ControllerApis.createTopics``).
+
+num_partitions / replication_factor -1 use ``num.partitions`` / ``default.replication.factor``;
+explicit assignments are accepted when they name registered brokers. ``validate_only`` checks
+without creating. v5+ results carry the partition count and replication factor; v7 the topic id.
+Per-topic configs are checked against Kafka's topic config names (``INVALID_CONFIG``) but not
+applied yet.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.apis.context import BrokerContext
+from broker.apis.entities import ZERO_DURATION, build, nested
+from broker.controller.single_node_controller import CreatableTopicSpec
+from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.errors import ErrorCode
+
+__all__ = ["handle_create_topics", "create_topics_error_response"]
+
+
+def _spec(topic: Any) -> CreatableTopicSpec:
+    return CreatableTopicSpec(
+        name=topic.name,
+        num_partitions=topic.num_partitions,
+        replication_factor=topic.replication_factor,
+        assignments={a.partition_index: tuple(a.broker_ids) for a in topic.assignments},
+        configs={c.name: c.value for c in topic.configs},
+    )
+
+
+async def handle_create_topics(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+    """Handle a CreateTopicsRequest."""
+    cls = response_class(ApiKey.CREATE_TOPICS, rctx.api_version)
+    result_cls = nested(cls, "CreatableTopicResult")
+    outcomes = ctx.controller.create_topics([_spec(t) for t in request.topics], bool(request.validate_only))
+    results = []
+    for outcome in outcomes:
+        if outcome.error is None:
+            results.append(
+                build(
+                    result_cls,
+                    name=outcome.name,
+                    topic_id=outcome.topic_id,
+                    error_code=ErrorCode.none,
+                    error_message=None,
+                    num_partitions=outcome.num_partitions,
+                    replication_factor=outcome.replication_factor,
+                    configs=(),
+                )
+            )
+        else:
+            results.append(
+                build(
+                    result_cls,
+                    name=outcome.name,
+                    topic_id=None,
+                    error_code=ErrorCode(outcome.error.error_code),
+                    error_message=outcome.error.message,
+                    num_partitions=-1,
+                    replication_factor=-1,
+                    configs=None,
+                )
+            )
+    return build(cls, throttle_time=ZERO_DURATION, topics=tuple(results))
+
+
+def create_topics_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    cls = response_class(ApiKey.CREATE_TOPICS, version)
+    result_cls = nested(cls, "CreatableTopicResult")
+    return build(
+        cls,
+        throttle_time=ZERO_DURATION,
+        topics=tuple(
+            build(
+                result_cls,
+                name=t.name,
+                topic_id=None,
+                error_code=code,
+                error_message=None,
+                num_partitions=-1,
+                replication_factor=-1,
+                configs=None,
+            )
+            for t in request.topics
+        ),
+    )

@@ -1,0 +1,61 @@
+"""DeleteTopics (key 20), v1-v6 (``ControllerApis.deleteTopics``).
+
+v1-v5 name topics; v6 names them or gives topic ids. Unknown names ->
+``UNKNOWN_TOPIC_OR_PARTITION``, unknown ids -> ``UNKNOWN_TOPIC_ID``; ``delete.topic.enable=false``
+-> ``TOPIC_DELETION_DISABLED``. Parked fetches on deleted partitions are woken (they then answer
+``UNKNOWN_TOPIC_OR_PARTITION``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from broker.apis.context import BrokerContext
+from broker.apis.entities import ZERO_DURATION, build, nested
+from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.errors import ErrorCode
+
+__all__ = ["handle_delete_topics", "delete_topics_error_response"]
+
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def _requested(request: Any) -> list[tuple[str | None, uuid.UUID | None]]:
+    if hasattr(request, "topics"):
+        return [(t.name, None if t.topic_id in (None, _ZERO_UUID) else t.topic_id) for t in request.topics]
+    return [(name, None) for name in request.topic_names]
+
+
+async def handle_delete_topics(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+    """Handle a DeleteTopicsRequest."""
+    cls = response_class(ApiKey.DELETE_TOPICS, rctx.api_version)
+    result_cls = nested(cls, "DeletableTopicResult")
+    requested = _requested(request)
+    results = ctx.controller.delete_topics([n for n, _ in requested], [i for _, i in requested])
+    out = []
+    for name, topic_id, error in results:
+        out.append(
+            build(
+                result_cls,
+                name=name,
+                topic_id=topic_id or _ZERO_UUID,
+                error_code=ErrorCode.none if error is None else ErrorCode(error.error_code),
+                error_message=None if error is None else error.message,
+            )
+        )
+    return build(cls, throttle_time=ZERO_DURATION, responses=tuple(out))
+
+
+def delete_topics_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    cls = response_class(ApiKey.DELETE_TOPICS, version)
+    result_cls = nested(cls, "DeletableTopicResult")
+    return build(
+        cls,
+        throttle_time=ZERO_DURATION,
+        responses=tuple(
+            build(result_cls, name=name, topic_id=topic_id or _ZERO_UUID, error_code=code, error_message=None)
+            for name, topic_id in _requested(request)
+        ),
+    )

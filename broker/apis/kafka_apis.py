@@ -1,0 +1,215 @@
+"""``KafkaApis``: the ApiKey -> handler dispatch table and the request pipeline.
+
+For each frame (from the socket server): look up the API and check the version against the
+table (unknown key or version -> close the connection, as Kafka's ``SocketServer`` does; except
+ApiVersions, answered v0 + UNSUPPORTED_VERSION per KIP-511), decode the body with kio (malformed
+-> close; for ApiVersions -> INVALID_REQUEST), run the handler, and encode the response. A handler
+exception becomes the API's error response with the mapped error code (UNKNOWN_SERVER_ERROR for
+unexpected ones, logged with the request); the broker keeps serving.
+
+The ApiVersions response is generated from this table, so what is advertised is what is served.
+Produce is advertised from v0 but v0-v2 are refused at request time (Kafka 4.0, KAFKA-18659:
+librdkafka <= 2.11.0 only enables compression when Produce v0 is advertised).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from broker.apis import api_versions as api_versions_api
+from broker.apis.context import BrokerContext
+from broker.apis.create_topics import create_topics_error_response, handle_create_topics
+from broker.apis.delete_topics import delete_topics_error_response, handle_delete_topics
+from broker.apis.errors import error_code_for
+from broker.apis.fetch import fetch_error_response, handle_fetch
+from broker.apis.list_offsets import handle_list_offsets, list_offsets_error_response
+from broker.apis.list_offsets_v0 import decode_list_offsets_v0, encode_list_offsets_v0_response
+from broker.apis.metadata import handle_metadata, metadata_error_response
+from broker.apis.offset_for_leader_epoch import (
+    handle_offset_for_leader_epoch,
+    offset_for_leader_epoch_error_response,
+)
+from broker.apis.produce import handle_produce, produce_error_response
+from broker.network.request_context import CloseConnection, RequestContext
+from spark_kafkalite.protocol.api_keys import ApiKey
+from spark_kafkalite.protocol.errors import ErrorCode, KafkaError
+from spark_kafkalite.protocol.framing import decode_request_body, encode_response
+
+__all__ = ["KafkaApis", "ApiSpec"]
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[BrokerContext, RequestContext, Any], Awaitable[Any]]
+ErrorResponder = Callable[[Any, int, ErrorCode], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    """One supported API.
+
+    Attributes:
+        api_key: the API.
+        min_version / max_version: versions served.
+        handler: ``async handler(ctx, request_context, request) -> response entity | None``.
+        error_response: ``error_response(request, version, code)`` -> response entity with
+            ``code`` everywhere (Kafka's ``AbstractRequest.getErrorResponse``).
+        advertised_min_version: lower bound advertised in ApiVersions if below ``min_version``
+            (advertised-only versions close the connection when used).
+        decoders: hand-written body decoders for versions kio lacks: version -> fn(frame, offset).
+        encoders: matching response encoders: version -> fn(response, correlation_id) -> frame.
+    """
+
+    api_key: ApiKey
+    min_version: int
+    max_version: int
+    handler: Handler
+    error_response: ErrorResponder
+    advertised_min_version: int | None = None
+    decoders: dict[int, Callable[[bytes, int], Any]] | None = None
+    encoders: dict[int, Callable[[Any, int], bytes]] | None = None
+
+    @property
+    def advertised_range(self) -> tuple[int, int]:
+        low = self.min_version if self.advertised_min_version is None else self.advertised_min_version
+        return low, self.max_version
+
+
+async def _not_dispatched(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:  # pragma: no cover
+    raise AssertionError("ApiVersions is handled by KafkaApis itself")
+
+
+def _api_versions_error(request: Any, version: int, code: ErrorCode) -> Any:
+    return api_versions_api.api_versions_response(version, code, [])
+
+
+DEFAULT_APIS: tuple[ApiSpec, ...] = (
+    ApiSpec(ApiKey.PRODUCE, 3, 9, handle_produce, produce_error_response, advertised_min_version=0),
+    ApiSpec(ApiKey.FETCH, 4, 12, handle_fetch, fetch_error_response),
+    ApiSpec(
+        ApiKey.LIST_OFFSETS,
+        0,
+        7,
+        handle_list_offsets,
+        list_offsets_error_response,
+        decoders={0: decode_list_offsets_v0},
+        encoders={0: encode_list_offsets_v0_response},
+    ),
+    ApiSpec(ApiKey.METADATA, 0, 12, handle_metadata, metadata_error_response),
+    ApiSpec(ApiKey.API_VERSIONS, 0, 3, _not_dispatched, _api_versions_error),
+    ApiSpec(ApiKey.CREATE_TOPICS, 2, 7, handle_create_topics, create_topics_error_response),
+    ApiSpec(ApiKey.DELETE_TOPICS, 1, 6, handle_delete_topics, delete_topics_error_response),
+    ApiSpec(
+        ApiKey.OFFSET_FOR_LEADER_EPOCH,
+        2,
+        4,
+        handle_offset_for_leader_epoch,
+        offset_for_leader_epoch_error_response,
+    ),
+)
+
+
+class KafkaApis:
+    """The request handler the socket server calls for every frame.
+
+    Args:
+        ctx: broker state for handlers.
+        apis: the supported APIs (default: :data:`DEFAULT_APIS`).
+    """
+
+    def __init__(self, ctx: BrokerContext, apis: tuple[ApiSpec, ...] = DEFAULT_APIS) -> None:
+        self.ctx = ctx
+        self.apis: dict[int, ApiSpec] = {int(spec.api_key): spec for spec in apis}
+        self._api_versions_range = self.apis[ApiKey.API_VERSIONS].advertised_range
+
+    def advertised_versions(self) -> list[tuple[int, int, int]]:
+        """[(api_key, min, max)] as advertised in ApiVersions."""
+        return [(key, *spec.advertised_range) for key, spec in sorted(self.apis.items())]
+
+    async def __call__(self, rctx: RequestContext, frame: bytes, body_offset: int) -> bytes | None:
+        """Serve one request frame; returns the response frame, or None (no response).
+
+        Raises:
+            CloseConnection: the connection must be closed (bad request, unsupported version).
+        """
+        api_key, version = rctx.api_key, rctx.api_version
+        spec = self.apis.get(api_key)
+        if api_key == ApiKey.API_VERSIONS:
+            return self._api_versions(rctx, frame, body_offset)
+        if spec is None:
+            logger.warning(
+                "closing %s: unsupported api key %d (client %s)",
+                rctx.connection_id,
+                api_key,
+                rctx.header.client_id,
+            )
+            raise CloseConnection(f"unknown api key {api_key}")
+        if not spec.min_version <= version <= spec.max_version:
+            logger.warning(
+                "closing %s: unsupported version %d of %s (supported %d-%d, client %s)",
+                rctx.connection_id,
+                version,
+                spec.api_key.name,
+                spec.min_version,
+                spec.max_version,
+                rctx.header.client_id,
+            )
+            raise CloseConnection(f"unsupported version {version} of api key {api_key}")
+        try:
+            decoder = spec.decoders.get(version) if spec.decoders else None
+            if decoder is not None:
+                request = decoder(frame, body_offset)
+            else:
+                request = decode_request_body(api_key, version, frame, body_offset)
+        except KafkaError as exc:
+            logger.warning(
+                "closing %s: cannot parse %s v%d request: %s",
+                rctx.connection_id,
+                spec.api_key.name,
+                version,
+                exc,
+            )
+            raise CloseConnection(str(exc)) from None
+        try:
+            response = await spec.handler(self.ctx, rctx, request)
+        except CloseConnection:
+            raise
+        except Exception as exc:  # noqa: BLE001 - becomes the API's error response
+            code = error_code_for(
+                exc, f"{spec.api_key.name} v{version} request {request!r:.2000} from {rctx.connection_id}"
+            )
+            if api_key == ApiKey.PRODUCE and getattr(request, "acks", 1) == 0:
+                raise CloseConnection("acks=0 produce request failed") from None
+            response = spec.error_response(request, version, code)
+        if response is None:
+            return None
+        encoder = spec.encoders.get(version) if spec.encoders else None
+        if encoder is not None:
+            return encoder(response, rctx.correlation_id)
+        return encode_response(response, rctx.correlation_id)
+
+    def _api_versions(self, rctx: RequestContext, frame: bytes, body_offset: int) -> bytes:
+        version = rctx.api_version
+        low, high = self._api_versions_range
+        if not low <= version <= high:
+            # KIP-511: answer v0 with UNSUPPORTED_VERSION and our ApiVersions range, body unparsed.
+            return encode_response(
+                api_versions_api.unsupported_version_response((low, high)), rctx.correlation_id
+            )
+        try:
+            request = decode_request_body(ApiKey.API_VERSIONS, version, frame, body_offset)
+        except KafkaError as exc:
+            logger.info("invalid ApiVersions v%d request from %s: %s", version, rctx.connection_id, exc)
+            return encode_response(
+                api_versions_api.api_versions_response(version, ErrorCode.invalid_request, []),
+                rctx.correlation_id,
+            )
+        if not api_versions_api.valid_client_software(request):
+            return encode_response(
+                api_versions_api.api_versions_response(version, ErrorCode.invalid_request, []),
+                rctx.correlation_id,
+            )
+        response = api_versions_api.api_versions_response(version, ErrorCode.none, self.advertised_versions())
+        return encode_response(response, rctx.correlation_id)

@@ -1,0 +1,119 @@
+"""ListOffsets (key 2), v0-v7 (v0 through :mod:`broker.apis.list_offsets_v0`).
+
+Special timestamps (``ListOffsetsRequest``): -2 EARLIEST -> log start offset; -1 LATEST -> high
+watermark (read_uncommitted) / last stable offset (read_committed; equal here); -3 MAX_TIMESTAMP
+(v7+, KIP-734) -> the first record with the largest timestamp. Any other value: the first offset
+whose timestamp is >= it (``UnifiedLog.fetchOffsetByTimestamp``), or offset/timestamp -1 when
+none; consumers never see offsets at or beyond the high watermark. Brokers (replica_id >= 0)
+and debugging consumers (-2) read up to the log end.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.apis.context import BrokerContext
+from broker.apis.entities import ZERO_DURATION, build, nested
+from broker.apis.errors import error_code_for
+from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.errors import ErrorCode
+
+__all__ = [
+    "handle_list_offsets",
+    "list_offsets_error_response",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+]
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+
+def _response_class(version: int) -> type[Any]:
+    return response_class(ApiKey.LIST_OFFSETS, max(version, 1))
+
+
+def _lookup(ctx: BrokerContext, request: Any, topic: str, p: Any, version: int) -> tuple[int, int, int]:
+    """(offset, timestamp, leader_epoch) for one partition; raises KafkaError."""
+    registration, log = ctx.leader_log(topic, p.partition_index, getattr(p, "current_leader_epoch", -1))
+    epoch = registration.leader_epoch
+    fetch_limit = log.high_watermark if request.replica_id == -1 else log.log_end_offset
+    ts = p.timestamp
+    if ts == EARLIEST_TIMESTAMP:
+        return log.log_start_offset, -1, epoch
+    if ts == LATEST_TIMESTAMP:
+        return fetch_limit, -1, epoch
+    if ts == MAX_TIMESTAMP and version >= 7:
+        found = log.latest_timestamp()
+    else:
+        found = log.fetch_offset_by_timestamp(ts)
+    if found is None or found[0] >= fetch_limit:
+        return -1, -1, -1
+    return found[0], found[1], epoch
+
+
+async def handle_list_offsets(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+    """Handle a ListOffsetsRequest; returns a v1+-shaped response entity (v0 is re-encoded)."""
+    version = rctx.api_version
+    cls = _response_class(version)
+    topic_cls = nested(cls, "ListOffsetsTopicResponse")
+    partition_cls = nested(cls, "ListOffsetsPartitionResponse")
+    seen: set[tuple[str, int]] = set()
+    topics_out = []
+    for t in request.topics:
+        partitions_out = []
+        for p in t.partitions:
+            offset = timestamp = epoch = -1
+            key = (t.name, p.partition_index)
+            if key in seen:
+                code = ErrorCode.invalid_request  # Kafka rejects duplicate partitions
+            else:
+                seen.add(key)
+                try:
+                    offset, timestamp, epoch = _lookup(ctx, request, t.name, p, version)
+                    code = ErrorCode.none
+                except Exception as exc:  # noqa: BLE001 - mapped to a wire error code
+                    code = error_code_for(exc, f"ListOffsets v{version} of {t.name}-{p.partition_index}")
+            partitions_out.append(
+                build(
+                    partition_cls,
+                    partition_index=p.partition_index,
+                    error_code=code,
+                    timestamp=timestamp,
+                    offset=offset,
+                    leader_epoch=epoch,
+                )
+            )
+        topics_out.append(topic_cls(name=t.name, partitions=tuple(partitions_out)))
+    return build(cls, throttle_time=ZERO_DURATION, topics=tuple(topics_out))
+
+
+def list_offsets_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    """The error for every requested partition."""
+    cls = _response_class(version)
+    topic_cls = nested(cls, "ListOffsetsTopicResponse")
+    partition_cls = nested(cls, "ListOffsetsPartitionResponse")
+    return build(
+        cls,
+        throttle_time=ZERO_DURATION,
+        topics=tuple(
+            topic_cls(
+                name=t.name,
+                partitions=tuple(
+                    build(
+                        partition_cls,
+                        partition_index=p.partition_index,
+                        error_code=code,
+                        timestamp=-1,
+                        offset=-1,
+                        leader_epoch=-1,
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in request.topics
+        ),
+    )

@@ -1,0 +1,172 @@
+"""Metadata (key 3), v0-v12 (``KafkaApis.handleTopicMetadataRequest``).
+
+* Topics: v0 empty list = all topics; v1+ null = all, empty = none; v10+ topics may be named by
+  id (name null) -> ``UNKNOWN_TOPIC_ID`` when unknown.
+* Unknown topics: ``UNKNOWN_TOPIC_OR_PARTITION``, or, when ``auto.create.topics.enable`` and the
+  request allows it (v4+ ``AllowAutoTopicCreation``; always for v0-v3), the topic is created
+  with the broker defaults and this first response says ``LEADER_NOT_AVAILABLE`` (as Kafka's
+  ``AutoTopicCreationManager`` does). Illegal names: ``INVALID_TOPIC_EXCEPTION``.
+* Brokers: the endpoints of the listener the request arrived on; cluster id (v2+); controller id
+  (v1+); topic ids (v10+); leader epochs (v7+).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from broker.apis.context import BrokerContext
+from broker.apis.entities import ZERO_DURATION, build, nested
+from broker.controller.metadata_image import TopicImage
+from broker.controller.single_node_controller import CreatableTopicSpec, validate_topic_name
+from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.errors import ErrorCode
+
+__all__ = ["handle_metadata", "metadata_error_response"]
+
+logger = logging.getLogger(__name__)
+
+_ZERO_UUID = uuid.UUID(int=0)
+_NO_AUTHORIZED_OPERATIONS = -2147483648
+
+
+def _brokers(ctx: BrokerContext, cls: type[Any], listener_name: str) -> tuple[Any, ...]:
+    broker_cls = nested(cls, "MetadataResponseBroker")
+    out = []
+    for node_id in sorted(ctx.image.brokers):
+        registration = ctx.image.brokers[node_id]
+        endpoint = registration.endpoints.get(listener_name)
+        if endpoint is None:
+            continue
+        out.append(
+            build(broker_cls, node_id=node_id, host=endpoint[0], port=endpoint[1], rack=registration.rack)
+        )
+    return tuple(out)
+
+
+def _topic_response(cls: type[Any], topic: TopicImage) -> Any:
+    topic_cls = nested(cls, "MetadataResponseTopic")
+    partition_cls = nested(cls, "MetadataResponsePartition")
+    partitions = tuple(
+        build(
+            partition_cls,
+            error_code=ErrorCode.none if p.leader >= 0 else ErrorCode.leader_not_available,
+            partition_index=p.partition,
+            leader_id=p.leader,
+            leader_epoch=p.leader_epoch,
+            replica_nodes=p.replicas,
+            isr_nodes=p.isr,
+            offline_replicas=(),
+        )
+        for p in topic.partitions.values()
+    )
+    return build(
+        topic_cls,
+        error_code=ErrorCode.none,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=False,
+        partitions=partitions,
+        topic_authorized_operations=_NO_AUTHORIZED_OPERATIONS,
+    )
+
+
+def _error_topic(cls: type[Any], name: str | None, code: ErrorCode, topic_id: uuid.UUID | None = None) -> Any:
+    topic_cls = nested(cls, "MetadataResponseTopic")
+    return build(
+        topic_cls,
+        error_code=code,
+        name=name,
+        topic_id=topic_id or _ZERO_UUID,
+        is_internal=False,
+        partitions=(),
+        topic_authorized_operations=_NO_AUTHORIZED_OPERATIONS,
+    )
+
+
+def _requested(request: Any, version: int) -> list[tuple[str | None, uuid.UUID | None]] | None:
+    """The requested (name, id) pairs, or None for all topics."""
+    topics = request.topics
+    if topics is None or (version == 0 and not topics):
+        return None
+    out = []
+    for t in topics:
+        topic_id = getattr(t, "topic_id", None)
+        if topic_id == _ZERO_UUID:
+            topic_id = None
+        out.append((t.name, topic_id))
+    return out
+
+
+async def handle_metadata(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+    """Handle a MetadataRequest (may auto-create topics)."""
+    version = rctx.api_version
+    cls = response_class(ApiKey.METADATA, version)
+    requested = _requested(request, version)
+    allow_auto_create = (
+        bool(getattr(request, "allow_auto_topic_creation", True)) and ctx.config.auto_create_topics_enable
+    )
+    topics_out: list[Any] = []
+    if requested is None:
+        topics_out = [_topic_response(cls, ctx.image.topics[name]) for name in sorted(ctx.image.topics)]
+    else:
+        to_create: list[str] = []
+        seen: set[str] = set()
+        for name, topic_id in requested:
+            if name is None:
+                topic = ctx.image.topic_by_id(topic_id) if topic_id is not None else None
+                if topic is None:
+                    code = ErrorCode.unknown_topic_id if topic_id is not None else ErrorCode.invalid_request
+                    topics_out.append(_error_topic(cls, None, code, topic_id))
+                else:
+                    topics_out.append(_topic_response(cls, topic))
+                continue
+            if name in seen:
+                continue
+            seen.add(name)
+            topic = ctx.image.topic(name)
+            if topic is not None:
+                topics_out.append(_topic_response(cls, topic))
+            elif validate_topic_name(name) is not None:
+                topics_out.append(_error_topic(cls, name, ErrorCode.invalid_topic_exception))
+            elif allow_auto_create:
+                to_create.append(name)
+            else:
+                topics_out.append(_error_topic(cls, name, ErrorCode.unknown_topic_or_partition))
+        if to_create:
+            outcomes = ctx.controller.create_topics([CreatableTopicSpec(name) for name in to_create])
+            for outcome in outcomes:
+                if outcome.error is None or outcome.error.error_code == ErrorCode.topic_already_exists:
+                    code = ErrorCode.leader_not_available
+                    logger.info("auto-created topic %s (%d partitions)", outcome.name, outcome.num_partitions)
+                else:
+                    code = ErrorCode(outcome.error.error_code)
+                topics_out.append(_error_topic(cls, outcome.name, code))
+    return build(
+        cls,
+        throttle_time=ZERO_DURATION,
+        brokers=_brokers(ctx, cls, rctx.listener_name),
+        cluster_id=ctx.image.cluster_id,
+        controller_id=ctx.image.controller_id,
+        topics=tuple(topics_out),
+        cluster_authorized_operations=_NO_AUTHORIZED_OPERATIONS,
+    )
+
+
+def metadata_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    """No brokers, and ``code`` for every requested topic."""
+    cls = response_class(ApiKey.METADATA, version)
+    topics = tuple(
+        _error_topic(cls, t.name, code, getattr(t, "topic_id", None)) for t in (request.topics or ())
+    )
+    return build(
+        cls,
+        throttle_time=ZERO_DURATION,
+        brokers=(),
+        cluster_id=None,
+        controller_id=-1,
+        topics=topics,
+        cluster_authorized_operations=_NO_AUTHORIZED_OPERATIONS,
+    )

@@ -1,0 +1,322 @@
+"""Typed broker configuration using Kafka's keys (``KafkaConfig`` in Kafka).
+
+Every key is declared once in :mod:`broker.config_def` with a type, a default, a doc string and a
+validator. A properties file (Java ``.properties`` syntax) plus ``key=value`` overrides are parsed
+into a :class:`KafkaConfig`; unknown keys and bad values raise :class:`ConfigError` naming the key.
+The keys the broker uses are exposed as typed properties.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from broker.config_def import CONFIG_DEF, INT_MAX, LONG_MAX, ConfigError, ConfigKey, _parse_list
+
+__all__ = [
+    "ConfigError",
+    "ConfigKey",
+    "CONFIG_DEF",
+    "KafkaConfig",
+    "Endpoint",
+    "LONG_MAX",
+    "INT_MAX",
+    "parse_properties",
+    "parse_listeners",
+    "parse_overrides",
+]
+
+# ---------------------------------------------------------------------------------------------
+# properties files
+
+
+def parse_properties(text: str, source: str = "<properties>") -> dict[str, str]:
+    """Parse Java ``.properties`` text: ``key=value``, ``key: value`` or ``key value`` lines,
+    ``#``/``!`` comments, backslash line continuations and ``\\t \\n \\uXXXX`` escapes.
+
+    Raises:
+        ConfigError: a line has an empty key (named by its line number in ``source``).
+    """
+    result: dict[str, str] = {}
+    logical: list[tuple[int, str]] = []
+    pending = ""
+    pending_line = 0
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.lstrip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        if not pending:
+            pending_line = number
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            pending += line[:-1]
+            continue
+        logical.append((pending_line, pending + line))
+        pending = ""
+    if pending:
+        logical.append((pending_line, pending))
+    for number, line in logical:
+        match = re.match(r"((?:\\.|[^=:\s\\])+)\s*[=:\s]?\s*(.*)$", line, re.DOTALL)
+        if match is None:
+            raise ConfigError(f"{source}:{number}", f"cannot parse line {line!r}")
+        key = _unescape(match.group(1))
+        result[key] = _unescape(match.group(2))
+    return result
+
+
+def _unescape(text: str) -> str:
+    if "\\" not in text:
+        return text
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch != "\\" or i + 1 >= len(text):
+            out.append(ch)
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if nxt == "u" and i + 6 <= len(text):
+            out.append(chr(int(text[i + 2 : i + 6], 16)))
+            i += 6
+            continue
+        out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(nxt, nxt))
+        i += 2
+    return "".join(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# listeners
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A listener ``NAME://host:port``. ``host`` "" means all interfaces; port 0 = pick a free one."""
+
+    listener_name: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+    def with_port(self, port: int) -> Endpoint:
+        return Endpoint(self.listener_name, self.host, port, self.security_protocol)
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.listener_name}://{host}:{self.port}"
+
+
+_LISTENER_RE = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9A-Fa-f:.]+\]|[^:\[\]/]*):(-?\d+)$")
+
+
+def parse_listeners(key: str, items: Iterable[str], protocol_map: Mapping[str, str]) -> list[Endpoint]:
+    """Parse listener strings (Kafka's ``CoreUtils.listenerListToEndPoints``).
+
+    Raises:
+        ConfigError: a malformed entry, a port out of range, a duplicate listener name, or a
+            security protocol other than PLAINTEXT.
+    """
+    endpoints: list[Endpoint] = []
+    for item in items:
+        if not item:
+            continue
+        match = _LISTENER_RE.match(item)
+        if match is None:
+            raise ConfigError(key, f"invalid listener {item!r}; expected NAME://host:port")
+        name, host, port_text = match.group(1).upper(), match.group(2), match.group(3)
+        host = host.strip("[]")
+        port = int(port_text)
+        if not 0 <= port <= 65535:
+            raise ConfigError(key, f"port {port} out of range in {item!r}")
+        protocol = protocol_map.get(name)
+        if protocol is None:
+            raise ConfigError(key, f"listener name {name!r} is not in listener.security.protocol.map")
+        if protocol != "PLAINTEXT":
+            raise ConfigError(
+                key, f"security protocol {protocol} of listener {name} is not supported (only PLAINTEXT)"
+            )
+        if any(e.listener_name == name for e in endpoints):
+            raise ConfigError(key, f"duplicate listener name {name!r}")
+        endpoints.append(Endpoint(name, host, port, protocol))
+    return endpoints
+
+
+def _parse_protocol_map(text: str) -> dict[str, str]:
+    result: dict[str, str] = {}
+    for item in _parse_list(text):
+        if not item:
+            continue
+        name, sep, protocol = item.partition(":")
+        if not sep or not name or not protocol:
+            raise ConfigError(
+                "listener.security.protocol.map", f"invalid entry {item!r}; expected NAME:PROTOCOL"
+            )
+        if protocol.upper() not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            raise ConfigError("listener.security.protocol.map", f"unknown security protocol {protocol!r}")
+        result[name.strip().upper()] = protocol.strip().upper()
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# the config
+
+
+class KafkaConfig:
+    """Validated broker configuration. ``values`` maps every known key to its typed value
+    (defaults filled in); ``explicit`` holds the keys that were set.
+
+    Raises (constructor):
+        ConfigError: an unknown key, an unparsable or out-of-range value, or an inconsistent
+            combination (e.g. missing node.id, advertised listener without a listener).
+    """
+
+    def __init__(self, props: Mapping[str, str]) -> None:
+        values: dict[str, Any] = {key: spec.default for key, spec in CONFIG_DEF.items()}
+        for key, raw in props.items():
+            spec = CONFIG_DEF.get(key)
+            if spec is None:
+                raise ConfigError(key, "unknown configuration key")
+            values[key] = spec.parse(raw)
+        self.values = values
+        self.explicit = frozenset(props)
+        self._validate()
+
+    # -- construction helpers ------------------------------------------------------------
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], overrides: Iterable[str] = ()) -> KafkaConfig:
+        """Load ``path`` and apply ``key=value`` overrides (later wins).
+
+        Raises:
+            ConfigError: unreadable file, malformed override, unknown key or bad value.
+        """
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError("--config", f"cannot read {path}: {exc.strerror or exc}") from None
+        props = parse_properties(text, str(path))
+        props.update(parse_overrides(overrides))
+        return cls(props)
+
+    # -- validation ---------------------------------------------------------------------
+    def _validate(self) -> None:
+        v = self.values
+        node_id, broker_id = v["node.id"], v["broker.id"]
+        if node_id < 0 and broker_id >= 0:
+            v["node.id"] = node_id = broker_id
+        if node_id < 0:
+            raise ConfigError("node.id", "must be set to a non-negative integer")
+        if broker_id >= 0 and broker_id != node_id:
+            raise ConfigError("broker.id", f"{broker_id} does not match node.id {node_id}")
+        if "broker" not in v["process.roles"]:
+            raise ConfigError(
+                "process.roles", "this server needs the broker role (controller-only is not supported yet)"
+            )
+        self.protocol_map = _parse_protocol_map(v["listener.security.protocol.map"])
+        self.listeners = parse_listeners("listeners", v["listeners"], self.protocol_map)
+        if not self.listeners:
+            raise ConfigError("listeners", "at least one listener is required")
+        advertised = v["advertised.listeners"]
+        if advertised is None:
+            self.advertised_listeners = list(self.listeners)
+        else:
+            self.advertised_listeners = parse_listeners("advertised.listeners", advertised, self.protocol_map)
+            names = {e.listener_name for e in self.listeners}
+            for endpoint in self.advertised_listeners:
+                if endpoint.listener_name not in names:
+                    raise ConfigError(
+                        "advertised.listeners",
+                        f"listener {endpoint.listener_name} is not one of listeners ({', '.join(sorted(names))})",
+                    )
+        dirs = v["log.dirs"] if v["log.dirs"] is not None else [v["log.dir"]]
+        dirs = [d for d in dirs if d]
+        if not dirs:
+            raise ConfigError("log.dirs", "at least one log directory is required")
+        self.log_dirs = [Path(d) for d in dirs]
+
+    # -- typed accessors ----------------------------------------------------------------
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def node_id(self) -> int:
+        return int(self.values["node.id"])
+
+    @property
+    def num_partitions(self) -> int:
+        return int(self.values["num.partitions"])
+
+    @property
+    def default_replication_factor(self) -> int:
+        return int(self.values["default.replication.factor"])
+
+    @property
+    def auto_create_topics_enable(self) -> bool:
+        return bool(self.values["auto.create.topics.enable"])
+
+    @property
+    def delete_topic_enable(self) -> bool:
+        return bool(self.values["delete.topic.enable"])
+
+    @property
+    def message_max_bytes(self) -> int:
+        return int(self.values["message.max.bytes"])
+
+    @property
+    def socket_request_max_bytes(self) -> int:
+        return int(self.values["socket.request.max.bytes"])
+
+    @property
+    def fetch_max_bytes(self) -> int:
+        return int(self.values["fetch.max.bytes"])
+
+    @property
+    def broker_rack(self) -> str | None:
+        return self.values["broker.rack"]
+
+    @property
+    def log_retention_ms(self) -> int:
+        """log.retention.ms, else minutes, else hours (Kafka's precedence); -1 = forever."""
+        v = self.values
+        if v["log.retention.ms"] is not None:
+            return int(v["log.retention.ms"])
+        if v["log.retention.minutes"] is not None:
+            minutes = int(v["log.retention.minutes"])
+            return -1 if minutes < 0 else minutes * 60_000
+        hours = int(v["log.retention.hours"])
+        return -1 if hours < 0 else hours * 3_600_000
+
+    @property
+    def log_roll_ms(self) -> int:
+        v = self.values
+        if v["log.roll.ms"] is not None:
+            return int(v["log.roll.ms"])
+        return int(v["log.roll.hours"]) * 3_600_000
+
+    @property
+    def log_flush_interval_ms(self) -> int:
+        value = self.values["log.flush.interval.ms"]
+        return LONG_MAX if value is None else int(value)
+
+    def describe(self) -> str:
+        """All values as ``key = value`` lines (Kafka logs this at startup)."""
+        return "\n".join(f"\t{key} = {self.values[key]}" for key in sorted(self.values))
+
+
+def parse_overrides(overrides: Iterable[str]) -> dict[str, str]:
+    """Parse ``key=value`` override strings.
+
+    Raises:
+        ConfigError: an override without ``=`` or with an empty key.
+    """
+    result: dict[str, str] = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(item or "--override", "override must look like key=value")
+        result[key] = value
+    return result

@@ -1,0 +1,391 @@
+"""Every broker configuration key: Kafka name, type, default, doc and validator (Kafka's
+``ConfigDef`` for ``KafkaConfig``). :mod:`broker.config` parses and validates values against it.
+
+Keys marked "accepted for compatibility; no effect yet" let Kafka configuration files load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ConfigError", "ConfigKey", "CONFIG_DEF", "LONG_MAX", "INT_MAX", "at_least", "between", "one_of"]
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+
+class ConfigError(ValueError):
+    """A configuration key is unknown or its value is invalid; ``key`` names it."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        super().__init__(f"{key}: {message}")
+
+
+# ---------------------------------------------------------------------------------------------
+# types and validators
+
+Parser = Callable[[str], Any]
+Validator = Callable[[Any], str | None]  # returns an error message or None
+
+
+def _parse_int(text: str) -> int:
+    value = int(text.strip(), 10)
+    if not -(2**31) <= value <= INT_MAX:
+        raise ValueError(f"{value} does not fit a 32-bit int")
+    return value
+
+
+def _parse_long(text: str) -> int:
+    value = int(text.strip(), 10)
+    if not -(2**63) <= value <= LONG_MAX:
+        raise ValueError(f"{value} does not fit a 64-bit long")
+    return value
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered == "true":
+        return True
+    if lowered == "false":
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+def _parse_double(text: str) -> float:
+    return float(text.strip())
+
+
+def _parse_string(text: str) -> str:
+    return text.strip()
+
+
+def _parse_list(text: str) -> list[str]:
+    stripped = text.strip()
+    if not stripped:
+        return []
+    return [item.strip() for item in stripped.split(",")]
+
+
+_PARSERS: dict[str, Parser] = {
+    "int": _parse_int,
+    "long": _parse_long,
+    "short": _parse_int,
+    "boolean": _parse_bool,
+    "double": _parse_double,
+    "string": _parse_string,
+    "list": _parse_list,
+    "password": _parse_string,
+}
+
+
+def at_least(minimum: int | float) -> Validator:
+    """Kafka's ``ConfigDef.Range.atLeast``."""
+
+    def check(value: Any) -> str | None:
+        if value is not None and value < minimum:
+            return f"value must be at least {minimum}"
+        return None
+
+    return check
+
+
+def between(low: int, high: int) -> Validator:
+    """Kafka's ``ConfigDef.Range.between`` (inclusive)."""
+
+    def check(value: Any) -> str | None:
+        if value is not None and not low <= value <= high:
+            return f"value must be between {low} and {high}"
+        return None
+
+    return check
+
+
+def one_of(*choices: str, case_sensitive: bool = True) -> Validator:
+    """Kafka's ``ConfigDef.ValidString.in`` / ``CaseInsensitiveValidString``."""
+
+    def check(value: Any) -> str | None:
+        if value is None:
+            return None
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            probe = item if case_sensitive else item.lower()
+            allowed = choices if case_sensitive else tuple(c.lower() for c in choices)
+            if probe not in allowed:
+                return f"{item!r} is not one of {', '.join(choices)}"
+        return None
+
+    return check
+
+
+def non_empty_list(value: Any) -> str | None:
+    if value is not None and not [v for v in value if v]:
+        return "list must not be empty"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigKey:
+    """One configuration key: its Kafka name, type (int, long, short, boolean, double, string,
+    list, password), default (already typed; None = no value), doc, and validator."""
+
+    name: str
+    type: str
+    default: Any
+    doc: str
+    validator: Validator | None = None
+
+    def parse(self, raw: str) -> Any:
+        """Parse and validate ``raw``; raises :class:`ConfigError` naming the key."""
+        try:
+            value = _PARSERS[self.type](raw)
+        except ValueError as exc:
+            raise ConfigError(self.name, f"invalid {self.type} value {raw!r} ({exc})") from None
+        self.check(value)
+        return value
+
+    def check(self, value: Any) -> None:
+        if self.validator is not None:
+            problem = self.validator(value)
+            if problem:
+                raise ConfigError(self.name, f"invalid value {value!r}: {problem}")
+
+
+CONFIG_DEF: dict[str, ConfigKey] = {}
+
+_UNUSED = " (accepted for compatibility; no effect yet)"
+
+
+def _define(name: str, type_: str, default: Any, doc: str, validator: Validator | None = None) -> None:
+    CONFIG_DEF[name] = ConfigKey(name, type_, default, doc, validator)
+
+
+# --- KRaft / node ---------------------------------------------------------------------------
+_define("node.id", "int", -1, "The node id of this server (required, >= 0).", at_least(-1))
+_define("broker.id", "int", -1, "Legacy alias of node.id; must match it when both are set.", at_least(-1))
+_define(
+    "process.roles",
+    "list",
+    ["broker", "controller"],
+    "Roles of this process: broker, controller or both (combined mode).",
+    one_of("broker", "controller"),
+)
+_define("controller.quorum.voters", "list", [], "Static controller quorum voters id@host:port" + _UNUSED)
+_define("controller.quorum.bootstrap.servers", "list", [], "Controller quorum bootstrap servers" + _UNUSED)
+_define("controller.listener.names", "list", [], "Listener names used by the controller" + _UNUSED)
+_define("controller.quorum.election.timeout.ms", "int", 1000, "Raft election timeout" + _UNUSED, at_least(0))
+_define("controller.quorum.fetch.timeout.ms", "int", 2000, "Raft fetch timeout" + _UNUSED, at_least(0))
+_define("controller.quorum.request.timeout.ms", "int", 2000, "Raft request timeout" + _UNUSED, at_least(0))
+_define(
+    "controller.quorum.election.backoff.max.ms", "int", 1000, "Raft election backoff" + _UNUSED, at_least(0)
+)
+_define("broker.heartbeat.interval.ms", "int", 2000, "Broker heartbeat interval" + _UNUSED, at_least(1))
+_define("broker.session.timeout.ms", "int", 9000, "Broker session timeout" + _UNUSED, at_least(1))
+_define("broker.rack", "string", None, "Rack of this broker, returned in Metadata responses.")
+_define("metadata.log.dir", "string", None, "Directory of the metadata log" + _UNUSED)
+
+# --- listeners / sockets ----------------------------------------------------------------------
+_define(
+    "listeners",
+    "list",
+    ["PLAINTEXT://:9092"],
+    "Comma-separated NAME://host:port listeners; port 0 picks a free port, empty host = all interfaces.",
+    non_empty_list,
+)
+_define(
+    "advertised.listeners",
+    "list",
+    None,
+    "Listeners advertised to clients in Metadata; defaults to listeners (port 0 = the bound port).",
+)
+_define(
+    "listener.security.protocol.map",
+    "string",
+    "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+    "Listener name to security protocol map (only PLAINTEXT is supported).",
+)
+_define("inter.broker.listener.name", "string", None, "Listener used between brokers" + _UNUSED)
+_define(
+    "security.inter.broker.protocol",
+    "string",
+    "PLAINTEXT",
+    "Inter-broker security protocol.",
+    one_of("PLAINTEXT"),
+)
+_define(
+    "socket.request.max.bytes",
+    "int",
+    104857600,
+    "Largest request accepted; bigger ones close the connection.",
+    at_least(1),
+)
+_define("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF of sockets (-1 = OS default).", at_least(-1))
+_define("socket.receive.buffer.bytes", "int", 102400, "SO_RCVBUF of sockets (-1 = OS default).", at_least(-1))
+_define("socket.listen.backlog.size", "int", 50, "Listen backlog of the acceptor.", at_least(1))
+_define("num.network.threads", "int", 3, "Network threads (one asyncio loop here)" + _UNUSED, at_least(1))
+_define("num.io.threads", "int", 8, "Request handler threads (one asyncio loop here)" + _UNUSED, at_least(1))
+_define("queued.max.requests", "int", 500, "Max queued requests" + _UNUSED, at_least(1))
+_define(
+    "connections.max.idle.ms",
+    "long",
+    600000,
+    "Idle connections are closed after this many ms (-1 = never).",
+    at_least(-1),
+)
+_define("max.connections", "int", INT_MAX, "Max connections" + _UNUSED, at_least(0))
+_define("max.connections.per.ip", "int", INT_MAX, "Max connections per IP" + _UNUSED, at_least(0))
+
+# --- topics / log ----------------------------------------------------------------------------
+_define("log.dirs", "list", None, "Directories of the log data; overrides log.dir.")
+_define("log.dir", "string", "/tmp/kafka-logs", "Log directory used when log.dirs is not set.")
+_define("num.partitions", "int", 1, "Default number of partitions of new topics.", at_least(1))
+_define("default.replication.factor", "int", 1, "Default replication factor of new topics.", at_least(1))
+_define(
+    "auto.create.topics.enable", "boolean", True, "Create topics on Metadata requests for unknown topics."
+)
+_define(
+    "delete.topic.enable",
+    "boolean",
+    True,
+    "Allow DeleteTopics; when false it fails with TOPIC_DELETION_DISABLED.",
+)
+_define("min.insync.replicas", "int", 1, "Minimum ISR size for acks=all writes.", at_least(1))
+_define("unclean.leader.election.enable", "boolean", False, "Unclean leader election" + _UNUSED)
+_define("log.segment.bytes", "int", 1073741824, "Maximum size of a log segment file.", at_least(14))
+_define(
+    "log.roll.ms", "long", None, "Roll a segment after this many ms (overrides log.roll.hours).", at_least(1)
+)
+_define("log.roll.hours", "int", 168, "Roll a segment after this many hours.", at_least(1))
+_define("log.roll.jitter.ms", "long", None, "Segment roll jitter" + _UNUSED, at_least(0))
+_define("log.roll.jitter.hours", "int", 0, "Segment roll jitter hours" + _UNUSED, at_least(0))
+_define(
+    "log.retention.ms",
+    "long",
+    None,
+    "Retention time in ms (-1 = forever); overrides minutes/hours.",
+    at_least(-1),
+)
+_define("log.retention.minutes", "int", None, "Retention time in minutes.", at_least(-1))
+_define("log.retention.hours", "int", 168, "Retention time in hours.", at_least(-1))
+_define("log.retention.bytes", "long", -1, "Retention size per partition (-1 = unlimited).", at_least(-1))
+_define("log.retention.check.interval.ms", "long", 300000, "Retention check interval.", at_least(1))
+_define("log.index.interval.bytes", "int", 4096, "Bytes between offset index entries.", at_least(0))
+_define("log.index.size.max.bytes", "int", 10485760, "Maximum offset index size.", at_least(4))
+_define("log.flush.interval.messages", "long", LONG_MAX, "fsync after this many messages.", at_least(1))
+_define("log.flush.interval.ms", "long", None, "fsync after this many ms.", at_least(0))
+_define("log.flush.scheduler.interval.ms", "long", LONG_MAX, "Flush check interval" + _UNUSED, at_least(0))
+_define(
+    "log.flush.offset.checkpoint.interval.ms",
+    "int",
+    60000,
+    "Recovery point checkpoint interval.",
+    at_least(0),
+)
+_define(
+    "log.flush.start.offset.checkpoint.interval.ms",
+    "int",
+    60000,
+    "Log start offset checkpoint interval.",
+    at_least(0),
+)
+_define(
+    "log.cleanup.policy",
+    "list",
+    ["delete"],
+    "Default cleanup policy (delete, compact).",
+    one_of("delete", "compact"),
+)
+_define("log.cleaner.enable", "boolean", True, "Run the log cleaner" + _UNUSED)
+_define("log.cleaner.threads", "int", 1, "Log cleaner threads" + _UNUSED, at_least(0))
+_define(
+    "log.message.timestamp.type",
+    "string",
+    "CreateTime",
+    "Timestamp type of appended messages.",
+    one_of("CreateTime", "LogAppendTime"),
+)
+_define(
+    "log.message.timestamp.before.max.ms", "long", LONG_MAX, "Max age of a produced timestamp.", at_least(0)
+)
+_define(
+    "log.message.timestamp.after.max.ms",
+    "long",
+    3600000,
+    "Max future skew of a produced timestamp.",
+    at_least(0),
+)
+_define(
+    "log.message.timestamp.difference.max.ms",
+    "long",
+    LONG_MAX,
+    "Deprecated timestamp difference" + _UNUSED,
+    at_least(0),
+)
+_define("log.preallocate", "boolean", False, "Preallocate segment files" + _UNUSED)
+_define("log.segment.delete.delay.ms", "long", 60000, "Delay before deleting a file.", at_least(0))
+_define("log.initial.task.delay.ms", "long", 30000, "Delay of the first log background task.", at_least(0))
+_define("num.recovery.threads.per.data.dir", "int", 2, "Recovery threads" + _UNUSED, at_least(1))
+_define("message.max.bytes", "int", 1048588, "Largest record batch accepted by Produce.", at_least(0))
+_define(
+    "compression.type",
+    "string",
+    "producer",
+    "Final compression of topics (only producer is honoured).",
+    one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+)
+_define("fetch.max.bytes", "int", 57671680, "Largest Fetch response the broker builds.", at_least(1024))
+_define(
+    "max.incremental.fetch.session.cache.slots",
+    "int",
+    1000,
+    "Fetch session cache slots (sessionless here)" + _UNUSED,
+    at_least(0),
+)
+_define("fetch.purgatory.purge.interval.requests", "int", 1000, "Fetch purgatory purge interval" + _UNUSED)
+_define(
+    "producer.purgatory.purge.interval.requests", "int", 1000, "Produce purgatory purge interval" + _UNUSED
+)
+
+# --- replication (no effect on a single node yet) ----------------------------------------------
+_define("replica.lag.time.max.ms", "long", 30000, "ISR lag time" + _UNUSED, at_least(0))
+_define("replica.fetch.max.bytes", "int", 1048576, "Replica fetch partition bytes" + _UNUSED, at_least(0))
+_define("replica.fetch.min.bytes", "int", 1, "Replica fetch min bytes" + _UNUSED, at_least(0))
+_define("replica.fetch.wait.max.ms", "int", 500, "Replica fetch wait" + _UNUSED, at_least(0))
+_define(
+    "replica.fetch.response.max.bytes", "int", 10485760, "Replica fetch response bytes" + _UNUSED, at_least(0)
+)
+_define("replica.fetch.backoff.ms", "int", 1000, "Replica fetch backoff" + _UNUSED, at_least(0))
+_define("replica.socket.timeout.ms", "int", 30000, "Replica socket timeout" + _UNUSED)
+_define("replica.high.watermark.checkpoint.interval.ms", "long", 5000, "HW checkpoint interval.", at_least(1))
+_define("num.replica.fetchers", "int", 1, "Replica fetcher threads" + _UNUSED, at_least(1))
+_define("auto.leader.rebalance.enable", "boolean", True, "Preferred leader rebalancing" + _UNUSED)
+
+# --- groups / transactions (not implemented yet) ---------------------------------------------
+_define(
+    "offsets.topic.replication.factor",
+    "short",
+    3,
+    "__consumer_offsets replication factor" + _UNUSED,
+    at_least(1),
+)
+_define("offsets.topic.num.partitions", "int", 50, "__consumer_offsets partitions" + _UNUSED, at_least(1))
+_define(
+    "offsets.topic.segment.bytes", "int", 104857600, "__consumer_offsets segment bytes" + _UNUSED, at_least(1)
+)
+_define("offsets.retention.minutes", "int", 10080, "Committed offset retention" + _UNUSED, at_least(1))
+_define(
+    "transaction.state.log.replication.factor", "short", 3, "__transaction_state RF" + _UNUSED, at_least(1)
+)
+_define("transaction.state.log.min.isr", "int", 2, "__transaction_state min ISR" + _UNUSED, at_least(1))
+_define(
+    "transaction.state.log.num.partitions", "int", 50, "__transaction_state partitions" + _UNUSED, at_least(1)
+)
+_define("group.initial.rebalance.delay.ms", "int", 3000, "Initial rebalance delay" + _UNUSED, at_least(0))
+_define("group.min.session.timeout.ms", "int", 6000, "Min group session timeout" + _UNUSED)
+_define("group.max.session.timeout.ms", "int", 1800000, "Max group session timeout" + _UNUSED)
+_define("producer.id.expiration.ms", "int", 86400000, "Producer id expiration" + _UNUSED, at_least(1))
+_define(
+    "transactional.id.expiration.ms", "int", 604800000, "Transactional id expiration" + _UNUSED, at_least(1)
+)

@@ -1,0 +1,237 @@
+"""The cluster metadata image (KRaft's ``MetadataImage``), as plain immutable data.
+
+The controller produces metadata *records* (``RegisterBrokerRecord``, ``TopicRecord``,
+``PartitionRecord``, ``RemoveTopicRecord``, as in KRaft's ``__cluster_metadata`` log); the broker
+applies them with :meth:`MetadataImage.apply`, which returns a new image and a
+:class:`MetadataDelta` saying which topics appeared or disappeared (Kafka's
+``BrokerMetadataPublisher`` creates / deletes logs from such a delta). Issue 3 replaces the
+single-node controller with a Raft quorum that replicates the same records.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+__all__ = [
+    "BrokerRegistration",
+    "PartitionRegistration",
+    "TopicImage",
+    "MetadataImage",
+    "MetadataDelta",
+    "RegisterBrokerRecord",
+    "TopicRecord",
+    "PartitionRecord",
+    "RemoveTopicRecord",
+    "MetadataRecord",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# records
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerRecord:
+    """A broker and its advertised endpoints: listener name -> (host, port)."""
+
+    node_id: int
+    endpoints: Mapping[str, tuple[str, int]]
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    """A new topic (KRaft ``TopicRecord``)."""
+
+    name: str
+    topic_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRecord:
+    """A partition's assignment and leadership (KRaft ``PartitionRecord`` / ``PartitionChangeRecord``)."""
+
+    topic_id: uuid.UUID
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveTopicRecord:
+    """Deletion of a topic and all its partitions (KRaft ``RemoveTopicRecord``)."""
+
+    topic_id: uuid.UUID
+
+
+MetadataRecord = RegisterBrokerRecord | TopicRecord | PartitionRecord | RemoveTopicRecord
+
+
+# ---------------------------------------------------------------------------------------------
+# image
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    """A registered broker; ``endpoints`` maps listener name -> (host, port)."""
+
+    node_id: int
+    endpoints: Mapping[str, tuple[str, int]]
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRegistration:
+    """Leader, replicas and ISR of one partition; ``leader`` is -1 when there is none."""
+
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    """A topic: its name, id and partitions (index -> registration)."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: Mapping[int, PartitionRegistration]
+
+    @property
+    def num_partitions(self) -> int:
+        return len(self.partitions)
+
+    @property
+    def replication_factor(self) -> int:
+        first = self.partitions.get(0)
+        return len(first.replicas) if first is not None else 0
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataDelta:
+    """What an :meth:`MetadataImage.apply` changed: created / deleted topics and partitions whose
+    registration changed (including new ones)."""
+
+    created_topics: tuple[TopicImage, ...] = ()
+    deleted_topics: tuple[TopicImage, ...] = ()
+    changed_partitions: tuple[tuple[str, PartitionRegistration], ...] = ()
+
+
+_EMPTY: Mapping = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataImage:
+    """An immutable snapshot of cluster metadata.
+
+    Attributes:
+        cluster_id: the cluster id (base64url UUID, as in ``meta.properties``).
+        controller_id: node id of the active controller.
+        brokers: node id -> registration.
+        topics: topic name -> :class:`TopicImage`.
+        offset: number of records applied so far (the metadata "offset").
+    """
+
+    cluster_id: str
+    controller_id: int
+    brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: _EMPTY)
+    topics: Mapping[str, TopicImage] = field(default_factory=lambda: _EMPTY)
+    offset: int = 0
+
+    # -- queries ---------------------------------------------------------------------------
+    def topic(self, name: str) -> TopicImage | None:
+        return self.topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
+        for topic in self.topics.values():
+            if topic.topic_id == topic_id:
+                return topic
+        return None
+
+    def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
+        image = self.topics.get(topic)
+        if image is None:
+            return None
+        return image.partitions.get(partition)
+
+    # -- updates ---------------------------------------------------------------------------
+    def apply(self, records: Iterable[MetadataRecord]) -> tuple[MetadataImage, MetadataDelta]:
+        """Apply ``records`` in order; returns the new image and the delta.
+
+        Raises:
+            ValueError: a record refers to an unknown topic id or reuses a topic name.
+        """
+        brokers = dict(self.brokers)
+        topics: dict[str, dict] = {}  # name -> {"topic_id", "partitions": dict}
+        for name, image in self.topics.items():
+            topics[name] = {"topic_id": image.topic_id, "partitions": dict(image.partitions)}
+        names_by_id = {t["topic_id"]: name for name, t in topics.items()}
+        created: dict[str, None] = {}
+        deleted: list[TopicImage] = []
+        changed: list[tuple[str, PartitionRegistration]] = []
+        count = 0
+        for record in records:
+            count += 1
+            if isinstance(record, RegisterBrokerRecord):
+                brokers[record.node_id] = BrokerRegistration(
+                    record.node_id, MappingProxyType(dict(record.endpoints)), record.rack
+                )
+            elif isinstance(record, TopicRecord):
+                if record.name in topics:
+                    raise ValueError(f"topic {record.name!r} already exists")
+                topics[record.name] = {"topic_id": record.topic_id, "partitions": {}}
+                names_by_id[record.topic_id] = record.name
+                created[record.name] = None
+            elif isinstance(record, PartitionRecord):
+                name = names_by_id.get(record.topic_id)
+                if name is None:
+                    raise ValueError(f"partition record for unknown topic id {record.topic_id}")
+                registration = PartitionRegistration(
+                    record.partition,
+                    tuple(record.replicas),
+                    tuple(record.isr),
+                    record.leader,
+                    record.leader_epoch,
+                    record.partition_epoch,
+                )
+                topics[name]["partitions"][record.partition] = registration
+                changed.append((name, registration))
+            elif isinstance(record, RemoveTopicRecord):
+                name = names_by_id.pop(record.topic_id, None)
+                if name is None:
+                    raise ValueError(f"remove record for unknown topic id {record.topic_id}")
+                removed = topics.pop(name)
+                if name in created:
+                    del created[name]
+                else:
+                    deleted.append(
+                        TopicImage(name, removed["topic_id"], MappingProxyType(removed["partitions"]))
+                    )
+                changed = [(n, p) for n, p in changed if n != name]
+            else:  # pragma: no cover - type checkers catch this
+                raise TypeError(f"unknown metadata record {record!r}")
+        new_topics = {
+            name: TopicImage(name, t["topic_id"], MappingProxyType(dict(sorted(t["partitions"].items()))))
+            for name, t in topics.items()
+        }
+        image = replace(
+            self,
+            brokers=MappingProxyType(brokers),
+            topics=MappingProxyType(new_topics),
+            offset=self.offset + count,
+        )
+        delta = MetadataDelta(
+            created_topics=tuple(new_topics[name] for name in created),
+            deleted_topics=tuple(deleted),
+            changed_partitions=tuple(changed),
+        )
+        return image, delta

@@ -1,0 +1,1 @@
+"""Kafka's SocketServer on asyncio: acceptor, per-connection processor, request framing."""

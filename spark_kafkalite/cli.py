@@ -1,0 +1,338 @@
+"""``kafkalite``: a small console tool over the spark-kafkalite client, shaped like Kafka's
+``kafka-topics.sh`` / ``kafka-console-producer.sh`` / ``kafka-console-consumer.sh``.
+
+Commands::
+
+    kafkalite demo [--data-dir DIR] [--bootstrap-server HOST:PORT]
+    kafkalite topics create   --bootstrap-server H:P --topic T [--partitions N]
+                              [--replication-factor R] [--config k=v ...]
+    kafkalite topics list     --bootstrap-server H:P
+    kafkalite topics describe --bootstrap-server H:P [--topic T]
+    kafkalite topics delete   --bootstrap-server H:P --topic T
+    kafkalite produce --bootstrap-server H:P --topic T [--partition P]
+                      [--property parse.key=true --property key.separator=:]
+                      [--producer-property k=v ...]            (one record per stdin line)
+    kafkalite consume --bootstrap-server H:P --topic T [--from-beginning | --offset O]
+                      [--partition P] [--max-messages N] [--timeout-ms MS]
+                      [--property print.key=true --property key.separator=: ...]
+
+``--bootstrap-server`` defaults to ``$KAFKALITE_BOOTSTRAP_SERVERS``. Errors print one line
+(``kafkalite: error: ...``) to stderr and exit with status 1 (130 on Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+__all__ = ["main", "build_parser"]
+
+_ENV_BOOTSTRAP = "KAFKALITE_BOOTSTRAP_SERVERS"
+
+
+class CliError(Exception):
+    """A user-facing error: printed as one line, exit status 1."""
+
+
+def _key_values(pairs: Sequence[str] | None, what: str) -> dict[str, str]:
+    result: dict[str, str] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"{what} {pair!r} is not key=value")
+        result[key.strip()] = value
+    return result
+
+
+def _bootstrap(args: argparse.Namespace) -> str:
+    servers = args.bootstrap_server or os.environ.get(_ENV_BOOTSTRAP, "")
+    if not servers:
+        raise CliError(f"--bootstrap-server is required (or set ${_ENV_BOOTSTRAP})")
+    return servers
+
+
+def _add_bootstrap(parser: argparse.ArgumentParser, required_hint: bool = True) -> None:
+    parser.add_argument(
+        "--bootstrap-server",
+        metavar="HOST:PORT",
+        help=f"broker(s) to connect to (default ${_ENV_BOOTSTRAP})" if required_hint else "broker(s) to use",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse tree of the ``kafkalite`` command."""
+    parser = argparse.ArgumentParser(prog="kafkalite", description="spark-kafkalite console tool")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    demo = commands.add_parser("demo", help="run the NYC flights streaming demo")
+    demo.add_argument("--data-dir", help="directory for the embedded broker's logs and Spark checkpoints")
+    demo.add_argument(
+        "--bootstrap-server", metavar="HOST:PORT", help="use this cluster instead of starting an embedded broker"
+    )
+    demo.add_argument("--partitions", type=int, default=4, help="partitions of topic 'flights' (default 4)")
+    demo.add_argument("--max-offsets-per-trigger", type=int, default=50_000, help="micro-batch size (default 50000)")
+    demo.add_argument("--watermark-delay", default="14 days", help="event-time watermark delay (default '14 days')")
+    demo.add_argument("--quiet", action="store_true", help="no live progress display")
+
+    topics = commands.add_parser("topics", help="create, list, describe or delete topics")
+    topic_commands = topics.add_subparsers(dest="topics_command", metavar="ACTION", required=True)
+    create = topic_commands.add_parser("create", help="create a topic")
+    _add_bootstrap(create)
+    create.add_argument("--topic", required=True)
+    create.add_argument("--partitions", type=int, default=-1, help="default: the broker's num.partitions")
+    create.add_argument("--replication-factor", type=int, default=-1, help="default: the broker's default")
+    create.add_argument("--config", action="append", metavar="KEY=VALUE", help="topic config (repeatable)")
+    listing = topic_commands.add_parser("list", help="list topic names")
+    _add_bootstrap(listing)
+    describe = topic_commands.add_parser("describe", help="partitions, leaders and offsets of topics")
+    _add_bootstrap(describe)
+    describe.add_argument("--topic", help="one topic (default: all)")
+    delete = topic_commands.add_parser("delete", help="delete a topic")
+    _add_bootstrap(delete)
+    delete.add_argument("--topic", required=True)
+
+    produce = commands.add_parser("produce", help="send stdin lines as records")
+    _add_bootstrap(produce)
+    produce.add_argument("--topic", required=True)
+    produce.add_argument("--partition", type=int, help="send every record to this partition")
+    produce.add_argument(
+        "--property", action="append", metavar="KEY=VALUE", help="parse.key=true, key.separator=SEP (default TAB)"
+    )
+    produce.add_argument("--producer-property", action="append", metavar="KEY=VALUE", help="producer config")
+
+    consume = commands.add_parser("consume", help="print records to stdout")
+    _add_bootstrap(consume)
+    consume.add_argument("--topic", required=True)
+    consume.add_argument("--partition", type=int, help="only this partition (default: all)")
+    start = consume.add_mutually_exclusive_group()
+    start.add_argument("--from-beginning", action="store_true", help="start at the earliest offset")
+    start.add_argument("--offset", help="start offset: a number (needs --partition), 'earliest' or 'latest'")
+    consume.add_argument("--max-messages", type=int, help="exit after this many records")
+    consume.add_argument("--timeout-ms", type=int, help="exit when no record arrives for this long")
+    consume.add_argument(
+        "--property",
+        action="append",
+        metavar="KEY=VALUE",
+        help="print.key, print.partition, print.offset, print.timestamp (true/false), key.separator",
+    )
+    consume.add_argument("--consumer-property", action="append", metavar="KEY=VALUE", help="consumer config")
+    return parser
+
+
+# ---------------------------------------------------------------------------------------- topics
+def _cmd_topics(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from spark_kafkalite.client import KafkaAdminClient, KafkaConsumer, NewTopic, TopicPartition
+
+    servers = _bootstrap(args)
+    out = Console()
+    with KafkaAdminClient({"bootstrap.servers": servers, "client.id": "kafkalite-cli"}) as admin:
+        action = args.topics_command
+        if action == "create":
+            admin.create_topics(
+                [NewTopic(args.topic, args.partitions, args.replication_factor, _key_values(args.config, "--config"))]
+            )
+            print(f"Created topic {args.topic}.")
+        elif action == "delete":
+            admin.delete_topics([args.topic])
+            print(f"Deleted topic {args.topic}.")
+        elif action == "list":
+            for name in admin.list_topics():
+                print(name)
+        else:
+            names = [args.topic] if args.topic else admin.list_topics()
+            described = admin.describe_topics(names) if names else {}
+            consumer = KafkaConsumer({"bootstrap.servers": servers, "client.id": "kafkalite-cli"})
+            try:
+                tps = [TopicPartition(t, p.partition) for t, parts in described.items() for p in parts]
+                earliest = consumer.beginning_offsets(tps) if tps else {}
+                latest = consumer.end_offsets(tps) if tps else {}
+            finally:
+                consumer.close()
+            table = Table(title=f"Topics on {servers}")
+            for column in ("Topic", "Partition", "Leader", "Replicas", "Isr", "Earliest", "Latest", "Records"):
+                table.add_column(column, justify="left" if column == "Topic" else "right")
+            for topic, parts in described.items():
+                for info in parts:
+                    tp = TopicPartition(topic, info.partition)
+                    lo, hi = earliest.get(tp), latest.get(tp)
+                    table.add_row(
+                        topic,
+                        str(info.partition),
+                        str(info.leader),
+                        ",".join(map(str, info.replicas)),
+                        ",".join(map(str, info.isr)),
+                        "" if lo is None else str(lo),
+                        "" if hi is None else str(hi),
+                        "" if lo is None or hi is None else str(hi - lo),
+                    )
+            out.print(table)
+    return 0
+
+
+# --------------------------------------------------------------------------------------- produce
+def _cmd_produce(args: argparse.Namespace, stdin: TextIO) -> int:
+    from spark_kafkalite.client import KafkaProducer
+
+    props = _key_values(args.property, "--property")
+    parse_key = props.get("parse.key", "false").strip().lower() == "true"
+    separator = props.get("key.separator", "\t")
+    config: dict[str, Any] = {"bootstrap.servers": _bootstrap(args), "client.id": "kafkalite-console-producer"}
+    config.update(_key_values(args.producer_property, "--producer-property"))
+    errors: list[BaseException] = []
+    sent = 0
+    with KafkaProducer(config) as producer:
+        for line_number, raw in enumerate(stdin, start=1):
+            line = raw.rstrip("\n").rstrip("\r")
+            key: bytes | None = None
+            value = line
+            if parse_key:
+                key_text, sep, value = line.partition(separator)
+                if not sep:
+                    raise CliError(f"No key separator {separator!r} found on line number {line_number}: {line!r}")
+                key = key_text.encode()
+            future = producer.send(args.topic, value=value.encode(), key=key, partition=args.partition)
+            future.add_done_callback(lambda f: errors.append(f.exception()) if f.exception() else None)
+            sent += 1
+            if errors:
+                break
+        producer.flush()
+    if errors:
+        raise CliError(f"failed to send to topic {args.topic}: {errors[0]}")
+    print(f"Produced {sent} records to topic {args.topic}.", file=sys.stderr)
+    return 0
+
+
+# --------------------------------------------------------------------------------------- consume
+def _format_record(record: Any, props: dict[str, str]) -> str:
+    separator = props.get("key.separator", "\t")
+    parts: list[str] = []
+
+    def enabled(name: str) -> bool:
+        return props.get(name, "false").strip().lower() == "true"
+
+    if enabled("print.timestamp"):
+        kind = {0: "CreateTime", 1: "LogAppendTime"}.get(record.timestamp_type, "NoTimestampType")
+        parts.append(f"{kind}:{record.timestamp_ms}")
+    if enabled("print.partition"):
+        parts.append(f"Partition:{record.partition}")
+    if enabled("print.offset"):
+        parts.append(f"Offset:{record.offset}")
+    if enabled("print.key"):
+        parts.append("null" if record.key is None else record.key.decode("utf-8", errors="replace"))
+    parts.append("null" if record.value is None else record.value.decode("utf-8", errors="replace"))
+    return separator.join(parts)
+
+
+def _cmd_consume(args: argparse.Namespace, stdout: TextIO) -> int:
+    from spark_kafkalite.client import KafkaConsumer, TopicPartition
+
+    props = _key_values(args.property, "--property")
+    config: dict[str, Any] = {"bootstrap.servers": _bootstrap(args), "client.id": "kafkalite-console-consumer"}
+    config.update(_key_values(args.consumer_property, "--consumer-property"))
+    config["auto.offset.reset"] = "earliest" if args.from_beginning else "latest"
+    consumer = KafkaConsumer(config)
+    count = 0
+    try:
+        partitions = consumer.partitions_for_topic(args.topic)
+        if not partitions:
+            raise CliError(f"topic {args.topic!r} does not exist")
+        if args.partition is not None:
+            if args.partition not in partitions:
+                raise CliError(f"partition {args.partition} does not exist in topic {args.topic!r} ({len(partitions)} partitions)")
+            tps = [TopicPartition(args.topic, args.partition)]
+        else:
+            tps = [TopicPartition(args.topic, p) for p in sorted(partitions)]
+        consumer.assign(tps)
+        if args.offset is not None:
+            spec = args.offset.strip().lower()
+            if spec == "earliest":
+                consumer.seek_to_beginning(*tps)
+            elif spec == "latest":
+                consumer.seek_to_end(*tps)
+            else:
+                if args.partition is None:
+                    raise CliError("--offset with a number needs --partition")
+                try:
+                    offset = int(spec)
+                except ValueError:
+                    raise CliError(f"--offset must be a number, 'earliest' or 'latest', not {args.offset!r}") from None
+                consumer.seek(tps[0], offset)
+        elif args.from_beginning:
+            consumer.seek_to_beginning(*tps)
+        else:
+            consumer.seek_to_end(*tps)
+        last_record = time.monotonic()
+        while args.max_messages is None or count < args.max_messages:
+            polled = consumer.poll(timeout_ms=200)
+            got = False
+            for records in polled.values():
+                for record in records:
+                    stdout.write(_format_record(record, props) + "\n")
+                    count += 1
+                    got = True
+                    if args.max_messages is not None and count >= args.max_messages:
+                        break
+                if args.max_messages is not None and count >= args.max_messages:
+                    break
+            stdout.flush()
+            now = time.monotonic()
+            if got:
+                last_record = now
+            elif args.timeout_ms is not None and (now - last_record) * 1000 >= args.timeout_ms:
+                break
+    finally:
+        consumer.close()
+        print(f"Processed a total of {count} messages", file=sys.stderr)
+    return 0
+
+
+# ------------------------------------------------------------------------------------------ main
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from spark_kafkalite.demo import DemoConfig, main_from_config
+
+    return main_from_config(
+        DemoConfig(
+            data_dir=args.data_dir,
+            bootstrap_servers=args.bootstrap_server,
+            partitions=args.partitions,
+            max_offsets_per_trigger=args.max_offsets_per_trigger,
+            watermark_delay=args.watermark_delay,
+            show_progress=not args.quiet,
+        )
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``kafkalite`` console script; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "topics":
+            return _cmd_topics(args)
+        if args.command == "produce":
+            return _cmd_produce(args, sys.stdin)
+        if args.command == "consume":
+            return _cmd_consume(args, sys.stdout)
+        return _cmd_demo(args)
+    except KeyboardInterrupt:
+        print("kafkalite: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - one clear line instead of a traceback
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"kafkalite: error: {message}", file=sys.stderr)
+        if os.environ.get("KAFKALITE_DEBUG"):
+            raise
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,266 @@
+"""``KafkaAdminClient``: topic management and cluster inspection (a small Java ``Admin``).
+
+CreateTopics / DeleteTopics go to the controller named in the metadata (retrying on
+NOT_CONTROLLER); list/describe use MetadataRequests; ``list_offsets`` uses ListOffsets grouped by
+leader. Blocking calls on the caller's thread; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from spark_kafkalite.client.config import parse_config
+from spark_kafkalite.client.consumer.offset_fetcher import OffsetFetcher
+from spark_kafkalite.client.errors import IllegalStateError
+from spark_kafkalite.client.metadata import Cluster, Metadata, metadata_request, parse_metadata_response
+from spark_kafkalite.client.network_client import NetworkClient, now_ms
+from spark_kafkalite.client.requests import RequestBuilder, make, nested
+from spark_kafkalite.client.types import NewTopic, OffsetAndTimestamp, PartitionInfo, TopicPartition
+from spark_kafkalite.protocol.api_keys import ApiKey, request_class
+from spark_kafkalite.protocol.errors import (
+    ErrorCode,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    error_for_code,
+)
+
+__all__ = ["KafkaAdminClient"]
+
+log = logging.getLogger(__name__)
+
+ADMIN_DEFAULTS: dict[str, Any] = {"exclude.internal.topics": True}
+
+_RETRY_CODES = {ErrorCode.not_controller, ErrorCode.request_timed_out, ErrorCode.leader_not_available}
+
+
+class KafkaAdminClient:
+    """Administer topics and inspect the cluster.
+
+    Config: ``bootstrap.servers`` (required), ``request.timeout.ms`` (30000),
+    ``default.api.timeout.ms`` (60000), ``retry.backoff.ms`` (100), ``client.id``.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        merged = dict(config or {})
+        merged.update({k.replace("_", "."): v for k, v in kwargs.items()})
+        self.config = parse_config(merged, ADMIN_DEFAULTS, "admin")
+        self._default_timeout_ms = float(self.config["default.api.timeout.ms"])
+        self._retry_backoff_ms = float(self.config["retry.backoff.ms"])
+        self._metadata = Metadata(self.config, allow_auto_topic_creation=False)
+        self._client = NetworkClient(self.config, self._metadata)
+        self._offsets = OffsetFetcher(self._client, self._metadata, None, self.config)
+        self._closed = False
+
+    # -------------------------------------------------------------- plumbing
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise IllegalStateError("this admin client has already been closed")
+
+    def _describe(self, topics: list[str] | None, timeout_ms: float | None = None) -> Cluster:
+        """One MetadataRequest to the least loaded node (retrying connection errors)."""
+        self._ensure_open()
+        deadline = now_ms() + (self._default_timeout_ms if timeout_ms is None else timeout_ms)
+        last_error: BaseException | None = None
+        while True:
+            node = self._client.least_loaded_node()
+            if node is not None:
+                future = self._client.send(node, metadata_request(topics, False))
+                try:
+                    return parse_metadata_response(self._client.wait_for(future, max(1.0, deadline - now_ms())))
+                except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                    last_error = exc
+            if now_ms() >= deadline:
+                raise KafkaTimeoutError(f"cannot fetch metadata in time (last error: {last_error})")
+            self._client.poll(min(self._retry_backoff_ms, max(0.0, deadline - now_ms())))
+
+    def _call_controller(self, builder: RequestBuilder, results_of: Any, timeout_ms: float) -> dict[str, tuple[int, str | None]]:
+        """Send to the controller until no topic result says NOT_CONTROLLER (or time is up);
+        returns ``{topic: (error_code, error_message)}``."""
+        deadline = now_ms() + timeout_ms + self._client.request_timeout_ms
+        while True:
+            cluster = self._describe([], max(1.0, deadline - now_ms()))
+            node = cluster.controller_id if cluster.controller_id in cluster.nodes else self._client.least_loaded_node()
+            retry_error: BaseException | None = None
+            if node is not None:
+                future = self._client.send(node, builder, timeout_ms=timeout_ms + self._client.request_timeout_ms)
+                try:
+                    response = self._client.wait_for(future, max(1.0, deadline - now_ms()))
+                except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                    retry_error = exc
+                else:
+                    results = results_of(response)
+                    if not any(code in _RETRY_CODES for code, _ in results.values()):
+                        return results
+                    retry_error = KafkaError(f"controller busy or moved: {results}")
+            if now_ms() >= deadline:
+                raise KafkaTimeoutError(f"{ApiKey(builder.api_key).name} did not complete: {retry_error}")
+            self._client.poll(self._retry_backoff_ms)
+
+    @staticmethod
+    def _raise_first(results: Mapping[str, tuple[int, str | None]], names: Iterable[str]) -> None:
+        for name in names:
+            code, message = results.get(name, (int(ErrorCode.unknown_server_error), "no result for topic"))
+            if code != ErrorCode.none:
+                raise error_for_code(code, f"topic {name}: {message}" if message else f"topic {name}")
+
+    # -------------------------------------------------------------- topics
+
+    def create_topics(self, new_topics: Iterable[NewTopic], timeout_ms: int = 30000, validate_only: bool = False) -> None:
+        """Create topics; returns when the controller created them and the metadata shows a
+        leader for every partition (bounded by ``timeout_ms``).
+
+        Raises:
+            TopicAlreadyExistsError, InvalidPartitionsError, InvalidReplicationFactorError,
+            InvalidTopicError, InvalidConfigError, PolicyViolationError ... (the first error).
+            KafkaTimeoutError: no answer in time.
+        """
+        self._ensure_open()
+        topics = list(new_topics)
+        if not topics:
+            return
+
+        def build(version: int) -> Any:
+            cls = request_class(ApiKey.CREATE_TOPICS, version)
+            topic_cls = nested(cls, "CreatableTopic")
+            config_cls = nested(cls, "CreatableTopicConfig")
+            return make(
+                cls,
+                topics=tuple(
+                    topic_cls(
+                        name=t.name, num_partitions=int(t.num_partitions), replication_factor=int(t.replication_factor),
+                        assignments=(),
+                        configs=tuple(config_cls(name=k, value=None if v is None else str(v)) for k, v in t.config.items()),
+                    )
+                    for t in topics
+                ),
+                timeout=int(timeout_ms),
+                validate_only=validate_only,
+            )
+
+        # CreateTopics v4+ lets the broker pick defaults for -1 partitions / replication factor.
+        min_version = 4 if any(t.num_partitions < 0 or t.replication_factor < 0 for t in topics) else None
+        results = self._call_controller(
+            RequestBuilder(ApiKey.CREATE_TOPICS, build, min_version=min_version),
+            lambda r: {str(t.name): (int(t.error_code), getattr(t, "error_message", None)) for t in r.topics},
+            timeout_ms,
+        )
+        self._raise_first(results, [t.name for t in topics])
+        if not validate_only:
+            self._await_topics([t.name for t in topics], present=True, timeout_ms=timeout_ms)
+
+    def delete_topics(self, topics: Iterable[str], timeout_ms: int = 30000) -> None:
+        """Delete topics; returns when the controller deleted them and the metadata no longer
+        lists them (bounded by ``timeout_ms``).
+
+        Raises:
+            UnknownTopicOrPartitionError: a topic does not exist (the first error is raised).
+            KafkaTimeoutError: no answer in time.
+        """
+        self._ensure_open()
+        names = list(topics)
+        if not names:
+            return
+
+        def build(version: int) -> Any:
+            return make(request_class(ApiKey.DELETE_TOPICS, version), topic_names=tuple(names), timeout=int(timeout_ms))
+
+        results = self._call_controller(
+            RequestBuilder(ApiKey.DELETE_TOPICS, build),
+            lambda r: {str(t.name): (int(t.error_code), getattr(t, "error_message", None)) for t in r.responses},
+            timeout_ms,
+        )
+        self._raise_first(results, names)
+        self._await_topics(names, present=False, timeout_ms=timeout_ms)
+
+    def _await_topics(self, names: list[str], present: bool, timeout_ms: float) -> None:
+        deadline = now_ms() + timeout_ms
+        while True:
+            cluster = self._describe(names, max(1.0, deadline - now_ms()))
+            if present:
+                done = all(
+                    name in cluster.partitions and cluster.partitions[name]
+                    and all(pm.leader >= 0 for pm in cluster.partitions[name].values())
+                    for name in names
+                )
+            else:
+                done = not any(name in cluster.partitions for name in names)
+            if done:
+                return
+            if now_ms() >= deadline:
+                log.warning("topics %s not %s in metadata after %s ms", names, "ready" if present else "gone", timeout_ms)
+                return
+            self._client.poll(self._retry_backoff_ms)
+
+    def list_topics(self, timeout_ms: float | None = None) -> list[str]:
+        """Names of all topics (internal ones excluded), sorted."""
+        cluster = self._describe(None, timeout_ms)
+        exclude = bool(self.config["exclude.internal.topics"])
+        return sorted(t for t in cluster.partitions if not (exclude and t in cluster.internal_topics))
+
+    def describe_topics(self, topics: Iterable[str], timeout_ms: float | None = None) -> dict[str, list[PartitionInfo]]:
+        """Partitions of each topic, sorted by partition id.
+
+        Raises:
+            UnknownTopicOrPartitionError: a topic does not exist (the first error is raised).
+        """
+        names = list(topics)
+        cluster = self._describe(names, timeout_ms)
+        out: dict[str, list[PartitionInfo]] = {}
+        for name in names:
+            code = cluster.topic_errors.get(name)
+            if code is not None and code != ErrorCode.leader_not_available:
+                raise error_for_code(code, f"topic {name}")
+            parts = cluster.partitions.get(name, {})
+            out[name] = [
+                PartitionInfo(pm.partition, pm.leader, list(pm.replicas), list(pm.isr), pm.leader_epoch)
+                for pm in sorted(parts.values(), key=lambda pm: pm.partition)
+            ]
+        return out
+
+    def describe_cluster(self, timeout_ms: float | None = None) -> dict[str, Any]:
+        """``{"cluster_id": str | None, "controller_id": int, "brokers": [(node_id, host, port)]}``."""
+        cluster = self._describe([], timeout_ms)
+        return {
+            "cluster_id": cluster.cluster_id,
+            "controller_id": cluster.controller_id,
+            "brokers": sorted((node_id, host, port) for node_id, (host, port) in cluster.nodes.items()),
+        }
+
+    # -------------------------------------------------------------- offsets
+
+    def list_offsets(
+        self, specs: Mapping[TopicPartition, int], timeout_ms: float | None = None
+    ) -> dict[TopicPartition, OffsetAndTimestamp]:
+        """Offsets per partition for ``spec`` -2 (earliest), -1 (latest = high watermark) or a
+        timestamp in ms (first offset with a timestamp >= it; ``OffsetAndTimestamp(-1, -1)``
+        when there is none).
+
+        Raises:
+            UnknownTopicOrPartitionError, KafkaTimeoutError, KafkaError.
+        """
+        self._ensure_open()
+        query = {TopicPartition(str(tp[0]), int(tp[1])): int(spec) for tp, spec in specs.items()}
+        found = self._offsets.list_offsets(query, self._default_timeout_ms if timeout_ms is None else timeout_ms)
+        return {
+            tp: OffsetAndTimestamp(-1, -1) if value is None else OffsetAndTimestamp(value[0], value[1])
+            for tp, value in found.items()
+        }
+
+    # -------------------------------------------------------------- lifecycle
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._client.close()
+        self._metadata.close()
+
+    def __enter__(self) -> KafkaAdminClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

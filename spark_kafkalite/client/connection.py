@@ -1,0 +1,222 @@
+"""Per-node connection for the ``NetworkClient``: a non-blocking socket with its send queue and
+frame reassembly (Java ``KafkaChannel``), the in-flight queue (``InFlightRequests``), requests
+waiting to be sent, and reconnect-backoff state (``ClusterConnectionStates``).
+
+Socket methods raise ``OSError`` (or ``ConnectionError`` when the peer closed); the
+``NetworkClient`` turns those into a failed connection.
+"""
+
+from __future__ import annotations
+
+import enum
+import errno
+import selectors
+import socket
+import struct
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from spark_kafkalite.client.request_future import RequestFuture
+
+__all__ = ["ConnectionState", "Connection", "InFlightRequest", "PendingRequest"]
+
+_SIZE = struct.Struct(">i")
+_RECV_CHUNK = 4 * 1024 * 1024
+_CONNECT_IN_PROGRESS = {0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN}
+
+
+class ConnectionState(enum.Enum):
+    DISCONNECTED = 0
+    CONNECTING = 1
+    CHECKING_API_VERSIONS = 2
+    READY = 3
+
+
+@dataclass(slots=True)
+class InFlightRequest:
+    """A request written (or being written) to the socket, awaiting its response."""
+
+    correlation_id: int
+    api_key: int
+    api_version: int
+    future: RequestFuture | None  # None for the internal ApiVersions handshake
+    deadline_ms: float
+    internal: bool
+
+
+@dataclass(slots=True)
+class PendingRequest:
+    """A request queued until the connection is ready and under the in-flight limit."""
+
+    request: Any  # RequestBuilder or kio entity
+    future: RequestFuture
+    deadline_ms: float
+    expect_response: bool
+
+
+class Connection:
+    """Socket, buffers, queues and backoff state of one node."""
+
+    def __init__(self, node_id: int, host: str, port: int) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.sock: socket.socket | None = None
+        self.state = ConnectionState.DISCONNECTED
+        self.events = 0
+        self.api_versions: dict[int, tuple[int, int]] | None = None
+        self.in_flight: deque[InFlightRequest] = deque()
+        self.pending: deque[PendingRequest] = deque()
+        self.send_queue: deque[memoryview] = deque()
+        self.size_buf = bytearray(4)
+        self.size_pos = 0
+        self.payload: bytearray | None = None
+        self.payload_pos = 0
+        self.connect_deadline_ms = 0.0
+        self.next_attempt_ms = 0.0
+        self.failures = 0
+        self.last_error = ""
+        self.eof = False
+
+    @property
+    def load(self) -> int:
+        """Requests in flight or waiting to be sent."""
+        return len(self.in_flight) + len(self.pending)
+
+    def next_deadline_ms(self) -> float:
+        """The earliest connect / request deadline of this connection (inf when none)."""
+        deadline = self.connect_deadline_ms if self.state is ConnectionState.CONNECTING else float("inf")
+        for request in self.in_flight:
+            deadline = min(deadline, request.deadline_ms)
+        for pending in self.pending:
+            deadline = min(deadline, pending.deadline_ms)
+        return deadline
+
+    def take_expired_pending(self, now_ms: float) -> list[PendingRequest]:
+        """Remove and return queued (unsent) requests whose deadline passed."""
+        if not any(now_ms >= p.deadline_ms for p in self.pending):
+            return []
+        expired = [p for p in self.pending if now_ms >= p.deadline_ms]
+        self.pending = deque(p for p in self.pending if now_ms < p.deadline_ms)
+        return expired
+
+    def reset_buffers(self) -> None:
+        self.send_queue.clear()
+        self.size_pos = 0
+        self.payload = None
+        self.payload_pos = 0
+        self.events = 0
+        self.eof = False
+
+    # -------------------------------------------------------------- socket lifecycle
+
+    def open(self, selector: selectors.BaseSelector) -> None:
+        """Start a non-blocking connect and register with ``selector``. Raises ``OSError``."""
+        self.reset_buffers()
+        infos = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+        family, socktype, proto, _canon, sockaddr = infos[0]
+        sock = socket.socket(family, socktype, proto)
+        self.sock = sock
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        err = sock.connect_ex(sockaddr)
+        if err not in _CONNECT_IN_PROGRESS:
+            raise OSError(err, f"connect to {self.host}:{self.port} failed: {errno.errorcode.get(err, err)}")
+        self.events = selectors.EVENT_READ | selectors.EVENT_WRITE
+        selector.register(sock, self.events, self)
+
+    def finish_connect(self) -> None:
+        """Check the outcome of the connect once the socket is writable. Raises ``OSError``."""
+        assert self.sock is not None
+        err = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if err != 0:
+            raise OSError(err, f"connect to {self.host}:{self.port} failed: {errno.errorcode.get(err, err)}")
+
+    def close_socket(self, selector: selectors.BaseSelector) -> None:
+        if self.sock is not None:
+            try:
+                selector.unregister(self.sock)
+            except (KeyError, ValueError):
+                pass
+            self.sock.close()
+            self.sock = None
+        self.reset_buffers()
+
+    def set_interest(self, selector: selectors.BaseSelector) -> None:
+        """Watch for writability only while connecting or while data waits to be written."""
+        if self.sock is None:
+            return
+        events = selectors.EVENT_READ
+        if self.state is ConnectionState.CONNECTING or self.send_queue:
+            events |= selectors.EVENT_WRITE
+        if events != self.events:
+            selector.modify(self.sock, events, self)
+            self.events = events
+
+    # -------------------------------------------------------------- I/O
+
+    def write(self, frame: bytes, selector: selectors.BaseSelector) -> None:
+        """Send ``frame`` now as far as the socket allows; queue the rest. Raises ``OSError``."""
+        if self.sock is None:
+            return
+        if not self.send_queue and self.state is not ConnectionState.CONNECTING:
+            try:
+                sent = self.sock.send(frame)
+            except BlockingIOError:
+                sent = 0
+            if sent == len(frame):
+                return
+            self.send_queue.append(memoryview(frame)[sent:])
+        else:
+            self.send_queue.append(memoryview(frame))
+        self.set_interest(selector)
+
+    def flush(self, selector: selectors.BaseSelector) -> None:
+        """Write queued data while the socket accepts it. Raises ``OSError``."""
+        while self.send_queue and self.sock is not None:
+            view = self.send_queue[0]
+            try:
+                sent = self.sock.send(view)
+            except BlockingIOError:
+                break
+            if sent == len(view):
+                self.send_queue.popleft()
+            else:
+                self.send_queue[0] = view[sent:]
+                break
+        self.set_interest(selector)
+
+    def read_frames(self) -> list[memoryview]:
+        """Read what the socket has; return complete response frames (without size prefix) as
+        read-only views (kio's reader wants read-only buffers). Sets ``eof`` when the peer closed.
+        Raises ``OSError`` / ``ValueError`` (bad size)."""
+        frames: list[memoryview] = []
+        sock = self.sock
+        while sock is not None:
+            try:
+                if self.payload is None:
+                    n = sock.recv_into(memoryview(self.size_buf)[self.size_pos:])
+                else:
+                    want = min(len(self.payload) - self.payload_pos, _RECV_CHUNK)
+                    n = sock.recv_into(memoryview(self.payload)[self.payload_pos:self.payload_pos + want])
+            except (BlockingIOError, InterruptedError):
+                break
+            if n == 0:
+                self.eof = True  # the caller handles ``frames`` first, then closes
+                break
+            if self.payload is None:
+                self.size_pos += n
+                if self.size_pos == 4:
+                    size = _SIZE.unpack(self.size_buf)[0]
+                    if size < 4:
+                        raise ValueError(f"invalid response size {size} from node {self.node_id}")
+                    self.payload = bytearray(size)
+                    self.payload_pos = 0
+            else:
+                self.payload_pos += n
+                if self.payload_pos == len(self.payload):
+                    frames.append(memoryview(self.payload).toreadonly())
+                    self.payload = None
+                    self.size_pos = 0
+        return frames

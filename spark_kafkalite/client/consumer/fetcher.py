@@ -1,0 +1,403 @@
+"""``Fetcher``: fetch records for the assigned partitions (Java ``Fetcher`` / ``FetchCollector``).
+
+``send_fetches`` groups fetchable partitions (valid position, not paused) by leader and sends
+one FetchRequest per node that has none outstanding; responses are queued as
+``CompletedFetch``es. A partition whose buffered data is being handed out is fetched ahead from
+where that data ends (at most one fetch ahead), so the broker works while records are decoded;
+if the position moves meanwhile (seek), the fetched-ahead data is discarded as stale. ``collect_fetch`` hands out up to ``max.poll.records`` records, decoding
+one RecordBatch at a time (columnar ``decode_batch``), skipping records below the position
+(a batch may start before it) and control batches, and discarding stale data whose fetch offset
+no longer matches the position (after a seek). Partition errors are handled like Java's
+``FetchCollector.handleInitializeErrors``: leader / topic errors refresh metadata,
+OFFSET_OUT_OF_RANGE resets per ``auto.offset.reset`` or raises ``OffsetOutOfRangeError``.
+"""
+
+from __future__ import annotations
+
+import logging
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Iterator, Mapping
+from itertools import repeat
+from typing import Any
+
+from spark_kafkalite.client.consumer.fetch_session_handler import (
+    FetchRequestData,
+    FetchSessionHandler,
+    PartitionFetchData,
+)
+from spark_kafkalite.client.consumer.subscription_state import OffsetResetStrategy, SubscriptionState
+from spark_kafkalite.client.metadata import Metadata
+from spark_kafkalite.client.network_client import NetworkClient
+from spark_kafkalite.client.request_future import RequestFuture
+from spark_kafkalite.client.requests import RequestBuilder, make, nested
+from spark_kafkalite.client.types import ConsumerRecord, TopicPartition
+from spark_kafkalite.protocol.api_keys import ApiKey, request_class
+from spark_kafkalite.protocol.errors import (
+    ErrorCode,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    error_for_code,
+)
+from spark_kafkalite.protocol.record_batch import BatchHeader, DecodedBatch, decode_batch, iter_batch_headers
+
+__all__ = ["Fetcher", "CompletedFetch"]
+
+log = logging.getLogger(__name__)
+
+_METADATA_ERRORS = {
+    ErrorCode.not_leader_or_follower,
+    ErrorCode.unknown_topic_or_partition,
+    ErrorCode.leader_not_available,
+    ErrorCode.kafka_storage_error,
+    ErrorCode.fenced_leader_epoch,
+    ErrorCode.offset_not_available,
+    ErrorCode.replica_not_available,
+    ErrorCode.unknown_topic_id,
+    ErrorCode.inconsistent_topic_id,
+}
+_RETRY_ERRORS = {ErrorCode.unknown_leader_epoch, ErrorCode.unknown_server_error}
+
+_new_tuple = tuple.__new__
+
+
+class CompletedFetch:
+    """One partition's part of a fetch response, consumed incrementally."""
+
+    __slots__ = (
+        "tp", "fetch_offset", "error_code", "high_watermark", "log_start_offset",
+        "last_stable_offset", "records", "next_fetch_offset", "consumed", "batch", "index",
+        "headers_iter", "saw_batch", "end_offset",
+    )
+
+    def __init__(
+        self, tp: TopicPartition, fetch_offset: int, error_code: int, high_watermark: int,
+        log_start_offset: int, last_stable_offset: int, records: bytes | None,
+    ) -> None:
+        self.tp = tp
+        self.fetch_offset = fetch_offset
+        self.error_code = error_code
+        self.high_watermark = high_watermark
+        self.log_start_offset = log_start_offset
+        self.last_stable_offset = last_stable_offset
+        self.records = records
+        self.next_fetch_offset = fetch_offset
+        self.consumed = False
+        self.batch: DecodedBatch | None = None
+        self.index = 0
+        self.headers_iter: Iterator[tuple[int, BatchHeader]] | None = None
+        self.saw_batch = False
+        self.end_offset: int | None = None
+
+
+class Fetcher:
+    """See module docstring. Runs on the consumer's thread.
+
+    Config: ``fetch.min.bytes`` (1), ``fetch.max.wait.ms`` (500), ``fetch.max.bytes`` (50 MiB),
+    ``max.partition.fetch.bytes`` (1 MiB), ``max.poll.records`` (500), ``check.crcs`` (true),
+    ``isolation.level`` (read_uncommitted), ``request.timeout.ms``.
+    """
+
+    def __init__(
+        self, client: NetworkClient, metadata: Metadata, subscriptions: SubscriptionState, config: Mapping[str, Any]
+    ) -> None:
+        self._client = client
+        self._metadata = metadata
+        self._subscriptions = subscriptions
+        self._min_bytes = int(config["fetch.min.bytes"])
+        self._max_wait_ms = int(config["fetch.max.wait.ms"])
+        self._max_bytes = int(config["fetch.max.bytes"])
+        self._max_partition_bytes = int(config["max.partition.fetch.bytes"])
+        self.max_poll_records = int(config["max.poll.records"])
+        self._check_crcs = bool(config["check.crcs"])
+        self._isolation_level = 1 if str(config["isolation.level"]).lower() == "read_committed" else 0
+        self._request_timeout_ms = int(config["request.timeout.ms"])
+        self._completed: deque[CompletedFetch] = deque()
+        self._next_in_line: CompletedFetch | None = None
+        self._nodes_with_pending: set[int] = set()
+        self._sessions: dict[int, FetchSessionHandler] = {}
+        self.fetch_requests_sent = 0
+
+    # -------------------------------------------------------------- sending
+
+    def has_pending_fetches(self) -> bool:
+        return bool(self._nodes_with_pending)
+
+    def has_buffered_records(self) -> bool:
+        return bool(self._completed) or (self._next_in_line is not None and not self._next_in_line.consumed)
+
+    def _buffered_fetches(self) -> dict[TopicPartition, list[CompletedFetch]]:
+        buffered: dict[TopicPartition, list[CompletedFetch]] = {}
+        if self._next_in_line is not None and not self._next_in_line.consumed:
+            buffered[self._next_in_line.tp] = [self._next_in_line]
+        for cf in self._completed:
+            buffered.setdefault(cf.tp, []).append(cf)
+        return buffered
+
+    @staticmethod
+    def _fetch_ahead_offset(fetches: list[CompletedFetch]) -> int | None:
+        """Where the data buffered for a partition ends, if the next fetch may start there: only
+        one buffered fetch, without error and holding at least one complete batch."""
+        if len(fetches) != 1:
+            return None
+        cf = fetches[0]
+        if cf.error_code != ErrorCode.none or not cf.records:
+            return None
+        if cf.end_offset is None:
+            end = -1
+            for _pos, header in iter_batch_headers(cf.records):
+                end = header.next_offset
+            cf.end_offset = end
+        return cf.end_offset if cf.end_offset >= 0 else None
+
+    def send_fetches(self) -> int:
+        """Send a FetchRequest to every leader of fetchable partitions that has none pending.
+        Returns the number of requests sent."""
+        cluster = self._metadata.fetch()
+        buffered = self._buffered_fetches()
+        by_node: dict[int, dict[TopicPartition, PartitionFetchData]] = {}
+        for tp in self._subscriptions.fetchable_partitions():
+            fetch_offset = self._subscriptions.position(tp)
+            if tp in buffered:
+                # Fetch ahead: ask for what follows the buffered data while it is handed out.
+                fetch_offset = self._fetch_ahead_offset(buffered[tp])
+                if fetch_offset is None:
+                    continue
+            pm = cluster.partition(tp)
+            if pm is None or pm.leader < 0:
+                self._metadata.add_topics(tp.topic)
+                self._metadata.request_update()
+                continue
+            node = pm.leader
+            if node in self._nodes_with_pending or self._client.is_unavailable(node):
+                continue
+            assert fetch_offset is not None
+            by_node.setdefault(node, {})[tp] = PartitionFetchData(fetch_offset, pm.leader_epoch, self._max_partition_bytes)
+        for node, partitions in by_node.items():
+            session = self._sessions.get(node)
+            if session is None:
+                session = self._sessions[node] = FetchSessionHandler(node)
+            data = session.build(partitions)
+            future = self._client.send(
+                node, self._fetch_request(data), timeout_ms=self._request_timeout_ms + self._max_wait_ms
+            )
+            self._nodes_with_pending.add(node)
+            self.fetch_requests_sent += 1
+            future.add_callback(lambda f, node=node, data=data: self._on_fetch_response(f, node, data))
+        return len(by_node)
+
+    def _fetch_request(self, data: FetchRequestData) -> RequestBuilder:
+        by_topic: dict[str, list[tuple[int, PartitionFetchData]]] = {}
+        for tp, pd in data.to_send.items():
+            by_topic.setdefault(tp.topic, []).append((tp.partition, pd))
+        forgotten: dict[str, list[int]] = {}
+        for tp in data.forgotten:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
+        min_bytes, max_wait, max_bytes, isolation = (
+            self._min_bytes, self._max_wait_ms, self._max_bytes, self._isolation_level,
+        )
+
+        def build(version: int) -> Any:
+            cls = request_class(ApiKey.FETCH, version)
+            topic_cls = nested(cls, "FetchTopic")
+            part_cls = nested(cls, "FetchPartition")
+            topics = tuple(
+                topic_cls(
+                    topic=topic,
+                    partitions=tuple(
+                        make(part_cls, partition=p, current_leader_epoch=pd.current_leader_epoch,
+                             fetch_offset=pd.fetch_offset, last_fetched_epoch=-1, log_start_offset=-1,
+                             partition_max_bytes=pd.max_bytes)
+                        for p, pd in parts
+                    ),
+                )
+                for topic, parts in by_topic.items()
+            )
+            forgotten_topics: tuple[Any, ...] = ()
+            if forgotten and version >= 7:
+                forgotten_cls = nested(cls, "ForgottenTopic")
+                forgotten_topics = tuple(forgotten_cls(topic=t, partitions=tuple(ps)) for t, ps in forgotten.items())
+            return make(
+                cls, replica_id=-1, max_wait=max_wait, min_bytes=min_bytes, max_bytes=max_bytes,
+                isolation_level=isolation, session_id=data.session_id, session_epoch=data.session_epoch,
+                topics=topics, forgotten_topics_data=forgotten_topics, rack_id="",
+            )
+
+        return RequestBuilder(ApiKey.FETCH, build)
+
+    def _on_fetch_response(self, future: RequestFuture, node: int, data: FetchRequestData) -> None:
+        self._nodes_with_pending.discard(node)
+        session = self._sessions.get(node)
+        if future.failed():
+            exc = future.exception
+            log.debug("fetch from node %s failed: %s", node, exc)
+            if session is not None:
+                session.handle_error(exc)  # type: ignore[arg-type]
+            if isinstance(exc, (KafkaConnectionError, KafkaTimeoutError)):
+                self._metadata.request_update()
+            return
+        response = future.value
+        if session is not None and not session.handle_response(response):
+            log.info("fetch from node %s failed: %s", node, error_for_code(response.error_code))
+            return
+        for topic_response in response.responses:
+            topic = str(topic_response.topic)
+            for pd in topic_response.partitions:
+                tp = TopicPartition(topic, int(pd.partition_index))
+                asked = data.to_send.get(tp)
+                if asked is None:
+                    continue
+                self._completed.append(
+                    CompletedFetch(
+                        tp, asked.fetch_offset, int(pd.error_code), int(pd.high_watermark),
+                        int(getattr(pd, "log_start_offset", -1)), int(pd.last_stable_offset), pd.records,
+                    )
+                )
+
+    # -------------------------------------------------------------- collecting
+
+    def collect_fetch(self, max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Up to ``max_records`` (default ``max.poll.records``) buffered records, in offset order
+        per partition; advances positions.
+
+        Raises:
+            OffsetOutOfRangeError: out of range with ``auto.offset.reset=none`` (``.partitions``
+                maps the partition to its position).
+            KafkaError: another non-retriable partition error, or a corrupt batch.
+        """
+        remaining = self.max_poll_records if max_records is None else max_records
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        while remaining > 0:
+            cf = self._next_in_line
+            if cf is None or cf.consumed:
+                if not self._completed:
+                    break
+                cf = self._completed[0]
+                try:
+                    usable = self._initialize(cf)
+                except KafkaError:
+                    if out:  # hand out what we have; raise on the next call
+                        break
+                    self._completed.popleft()
+                    raise
+                self._completed.popleft()
+                if not usable:
+                    continue
+                self._next_in_line = cf
+            records = self._fetch_records(cf, remaining)
+            if records:
+                existing = out.get(cf.tp)
+                if existing is None:
+                    out[cf.tp] = records
+                else:
+                    existing.extend(records)
+                remaining -= len(records)
+        return out
+
+    def _initialize(self, cf: CompletedFetch) -> bool:
+        tp = cf.tp
+        subs = self._subscriptions
+        if not subs.is_assigned(tp):
+            return False
+        state = subs.state(tp)
+        if state.position is None or state.reset_strategy is not None or state.position != cf.fetch_offset:
+            log.debug("discarding stale fetch response for %s at offset %s (position %s)", tp,
+                      cf.fetch_offset, state.position)
+            return False
+        code = cf.error_code
+        if code == ErrorCode.none:
+            subs.update_fetch_metadata(tp, cf.high_watermark, cf.log_start_offset, cf.last_stable_offset)
+            if not cf.records:
+                return False
+            cf.headers_iter = iter_batch_headers(cf.records)
+            return True
+        if code in _METADATA_ERRORS:
+            log.debug("fetch for %s: %s; refreshing metadata", tp, error_for_code(code))
+            self._metadata.request_update()
+            return False
+        if code in _RETRY_ERRORS:
+            log.warning("fetch for %s at offset %s: %s; will retry", tp, cf.fetch_offset, error_for_code(code))
+            return False
+        if code == ErrorCode.offset_out_of_range:
+            if subs.default_reset_strategy is OffsetResetStrategy.NONE:
+                err = OffsetOutOfRangeError(f"fetch position {cf.fetch_offset} is out of range for partition {tp.topic}-{tp.partition}")
+                err.partitions = {tp: cf.fetch_offset}  # type: ignore[attr-defined]
+                raise err
+            log.info("fetch position %s is out of range for %s-%s; resetting offset (%s)", cf.fetch_offset,
+                     tp.topic, tp.partition, subs.default_reset_strategy.name.lower())
+            subs.request_offset_reset(tp)
+            return False
+        raise error_for_code(code, f"fetch for {tp.topic}-{tp.partition} at offset {cf.fetch_offset}")
+
+    def _fetch_records(self, cf: CompletedFetch, max_records: int) -> list[ConsumerRecord]:
+        tp = cf.tp
+        subs = self._subscriptions
+        if not subs.is_assigned(tp):
+            cf.consumed = True
+            return []
+        state = subs.state(tp)
+        if state.position != cf.next_fetch_offset or state.reset_strategy is not None or state.paused:
+            cf.consumed = True  # sought, reset or paused since: drop the rest
+            return []
+        out: list[ConsumerRecord] = []
+        position = cf.next_fetch_offset
+        topic, partition = tp
+        records = cf.records
+        assert records is not None and cf.headers_iter is not None
+        while len(out) < max_records:
+            batch = cf.batch
+            if batch is None:
+                item = next(cf.headers_iter, None)
+                if item is None:
+                    cf.consumed = True
+                    if not cf.saw_batch and position < cf.high_watermark:
+                        raise MessageTooLargeError(
+                            f"fetch for {topic}-{partition} at offset {position} returned no complete record "
+                            f"batch; a batch may be larger than max.partition.fetch.bytes={self._max_partition_bytes}"
+                        )
+                    break
+                pos, header = item
+                cf.saw_batch = True
+                if header.next_offset <= position:
+                    continue
+                if header.is_control:
+                    position = header.next_offset
+                    continue
+                batch = decode_batch(records, pos, verify_crc=self._check_crcs)
+                offsets = batch.offsets
+                cf.index = bisect_left(offsets, position) if offsets and offsets[0] < position else 0
+                cf.batch = batch
+            offsets = batch.offsets
+            start = cf.index
+            end = min(len(offsets), start + max_records - len(out))
+            if end > start:
+                ttype = batch.header.timestamp_type
+                if start == 0 and end == len(offsets):
+                    cols = (offsets, batch.timestamps_ms, batch.keys, batch.values, batch.headers)
+                else:
+                    cols = (offsets[start:end], batch.timestamps_ms[start:end], batch.keys[start:end],
+                            batch.values[start:end], batch.headers[start:end])
+                out.extend(map(_new_tuple, repeat(ConsumerRecord), zip(
+                    repeat(topic), repeat(partition), cols[0], cols[1], repeat(ttype), cols[2], cols[3], cols[4],
+                )))
+                position = offsets[end - 1] + 1
+            cf.index = end
+            if end >= len(offsets):
+                position = max(position, batch.header.next_offset)
+                cf.batch = None
+        cf.next_fetch_offset = position
+        state.position = position
+        return out
+
+    def clear_buffered(self, tps: set[TopicPartition] | None = None) -> None:
+        """Drop buffered data (all, or for ``tps``)."""
+        if tps is None:
+            self._completed.clear()
+            self._next_in_line = None
+            return
+        self._completed = deque(cf for cf in self._completed if cf.tp not in tps)
+        if self._next_in_line is not None and self._next_in_line.tp in tps:
+            self._next_in_line = None

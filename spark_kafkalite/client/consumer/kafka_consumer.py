@@ -1,0 +1,333 @@
+"""``KafkaConsumer`` (Java ``org.apache.kafka.clients.consumer.KafkaConsumer``), manual assignment.
+
+Single-threaded: ``poll`` resolves missing positions (ListOffsets per ``auto.offset.reset``),
+hands out buffered records and sends the next fetches before returning, so the network works
+while the caller processes records. ``group.id`` is accepted but groups are not implemented
+yet (no ``subscribe``/``commit``). Not thread-safe: use one consumer per thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from spark_kafkalite.client.config import parse_config
+from spark_kafkalite.client.consumer.fetcher import Fetcher
+from spark_kafkalite.client.consumer.offset_fetcher import OffsetFetcher
+from spark_kafkalite.client.consumer.subscription_state import OffsetResetStrategy, SubscriptionState
+from spark_kafkalite.client.errors import IllegalStateError
+from spark_kafkalite.client.metadata import Cluster, Metadata, metadata_request, parse_metadata_response
+from spark_kafkalite.client.network_client import NetworkClient, now_ms
+from spark_kafkalite.client.types import ConsumerRecord, OffsetAndTimestamp, TopicPartition
+from spark_kafkalite.protocol.errors import (
+    ErrorCode,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    error_for_code,
+)
+
+__all__ = ["KafkaConsumer", "CONSUMER_DEFAULTS"]
+
+log = logging.getLogger(__name__)
+
+CONSUMER_DEFAULTS: dict[str, Any] = {
+    "group.id": "",
+    "auto.offset.reset": "latest",
+    "fetch.min.bytes": 1,
+    "fetch.max.wait.ms": 500,
+    "fetch.max.bytes": 52428800,
+    "max.partition.fetch.bytes": 1048576,
+    "max.poll.records": 500,
+    "check.crcs": True,
+    "isolation.level": "read_uncommitted",
+    "exclude.internal.topics": True,
+    "allow.auto.create.topics": False,
+    "enable.auto.commit": False,
+}
+
+
+def _tp(value: Any) -> TopicPartition:
+    if isinstance(value, TopicPartition):
+        return value
+    topic, partition = value
+    return TopicPartition(str(topic), int(partition))
+
+
+class KafkaConsumer:
+    """Consume records from manually assigned partitions.
+
+    Config (Kafka's names; values may be strings): ``bootstrap.servers`` (required),
+    ``auto.offset.reset`` (earliest | latest | none; default latest), ``fetch.min.bytes`` (1),
+    ``fetch.max.wait.ms`` (500), ``fetch.max.bytes`` (50 MiB), ``max.partition.fetch.bytes``
+    (1 MiB), ``max.poll.records`` (500), ``request.timeout.ms`` (30000),
+    ``default.api.timeout.ms`` (60000, for blocking lookups), ``client.id``,
+    ``allow.auto.create.topics`` (false here, unlike Java: reading never creates topics).
+
+    Raises:
+        InvalidConfigError: a bad setting.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        merged = dict(config or {})
+        merged.update({k.replace("_", "."): v for k, v in kwargs.items()})
+        self.config = parse_config(merged, CONSUMER_DEFAULTS, "consumer")
+        cfg = self.config
+        if cfg["enable.auto.commit"]:
+            log.warning("enable.auto.commit is not supported yet (no consumer groups); ignoring it")
+        self._default_timeout_ms = float(cfg["default.api.timeout.ms"])
+        self._retry_backoff_ms = float(cfg["retry.backoff.ms"])
+        self._exclude_internal = bool(cfg["exclude.internal.topics"])
+        self._metadata = Metadata(cfg, allow_auto_topic_creation=bool(cfg["allow.auto.create.topics"]))
+        self._client = NetworkClient(cfg, self._metadata)
+        self._subscriptions = SubscriptionState(OffsetResetStrategy.parse(cfg["auto.offset.reset"]))
+        self._fetcher = Fetcher(self._client, self._metadata, self._subscriptions, cfg)
+        self._offset_fetcher = OffsetFetcher(self._client, self._metadata, self._subscriptions, cfg)
+        self._closed = False
+
+    # -------------------------------------------------------------- assignment and positions
+
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        """Replace the assignment with ``partitions`` (positions of kept partitions are kept)."""
+        self._ensure_open()
+        tps = [_tp(p) for p in partitions]
+        removed = self._subscriptions.assigned_partitions() - set(tps)
+        if removed:
+            self._fetcher.clear_buffered(removed)
+        self._subscriptions.assign(tps)
+        self._metadata.set_topics({tp.topic for tp in tps})
+
+    def unsubscribe(self) -> None:
+        """Drop the assignment."""
+        self.assign([])
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._subscriptions.assigned_partitions()
+
+    def _assigned(self, tp: Any) -> TopicPartition:
+        tp = _tp(tp)
+        if not self._subscriptions.is_assigned(tp):
+            raise IllegalStateError(f"partition {tp.topic}-{tp.partition} is not assigned to this consumer")
+        return tp
+
+    def seek(self, partition: TopicPartition | tuple[str, int], offset: int) -> None:
+        """Fetch from ``offset`` next.
+
+        Raises:
+            IllegalStateError: the partition is not assigned.
+            ValueError: negative offset.
+        """
+        tp = self._assigned(partition)
+        if offset < 0:
+            raise ValueError(f"seek offset must not be negative: {offset}")
+        self._subscriptions.seek(tp, offset)
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        """Reset the partitions (all assigned when none given) to their log start offset,
+        evaluated lazily on the next ``poll``/``position``."""
+        for tp in partitions or tuple(self.assignment()):
+            self._subscriptions.request_offset_reset(self._assigned(tp), OffsetResetStrategy.EARLIEST)
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        """Reset the partitions (all assigned when none given) to their high watermark, lazily."""
+        for tp in partitions or tuple(self.assignment()):
+            self._subscriptions.request_offset_reset(self._assigned(tp), OffsetResetStrategy.LATEST)
+
+    def position(self, partition: TopicPartition | tuple[str, int], timeout_ms: float | None = None) -> int:
+        """The offset of the next record to be returned, resolving a pending reset first.
+
+        Raises:
+            IllegalStateError: not assigned. NoOffsetForPartitionError: no position, reset none.
+            KafkaTimeoutError: not resolved within ``timeout_ms`` (default.api.timeout.ms).
+        """
+        self._ensure_open()
+        tp = self._assigned(partition)
+        deadline = now_ms() + (self._default_timeout_ms if timeout_ms is None else timeout_ms)
+        while not self._subscriptions.has_valid_position(tp):
+            self._offset_fetcher.reset_positions_if_needed()
+            remaining = deadline - now_ms()
+            if remaining <= 0:
+                raise KafkaTimeoutError(f"cannot determine the position of {tp.topic}-{tp.partition} in time")
+            self._client.poll(min(remaining, self._retry_backoff_ms))
+        position = self._subscriptions.position(tp)
+        assert position is not None
+        return position
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        for tp in partitions:
+            self._subscriptions.pause(self._assigned(tp))
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        for tp in partitions:
+            self._subscriptions.resume(self._assigned(tp))
+
+    def paused(self) -> set[TopicPartition]:
+        return self._subscriptions.paused_partitions()
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        """The high watermark seen in the last fetch response for ``partition`` (None if none)."""
+        hw = self._subscriptions.state(self._assigned(partition)).high_watermark
+        return None if hw < 0 else hw
+
+    # -------------------------------------------------------------- polling
+
+    def poll(self, timeout_ms: float = 0, max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records of the assigned partitions, waiting up to ``timeout_ms`` for some.
+
+        Returns ``{tp: [ConsumerRecord, ...]}`` with at most ``max_records`` (default
+        ``max.poll.records``) records in total, in offset order per partition; ``{}`` on timeout.
+
+        Raises:
+            OffsetOutOfRangeError: out of range with ``auto.offset.reset=none``.
+            NoOffsetForPartitionError: a partition has no position and the reset policy is none.
+            KafkaError: other non-retriable fetch errors (e.g. a corrupt batch).
+        """
+        self._ensure_open()
+        if not self._subscriptions.assigned_partitions():
+            raise IllegalStateError("consumer is not assigned any partitions")
+        deadline = now_ms() + max(0.0, float(timeout_ms))
+        while True:
+            self._offset_fetcher.reset_positions_if_needed()
+            records = self._fetcher.collect_fetch(max_records)
+            if records:
+                if self._fetcher.send_fetches():
+                    self._client.poll(0)  # get the next fetches onto the wire now
+                return records
+            self._fetcher.send_fetches()
+            now = now_ms()
+            wait = min(deadline - now, self._subscriptions.next_reset_delay_ms(now))
+            if self._metadata.update_requested():
+                wait = min(wait, self._retry_backoff_ms)
+            self._client.poll(max(0.0, wait))
+            records = self._fetcher.collect_fetch(max_records)
+            if records:
+                if self._fetcher.send_fetches():
+                    self._client.poll(0)
+                return records
+            if now_ms() >= deadline:
+                return {}
+
+    def __iter__(self) -> Any:
+        """Iterate records forever (``poll`` in a loop)."""
+        while True:
+            for records in self.poll(1000).values():
+                yield from records
+
+    # -------------------------------------------------------------- offsets lookups
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: float | None = None) -> dict[TopicPartition, int]:
+        """Log start offset per partition (ListOffsets -2).
+
+        Raises:
+            UnknownTopicOrPartitionError: a topic/partition does not exist. KafkaTimeoutError.
+        """
+        return self._offsets({_tp(tp): -2 for tp in partitions}, timeout_ms)
+
+    def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: float | None = None) -> dict[TopicPartition, int]:
+        """High watermark per partition (ListOffsets -1, read_uncommitted).
+
+        Raises:
+            UnknownTopicOrPartitionError: a topic/partition does not exist. KafkaTimeoutError.
+        """
+        return self._offsets({_tp(tp): -1 for tp in partitions}, timeout_ms)
+
+    def _offsets(self, query: dict[TopicPartition, int], timeout_ms: float | None) -> dict[TopicPartition, int]:
+        self._ensure_open()
+        found = self._offset_fetcher.list_offsets(query, self._default_timeout_ms if timeout_ms is None else timeout_ms)
+        return {tp: value[0] for tp, value in found.items() if value is not None}
+
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int], timeout_ms: float | None = None
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """The earliest offset whose timestamp is >= the given ms per partition; None when no
+        such record exists.
+
+        Raises:
+            ValueError: a negative timestamp. UnknownTopicOrPartitionError. KafkaTimeoutError.
+        """
+        self._ensure_open()
+        query = {}
+        for tp, ts in timestamps.items():
+            if ts < 0:
+                raise ValueError(f"timestamp for {tp} must not be negative: {ts}")
+            query[_tp(tp)] = int(ts)
+        found = self._offset_fetcher.list_offsets(query, self._default_timeout_ms if timeout_ms is None else timeout_ms)
+        return {
+            tp: None if value is None else OffsetAndTimestamp(value[0], value[1]) for tp, value in found.items()
+        }
+
+    # -------------------------------------------------------------- metadata
+
+    def _fetch_topic_metadata(self, topics: list[str] | None, timeout_ms: float | None) -> Cluster:
+        self._ensure_open()
+        deadline = now_ms() + (self._default_timeout_ms if timeout_ms is None else timeout_ms)
+        last_error: BaseException | None = None
+        while True:
+            node = self._client.least_loaded_node()
+            if node is not None:
+                future = self._client.send(node, metadata_request(topics, False))
+                try:
+                    cluster = parse_metadata_response(self._client.wait_for(future, max(1.0, deadline - now_ms())))
+                except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                    last_error = exc
+                else:
+                    retriable = [t for t, c in cluster.topic_errors.items() if c == ErrorCode.leader_not_available]
+                    if not retriable:
+                        return cluster
+                    last_error = error_for_code(ErrorCode.leader_not_available, f"topics {retriable}")
+            if now_ms() >= deadline:
+                raise KafkaTimeoutError(f"cannot fetch metadata in time (last error: {last_error})")
+            self._client.poll(min(self._retry_backoff_ms, max(0.0, deadline - now_ms())))
+
+    def partitions_for_topic(self, topic: str, timeout_ms: float | None = None) -> set[int] | None:
+        """Partition ids of ``topic``, or None if it does not exist.
+
+        Raises:
+            KafkaTimeoutError: no metadata in time. KafkaError: e.g. INVALID_TOPIC_EXCEPTION.
+        """
+        cached = self._metadata.fetch().partitions.get(topic)
+        if cached:
+            return set(cached)
+        cluster = self._fetch_topic_metadata([topic], timeout_ms)
+        code = cluster.topic_errors.get(topic)
+        if code == ErrorCode.unknown_topic_or_partition:
+            return None
+        if code is not None:
+            raise error_for_code(code, f"topic {topic}")
+        parts = cluster.partitions.get(topic)
+        return set(parts) if parts is not None else None
+
+    def list_topics(self, timeout_ms: float | None = None) -> dict[str, set[int]]:
+        """Every topic (internal ones excluded unless ``exclude.internal.topics=false``) and
+        its partition ids."""
+        cluster = self._fetch_topic_metadata(None, timeout_ms)
+        return {
+            topic: set(parts) for topic, parts in cluster.partitions.items()
+            if not (self._exclude_internal and topic in cluster.internal_topics)
+        }
+
+    # -------------------------------------------------------------- lifecycle
+
+    @property
+    def metrics(self) -> dict[str, int]:
+        """A few counters: ``fetch_requests`` (FetchRequests sent)."""
+        return {"fetch_requests": self._fetcher.fetch_requests_sent}
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise IllegalStateError("this consumer has already been closed")
+
+    def close(self) -> None:
+        """Close connections. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._client.close()
+        self._metadata.close()
+
+    def __enter__(self) -> KafkaConsumer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+

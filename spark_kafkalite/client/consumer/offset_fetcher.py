@@ -1,0 +1,283 @@
+"""``OffsetFetcher``: ListOffsets lookups grouped by partition leader (Java ``OffsetFetcher``).
+
+Two uses: blocking lookups (``list_offsets``: beginning/end offsets, offsets for times, the
+admin client's ``list_offsets``) that retry retriable errors with metadata refreshes until the
+timeout, and asynchronous position resets for the consumer (``reset_positions_if_needed``),
+driven by the consumer's ``poll``. ``-2`` asks for the earliest offset (log start), ``-1`` for
+the latest (the high watermark for read_uncommitted), other values for the first offset whose
+timestamp is at least that many ms since the epoch (ListOffsets v1+, KIP-79).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from spark_kafkalite.client.consumer.subscription_state import OffsetResetStrategy, SubscriptionState
+from spark_kafkalite.client.errors import NoOffsetForPartitionError
+from spark_kafkalite.client.metadata import Cluster, Metadata
+from spark_kafkalite.client.network_client import NetworkClient, now_ms
+from spark_kafkalite.client.request_future import RequestFuture
+from spark_kafkalite.client.requests import RequestBuilder, make, nested
+from spark_kafkalite.client.types import TopicPartition
+from spark_kafkalite.protocol.api_keys import ApiKey, request_class
+from spark_kafkalite.protocol.errors import (
+    ErrorCode,
+    KafkaError,
+    KafkaTimeoutError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
+
+__all__ = ["OffsetFetcher", "ListOffsetsResult", "list_offsets_request"]
+
+log = logging.getLogger(__name__)
+
+#: (offset, timestamp_ms) per partition; ``None`` when no record matches a timestamp query.
+ListOffsetsResult = dict[TopicPartition, "tuple[int, int] | None"]
+
+_RETRIABLE = {
+    ErrorCode.not_leader_or_follower,
+    ErrorCode.unknown_topic_or_partition,
+    ErrorCode.leader_not_available,
+    ErrorCode.fenced_leader_epoch,
+    ErrorCode.unknown_leader_epoch,
+    ErrorCode.offset_not_available,
+    ErrorCode.kafka_storage_error,
+    ErrorCode.request_timed_out,
+}
+
+
+def list_offsets_request(
+    timestamps: Mapping[TopicPartition, int], isolation_level: int, leader_epochs: Mapping[TopicPartition, int]
+) -> RequestBuilder:
+    """A ListOffsetsRequest builder (replica_id -1, one entry per partition)."""
+    by_topic: dict[str, list[tuple[int, int, int]]] = {}
+    for tp, ts in timestamps.items():
+        by_topic.setdefault(tp.topic, []).append((tp.partition, int(ts), leader_epochs.get(tp, -1)))
+
+    def build(version: int) -> Any:
+        cls = request_class(ApiKey.LIST_OFFSETS, version)
+        topic_cls = nested(cls, "ListOffsetsTopic")
+        part_cls = nested(cls, "ListOffsetsPartition")
+        topics = tuple(
+            topic_cls(
+                name=topic,
+                partitions=tuple(
+                    make(part_cls, partition_index=p, current_leader_epoch=epoch, timestamp=ts, max_num_offsets=1)
+                    for p, ts, epoch in parts
+                ),
+            )
+            for topic, parts in by_topic.items()
+        )
+        return make(cls, replica_id=-1, isolation_level=isolation_level, topics=topics)
+
+    return RequestBuilder(ApiKey.LIST_OFFSETS, build)
+
+
+class OffsetFetcher:
+    """See module docstring. Runs on the thread that owns ``client``."""
+
+    def __init__(
+        self,
+        client: NetworkClient,
+        metadata: Metadata,
+        subscriptions: SubscriptionState | None,
+        config: Mapping[str, Any],
+    ) -> None:
+        self._client = client
+        self._metadata = metadata
+        self._subscriptions = subscriptions
+        self._retry_backoff_ms = float(config.get("retry.backoff.ms", 100))
+        self._request_timeout_ms = float(config.get("request.timeout.ms", 30000))
+        level = str(config.get("isolation.level", "read_uncommitted")).lower()
+        self._isolation_level = 1 if level == "read_committed" else 0
+
+    # -------------------------------------------------------------- blocking lookups
+
+    def list_offsets(self, timestamps: Mapping[TopicPartition, int], timeout_ms: float) -> ListOffsetsResult:
+        """Look up offsets for ``{tp: timestamp}`` (``-2`` earliest, ``-1`` latest).
+
+        Raises:
+            UnknownTopicOrPartitionError: fresh metadata says the topic or partition does not exist.
+            KafkaTimeoutError: not all answers within ``timeout_ms``.
+            KafkaError: a non-retriable error from the broker.
+        """
+        remaining = {TopicPartition(tp[0], int(tp[1])): int(ts) for tp, ts in timestamps.items()}
+        result: ListOffsetsResult = {}
+        if not remaining:
+            return result
+        deadline = now_ms() + timeout_ms
+        self._metadata.add_topics(*{tp.topic for tp in remaining})
+        fresh_version = self._metadata.version
+        last_error: KafkaError | None = None
+        while remaining:
+            cluster = self._metadata.fetch()
+            metadata_fresh = self._metadata.version > fresh_version
+            by_node: dict[int, dict[TopicPartition, int]] = {}
+            need_metadata = False
+            for tp, ts in remaining.items():
+                leader = cluster.leader_for(tp)
+                if leader is None:
+                    if metadata_fresh:
+                        self._raise_if_unknown(cluster, tp)
+                    need_metadata = True
+                else:
+                    by_node.setdefault(leader, {})[tp] = ts
+            futures = {
+                node: self._client.send(node, self._request(tps, cluster)) for node, tps in by_node.items()
+            }
+            while any(not f.is_done() for f in futures.values()):
+                left = deadline - now_ms()
+                if left <= 0:
+                    break
+                self._client.poll(left)
+            for node, future in futures.items():
+                if not future.is_done():
+                    continue
+                if future.failed():
+                    last_error = future.exception if isinstance(future.exception, KafkaError) else None
+                    need_metadata = True
+                    continue
+                errors = self._handle_response(future.value, by_node[node], result)
+                for tp in by_node[node]:
+                    if tp in result:
+                        remaining.pop(tp, None)
+                for tp, code in errors.items():
+                    if code in _RETRIABLE:
+                        need_metadata = True
+                        last_error = error_for_code(code, f"{tp.topic}-{tp.partition}")
+                    else:
+                        raise error_for_code(code, f"ListOffsets for {tp.topic}-{tp.partition}")
+            if not remaining:
+                break
+            if now_ms() >= deadline:
+                raise KafkaTimeoutError(
+                    f"failed to get offsets for {sorted(remaining)} within {timeout_ms:.0f} ms"
+                    + (f" (last error: {last_error})" if last_error else "")
+                )
+            if need_metadata:
+                fresh_version = self._metadata.request_update()
+                self._await_metadata(fresh_version, deadline)
+        return result
+
+    def _raise_if_unknown(self, cluster: Cluster, tp: TopicPartition) -> None:
+        code = cluster.topic_errors.get(tp.topic)
+        if code == ErrorCode.unknown_topic_or_partition:
+            raise UnknownTopicOrPartitionError(f"topic {tp.topic} does not exist")
+        parts = cluster.partitions.get(tp.topic)
+        if parts is not None and code is None and tp.partition not in parts:
+            raise UnknownTopicOrPartitionError(
+                f"partition {tp.partition} of topic {tp.topic} does not exist ({len(parts)} partitions)"
+            )
+
+    def _await_metadata(self, version: int, deadline: float) -> None:
+        """Poll until metadata newer than ``version`` arrived and ``retry.backoff.ms`` passed."""
+        backoff_end = now_ms() + self._retry_backoff_ms
+        while True:
+            now = now_ms()
+            if now >= deadline:
+                return
+            if self._metadata.version > version:
+                if now >= backoff_end:
+                    return
+                self._client.poll(min(backoff_end, deadline) - now)
+            else:
+                self._client.poll(deadline - now)
+
+    def _request(self, tps: Mapping[TopicPartition, int], cluster: Cluster) -> RequestBuilder:
+        epochs = {}
+        for tp in tps:
+            pm = cluster.partition(tp)
+            if pm is not None:
+                epochs[tp] = pm.leader_epoch
+        min_version = 1 if any(ts >= 0 for ts in tps.values()) else None
+        builder = list_offsets_request(tps, self._isolation_level, epochs)
+        return RequestBuilder(builder.api_key, builder.build, min_version=min_version)
+
+    @staticmethod
+    def _handle_response(
+        response: Any, asked: Mapping[TopicPartition, int], result: ListOffsetsResult
+    ) -> dict[TopicPartition, int]:
+        errors: dict[TopicPartition, int] = {}
+        for topic in response.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(str(topic.name), int(p.partition_index))
+                if tp not in asked:
+                    continue
+                code = int(p.error_code)
+                if code == ErrorCode.none:
+                    offset = int(p.offset)
+                    if offset < 0 and asked[tp] >= 0:
+                        result[tp] = None  # no record at or after that timestamp
+                    else:
+                        result[tp] = (offset, int(p.timestamp))
+                elif code == ErrorCode.unsupported_for_message_format:
+                    result[tp] = None
+                else:
+                    errors[tp] = code
+        for tp in asked:
+            if tp not in result and tp not in errors:
+                errors[tp] = int(ErrorCode.unknown_topic_or_partition)
+        return errors
+
+    # -------------------------------------------------------------- async resets
+
+    def reset_positions_if_needed(self) -> None:
+        """Start ListOffsets for assigned partitions that need a position (non-blocking).
+
+        Raises:
+            NoOffsetForPartitionError: a partition has no position and the reset strategy is none.
+        """
+        subs = self._subscriptions
+        assert subs is not None
+        missing = subs.partitions_missing_position()
+        if missing:
+            if subs.default_reset_strategy is OffsetResetStrategy.NONE:
+                raise NoOffsetForPartitionError(missing)
+            for tp in missing:
+                subs.request_offset_reset(tp)
+        now = now_ms()
+        tps = subs.partitions_needing_reset(now)
+        if not tps:
+            return
+        cluster = self._metadata.fetch()
+        by_node: dict[int, dict[TopicPartition, int]] = {}
+        for tp in tps:
+            leader = cluster.leader_for(tp)
+            if leader is None or self._client.is_unavailable(leader):
+                self._metadata.add_topics(tp.topic)
+                self._metadata.request_update()
+                subs.reset_failed(tp, now + self._retry_backoff_ms)
+                continue
+            strategy = subs.state(tp).reset_strategy
+            assert strategy is not None
+            by_node.setdefault(leader, {})[tp] = int(strategy)
+        for node, asked in by_node.items():
+            subs.set_reset_pending(asked, now + self._request_timeout_ms)
+            future = self._client.send(node, self._request(asked, cluster))
+            future.add_callback(lambda f, asked=asked: self._on_reset_response(f, asked))
+
+    def _on_reset_response(self, future: RequestFuture, asked: Mapping[TopicPartition, int]) -> None:
+        subs = self._subscriptions
+        assert subs is not None
+        retry_at = now_ms() + self._retry_backoff_ms
+        if future.failed():
+            log.debug("offset reset request failed: %s", future.exception)
+            self._metadata.request_update()
+            for tp in asked:
+                subs.reset_failed(tp, retry_at)
+            return
+        result: ListOffsetsResult = {}
+        errors = self._handle_response(future.value, asked, result)
+        for tp, found in result.items():
+            if found is not None:
+                strategy = OffsetResetStrategy(asked[tp])
+                if subs.maybe_complete_reset(tp, strategy, found[0]):
+                    log.info("reset offset of %s-%s to %s (%s)", tp.topic, tp.partition, found[0], strategy.name.lower())
+        for tp, code in errors.items():
+            log.debug("offset reset for %s failed: %s", tp, error_for_code(code))
+            if code in _RETRIABLE:
+                self._metadata.request_update()
+            subs.reset_failed(tp, retry_at)

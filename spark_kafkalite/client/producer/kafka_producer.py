@@ -1,0 +1,282 @@
+"""``KafkaProducer`` (Java ``org.apache.kafka.clients.producer.KafkaProducer``).
+
+``send`` partitions a record (explicit partition, murmur2 of the key, or a sticky partition for
+null keys), appends it to the ``RecordAccumulator`` and returns a
+``concurrent.futures.Future[RecordMetadata]``; the ``Sender`` thread batches records per
+partition (``batch.size``, ``linger.ms``) into ProduceRequests. Thread-safe: share one producer
+between threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
+from typing import Any
+
+from spark_kafkalite.client.config import parse_acks, parse_config
+from spark_kafkalite.client.metadata import Cluster, Metadata
+from spark_kafkalite.client.network_client import NetworkClient, now_ms
+from spark_kafkalite.client.producer.partitioner import StickyPartitioner, partition_for_key
+from spark_kafkalite.client.producer.producer_batch import RECORD_OVERHEAD_ESTIMATE
+from spark_kafkalite.client.producer.record_accumulator import RecordAccumulator
+from spark_kafkalite.client.producer.sender import Sender
+from spark_kafkalite.client.types import RecordMetadata, TopicPartition
+from spark_kafkalite.protocol.errors import (
+    ErrorCode,
+    InvalidConfigError,
+    InvalidPartitionsError,
+    KafkaError,
+    KafkaTimeoutError,
+    MessageTooLargeError,
+    error_for_code,
+)
+from spark_kafkalite.protocol.record_batch import COMPRESSION_CODECS, compress
+
+__all__ = ["KafkaProducer", "PRODUCER_DEFAULTS"]
+
+log = logging.getLogger(__name__)
+
+PRODUCER_DEFAULTS: dict[str, Any] = {
+    "acks": "all",
+    "linger.ms": 5,
+    "batch.size": 16384,
+    "buffer.memory": 33554432,
+    "max.block.ms": 60000,
+    "delivery.timeout.ms": 120000,
+    "retries": 2147483647,
+    "max.request.size": 1048576,
+    "compression.type": "none",
+    "enable.idempotence": False,
+    "allow.auto.create.topics": True,
+}
+
+_NO_HEADERS: list[tuple[str, bytes | None]] = []
+
+
+def _to_bytes(value: Any, what: str) -> bytes | None:
+    if value is None or type(value) is bytes:
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise TypeError(f"{what} must be bytes, str or None, not {type(value).__name__}")
+
+
+def _normalize_headers(headers: Any) -> list[tuple[str, bytes | None]]:
+    if not headers:
+        return _NO_HEADERS
+    items: Iterable[Any] = headers.items() if isinstance(headers, Mapping) else headers
+    out = []
+    for key, value in items:
+        if not isinstance(key, str):
+            raise TypeError(f"header keys must be str, not {type(key).__name__}")
+        out.append((key, _to_bytes(value, "header value")))
+    return out
+
+
+class KafkaProducer:
+    """Produce records to Kafka.
+
+    Config (Kafka's names; values may be strings): ``bootstrap.servers`` (required), ``acks``
+    ("all"/-1, 1, 0; default all), ``linger.ms`` (5), ``batch.size`` (16384), ``buffer.memory``
+    (32 MiB), ``max.block.ms`` (60000), ``delivery.timeout.ms`` (120000), ``retries``,
+    ``retry.backoff.ms`` (100), ``request.timeout.ms`` (30000), ``max.request.size`` (1 MiB),
+    ``compression.type`` (none, gzip; snappy/lz4/zstd need ``cramjam``), ``client.id``,
+    ``max.in.flight.requests.per.connection`` (5; 1 keeps per-partition order across retries).
+
+    Raises:
+        InvalidConfigError: a bad setting.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        merged = dict(config or {})
+        merged.update({k.replace("_", "."): v for k, v in kwargs.items()})
+        self.config = parse_config(merged, PRODUCER_DEFAULTS, "producer")
+        cfg = self.config
+        self._acks = parse_acks(cfg["acks"])
+        codec = str(cfg["compression.type"]).strip().lower()
+        if codec not in COMPRESSION_CODECS:
+            raise InvalidConfigError(f"unknown compression.type {codec!r}")
+        self._compression_type = COMPRESSION_CODECS[codec]
+        if self._compression_type:
+            compress(b"probe", self._compression_type)  # fail now if the codec library is missing
+        if cfg["enable.idempotence"]:
+            log.warning("enable.idempotence is not supported yet; producing without idempotence")
+        self._max_block_ms = float(cfg["max.block.ms"])
+        self._max_request_size = int(cfg["max.request.size"])
+        self._buffer_memory = int(cfg["buffer.memory"])
+        self._linger_ms = float(cfg["linger.ms"])
+        self._metadata = Metadata(cfg, allow_auto_topic_creation=bool(cfg["allow.auto.create.topics"]))
+        self._partitioner = StickyPartitioner(int(cfg["batch.size"]))
+        max_in_flight = int(cfg["max.in.flight.requests.per.connection"])
+        self._accumulator = RecordAccumulator(
+            batch_size=int(cfg["batch.size"]),
+            linger_ms=float(cfg["linger.ms"]),
+            buffer_memory=self._buffer_memory,
+            delivery_timeout_ms=float(cfg["delivery.timeout.ms"]),
+            retry_backoff_ms=float(cfg["retry.backoff.ms"]),
+            compression_type=self._compression_type,
+            guarantee_order=max_in_flight == 1,
+        )
+        self._client = NetworkClient(cfg, self._metadata)
+        self._sender = Sender(self._client, self._metadata, self._accumulator, cfg, self._acks)
+        self._closed = False
+        self._sender.start()
+
+    # -------------------------------------------------------------- sending
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | str | None = None,
+        key: bytes | str | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Iterable[tuple[str, bytes | None]] | Mapping[str, bytes | None] | None = None,
+    ) -> Future[RecordMetadata]:
+        """Queue one record; returns a future of its ``RecordMetadata``.
+
+        Blocks up to ``max.block.ms`` for the topic's metadata and for buffer space. Kafka
+        errors (unknown topic after ``max.block.ms``, record too large, buffer exhausted,
+        delivery failures) are reported through the future, as Java does.
+
+        Raises:
+            TypeError: key, value or headers of the wrong type.
+            KafkaError: the producer is closed.
+        """
+        if self._closed:
+            raise KafkaError("cannot send after the producer is closed")
+        key_bytes = key if key is None or type(key) is bytes else _to_bytes(key, "key")
+        value_bytes = value if value is None or type(value) is bytes else _to_bytes(value, "value")
+        header_list = _normalize_headers(headers) if headers else _NO_HEADERS
+        size = RECORD_OVERHEAD_ESTIMATE + (len(key_bytes) if key_bytes else 0) + (len(value_bytes) if value_bytes else 0)
+        if header_list:
+            size += sum(len(k) + (len(v) if v else 0) + 4 for k, v in header_list)
+        try:
+            if size > self._max_request_size:
+                raise MessageTooLargeError(
+                    f"the record is {size} bytes, larger than max.request.size={self._max_request_size}"
+                )
+            started = 0.0
+            cluster = self._metadata.fetch()
+            parts = cluster.partitions.get(topic)
+            if not parts or (partition is not None and partition not in parts):
+                started = now_ms()
+                cluster = self._wait_on_metadata(topic, partition, started + self._max_block_ms)
+                parts = cluster.partitions[topic]
+            num_partitions = len(parts)
+            if partition is not None:
+                if not 0 <= partition < num_partitions:
+                    raise InvalidPartitionsError(
+                        f"partition {partition} is not in the range [0, {num_partitions}) of topic {topic}"
+                    )
+                chosen = partition
+            elif key_bytes is not None:
+                chosen = partition_for_key(key_bytes, num_partitions)
+            else:
+                chosen = self._partitioner.partition(
+                    topic, cluster.available_partitions(topic), num_partitions, size
+                )
+            ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
+            max_block = self._max_block_ms - (now_ms() - started) if started else self._max_block_ms
+            future, batch_is_full, new_batch = self._accumulator.append(
+                TopicPartition(topic, chosen), (key_bytes, value_bytes, ts, header_list), size, max(0.0, max_block)
+            )
+        except KafkaError as exc:
+            failed: Future[RecordMetadata] = Future()
+            failed.set_exception(exc)
+            return failed
+        if batch_is_full or (new_batch and self._linger_ms < self._sender.poll_deadline_ms - now_ms()):
+            self._sender.wakeup()
+        return future
+
+    def _wait_on_metadata(self, topic: str, partition: int | None, deadline: float) -> Cluster:
+        self._metadata.add_topics(topic)
+        while True:
+            version = self._metadata.request_update()
+            self._sender.wakeup()
+            remaining = deadline - now_ms()
+            if remaining <= 0:
+                break
+            self._metadata.await_update(version, remaining / 1000.0)
+            cluster = self._metadata.fetch()
+            parts = cluster.partitions.get(topic)
+            if parts and (partition is None or partition in parts):
+                return cluster
+            code = cluster.topic_errors.get(topic)
+            if code is not None and code not in (ErrorCode.unknown_topic_or_partition, ErrorCode.leader_not_available):
+                raise error_for_code(code, f"topic {topic}")
+            if parts and partition is not None and partition not in parts:
+                raise InvalidPartitionsError(
+                    f"partition {partition} is not in the range [0, {len(parts)}) of topic {topic}"
+                )
+        cluster = self._metadata.fetch()
+        message = f"topic {topic} not present in metadata after {self._max_block_ms:.0f} ms"
+        if cluster.topic_errors.get(topic) == ErrorCode.unknown_topic_or_partition:
+            raise error_for_code(ErrorCode.unknown_topic_or_partition, message)
+        raise KafkaTimeoutError(message)
+
+    def partitions_for(self, topic: str) -> set[int]:
+        """Partition ids of ``topic`` (waits up to ``max.block.ms`` for metadata).
+
+        Raises:
+            UnknownTopicOrPartitionError / KafkaTimeoutError: the topic did not show up.
+        """
+        cluster = self._metadata.fetch()
+        if topic not in cluster.partitions:
+            cluster = self._wait_on_metadata(topic, None, now_ms() + self._max_block_ms)
+        return set(cluster.partitions[topic])
+
+    # -------------------------------------------------------------- flush / close
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Send every buffered record now and wait for all of them to complete.
+
+        Raises:
+            KafkaTimeoutError: not all records completed within ``timeout_s``.
+        """
+        batches = self._accumulator.begin_flush()
+        try:
+            self._sender.wakeup()
+            if not self._accumulator.await_completion(batches, None if timeout_s is None else timeout_s * 1000):
+                raise KafkaTimeoutError(f"flush did not complete within {timeout_s} s")
+        finally:
+            self._accumulator.end_flush()
+
+    def close(self, timeout_s: float | None = None) -> None:
+        """Send what is buffered, then stop. After ``timeout_s`` (None = no limit, 0 = at once)
+        the remaining records fail with ``KafkaError``."""
+        if self._closed:
+            return
+        self._closed = True
+        if timeout_s is not None and timeout_s <= 0:
+            self._sender.force_close()
+        else:
+            self._sender.initiate_close()
+        self._sender.join(timeout_s)
+        if self._sender.is_alive():
+            log.warning("producer close timed out after %s s; failing unsent records", timeout_s)
+            self._sender.force_close()
+            self._sender.join(5.0)
+        self._metadata.close()
+
+    @property
+    def metrics(self) -> dict[str, int]:
+        """A few counters: ``produce_requests`` (requests sent)."""
+        return {"produce_requests": self._sender.requests_sent}
+
+    def __enter__(self) -> KafkaProducer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            if not self._closed:
+                self._sender.initiate_close()
+        except Exception:
+            pass

@@ -1,0 +1,164 @@
+"""Version-independent request building on top of kio's per-version entities.
+
+The client supports a version range per API (``CLIENT_API_VERSIONS``); after ApiVersions
+negotiation the ``NetworkClient`` picks ``min(our max, broker max)`` and calls the request's
+``RequestBuilder.build(version)``. Entities are built with :func:`make`, which keeps only the
+fields the chosen version has, so one builder serves every version in the range (the field names
+are stable within our ranges; they change only where topic ids replace names, which we stay below).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import struct
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from spark_kafkalite.protocol.api_keys import ApiKey, request_class
+from spark_kafkalite.protocol.errors import ErrorCode, KafkaError, UnsupportedVersionError
+from spark_kafkalite.protocol.framing import decode_response
+
+__all__ = [
+    "CLIENT_API_VERSIONS",
+    "RequestBuilder",
+    "make",
+    "nested",
+    "datetime_to_ms",
+    "CLIENT_SOFTWARE_NAME",
+    "CLIENT_SOFTWARE_VERSION",
+    "choose_version",
+    "api_versions_request",
+    "parse_api_versions_response",
+]
+
+_ERROR_CODE = struct.Struct(">h")
+
+CLIENT_SOFTWARE_NAME = "spark-kafkalite"
+CLIENT_SOFTWARE_VERSION = "0.1.0"
+
+#: (min, max) version this client can speak per API. Produce >= 3 is RecordBatch v2 (magic 2);
+#: Fetch 13+ and Produce 13+ address topics by id, DeleteTopics 6 by a struct: we stay below.
+CLIENT_API_VERSIONS: dict[int, tuple[int, int]] = {
+    ApiKey.PRODUCE: (3, 9),
+    ApiKey.FETCH: (4, 12),
+    ApiKey.LIST_OFFSETS: (1, 7),
+    ApiKey.METADATA: (1, 12),
+    ApiKey.API_VERSIONS: (0, 3),
+    ApiKey.CREATE_TOPICS: (2, 7),
+    ApiKey.DELETE_TOPICS: (1, 5),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RequestBuilder:
+    """Builds a request entity once the version is known.
+
+    ``build(version)`` returns a kio request entity of that version. ``min_version`` /
+    ``max_version`` narrow the client range for this request (e.g. a feature needing v1+).
+    """
+
+    api_key: int
+    build: Callable[[int], Any]
+    min_version: int | None = None
+    max_version: int | None = None
+
+
+@cache
+def _field_info(cls: type[Any]) -> tuple[frozenset[str], frozenset[str]]:
+    names = set()
+    timedeltas = set()
+    for f in dataclasses.fields(cls):
+        names.add(f.name)
+        if f.metadata.get("kafka_type") == "timedelta_i32":
+            timedeltas.add(f.name)
+    return frozenset(names), frozenset(timedeltas)
+
+
+def make(cls: type[Any], **values: Any) -> Any:
+    """Instantiate kio entity ``cls`` from ``values``, dropping fields that version lacks and
+    converting integer milliseconds to ``timedelta`` for ``timedelta_i32`` fields."""
+    names, timedeltas = _field_info(cls)
+    kwargs = {}
+    for key, value in values.items():
+        if key in names:
+            if key in timedeltas and isinstance(value, int):
+                value = datetime.timedelta(milliseconds=value)
+            kwargs[key] = value
+    return cls(**kwargs)
+
+
+def nested(cls: type[Any], name: str) -> type[Any]:
+    """The nested entity class ``name`` defined next to entity ``cls`` (same kio module)."""
+    return getattr(sys.modules[cls.__module__], name)
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+_ONE_MS = datetime.timedelta(milliseconds=1)
+
+
+def datetime_to_ms(value: datetime.datetime | None) -> int:
+    """kio ``datetime_i64`` value -> epoch milliseconds (-1 for None)."""
+    if value is None:
+        return -1
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.UTC)
+    return (value - _EPOCH) // _ONE_MS
+
+
+def choose_version(node_id: int, broker_ranges: dict[int, tuple[int, int]] | None, builder: RequestBuilder) -> int:
+    """``min(our max, broker max)`` for the builder's API, checked against both minimums.
+
+    Raises:
+        UnsupportedVersionError: the broker lacks the API or the ranges do not overlap.
+    """
+    api_key = int(builder.api_key)
+    ours_min, ours_max = CLIENT_API_VERSIONS[api_key]
+    if builder.min_version is not None:
+        ours_min = max(ours_min, builder.min_version)
+    if builder.max_version is not None:
+        ours_max = min(ours_max, builder.max_version)
+    broker = (broker_ranges or {}).get(api_key)
+    name = ApiKey(api_key).name
+    if broker is None:
+        raise UnsupportedVersionError(f"node {node_id} does not support {name}")
+    version = min(ours_max, broker[1])
+    if version < max(ours_min, broker[0]):
+        raise UnsupportedVersionError(
+            f"node {node_id} supports {name} v{broker[0]}-{broker[1]}, the client needs v{ours_min}-{ours_max}"
+        )
+    return version
+
+
+def api_versions_request(version: int) -> Any:
+    """The ApiVersionsRequest sent on connect (v3+ names the client software, KIP-511)."""
+    return make(
+        request_class(ApiKey.API_VERSIONS, version),
+        client_software_name=CLIENT_SOFTWARE_NAME,
+        client_software_version=CLIENT_SOFTWARE_VERSION,
+    )
+
+
+def parse_api_versions_response(frame: Any, version: int) -> tuple[int, dict[int, tuple[int, int]]]:
+    """Decode an ApiVersionsResponse frame sent for a request of ``version``.
+
+    A broker that does not know our version answers in v0 with UNSUPPORTED_VERSION (KIP-511), so
+    that error (the body's first field in every version) or a body that does not parse at
+    ``version`` is decoded as v0. Returns ``(error_code, {api_key: (min, max)})``.
+
+    Raises:
+        KafkaError: the frame parses at neither version.
+    """
+    code = _ERROR_CODE.unpack_from(frame, 4)[0] if len(frame) >= 6 else -1
+    if code == ErrorCode.unsupported_version:
+        _, response = decode_response(ApiKey.API_VERSIONS, 0, frame)
+    else:
+        try:
+            _, response = decode_response(ApiKey.API_VERSIONS, version, frame)
+        except KafkaError:
+            _, response = decode_response(ApiKey.API_VERSIONS, 0, frame)
+    ranges = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
+    return int(response.error_code), ranges

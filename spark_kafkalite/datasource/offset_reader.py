@@ -1,0 +1,283 @@
+"""Driver-side discovery of topic-partitions and offsets (Spark's ``KafkaOffsetReaderAdmin``).
+
+Used by the batch reader's ``partitions()`` and by the stream reader's ``initialOffset`` /
+``latestOffset`` / ``partitions``. One consumer (never subscribed, never in a group) answers
+Metadata and ListOffsets; it is created lazily so that pickled readers carry no sockets.
+Retriable client errors are retried ``fetchOffset.numRetries`` times,
+``fetchOffset.retryIntervalMs`` apart, with a fresh consumer each time.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from spark_kafkalite.client.types import TopicPartition
+from spark_kafkalite.datasource.errors import OffsetsMismatchError, TopicNotFoundError
+from spark_kafkalite.datasource.offsets import EARLIEST, LATEST, PartitionOffsetMap, format_partitions
+from spark_kafkalite.datasource.options import (
+    AssignStrategy,
+    OffsetRangeLimit,
+    Strategy,
+    SubscribePatternStrategy,
+    SubscribeStrategy,
+)
+from spark_kafkalite.protocol.errors import KafkaError
+
+__all__ = ["KafkaOffsetReader", "INTERNAL_TOPICS"]
+
+log = logging.getLogger(__name__)
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+"""Topics a pattern subscription never matches (Kafka's ``exclude.internal.topics=true``)."""
+
+T = TypeVar("T")
+
+
+class KafkaOffsetReader:
+    """Resolves the partitions of a subscription strategy and their earliest / latest offsets.
+
+    Args:
+        strategy: subscribe / subscribePattern / assign.
+        client_config: ``kafka.*`` options without the prefix (must hold ``bootstrap.servers``).
+        num_retries: extra attempts after a retriable ``KafkaError``.
+        retry_interval_ms: sleep between attempts.
+    """
+
+    def __init__(
+        self,
+        strategy: Strategy,
+        client_config: Mapping[str, str],
+        *,
+        num_retries: int = 3,
+        retry_interval_ms: int = 1000,
+    ) -> None:
+        self.strategy = strategy
+        self.client_config = dict(client_config)
+        self.num_retries = num_retries
+        self.retry_interval_ms = retry_interval_ms
+        self._consumer: Any = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def _get_consumer(self) -> Any:
+        if self._consumer is None:
+            from spark_kafkalite.client import KafkaConsumer
+
+            config: dict[str, Any] = dict(self.client_config)
+            config.setdefault("client.id", "kafkalite-spark-driver")
+            config["auto.offset.reset"] = "earliest"
+            self._consumer = KafkaConsumer(config)
+        return self._consumer
+
+    def close(self) -> None:
+        """Close the consumer (safe to call twice)."""
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            try:
+                consumer.close()
+            except Exception:  # noqa: BLE001 - closing must not mask the real error
+                log.debug("error closing driver consumer", exc_info=True)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_consumer"] = None
+        return state
+
+    def _with_retries(self, body: Callable[[Any], T]) -> T:
+        attempt = 0
+        while True:
+            try:
+                return body(self._get_consumer())
+            except KafkaError as exc:
+                attempt += 1
+                if not exc.retriable or attempt > self.num_retries:
+                    raise
+                log.warning("attempt %d getting Kafka offsets failed (%s); retrying", attempt, exc)
+                self.close()
+                time.sleep(self.retry_interval_ms / 1000.0)
+
+    # -- partitions --------------------------------------------------------------------------
+    def topic_partitions(self, *, missing_ok: bool = False) -> set[TopicPartition]:
+        """Partitions the strategy reads now.
+
+        Args:
+            missing_ok: leave out missing topics / partitions instead of raising (a running
+                stream reports them as data loss when it plans the next batch).
+
+        Raises:
+            TopicNotFoundError: a ``subscribe`` topic, or an ``assign`` topic or partition, does not
+                exist (a ``subscribePattern`` matching nothing yields an empty set).
+        """
+        return self._with_retries(lambda consumer: self._topic_partitions(consumer, missing_ok))
+
+    def _bootstrap(self) -> str:
+        return self.client_config.get("bootstrap.servers", "?")
+
+    def _topic_partitions(self, consumer: Any, missing_ok: bool) -> set[TopicPartition]:
+        strategy = self.strategy
+        if isinstance(strategy, SubscribeStrategy):
+            result: set[TopicPartition] = set()
+            for topic in strategy.topics:
+                partitions = consumer.partitions_for_topic(topic)
+                if not partitions:
+                    if missing_ok:
+                        continue
+                    raise TopicNotFoundError(
+                        f"Topic '{topic}' does not exist on kafka.bootstrap.servers={self._bootstrap()} "
+                        f"(option 'subscribe'). Create it first, e.g. `kafkalite topics create --topic {topic}`."
+                    )
+                result.update(TopicPartition(topic, p) for p in partitions)
+            return result
+        if isinstance(strategy, SubscribePatternStrategy):
+            topics = consumer.list_topics()
+            return {
+                TopicPartition(topic, p)
+                for topic, partitions in topics.items()
+                if topic not in INTERNAL_TOPICS and strategy.matches(topic)
+                for p in partitions
+            }
+        assert isinstance(strategy, AssignStrategy)
+        existing: dict[str, set[int] | None] = {}
+        present: set[TopicPartition] = set()
+        for topic, partition in strategy.partitions:
+            if topic not in existing:
+                existing[topic] = consumer.partitions_for_topic(topic)
+            partitions = existing[topic]
+            if missing_ok:
+                if partitions and partition in partitions:
+                    present.add(TopicPartition(topic, partition))
+                continue
+            if not partitions:
+                raise TopicNotFoundError(
+                    f"Topic '{topic}' does not exist on kafka.bootstrap.servers={self._bootstrap()} "
+                    "(option 'assign')."
+                )
+            if partition not in partitions:
+                raise TopicNotFoundError(
+                    f"Partition {topic}-{partition} does not exist (topic '{topic}' has partitions "
+                    f"{sorted(partitions)}; option 'assign')."
+                )
+        return present if missing_ok else set(strategy.partitions)
+
+    # -- offsets -----------------------------------------------------------------------------
+    def earliest_offsets(self, partitions: Iterable[TopicPartition]) -> PartitionOffsetMap:
+        """Log start offsets of ``partitions`` (missing from the result when a partition is gone)."""
+        tps = list(partitions)
+        if not tps:
+            return {}
+        return dict(self._with_retries(lambda c: c.beginning_offsets(tps)))
+
+    def latest_offsets(
+        self, partitions: Iterable[TopicPartition], known: Mapping[TopicPartition, int] | None = None
+    ) -> PartitionOffsetMap:
+        """High watermarks of ``partitions``.
+
+        When ``known`` offsets are given and a fetched one is smaller (a stale answer, KAFKA-7703),
+        fetch again up to ``num_retries`` times, as Spark does.
+        """
+        tps = list(partitions)
+        if not tps:
+            return {}
+        attempt = 0
+        while True:
+            latest = dict(self._with_retries(lambda c: c.end_offsets(tps)))
+            if not known:
+                return latest
+            incorrect = [
+                (tp, known[tp], off) for tp, off in latest.items() if known.get(tp, -1) >= 0 and off < known[tp]
+            ]
+            attempt += 1
+            if not incorrect or attempt > self.num_retries:
+                if incorrect:
+                    log.warning("latest offsets went backwards (partition, previous, fetched): %s", incorrect)
+                return latest
+            log.warning("found incorrect latest offsets %s; retrying", incorrect)
+            time.sleep(self.retry_interval_ms / 1000.0)
+
+    def offsets_for_timestamps(
+        self, timestamps: Mapping[TopicPartition, int], *, is_starting: bool, no_match_latest: bool
+    ) -> PartitionOffsetMap:
+        """First offset whose timestamp >= the given ms per partition (``offsetsForTimes``).
+
+        No match: for an ending limit, or a starting one with ``no_match_latest``, the latest offset;
+        otherwise an error.
+
+        Raises:
+            OffsetsMismatchError: no offset matched a starting timestamp (strategy ``error``).
+        """
+        found = self._with_retries(lambda c: c.offsets_for_times(dict(timestamps)))
+        result: PartitionOffsetMap = {}
+        unmatched: list[TopicPartition] = []
+        for tp, ts in timestamps.items():
+            hit = found.get(tp)
+            if hit is None:
+                if is_starting and not no_match_latest:
+                    raise OffsetsMismatchError(
+                        f"No offset matched from request of topic-partition {tp.topic}-{tp.partition} and "
+                        f"timestamp {ts}. Set option 'startingOffsetsByTimestampStrategy' to 'latest' to "
+                        "start from the latest offset instead."
+                    )
+                unmatched.append(tp)
+            else:
+                result[tp] = hit.offset
+        if unmatched:
+            result.update(self.latest_offsets(unmatched))
+        return result
+
+    def resolve(
+        self,
+        limit: OffsetRangeLimit,
+        partitions: set[TopicPartition],
+        *,
+        is_starting: bool,
+        keep_latest_markers: bool = False,
+    ) -> PartitionOffsetMap:
+        """Concrete offsets for ``limit`` over exactly ``partitions``.
+
+        ``-2`` resolves to earliest. ``-1`` resolves to latest unless ``keep_latest_markers`` (the
+        stream reader keeps it, see ``stream_reader``).
+
+        Raises:
+            OffsetsMismatchError: a specific (or per-partition timestamp) map does not name exactly
+                ``partitions`` (Spark's ``KAFKA_START_OFFSET_DOES_NOT_MATCH_ASSIGNED``).
+        """
+        if limit.kind == "earliest":
+            return self.earliest_offsets(partitions)
+        if limit.kind == "latest":
+            if keep_latest_markers:
+                return dict.fromkeys(partitions, LATEST)
+            return self.latest_offsets(partitions)
+        if limit.kind == "global_timestamp":
+            assert limit.timestamp is not None
+            return self.offsets_for_timestamps(
+                dict.fromkeys(partitions, limit.timestamp), is_starting=is_starting, no_match_latest=limit.no_match_latest
+            )
+        if limit.kind == "timestamp":
+            if set(limit.timestamps) != partitions:
+                position = "start" if is_starting else "end"
+                raise OffsetsMismatchError(
+                    f"[KAFKA_TIMESTAMP_OFFSET_DOES_NOT_MATCH_ASSIGNED] Partitions specified for Kafka timestamp "
+                    f"based {position} offsets don't match what are assigned. Maybe topic partitions are created "
+                    "or deleted while the query is running, or you didn't specify all the partitions. "
+                    f"Specified: {format_partitions(limit.timestamps)} Assigned: {format_partitions(partitions)}"
+                )
+            return self.offsets_for_timestamps(
+                limit.timestamps, is_starting=is_starting, no_match_latest=limit.no_match_latest
+            )
+        if set(limit.offsets) != partitions:
+            option = "startingOffsets" if is_starting else "endingOffsets"
+            raise OffsetsMismatchError(
+                "[KAFKA_START_OFFSET_DOES_NOT_MATCH_ASSIGNED] Partitions specified for Kafka "
+                f"{'start' if is_starting else 'end'} offsets (option '{option}') don't match what are "
+                "assigned. Maybe topic partitions are created or deleted while the query is running. "
+                f"Use -1 for latest, -2 for earliest. Specified: {format_partitions(limit.offsets)} "
+                f"Assigned: {format_partitions(partitions)}"
+            )
+        result = dict(limit.offsets)
+        need_earliest = [tp for tp, off in result.items() if off == EARLIEST]
+        need_latest = [tp for tp, off in result.items() if off == LATEST and not keep_latest_markers]
+        result.update(self.earliest_offsets(need_earliest))
+        result.update(self.latest_offsets(need_latest))
+        return result

@@ -1,0 +1,212 @@
+"""Executor side of a read: fetch exactly ``[from_offset, until_offset)`` of one topic-partition
+and yield Arrow record batches (Spark's ``KafkaBatchPartitionReader`` + ``KafkaDataConsumer``).
+
+The consumer is assigned (never subscribed), seeks to ``from_offset`` and stops at
+``until_offset``; ``auto.offset.reset=none`` so that nothing moves without the driver saying so.
+Gaps (compaction, transaction markers) are normal: progress is tracked with the consumer position,
+never by counting records. Offsets below the log start (retention) follow ``failOnDataLoss``:
+raise, or skip to the first available offset of the range.
+
+Consumers are pooled per Python worker (Spark reuses executor workers across tasks), keyed by
+their configuration, and closed on any error.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import InputPartition
+
+from spark_kafkalite.client.types import ConsumerRecord, TopicPartition
+from spark_kafkalite.datasource.arrow import records_to_batch
+from spark_kafkalite.datasource.errors import (
+    INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_FALSE,
+    INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_TRUE,
+    DataLossError,
+    FetchTimeoutError,
+)
+from spark_kafkalite.datasource.offset_range_calculator import OffsetRange
+from spark_kafkalite.protocol.errors import OffsetOutOfRangeError
+
+__all__ = ["KafkaInputPartition", "ReadConfig", "read_offset_range"]
+
+log = logging.getLogger(__name__)
+
+_POLL_SLICE_MS = 500
+_DEFAULT_BATCH_ROWS = 10_000
+
+
+class KafkaInputPartition(InputPartition):
+    """One Spark input partition: an :class:`OffsetRange` (picklable; the only state that
+    travels from the driver to the executor)."""
+
+    def __init__(self, offset_range: OffsetRange) -> None:
+        super().__init__(offset_range)
+        self.offset_range = offset_range
+
+    def __repr__(self) -> str:
+        r = self.offset_range
+        return f"KafkaInputPartition({r.topic}-{r.partition} [{r.from_offset}, {r.until_offset}))"
+
+
+@dataclass(frozen=True, slots=True)
+class ReadConfig:
+    """What an executor needs besides the range (carried by the pickled reader)."""
+
+    client_config: dict[str, str]
+    include_headers: bool = False
+    fail_on_data_loss: bool = True
+    poll_timeout_ms: int = 120_000
+    batch_rows: int = _DEFAULT_BATCH_ROWS
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def consumer_config(self) -> dict[str, Any]:
+        config: dict[str, Any] = dict(self.client_config)
+        config.setdefault("client.id", "kafkalite-spark-executor")
+        config.setdefault("max.poll.records", str(self.batch_rows))
+        config.update(self.extra)
+        config["auto.offset.reset"] = "none"
+        return config
+
+
+class _ConsumerPool:
+    """Idle consumers per configuration, reused by later tasks in the same Python worker."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: dict[tuple[tuple[str, str], ...], list[Any]] = {}
+
+    @staticmethod
+    def _key(config: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted((k, str(v)) for k, v in config.items()))
+
+    def acquire(self, config: Mapping[str, Any]) -> Any:
+        key = self._key(config)
+        with self._lock:
+            idle = self._idle.get(key)
+            if idle:
+                return idle.pop()
+        from spark_kafkalite.client import KafkaConsumer
+
+        return KafkaConsumer(dict(config))
+
+    def release(self, config: Mapping[str, Any], consumer: Any) -> None:
+        with self._lock:
+            self._idle.setdefault(self._key(config), []).append(consumer)
+
+
+_POOL = _ConsumerPool()
+
+
+def _close_quietly(consumer: Any) -> None:
+    try:
+        consumer.close()
+    except Exception:  # noqa: BLE001
+        log.debug("error closing consumer", exc_info=True)
+
+
+def _report_data_loss(message: str, fail_on_data_loss: bool) -> None:
+    if fail_on_data_loss:
+        raise DataLossError(f"{message}. {INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_TRUE}")
+    log.warning("%s. %s", message, INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_FALSE)
+
+
+def read_offset_range(rng: OffsetRange, config: ReadConfig) -> Iterator[pa.RecordBatch]:
+    """Yield the records of ``rng`` as Arrow batches of at most ``config.batch_rows`` rows.
+
+    Raises:
+        DataLossError: offsets of the range are no longer available and ``failOnDataLoss`` is true.
+        FetchTimeoutError: no progress for ``kafkaConsumer.pollTimeoutMs``.
+        KafkaError: any other client error.
+    """
+    if rng.size <= 0:
+        return
+    consumer_config = config.consumer_config()
+    consumer = _POOL.acquire(consumer_config)
+    ok = False
+    try:
+        yield from _read(consumer, rng, config)
+        ok = True
+    finally:
+        if ok:
+            _POOL.release(consumer_config, consumer)
+        else:
+            _close_quietly(consumer)
+
+
+def _read(consumer: Any, rng: OffsetRange, config: ReadConfig) -> Iterator[pa.RecordBatch]:
+    tp = TopicPartition(rng.topic, rng.partition)
+    until = rng.until_offset
+    consumer.assign([tp])
+    consumer.seek(tp, rng.from_offset)
+    next_offset = rng.from_offset
+    pending: list[ConsumerRecord] = []
+    timeout_s = config.poll_timeout_ms / 1000.0
+    last_progress = time.monotonic()
+    while next_offset < until:
+        try:
+            polled = consumer.poll(timeout_ms=min(_POLL_SLICE_MS, config.poll_timeout_ms))
+        except OffsetOutOfRangeError:
+            next_offset = _skip_out_of_range(consumer, tp, next_offset, until, config.fail_on_data_loss)
+            if next_offset < until:
+                consumer.seek(tp, next_offset)
+            last_progress = time.monotonic()
+            continue
+        records = polled.get(tp) or []
+        if records:
+            if records[0].offset < next_offset:
+                records = [r for r in records if r.offset >= next_offset]
+            if records and records[-1].offset >= until:
+                cut = bisect.bisect_left([r.offset for r in records], until)
+                records = records[:cut]
+            if records:
+                pending.extend(records)
+                next_offset = records[-1].offset + 1
+                last_progress = time.monotonic()
+            else:
+                next_offset = until  # the next record is at or past the end: the rest is a gap
+        else:
+            position = consumer.position(tp)
+            if position > next_offset:
+                next_offset = min(position, until)
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > timeout_s:
+                raise FetchTimeoutError(
+                    f"Cannot fetch record for offset {next_offset} in {config.poll_timeout_ms} milliseconds "
+                    f"(topic-partition {rng.topic}-{rng.partition}, range [{rng.from_offset}, {until}))"
+                )
+        while len(pending) >= config.batch_rows:
+            chunk, pending = pending[: config.batch_rows], pending[config.batch_rows :]
+            yield records_to_batch(chunk, rng.topic, rng.partition, config.include_headers)
+    if pending:
+        yield records_to_batch(pending, rng.topic, rng.partition, config.include_headers)
+
+
+def _skip_out_of_range(consumer: Any, tp: TopicPartition, offset: int, until: int, fail_on_data_loss: bool) -> int:
+    """Handle OFFSET_OUT_OF_RANGE at ``offset``: raise (failOnDataLoss) or return the first
+    available offset in ``[offset, until)`` (``until`` when none is left)."""
+    earliest = consumer.beginning_offsets([tp]).get(tp)
+    latest = consumer.end_offsets([tp]).get(tp)
+    if earliest is None or latest is None:
+        _report_data_loss(f"Cannot fetch offsets of {tp.topic}-{tp.partition}: the partition is gone", fail_on_data_loss)
+        return until
+    if offset < earliest:
+        _report_data_loss(
+            f"Cannot fetch offset {offset} of {tp.topic}-{tp.partition}: the earliest available offset is "
+            f"{earliest}; records [{offset}, {min(earliest, until)}) are lost",
+            fail_on_data_loss,
+        )
+        return min(earliest, until)
+    _report_data_loss(
+        f"Cannot fetch offset {offset} of {tp.topic}-{tp.partition}: the latest offset is {latest}, "
+        f"below the planned range end {until}",
+        fail_on_data_loss,
+    )
+    return until

@@ -1,0 +1,282 @@
+"""Batch and streaming sink (``df.write`` / ``df.writeStream`` ``.format("kafkalite")``): Spark's
+``KafkaWriter`` / ``KafkaWriteTask``.
+
+Input columns (validated on the driver, as Spark's ``KafkaWriter.validateQuery`` does):
+
+- ``value`` string or binary, required (null = tombstone);
+- ``key`` string or binary, optional (null key -> the producer's partitioner);
+- ``topic`` string, required unless the ``topic`` option is set (the option wins);
+- ``partition`` int, optional (null -> partitioner);
+- ``headers`` ``array<struct<key:string,value:binary>>``, optional;
+- ``timestamp`` timestamp, optional (record CreateTime, µs truncated to ms; SPARK-50160).
+
+Every task (one per Spark partition, on an executor) creates a producer, sends its rows, flushes,
+and returns a :class:`KafkaLiteCommitMessage`; the first failed send fails the task with the
+broker's error. Delivery is at-least-once, like Spark's Kafka sink (a retried task or micro-batch
+sends its rows again).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import BinaryType, DataType, IntegerType, StringType, StructType, TimestampType
+
+from spark_kafkalite.datasource.arrow import HEADERS_TYPE
+from spark_kafkalite.datasource.errors import KafkaLiteWriteError
+from spark_kafkalite.datasource.options import KafkaLiteOptionError, SinkOptions
+
+__all__ = [
+    "KafkaLiteCommitMessage",
+    "WritePlan",
+    "plan_write",
+    "write_batches",
+    "KafkaLiteBatchWriter",
+    "KafkaLiteStreamWriter",
+]
+
+log = logging.getLogger(__name__)
+
+_FLUSH_WAIT_S = 300.0
+
+
+@dataclass
+class KafkaLiteCommitMessage(WriterCommitMessage):
+    """What a task sent: ``records`` rows, ``partition_id`` of the Spark task (if known)."""
+
+    records: int
+    partition_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WritePlan:
+    """Which optional columns the input has (decided once, on the driver)."""
+
+    topic_option: str | None
+    has_key: bool
+    has_topic: bool
+    has_partition: bool
+    has_headers: bool
+    has_timestamp: bool
+
+
+def _field_types(schema: StructType) -> dict[str, DataType]:
+    return {f.name.lower(): f.dataType for f in schema.fields}
+
+
+def plan_write(schema: StructType, sink: SinkOptions) -> WritePlan:
+    """Validate the input schema against the Kafka sink rules.
+
+    Raises:
+        KafkaLiteOptionError: a required column is missing or a column has the wrong type (the
+            message names the column, in Spark's words).
+    """
+    types = _field_types(schema)
+    if sink.topic is None:
+        if "topic" not in types:
+            raise KafkaLiteOptionError(
+                "topic option required when no 'topic' attribute is present. Use the topic option for setting a topic."
+            )
+    if "topic" in types and not isinstance(types["topic"], StringType):
+        raise KafkaLiteOptionError(f"Topic type must be a StringType, got {types['topic'].simpleString()}")
+    if "value" not in types:
+        raise KafkaLiteOptionError("Required attribute 'value' not found")
+    if not isinstance(types["value"], (StringType, BinaryType)):
+        raise KafkaLiteOptionError(
+            f"value attribute type must be a StringType or BinaryType, got {types['value'].simpleString()}"
+        )
+    if "key" in types and not isinstance(types["key"], (StringType, BinaryType)):
+        raise KafkaLiteOptionError(
+            f"key attribute type must be a StringType or BinaryType, got {types['key'].simpleString()}"
+        )
+    if "partition" in types and not isinstance(types["partition"], IntegerType):
+        raise KafkaLiteOptionError(
+            f"partition attribute type must be an IntegerType, got {types['partition'].simpleString()}"
+        )
+    if "headers" in types and types["headers"].simpleString() != HEADERS_TYPE.simpleString():
+        raise KafkaLiteOptionError(
+            "headers attribute type must be an array<struct<key:string,value:binary>>, "
+            f"got {types['headers'].simpleString()}"
+        )
+    has_timestamp = isinstance(types.get("timestamp"), TimestampType)
+    return WritePlan(
+        topic_option=sink.topic,
+        has_key="key" in types,
+        has_topic="topic" in types,
+        has_partition="partition" in types,
+        has_headers="headers" in types,
+        has_timestamp=has_timestamp,
+    )
+
+
+class _SendTracker:
+    """Counts completed sends and remembers the first failure (callbacks run on the sender thread)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.sent = 0
+        self.done = 0
+        self.error: BaseException | None = None
+
+    def on_done(self, future: Future[Any]) -> None:
+        exc = future.exception()
+        with self._cond:
+            self.done += 1
+            if exc is not None and self.error is None:
+                self.error = exc
+            self._cond.notify_all()
+
+    def raise_if_failed(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def wait_all(self, timeout_s: float) -> None:
+        with self._cond:
+            if not self._cond.wait_for(lambda: self.done >= self.sent, timeout=timeout_s):
+                raise KafkaLiteWriteError(
+                    f"{self.sent - self.done} of {self.sent} records were not acknowledged within {timeout_s:.0f} s"
+                )
+
+
+def _column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
+    index = batch.schema.get_field_index(name)
+    if index < 0:
+        lowered = [n.lower() for n in batch.schema.names]
+        if name not in lowered:
+            return None
+        index = lowered.index(name)
+    return batch.column(index)
+
+
+def _as_bytes(column: pa.Array | None, n: int) -> list[Any]:
+    if column is None:
+        return [None] * n
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        column = pc.cast(column, pa.binary() if pa.types.is_string(column.type) else pa.large_binary())
+    return column.to_pylist()
+
+
+def _timestamps_ms(column: pa.Array | None, n: int) -> list[int | None]:
+    if column is None:
+        return [None] * n
+    micros = pc.cast(column, pa.int64()).to_pylist()
+    return [None if t is None else t // 1000 for t in micros]
+
+
+def _headers(column: pa.Array | None, n: int) -> list[list[tuple[str, bytes | None]] | None]:
+    if column is None:
+        return [None] * n
+    return [None if hs is None else [(h["key"], h["value"]) for h in hs] for hs in column.to_pylist()]
+
+
+def write_batches(
+    batches: Iterator[pa.RecordBatch], plan: WritePlan, sink: SinkOptions, producer_factory: Any = None
+) -> int:
+    """Send every row of ``batches`` and wait until all are acknowledged; returns the row count.
+
+    Raises:
+        KafkaLiteWriteError: a row has a null topic and no ``topic`` option is set.
+        KafkaError: the first failed send (e.g. ``UnknownTopicOrPartitionError``).
+    """
+    if producer_factory is None:
+        from spark_kafkalite.client import KafkaProducer as producer_factory
+    config: dict[str, Any] = dict(sink.client_config)
+    config.setdefault("client.id", "kafkalite-spark-writer")
+    producer = producer_factory(config)
+    tracker = _SendTracker()
+    try:
+        for batch in batches:
+            n = batch.num_rows
+            if n == 0:
+                continue
+            values = _as_bytes(_column(batch, "value"), n)
+            keys = _as_bytes(_column(batch, "key"), n) if plan.has_key else [None] * n
+            if plan.topic_option is not None:
+                topics: list[Any] = [plan.topic_option] * n
+            else:
+                topic_col = _column(batch, "topic")
+                topics = topic_col.to_pylist() if topic_col is not None else [None] * n
+            partition_col = _column(batch, "partition") if plan.has_partition else None
+            partitions = partition_col.to_pylist() if partition_col is not None else [None] * n
+            headers = _headers(_column(batch, "headers"), n) if plan.has_headers else [None] * n
+            timestamps = _timestamps_ms(_column(batch, "timestamp"), n) if plan.has_timestamp else [None] * n
+            for topic, value, key, partition, hs, ts in zip(
+                topics, values, keys, partitions, headers, timestamps, strict=True
+            ):
+                if topic is None:
+                    raise KafkaLiteWriteError(
+                        "[KAFKA_NULL_TOPIC_IN_DATA] The Kafka message data sent to the producer contains a null "
+                        "topic. Use the `topic` option for setting a default topic."
+                    )
+                future = producer.send(topic, value=value, key=key, partition=partition, timestamp_ms=ts, headers=hs)
+                tracker.sent += 1
+                future.add_done_callback(tracker.on_done)
+            tracker.raise_if_failed()
+        producer.flush()
+        tracker.wait_all(_FLUSH_WAIT_S)
+        tracker.raise_if_failed()
+        return tracker.sent
+    finally:
+        try:
+            producer.close()
+        except Exception:  # noqa: BLE001 - never mask the task's real error
+            log.debug("error closing producer", exc_info=True)
+
+
+def _task_partition_id() -> int | None:
+    try:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        return context.partitionId() if context is not None else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+class KafkaLiteBatchWriter(DataSourceArrowWriter):
+    """``df.write.format("kafkalite").mode("append")``: one producer per task."""
+
+    def __init__(self, sink: SinkOptions, plan: WritePlan) -> None:
+        self.sink = sink
+        self.plan = plan
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaLiteCommitMessage:
+        records = write_batches(iterator, self.plan, self.sink)
+        return KafkaLiteCommitMessage(records=records, partition_id=_task_partition_id())
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        total = sum(m.records for m in messages if isinstance(m, KafkaLiteCommitMessage))
+        log.info("kafkalite batch write committed: %d records from %d tasks", total, len(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        sent = sum(m.records for m in messages if isinstance(m, KafkaLiteCommitMessage))
+        log.warning(
+            "kafkalite batch write aborted; %d records from finished tasks stay in Kafka (at-least-once)", sent
+        )
+
+
+class KafkaLiteStreamWriter(DataSourceStreamArrowWriter):
+    """``df.writeStream.format("kafkalite")``: one producer per task and micro-batch."""
+
+    def __init__(self, sink: SinkOptions, plan: WritePlan) -> None:
+        self.sink = sink
+        self.plan = plan
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaLiteCommitMessage:
+        records = write_batches(iterator, self.plan, self.sink)
+        return KafkaLiteCommitMessage(records=records, partition_id=_task_partition_id())
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        total = sum(m.records for m in messages if isinstance(m, KafkaLiteCommitMessage))
+        log.info("kafkalite micro-batch %d committed: %d records", batchId, total)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.warning("kafkalite micro-batch %d aborted; records already sent stay in Kafka", batchId)
