@@ -128,6 +128,8 @@ def time_actions(name: str, make_df: Callable[[], Any], expected: int, results: 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra kafkalite source option, e.g. kafka.fetch.max.wait.ms=10")
     args = parser.parse_args()
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -152,6 +154,8 @@ def main() -> None:
         try:
             results: list[Result] = []
 
+            extra = dict(option.split("=", 1) for option in args.option)
+
             def ours() -> Any:
                 return (
                     spark.read.format("kafkalite")
@@ -159,10 +163,12 @@ def main() -> None:
                     .option("subscribe", topic)
                     .option("startingOffsets", "earliest")
                     .option("endingOffsets", "latest")
+                    .options(**extra)
                     .load()
                 )
 
-            time_actions("ours: format(kafkalite)", ours, args.records, results)
+            label = "ours: format(kafkalite)" + (f" {' '.join(args.option)}" if args.option else "")
+            time_actions(label, ours, args.records, results)
 
             # cached, so the floor is Spark's columnar cache, not shipping a LocalRelation per task
             in_memory = spark.createDataFrame(make_rows(args.records, args.partitions, topic))

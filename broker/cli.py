@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -35,6 +36,11 @@ def _parser() -> argparse.ArgumentParser:
         help="override one config key (repeatable; later wins)",
     )
     parser.add_argument(
+        "--exit-with-parent",
+        action="store_true",
+        help="shut down cleanly when the parent process exits (used by LocalCluster)",
+    )
+    parser.add_argument(
         "--log-level",
         default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -43,8 +49,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def run(config: KafkaConfig) -> int:
-    """Start a broker and serve until SIGTERM/SIGINT; returns the process exit code."""
+async def _watch_parent(parent_pid: int, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        await asyncio.sleep(0.5)
+        if os.getppid() != parent_pid:
+            logger.warning("parent process %d exited; shutting down", parent_pid)
+            stop.set()
+
+
+async def run(config: KafkaConfig, exit_with_parent: bool = False) -> int:
+    """Start a broker and serve until SIGTERM/SIGINT (or, with ``exit_with_parent``, until the
+    parent process exits); returns the process exit code."""
     from broker.server import KafkaServer, StartupError
 
     loop = asyncio.get_running_loop()
@@ -59,7 +74,10 @@ async def run(config: KafkaConfig) -> int:
         await server.shutdown()
         print(f"error: broker startup failed: {exc}", file=sys.stderr)
         return 1
+    watcher = asyncio.create_task(_watch_parent(os.getppid(), stop)) if exit_with_parent else None
     await stop.wait()
+    if watcher is not None:
+        watcher.cancel()
     await server.shutdown()
     return 0
 
@@ -78,6 +96,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        return asyncio.run(run(config))
+        return asyncio.run(run(config, exit_with_parent=args.exit_with_parent))
     except KeyboardInterrupt:
         return 0

@@ -204,6 +204,7 @@ class KafkaConfig:
     # -- validation ---------------------------------------------------------------------
     def _validate(self) -> None:
         v = self.values
+        self._reject_unimplemented(v)
         node_id, broker_id = v["node.id"], v["broker.id"]
         if node_id < 0 and broker_id >= 0:
             v["node.id"] = node_id = broker_id
@@ -236,6 +237,20 @@ class KafkaConfig:
         if not dirs:
             raise ConfigError("log.dirs", "at least one log directory is required")
         self.log_dirs = [Path(d) for d in dirs]
+
+    @staticmethod
+    def _reject_unimplemented(v: dict[str, Any]) -> None:
+        """Refuse values the broker would otherwise silently ignore."""
+        if v["log.message.timestamp.type"] != "CreateTime":
+            raise ConfigError(
+                "log.message.timestamp.type", "LogAppendTime is not supported yet (only CreateTime)"
+            )
+        if v["compression.type"] != "producer":
+            raise ConfigError(
+                "compression.type", "only 'producer' is supported (the broker does not recompress)"
+            )
+        if "compact" in v["log.cleanup.policy"]:
+            raise ConfigError("log.cleanup.policy", "log compaction is not supported yet (only delete)")
 
     # -- typed accessors ----------------------------------------------------------------
     def __getitem__(self, key: str) -> Any:

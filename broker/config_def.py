@@ -294,7 +294,7 @@ _define(
     "log.cleanup.policy",
     "list",
     ["delete"],
-    "Default cleanup policy (delete, compact).",
+    "Default cleanup policy (only delete is implemented; compact is rejected for now).",
     one_of("delete", "compact"),
 )
 _define("log.cleaner.enable", "boolean", True, "Run the log cleaner" + _UNUSED)
@@ -303,7 +303,7 @@ _define(
     "log.message.timestamp.type",
     "string",
     "CreateTime",
-    "Timestamp type of appended messages.",
+    "Timestamp type of appended messages (only CreateTime is implemented; LogAppendTime is rejected).",
     one_of("CreateTime", "LogAppendTime"),
 )
 _define(
@@ -332,7 +332,7 @@ _define(
     "compression.type",
     "string",
     "producer",
-    "Final compression of topics (only producer is honoured).",
+    "Final compression of topics (only producer is implemented: batches are stored as sent).",
     one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
 )
 _define("fetch.max.bytes", "int", 57671680, "Largest Fetch response the broker builds.", at_least(1024))

@@ -198,7 +198,7 @@ class LocalCluster:
         node.log_dir.mkdir(parents=True, exist_ok=True)
         (node.log_dir / _ENDPOINTS_FILE).unlink(missing_ok=True)
         self._write_config(node)
-        cmd = [sys.executable, "-m", "broker", "--config", str(node.config_path)]
+        cmd = [sys.executable, "-m", "broker", "--config", str(node.config_path), "--exit-with-parent"]
         for key, value in self.config_overrides.items():
             cmd += ["--override", f"{key}={value}"]
         env = dict(os.environ)

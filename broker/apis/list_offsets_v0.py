@@ -5,6 +5,10 @@ timestamp int64, max_num_offsets int32]]``. v0 response (header v0): ``topics [n
 partitions [partition int32, error_code int16, old_style_offsets [int64]]]``
 (``ListOffsetsRequest.json`` / ``ListOffsetsResponse.json``, version 0).
 
+Semantics: EARLIEST (-2) / LATEST (-1) return that single offset; for a timestamp target v0
+returns the single offset found by time like v1+ (Kafka's legacy "segment offsets before T" list
+is not reproduced, and ``max_num_offsets`` is ignored).
+
 The request decodes into objects shaped like kio's v1 request (plus ``max_num_offsets``) so the
 ListOffsets handler serves every version with one code path; the response is encoded from the
 v1-shaped response entity the handler returns.

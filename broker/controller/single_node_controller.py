@@ -287,9 +287,13 @@ class SingleNodeController:
                     f"The target replication factor of {replication_factor} cannot be reached "
                     f"because only {live_brokers} broker(s) are registered."
                 )
-        for name in spec.configs:
+        for name, value in spec.configs.items():
             if name not in TOPIC_CONFIG_NAMES:
                 raise InvalidConfigError(f"Unknown topic config name: {name}")
+            if name == "cleanup.policy" and value and "compact" in value:
+                raise InvalidConfigError("cleanup.policy=compact is not supported yet")
+            if name == "message.timestamp.type" and value == "LogAppendTime":
+                raise InvalidConfigError("message.timestamp.type=LogAppendTime is not supported yet")
         return num_partitions, replication_factor
 
     # -- DeleteTopics --------------------------------------------------------------------------

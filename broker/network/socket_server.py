@@ -187,10 +187,10 @@ class SocketServer:
                     max_bytes,
                 )
                 return
-            conn.busy = True
-            frame = await reader.readexactly(size)
+            frame = await reader.readexactly(size)  # a frame stalled past the idle limit is reaped
             now = time.monotonic()
             conn.last_active_s = now
+            conn.busy = True  # never reap a connection while its request is being served
             try:
                 header, body_offset = decode_request_header(frame)
             except KafkaError as exc:

@@ -216,14 +216,6 @@ class NetworkClient:
                 self._connect(node_id, now)
         return False
 
-    def is_ready(self, node_id: int) -> bool:
-        conn = self._conns.get(node_id)
-        return (
-            conn is not None
-            and conn.state is ConnectionState.READY
-            and len(conn.in_flight) + len(conn.pending) < self._max_in_flight
-        )
-
     def is_unavailable(self, node_id: int) -> bool:
         """True when ``node_id`` is disconnected and in reconnect backoff (Java ``isUnavailable``)."""
         conn = self._conns.get(node_id)
@@ -288,11 +280,6 @@ class NetworkClient:
             self._wakeup_w.send(b"\x00")
         except (BlockingIOError, OSError):
             pass
-
-    def close_node(self, node_id: int) -> None:
-        conn = self._conns.get(node_id)
-        if conn is not None and conn.state is not ConnectionState.DISCONNECTED:
-            self._fail_connection(conn, KafkaConnectionError(f"connection to node {node_id} closed"), backoff=False)
 
     def close(self) -> None:
         """Close every connection, failing outstanding requests with ``KafkaConnectionError``."""
@@ -463,8 +450,13 @@ class NetworkClient:
         return min((conn.next_deadline_ms() for conn in self._conns.values()), default=math.inf)
 
     def _expire(self, now: float) -> None:
+        have_brokers = self._metadata is not None and bool(self._metadata.fetch().nodes)
         for conn in list(self._conns.values()):
             if conn.state is ConnectionState.DISCONNECTED:
+                continue
+            if conn.node_id < 0 and have_brokers and not conn.load and conn.node_id not in self._extra_nodes:
+                # a bootstrap pseudo-node: the real brokers are known now
+                self._fail_connection(conn, KafkaConnectionError("bootstrap connection no longer needed"), backoff=False)
                 continue
             if conn.state is ConnectionState.CONNECTING and now >= conn.connect_deadline_ms:
                 self._fail_connection(conn, KafkaConnectionError(f"connection setup to node {conn.node_id} timed out"))

@@ -61,11 +61,14 @@ def topic(conn: Conn) -> str:
     return name
 
 
-def create_topics(conn: Conn, version: int, names: list[str], partitions: int = 1, validate_only: bool = False) -> Any:
+def create_topics(
+    conn: Conn, version: int, names: list[str], partitions: int = 1, validate_only: bool = False
+) -> Any:
     cls = request_class(ApiKey.CREATE_TOPICS, version)
     topic_cls = nested(cls, "CreatableTopic")
     topics = tuple(
-        topic_cls(name=n, num_partitions=partitions, replication_factor=-1, assignments=(), configs=()) for n in names
+        topic_cls(name=n, num_partitions=partitions, replication_factor=-1, assignments=(), configs=())
+        for n in names
     )
     return conn.request(build(cls, topics=topics, timeout=5000 * MS, validate_only=validate_only))
 
@@ -95,13 +98,26 @@ def test_produce_then_fetch_every_version(conn: Conn, topic: str, version: int) 
 def fetch(conn: Conn, version: int, topic: str, offset: int) -> Any:
     cls = request_class(ApiKey.FETCH, version)
     partition = build(
-        nested(cls, "FetchPartition"), partition=1, fetch_offset=offset, partition_max_bytes=1 << 20,
-        current_leader_epoch=-1, log_start_offset=-1, last_fetched_epoch=-1,
+        nested(cls, "FetchPartition"),
+        partition=1,
+        fetch_offset=offset,
+        partition_max_bytes=1 << 20,
+        current_leader_epoch=-1,
+        log_start_offset=-1,
+        last_fetched_epoch=-1,
     )
     request = build(
-        cls, replica_id=-1, max_wait=10 * MS, min_bytes=1, max_bytes=1 << 24, isolation_level=0,
-        session_id=0, session_epoch=-1, topics=(nested(cls, "FetchTopic")(topic=topic, partitions=(partition,)),),
-        forgotten_topics_data=(), rack_id="",
+        cls,
+        replica_id=-1,
+        max_wait=10 * MS,
+        min_bytes=1,
+        max_bytes=1 << 24,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(nested(cls, "FetchTopic")(topic=topic, partitions=(partition,)),),
+        forgotten_topics_data=(),
+        rack_id="",
     )
     response = conn.request(request)
     part = response.responses[0].partitions[0]
@@ -124,8 +140,11 @@ def test_metadata_every_version(conn: Conn, topic: str, version: int) -> None:
     cls = request_class(ApiKey.METADATA, version)
     topic_cls = nested(cls, "MetadataRequestTopic")
     request = build(
-        cls, topics=(build(topic_cls, name=topic, topic_id=None),), allow_auto_topic_creation=False,
-        include_cluster_authorized_operations=False, include_topic_authorized_operations=False,
+        cls,
+        topics=(build(topic_cls, name=topic, topic_id=None),),
+        allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
     )
     response = conn.request(request)
     assert [(b.node_id, b.port) for b in response.brokers] == [(1, conn.sock.getpeername()[1])]
@@ -142,10 +161,14 @@ def test_metadata_every_version(conn: Conn, topic: str, version: int) -> None:
     if version >= 10:
         assert t.topic_id != uuid.UUID(int=0)
         if version >= 12:  # look the topic up by id
-            by_id = conn.request(build(
-                cls, topics=(build(topic_cls, name=None, topic_id=t.topic_id),), allow_auto_topic_creation=False,
-                include_topic_authorized_operations=False,
-            ))
+            by_id = conn.request(
+                build(
+                    cls,
+                    topics=(build(topic_cls, name=None, topic_id=t.topic_id),),
+                    allow_auto_topic_creation=False,
+                    include_topic_authorized_operations=False,
+                )
+            )
             assert by_id.topics[0].name == topic
 
 
@@ -154,15 +177,28 @@ def test_list_offsets_every_version(conn: Conn, topic: str, version: int) -> Non
     produce(conn, 9, topic, b"for-list-offsets")
     cls = request_class(ApiKey.LIST_OFFSETS, version)
     partitions = tuple(
-        build(nested(cls, "ListOffsetsPartition"), partition_index=1, timestamp=ts, current_leader_epoch=-1,
-              max_num_offsets=1)
+        build(
+            nested(cls, "ListOffsetsPartition"),
+            partition_index=1,
+            timestamp=ts,
+            current_leader_epoch=-1,
+            max_num_offsets=1,
+        )
         for ts in (-2, -1)
     )
-    request = build(cls, replica_id=-1, isolation_level=0,
-                    topics=(nested(cls, "ListOffsetsTopic")(name=topic, partitions=partitions[:1]),))
+    request = build(
+        cls,
+        replica_id=-1,
+        isolation_level=0,
+        topics=(nested(cls, "ListOffsetsTopic")(name=topic, partitions=partitions[:1]),),
+    )
     earliest = conn.request(request).topics[0].partitions[0]
-    request = build(cls, replica_id=-1, isolation_level=0,
-                    topics=(nested(cls, "ListOffsetsTopic")(name=topic, partitions=partitions[1:]),))
+    request = build(
+        cls,
+        replica_id=-1,
+        isolation_level=0,
+        topics=(nested(cls, "ListOffsetsTopic")(name=topic, partitions=partitions[1:]),),
+    )
     latest = conn.request(request).topics[0].partitions[0]
     assert (earliest.error_code, earliest.offset) == (0, 0)
     assert latest.error_code == 0 and latest.offset >= 1
@@ -208,7 +244,56 @@ def test_offset_for_leader_epoch_every_version(conn: Conn, topic: str, version: 
         nested(cls, "OffsetForLeaderPartition")(partition=1, current_leader_epoch=0, leader_epoch=0),
         nested(cls, "OffsetForLeaderPartition")(partition=0, current_leader_epoch=5, leader_epoch=0),
     )
-    request = build(cls, replica_id=-1, topics=(nested(cls, "OffsetForLeaderTopic")(topic=topic, partitions=partitions),))
+    request = build(
+        cls, replica_id=-1, topics=(nested(cls, "OffsetForLeaderTopic")(topic=topic, partitions=partitions),)
+    )
     first, second = conn.request(request).topics[0].partitions
     assert (first.error_code, first.leader_epoch) == (0, 0) and first.end_offset >= 1
     assert second.error_code == 75  # UNKNOWN_LEADER_EPOCH: the client's epoch is newer than ours
+
+
+def test_fetch_size_limits_kip74(conn: Conn) -> None:
+    """Per-partition and total MaxBytes: whole batches only; the first partition with data always
+    gets its first batch even when it is larger than the limits (KIP-74); later partitions only
+    get what fits in the remaining budget."""
+    name = "limits-" + uuid.uuid4().hex[:8]
+    assert create_topics(conn, 7, [name], partitions=2).topics[0].error_code == 0
+    batch_sizes: list[int] = []
+    for partition in (0, 1):
+        for i in range(3):
+            batch = encode_batch([(None, bytes([i]) * 1000, int(time.time() * 1000), [])])
+            batch_sizes.append(len(batch))
+            cls = request_class(ApiKey.PRODUCE, 9)
+            data = nested(cls, "TopicProduceData")(
+                name=name,
+                partition_data=(nested(cls, "PartitionProduceData")(index=partition, records=batch),),
+            )
+            response = conn.request(cls(acks=1, timeout=1000 * MS, topic_data=(data,)))
+            assert response.responses[0].partition_responses[0].error_code == 0
+    size = batch_sizes[0]
+    assert len(set(batch_sizes)) == 1
+
+    def fetch_sizes(partition_max: int, total_max: int) -> list[int]:
+        cls = request_class(ApiKey.FETCH, 12)
+        partitions = tuple(
+            nested(cls, "FetchPartition")(partition=p, fetch_offset=0, partition_max_bytes=partition_max)
+            for p in (0, 1)
+        )
+        response = conn.request(
+            cls(
+                max_wait=0 * MS,
+                min_bytes=1,
+                max_bytes=total_max,
+                session_id=0,
+                session_epoch=-1,
+                topics=(nested(cls, "FetchTopic")(topic=name, partitions=partitions),),
+                forgotten_topics_data=(),
+            )
+        )
+        return [len(p.records or b"") for p in response.responses[0].partitions]
+
+    assert fetch_sizes(10, 1 << 20) == [size, 0]  # first batch whole despite 10 bytes; none for p1
+    assert fetch_sizes(1 << 20, 10) == [size, 0]  # same for the total limit
+    assert fetch_sizes(2 * size, 1 << 20) == [2 * size, 2 * size]
+    assert fetch_sizes(1 << 20, 2 * size + size // 2) == [2 * size, 0]  # no partial batches
+    assert fetch_sizes(1 << 20, 4 * size) == [3 * size, size]

@@ -69,6 +69,22 @@ def test_confluent_admin_create_describe_delete(bootstrap_servers: str, unique_t
     assert errors["rf"].code() == confluent_kafka.KafkaError.INVALID_REPLICATION_FACTOR
     assert errors["name"].code() == confluent_kafka.KafkaError.TOPIC_EXCEPTION
     assert errors["partitions"].code() == confluent_kafka.KafkaError.INVALID_PARTITIONS
+    configs = {
+        "unknown": {"no.such.config": "1"},
+        "compact": {"cleanup.policy": "compact"},
+        "known": {"retention.ms": "60000", "segment.bytes": "1048576"},
+    }
+    results = {
+        label: _ck_error(
+            admin.create_topics([NewTopic(f"{unique_topic}-{label}", 1, 1, config=cfg)])[
+                f"{unique_topic}-{label}"
+            ]
+        )
+        for label, cfg in configs.items()
+    }
+    assert results["unknown"].code() == confluent_kafka.KafkaError.INVALID_CONFIG
+    assert results["compact"].code() == confluent_kafka.KafkaError.INVALID_CONFIG
+    assert results["known"] is None  # accepted (topic configs are not applied yet)
 
     deleted = admin.delete_topics([unique_topic, other], operation_timeout=10)
     assert _ck_error(deleted[unique_topic]) is None and _ck_error(deleted[other]) is None

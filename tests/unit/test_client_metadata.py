@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import uuid
 
 from kio.schema.errors import ErrorCode
@@ -36,7 +37,7 @@ def response(leader_epoch: int = 3, leader: int = 1, topics_extra: tuple = ()) -
             m12.MetadataResponseBroker(node_id=1, host="127.0.0.1", port=9092, rack=None),
             m12.MetadataResponseBroker(node_id=2, host="127.0.0.1", port=9093, rack=None),
         ),
-        cluster_id="abc", controller_id=2, topics=topics,
+        throttle_time=datetime.timedelta(0), cluster_id="abc", controller_id=2, topics=topics,
     )
 
 

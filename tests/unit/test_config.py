@@ -97,6 +97,9 @@ def test_log_dir_fallback() -> None:
         ("listeners", "BOGUS://127.0.0.1:9093", "listener.security.protocol.map"),
         ("advertised.listeners", "OTHER://h:1", "listener.security.protocol.map"),
         ("node.id", "-1", "must be set"),
+        ("log.message.timestamp.type", "LogAppendTime", "not supported yet"),
+        ("compression.type", "gzip", "only 'producer'"),
+        ("log.cleanup.policy", "compact", "not supported yet"),
     ],
 )
 def test_bad_values_name_the_key(key: str, value: str, fragment: str) -> None:

@@ -151,11 +151,18 @@ class Fetcher:
             for _pos, header in iter_batch_headers(cf.records):
                 end = header.next_offset
             cf.end_offset = end
-        return cf.end_offset if cf.end_offset >= 0 else None
+        if cf.end_offset < 0 or cf.end_offset >= cf.high_watermark:
+            return None  # nothing to fetch ahead (yet): a fetch there would only long-poll
+        return cf.end_offset
 
-    def send_fetches(self) -> int:
+    def send_fetches(self, pipelined: bool = False) -> int:
         """Send a FetchRequest to every leader of fetchable partitions that has none pending.
-        Returns the number of requests sent."""
+        Returns the number of requests sent.
+
+        ``pipelined`` (records are being returned to the caller): skip partitions already at
+        their last known high watermark, whose fetch would only wait ``fetch.max.wait.ms`` on
+        the broker and hold the connection (e.g. a bounded reader that is done with the range
+        and reassigns the consumer); the caller's next ``poll`` fetches them."""
         cluster = self._metadata.fetch()
         buffered = self._buffered_fetches()
         by_node: dict[int, dict[TopicPartition, PartitionFetchData]] = {}
@@ -165,6 +172,10 @@ class Fetcher:
                 # Fetch ahead: ask for what follows the buffered data while it is handed out.
                 fetch_offset = self._fetch_ahead_offset(buffered[tp])
                 if fetch_offset is None:
+                    continue
+            if pipelined or tp in buffered:
+                high_watermark = self._subscriptions.state(tp).high_watermark
+                if 0 <= high_watermark <= fetch_offset:  # type: ignore[operator]
                     continue
             pm = cluster.partition(tp)
             if pm is None or pm.leader < 0:

@@ -190,7 +190,7 @@ class KafkaConsumer:
             self._offset_fetcher.reset_positions_if_needed()
             records = self._fetcher.collect_fetch(max_records)
             if records:
-                if self._fetcher.send_fetches():
+                if self._fetcher.send_fetches(pipelined=True):
                     self._client.poll(0)  # get the next fetches onto the wire now
                 return records
             self._fetcher.send_fetches()
@@ -201,7 +201,7 @@ class KafkaConsumer:
             self._client.poll(max(0.0, wait))
             records = self._fetcher.collect_fetch(max_records)
             if records:
-                if self._fetcher.send_fetches():
+                if self._fetcher.send_fetches(pipelined=True):
                     self._client.poll(0)
                 return records
             if now_ms() >= deadline:
