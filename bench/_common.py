@@ -14,9 +14,9 @@ import os
 import platform
 import time
 import uuid
-from pathlib import Path
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -56,9 +56,7 @@ def base_parser(description: str, default_records: int = 200_000) -> argparse.Ar
         help="use this running broker (127.0.0.1:port) instead of starting a LocalCluster",
     )
     parser.add_argument("--partitions", type=int, default=4, help="partitions of the bench topic")
-    parser.add_argument(
-        "--timeout-s", type=float, default=300.0, help="give up on any single run after this"
-    )
+    parser.add_argument("--timeout-s", type=float, default=300.0, help="give up on any single run after this")
     return parser
 
 
@@ -128,9 +126,7 @@ def make_value() -> bytes:
     return os.urandom(VALUE_SIZE_BYTES)
 
 
-def fill_topic_with_confluent(
-    bootstrap_servers: str, topic: str, records: int, timeout_s: float
-) -> None:
+def fill_topic_with_confluent(bootstrap_servers: str, topic: str, records: int, timeout_s: float) -> None:
     """Produce ``records`` keyed 100-byte records with confluent-kafka (acks=1), then flush."""
     from confluent_kafka import Producer
 
@@ -170,7 +166,11 @@ def machine_summary() -> str:
 
 
 def print_table(
-    title: str, results: list[Result], *, with_mb: bool = True, unit: str = "records",
+    title: str,
+    results: list[Result],
+    *,
+    with_mb: bool = True,
+    unit: str = "records",
     mb_label: str = "payload MB/s",
 ) -> None:
     """Print ``results`` (ours and peers, measured in the same run) as one rich table."""

@@ -31,8 +31,9 @@ from _common import (
 ReadFn = Callable[[str, str, int, int, int, float], tuple[int, int, float]]
 
 
-def read_ours(bootstrap_servers: str, topic: str, partitions: int, records: int,
-              max_poll_records: int, timeout_s: float) -> tuple[int, int, float]:
+def read_ours(
+    bootstrap_servers: str, topic: str, partitions: int, records: int, max_poll_records: int, timeout_s: float
+) -> tuple[int, int, float]:
     """Read ``records`` records with our consumer; returns (records, value bytes, seconds)."""
     from spark_kafkalite.client import KafkaConsumer, TopicPartition
 
@@ -55,14 +56,15 @@ def read_ours(bootstrap_servers: str, topic: str, partitions: int, records: int,
             for batch in consumer.poll(timeout_ms=1000).values():
                 count += len(batch)
                 for record in batch:
-                    nbytes += len(record.value)
+                    nbytes += len(record.value or b"")
         return count, nbytes, time.perf_counter() - start
     finally:
         consumer.close()
 
 
-def read_confluent(bootstrap_servers: str, topic: str, partitions: int, records: int,
-                   max_poll_records: int, timeout_s: float) -> tuple[int, int, float]:
+def read_confluent(
+    bootstrap_servers: str, topic: str, partitions: int, records: int, max_poll_records: int, timeout_s: float
+) -> tuple[int, int, float]:
     """Read ``records`` records with confluent-kafka; returns (records, value bytes, seconds)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
@@ -85,14 +87,15 @@ def read_confluent(bootstrap_servers: str, topic: str, partitions: int, records:
                 if msg.error():
                     raise KafkaException(msg.error())
                 count += 1
-                nbytes += len(msg.value())
+                nbytes += len(msg.value() or b"")
         return count, nbytes, time.perf_counter() - start
     finally:
         consumer.close()
 
 
-def read_kafka_python(bootstrap_servers: str, topic: str, partitions: int, records: int,
-                      max_poll_records: int, timeout_s: float) -> tuple[int, int, float]:
+def read_kafka_python(
+    bootstrap_servers: str, topic: str, partitions: int, records: int, max_poll_records: int, timeout_s: float
+) -> tuple[int, int, float]:
     """Read ``records`` records with kafka-python; returns (records, value bytes, seconds)."""
     from kafka import KafkaConsumer, TopicPartition
 
@@ -115,7 +118,7 @@ def read_kafka_python(bootstrap_servers: str, topic: str, partitions: int, recor
             for batch in consumer.poll(timeout_ms=1000).values():
                 count += len(batch)
                 for record in batch:
-                    nbytes += len(record.value)
+                    nbytes += len(record.value or b"")
         return count, nbytes, time.perf_counter() - start
     finally:
         consumer.close()
@@ -123,8 +126,12 @@ def read_kafka_python(bootstrap_servers: str, topic: str, partitions: int, recor
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--max-poll-records", type=int, default=500,
-                        help="max.poll.records (ours, kafka-python) / num_messages (confluent)")
+    parser.add_argument(
+        "--max-poll-records",
+        type=int,
+        default=500,
+        help="max.poll.records (ours, kafka-python) / num_messages (confluent)",
+    )
     parser.add_argument("--warmup-records", type=int, default=10_000)
     args = parser.parse_args()
 
@@ -145,8 +152,9 @@ def main() -> None:
             warmup = min(args.warmup_records, args.records)
             fn(bootstrap_servers, topic, args.partitions, warmup, args.max_poll_records, args.timeout_s)
             cpu_before = broker_cpu.read()
-            count, nbytes, elapsed = fn(bootstrap_servers, topic, args.partitions, args.records,
-                               args.max_poll_records, args.timeout_s)
+            count, nbytes, elapsed = fn(
+                bootstrap_servers, topic, args.partitions, args.records, args.max_poll_records, args.timeout_s
+            )
             note = ""
             if count < args.records:
                 note = f"TIMED OUT: {count:,} of {args.records:,} read"

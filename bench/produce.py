@@ -31,8 +31,14 @@ from _common import (
 
 
 def produce_ours(
-    bootstrap_servers: str, topic: str, keys: list[bytes], warmup_keys: list[bytes],
-    value: bytes, linger_ms: int, batch_size: int, timeout_s: float,
+    bootstrap_servers: str,
+    topic: str,
+    keys: list[bytes],
+    warmup_keys: list[bytes],
+    value: bytes,
+    linger_ms: int,
+    batch_size: int,
+    timeout_s: float,
 ) -> float:
     """Warm up, then time sending ``keys`` with our producer; returns elapsed seconds."""
     from spark_kafkalite.client import KafkaProducer
@@ -65,8 +71,14 @@ def produce_ours(
 
 
 def produce_confluent(
-    bootstrap_servers: str, topic: str, keys: list[bytes], warmup_keys: list[bytes],
-    value: bytes, linger_ms: int, batch_size: int, timeout_s: float,
+    bootstrap_servers: str,
+    topic: str,
+    keys: list[bytes],
+    warmup_keys: list[bytes],
+    value: bytes,
+    linger_ms: int,
+    batch_size: int,
+    timeout_s: float,
 ) -> float:
     """Warm up, then time producing ``keys`` with confluent-kafka; returns elapsed seconds."""
     from confluent_kafka import Producer
@@ -116,14 +128,24 @@ def main() -> None:
         topic = topic_name("bench-produce")
         create_topic(bootstrap_servers, topic, args.partitions)
         results: list[Result] = []
-        runs = [("ours: spark_kafkalite KafkaProducer", produce_ours),
-                ("peer: confluent_kafka Producer", produce_confluent)]
+        runs = [
+            ("ours: spark_kafkalite KafkaProducer", produce_ours),
+            ("peer: confluent_kafka Producer", produce_confluent),
+        ]
         for name, fn in runs:
             before = topic_record_count(bootstrap_servers, topic, args.partitions)
             console.print(f"running {name} ...")
             cpu_before = broker_cpu.read()
-            elapsed = fn(bootstrap_servers, topic, keys, warmup_keys, value,
-                         args.linger_ms, args.batch_size, args.timeout_s)
+            elapsed = fn(
+                bootstrap_servers,
+                topic,
+                keys,
+                warmup_keys,
+                value,
+                args.linger_ms,
+                args.batch_size,
+                args.timeout_s,
+            )
             written = topic_record_count(bootstrap_servers, topic, args.partitions) - before
             expected = args.records + args.warmup_records
             note = "" if written == expected else f"WRONG COUNT: {written} of {expected} written"

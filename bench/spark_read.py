@@ -19,11 +19,10 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
-
 from _common import (
     VALUE_SIZE_BYTES,
     Result,
@@ -58,7 +57,7 @@ def make_rows(records: int, partitions: int, topic: str) -> pa.Table:
 
     Self-contained (no ``_common`` import) because Spark's Python workers run it too."""
     value = os.urandom(VALUE_SIZE_BYTES)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return pa.table(
         [
             pa.array([b"key-%08d" % i for i in range(records)], pa.binary()),
@@ -128,8 +127,13 @@ def time_actions(name: str, make_df: Callable[[], Any], expected: int, results: 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra kafkalite source option, e.g. kafka.fetch.max.wait.ms=10")
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra kafkalite source option, e.g. kafka.fetch.max.wait.ms=10",
+    )
     args = parser.parse_args()
 
     os.environ["PYSPARK_PYTHON"] = sys.executable

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -309,6 +310,28 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     )
 
 
+_ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception)): (.+)$")
+
+
+def error_line(exc: BaseException) -> str:
+    """One informative line for ``exc``.
+
+    Spark wraps Python data source errors (a Python traceback inside a JVM exception); the most
+    useful line is then the last ``SomeError: message`` line of the embedded traceback.
+    """
+    java = getattr(exc, "java_exception", None)
+    text = str(java.toString()) if java is not None else str(exc)
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    matches = [m for m in map(_ERROR_LINE.match, lines) if m]
+    if matches and (java is not None or len(lines) > 1):
+        python_errors = [m for m in matches if not m.group(1).startswith(("Py4J", "Python"))]
+        best = (python_errors or matches)[-1]
+        return f"{best.group(1)}: {best.group(2)}"
+    return lines[0]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kafkalite`` console script; returns the exit status."""
     parser = build_parser()
@@ -327,8 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as exc:  # noqa: BLE001 - one clear line instead of a traceback
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"kafkalite: error: {message}", file=sys.stderr)
+        print(f"kafkalite: error: {error_line(exc)}", file=sys.stderr)
         if os.environ.get("KAFKALITE_DEBUG"):
             raise
         return 1

@@ -243,11 +243,27 @@ def _rank_key(row: dict[str, Any]) -> tuple[float, str]:
 
 
 # --------------------------------------------------------------------------------------- spark
+def _expose_auto_registration_module() -> None:
+    """Put the directory of ``pyspark_kafkalite.py`` on the Python workers' ``PYTHONPATH``.
+
+    Spark finds ``pyspark_*`` modules with ``pkgutil.iter_modules()``, which lists the module of a
+    regular install (it is in site-packages) but not one served by an editable install's import
+    hook. Prepending the module's directory makes both work; it must happen before the JVM starts.
+    """
+    import pyspark_kafkalite
+
+    module_dir = str(Path(pyspark_kafkalite.__file__).resolve().parent)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if module_dir not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([module_dir, *paths])
+
+
 def create_spark_session(app_name: str = "kafkalite-flights-demo", work_dir: str | None = None) -> Any:
     """A quiet ``local[2]`` SparkSession (UI off, 4 shuffle partitions, UTC) whose Python
     workers run this interpreter (``PYSPARK_PYTHON`` is set to ``sys.executable`` first)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    _expose_auto_registration_module()
     warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
     from pyspark.sql import SparkSession
 

@@ -423,13 +423,14 @@ def decode_batch(buf: Buffer, pos: int = 0, *, verify_crc: bool = True) -> Decod
     """
     header = validate_batch(buf, pos) if verify_crc else read_header(buf, pos)
     end = pos + header.size_bytes
-    data: Buffer
+    data: bytes
     if header.compression_type:
         data = decompress(memoryview(buf)[pos + RECORD_BATCH_OVERHEAD : end], header.compression_type)
-        p, limit = 0, len(data)
     else:
-        data = buf
-        p, limit = pos + RECORD_BATCH_OVERHEAD, end
+        # one copy per batch, so that every slice below is already a ``bytes`` object
+        data = bytes(memoryview(buf)[pos + RECORD_BATCH_OVERHEAD : end])
+    limit = len(data)
+    p = 0
     out = DecodedBatch(header)
     base_offset = header.base_offset
     base_ts = header.base_timestamp
@@ -439,38 +440,75 @@ def decode_batch(buf: Buffer, pos: int = 0, *, verify_crc: bool = True) -> Decod
         out.offsets, out.timestamps_ms, out.keys, out.values, out.headers,
     )
     rv = _read_varint
+    # Single-byte varints are the common case for lengths and deltas: decode them inline.
     try:
         for _ in range(header.records_count):
-            length, p = rv(data, p)
+            b = data[p]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                length, p = rv(data, p)
             rec_end = p + length
             p += 1  # attributes
-            ts_delta, p = rv(data, p)
-            off_delta, p = rv(data, p)
-            klen, p = rv(data, p)
-            if klen < 0:
+            b = data[p]
+            if b < 0x80:
+                ts_delta = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                ts_delta, p = rv(data, p)
+            b = data[p]
+            if b < 0x80:
+                off_delta = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                off_delta, p = rv(data, p)
+            b = data[p]
+            if b == 1:  # zig-zag(-1): null key
                 key = None
+                p += 1
             else:
-                key = bytes(data[p : p + klen])
-                p += klen
-            vlen, p = rv(data, p)
-            if vlen < 0:
-                value = None
-            else:
-                value = bytes(data[p : p + vlen])
-                p += vlen
-            hcount, p = rv(data, p)
-            hdrs: list[Header] = []
-            for _h in range(hcount):
-                hklen, p = rv(data, p)
-                hkey = bytes(data[p : p + hklen]).decode("utf-8")
-                p += hklen
-                hvlen, p = rv(data, p)
-                if hvlen < 0:
-                    hvalue = None
+                if b < 0x80 and not b & 1:
+                    klen = b >> 1
+                    p += 1
                 else:
-                    hvalue = bytes(data[p : p + hvlen])
-                    p += hvlen
-                hdrs.append((hkey, hvalue))
+                    klen, p = rv(data, p)
+                    if klen < 0:
+                        raise CorruptRecordError(f"negative length {klen} in record")
+                key = data[p : p + klen]
+                p += klen
+            b = data[p]
+            if b == 1:
+                value = None
+                p += 1
+            else:
+                if b < 0x80 and not b & 1:
+                    vlen = b >> 1
+                    p += 1
+                else:
+                    vlen, p = rv(data, p)
+                    if vlen < 0:
+                        raise CorruptRecordError(f"negative length {vlen} in record")
+                value = data[p : p + vlen]
+                p += vlen
+            b = data[p]
+            if b == 0:
+                p += 1
+                hdrs: list[Header] = []
+            else:
+                hcount, p = rv(data, p)
+                hdrs = []
+                for _h in range(hcount):
+                    hklen, p = rv(data, p)
+                    hkey = data[p : p + hklen].decode("utf-8")
+                    p += hklen
+                    hvlen, p = rv(data, p)
+                    if hvlen < 0:
+                        hvalue = None
+                    else:
+                        hvalue = data[p : p + hvlen]
+                        p += hvlen
+                    hdrs.append((hkey, hvalue))
             if p != rec_end or p > limit:
                 raise CorruptRecordError(
                     f"record at offset {base_offset + off_delta} has length {length} but "
@@ -485,6 +523,8 @@ def decode_batch(buf: Buffer, pos: int = 0, *, verify_crc: bool = True) -> Decod
         raise CorruptRecordError("record batch ends inside a record") from exc
     except UnicodeDecodeError as exc:
         raise CorruptRecordError("record header key is not valid UTF-8") from exc
+    if p != limit:
+        raise CorruptRecordError(f"record batch has {limit - p} trailing bytes after its records")
     return out
 
 

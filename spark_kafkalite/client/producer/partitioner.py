@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 import struct
 import threading
+from functools import lru_cache
 
 __all__ = ["murmur2", "to_positive", "partition_for_key", "StickyPartitioner"]
 
@@ -51,9 +52,19 @@ def to_positive(number: int) -> int:
     return number & 0x7FFFFFFF
 
 
+@lru_cache(maxsize=65536)
+def _positive_hash(key: bytes) -> int:
+    return to_positive(murmur2(key))
+
+
 def partition_for_key(key: bytes, num_partitions: int) -> int:
-    """The partition the Java client picks for ``key`` among ``num_partitions``."""
-    return to_positive(murmur2(key)) % num_partitions
+    """The partition the Java client picks for ``key`` among ``num_partitions``.
+
+    Hashes of recent keys are cached (real key sets repeat: users, carriers, devices), which
+    removes the pure-Python murmur2 from the per-record cost for repeated keys."""
+    if type(key) is bytes and len(key) <= 256:
+        return _positive_hash(key) % num_partitions
+    return to_positive(murmur2(bytes(key))) % num_partitions
 
 
 class StickyPartitioner:
