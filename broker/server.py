@@ -31,8 +31,11 @@ from broker.apis.kafka_apis import KafkaApis
 from broker.config import LONG_MAX, Endpoint, KafkaConfig, parse_properties
 from broker.controller.metadata_image import MetadataImage, MetadataRecord
 from broker.controller.single_node_controller import SingleNodeController
+from broker.controller.topic_publisher import TopicMetadataPublisher
+from broker.log.log_cleaner import LogCleaner
 from broker.log.log_config import LogConfig
 from broker.log.log_manager import LogManager
+from broker.log.log_tasks import LogTaskSettings, run_log_tasks
 from broker.network.socket_server import SocketServer
 
 __all__ = ["KafkaServer", "StartupError", "ENDPOINTS_FILE", "META_PROPERTIES_FILE", "log_config_from"]
@@ -49,14 +52,34 @@ class StartupError(RuntimeError):
 
 def log_config_from(config: KafkaConfig) -> LogConfig:
     """The default ``LogConfig`` from broker keys (log.segment.bytes, log.index.interval.bytes,
-    message.max.bytes, log.flush.interval.messages, log.index.size.max.bytes)."""
+    message.max.bytes, log.flush.interval.messages, log.index.size.max.bytes, log.roll.ms/hours,
+    log.retention.ms/minutes/hours, log.retention.bytes, log.cleanup.policy,
+    log.flush.interval.ms)."""
     flush_messages = config["log.flush.interval.messages"]
+    flush_ms = config.log_flush_interval_ms
     return LogConfig(
         segment_bytes=config["log.segment.bytes"],
         index_interval_bytes=config["log.index.interval.bytes"],
         max_message_bytes=config.message_max_bytes,
         flush_interval_messages=None if flush_messages >= LONG_MAX else flush_messages,
         segment_index_bytes=config["log.index.size.max.bytes"],
+        segment_ms=config.log_roll_ms,
+        retention_ms=config.log_retention_ms,
+        retention_bytes=config["log.retention.bytes"],
+        cleanup_policy=tuple(config["log.cleanup.policy"]),
+        flush_ms=None if flush_ms >= LONG_MAX else flush_ms,
+    )
+
+
+def log_task_settings_from(config: KafkaConfig) -> LogTaskSettings:
+    """Intervals of the log background jobs (log.retention.check.interval.ms,
+    log.initial.task.delay.ms, log.flush.scheduler.interval.ms capped at 1 s, log.cleaner.backoff.ms)."""
+    flush_check_ms = config["log.flush.scheduler.interval.ms"]
+    return LogTaskSettings(
+        retention_check_interval_ms=config["log.retention.check.interval.ms"],
+        initial_task_delay_ms=config["log.initial.task.delay.ms"],
+        flush_check_interval_ms=min(flush_check_ms, 1000, max(config.log_flush_interval_ms, 10)),
+        cleaner_backoff_ms=config.values.get("log.cleaner.backoff.ms", 15000),
     )
 
 
@@ -129,6 +152,7 @@ class KafkaServer:
         self.bound: dict[str, tuple[str, int]] = {}
         self.advertised: dict[str, tuple[str, int]] = {}
         self._background: list[asyncio.Task[None]] = []
+        self._topic_publisher: TopicMetadataPublisher | None = None
         self._endpoints_file = config.log_dirs[0] / ENDPOINTS_FILE
 
     # -- metadata -------------------------------------------------------------------------------
@@ -138,6 +162,8 @@ class KafkaServer:
         assert self.ctx is not None and self.log_manager is not None
         image, delta = self.ctx.image.apply(records)
         self.ctx.image = image
+        if self._topic_publisher is not None:  # topic configs + new partitions (CreatePartitions)
+            self._topic_publisher.publish(image, delta)
         for topic in delta.created_topics:
             for partition in topic.partitions.values():
                 if partition.leader == self.node_id or self.node_id in partition.replicas:
@@ -158,6 +184,7 @@ class KafkaServer:
         self._endpoints_file.unlink(missing_ok=True)
         self.log_manager = LogManager(config.log_dirs, log_config_from(config))
         self.log_manager.startup()
+        self._topic_publisher = TopicMetadataPublisher.for_broker(config, self.log_manager)
         image = MetadataImage(cluster_id=cluster_id, controller_id=self.node_id)
         controller = SingleNodeController(
             self.node_id,
@@ -183,13 +210,23 @@ class KafkaServer:
             raise StartupError(f"cannot bind listeners {[str(e) for e in config.listeners]}: {exc}") from exc
         self.advertised = self._advertised_endpoints(config.advertised_listeners)
         records = controller.bootstrap_records(
-            self.advertised, config.broker_rack, self.log_manager.topics_on_disk()
+            self.advertised,
+            config.broker_rack,
+            self.log_manager.topics_on_disk(),
+            topic_configs=self._topic_publisher.stored_topic_configs(),
         )
         self._commit(records)
         for log in self.log_manager.all_logs().values():
             # One replica: everything in the log is committed (acks=all waited for nothing else).
             log.update_high_watermark(log.log_end_offset)
         self._background.append(asyncio.create_task(self._checkpoint_loop(), name="log-checkpoints"))
+        cleaner = LogCleaner(self.log_manager) if config["log.cleaner.enable"] else None
+        self._background.append(
+            asyncio.create_task(
+                run_log_tasks(self.log_manager, log_task_settings_from(config), cleaner and cleaner.clean_once),
+                name="log-tasks",
+            )
+        )
         await self.socket_server.start_serving()
         self._write_endpoints_file()
         logger.info(
@@ -226,22 +263,18 @@ class KafkaServer:
     async def _checkpoint_loop(self) -> None:
         """Periodic work of Kafka's LogManager / ReplicaManager schedulers: HW checkpoints
         (replica.high.watermark.checkpoint.interval.ms), recovery-point checkpoints
-        (log.flush.offset.checkpoint.interval.ms) and time-based flushes (log.flush.interval.ms)."""
+        (log.flush.offset.checkpoint.interval.ms). Time-based flushes (per-log ``flush.ms``,
+        default log.flush.interval.ms) are a job of :func:`broker.log.log_tasks.run_log_tasks`."""
         assert self.log_manager is not None
         config = self.config
         hw_s = config["replica.high.watermark.checkpoint.interval.ms"] / 1000
         rp_s = max(config["log.flush.offset.checkpoint.interval.ms"], 1) / 1000
-        flush_ms = config.log_flush_interval_ms
-        flush_s = flush_ms / 1000 if flush_ms < LONG_MAX else None
-        last_hw = last_rp = last_flush = time.monotonic()
-        tick = min(x for x in (hw_s, rp_s, flush_s or hw_s, 1.0) if x > 0)
+        last_hw = last_rp = time.monotonic()
+        tick = min(x for x in (hw_s, rp_s, 1.0) if x > 0)
         while True:
             await asyncio.sleep(tick)
             now = time.monotonic()
             try:
-                if flush_s is not None and now - last_flush >= flush_s:
-                    self.log_manager.flush_all()
-                    last_flush = now
                 if now - last_hw >= hw_s:
                     self.log_manager.checkpoint_high_watermarks()
                     last_hw = now

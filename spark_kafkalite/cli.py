@@ -33,6 +33,11 @@ from typing import Any, TextIO
 __all__ = ["main", "build_parser"]
 
 _ENV_BOOTSTRAP = "KAFKALITE_BOOTSTRAP_SERVERS"
+_CLIENT_TIMEOUTS = {  # fail fast on an unreachable cluster (Kafka's defaults wait a minute)
+    "default.api.timeout.ms": "15000",
+    "request.timeout.ms": "10000",
+    "socket.connection.setup.timeout.ms": "5000",
+}
 
 
 class CliError(Exception):
@@ -72,11 +77,17 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="run the NYC flights streaming demo")
     demo.add_argument("--data-dir", help="directory for the embedded broker's logs and Spark checkpoints")
     demo.add_argument(
-        "--bootstrap-server", metavar="HOST:PORT", help="use this cluster instead of starting an embedded broker"
+        "--bootstrap-server",
+        metavar="HOST:PORT",
+        help="use this cluster instead of starting an embedded broker",
     )
     demo.add_argument("--partitions", type=int, default=4, help="partitions of topic 'flights' (default 4)")
-    demo.add_argument("--max-offsets-per-trigger", type=int, default=50_000, help="micro-batch size (default 50000)")
-    demo.add_argument("--watermark-delay", default="14 days", help="event-time watermark delay (default '14 days')")
+    demo.add_argument(
+        "--max-offsets-per-trigger", type=int, default=50_000, help="micro-batch size (default 50000)"
+    )
+    demo.add_argument(
+        "--watermark-delay", default="14 days", help="event-time watermark delay (default '14 days')"
+    )
     demo.add_argument("--quiet", action="store_true", help="no live progress display")
 
     topics = commands.add_parser("topics", help="create, list, describe or delete topics")
@@ -101,7 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_argument("--topic", required=True)
     produce.add_argument("--partition", type=int, help="send every record to this partition")
     produce.add_argument(
-        "--property", action="append", metavar="KEY=VALUE", help="parse.key=true, key.separator=SEP (default TAB)"
+        "--property",
+        action="append",
+        metavar="KEY=VALUE",
+        help="parse.key=true, key.separator=SEP (default TAB)",
     )
     produce.add_argument("--producer-property", action="append", metavar="KEY=VALUE", help="producer config")
 
@@ -132,12 +146,21 @@ def _cmd_topics(args: argparse.Namespace) -> int:
     from spark_kafkalite.client import KafkaAdminClient, KafkaConsumer, NewTopic, TopicPartition
 
     servers = _bootstrap(args)
-    out = Console()
-    with KafkaAdminClient({"bootstrap.servers": servers, "client.id": "kafkalite-cli"}) as admin:
+    out = Console() if sys.stdout.isatty() else Console(width=200)
+    with KafkaAdminClient(
+        {"bootstrap.servers": servers, "client.id": "kafkalite-cli", **_CLIENT_TIMEOUTS}
+    ) as admin:
         action = args.topics_command
         if action == "create":
             admin.create_topics(
-                [NewTopic(args.topic, args.partitions, args.replication_factor, _key_values(args.config, "--config"))]
+                [
+                    NewTopic(
+                        args.topic,
+                        args.partitions,
+                        args.replication_factor,
+                        _key_values(args.config, "--config"),
+                    )
+                ]
             )
             print(f"Created topic {args.topic}.")
         elif action == "delete":
@@ -149,7 +172,9 @@ def _cmd_topics(args: argparse.Namespace) -> int:
         else:
             names = [args.topic] if args.topic else admin.list_topics()
             described = admin.describe_topics(names) if names else {}
-            consumer = KafkaConsumer({"bootstrap.servers": servers, "client.id": "kafkalite-cli"})
+            consumer = KafkaConsumer(
+                {"bootstrap.servers": servers, "client.id": "kafkalite-cli", **_CLIENT_TIMEOUTS}
+            )
             try:
                 tps = [TopicPartition(t, p.partition) for t, parts in described.items() for p in parts]
                 earliest = consumer.beginning_offsets(tps) if tps else {}
@@ -157,8 +182,17 @@ def _cmd_topics(args: argparse.Namespace) -> int:
             finally:
                 consumer.close()
             table = Table(title=f"Topics on {servers}")
-            for column in ("Topic", "Partition", "Leader", "Replicas", "Isr", "Earliest", "Latest", "Records"):
-                table.add_column(column, justify="left" if column == "Topic" else "right")
+            for column in (
+                "Topic",
+                "Partition",
+                "Leader",
+                "Replicas",
+                "Isr",
+                "Earliest",
+                "Latest",
+                "Records",
+            ):
+                table.add_column(column, justify="left" if column == "Topic" else "right", no_wrap=True)
             for topic, parts in described.items():
                 for info in parts:
                     tp = TopicPartition(topic, info.partition)
@@ -184,7 +218,12 @@ def _cmd_produce(args: argparse.Namespace, stdin: TextIO) -> int:
     props = _key_values(args.property, "--property")
     parse_key = props.get("parse.key", "false").strip().lower() == "true"
     separator = props.get("key.separator", "\t")
-    config: dict[str, Any] = {"bootstrap.servers": _bootstrap(args), "client.id": "kafkalite-console-producer"}
+    config: dict[str, Any] = {
+        "bootstrap.servers": _bootstrap(args),
+        "client.id": "kafkalite-console-producer",
+        "max.block.ms": "15000",
+        **_CLIENT_TIMEOUTS,
+    }
     config.update(_key_values(args.producer_property, "--producer-property"))
     errors: list[BaseException] = []
     sent = 0
@@ -196,7 +235,9 @@ def _cmd_produce(args: argparse.Namespace, stdin: TextIO) -> int:
             if parse_key:
                 key_text, sep, value = line.partition(separator)
                 if not sep:
-                    raise CliError(f"No key separator {separator!r} found on line number {line_number}: {line!r}")
+                    raise CliError(
+                        f"No key separator {separator!r} found on line number {line_number}: {line!r}"
+                    )
                 key = key_text.encode()
             future = producer.send(args.topic, value=value.encode(), key=key, partition=args.partition)
             future.add_done_callback(lambda f: errors.append(f.exception()) if f.exception() else None)
@@ -235,18 +276,25 @@ def _cmd_consume(args: argparse.Namespace, stdout: TextIO) -> int:
     from spark_kafkalite.client import KafkaConsumer, TopicPartition
 
     props = _key_values(args.property, "--property")
-    config: dict[str, Any] = {"bootstrap.servers": _bootstrap(args), "client.id": "kafkalite-console-consumer"}
+    config: dict[str, Any] = {
+        "bootstrap.servers": _bootstrap(args),
+        "client.id": "kafkalite-console-consumer",
+        **_CLIENT_TIMEOUTS,
+    }
     config.update(_key_values(args.consumer_property, "--consumer-property"))
     config["auto.offset.reset"] = "earliest" if args.from_beginning else "latest"
     consumer = KafkaConsumer(config)
     count = 0
+    started = False
     try:
         partitions = consumer.partitions_for_topic(args.topic)
         if not partitions:
             raise CliError(f"topic {args.topic!r} does not exist")
         if args.partition is not None:
             if args.partition not in partitions:
-                raise CliError(f"partition {args.partition} does not exist in topic {args.topic!r} ({len(partitions)} partitions)")
+                raise CliError(
+                    f"partition {args.partition} does not exist in topic {args.topic!r} ({len(partitions)} partitions)"
+                )
             tps = [TopicPartition(args.topic, args.partition)]
         else:
             tps = [TopicPartition(args.topic, p) for p in sorted(partitions)]
@@ -263,12 +311,15 @@ def _cmd_consume(args: argparse.Namespace, stdout: TextIO) -> int:
                 try:
                     offset = int(spec)
                 except ValueError:
-                    raise CliError(f"--offset must be a number, 'earliest' or 'latest', not {args.offset!r}") from None
+                    raise CliError(
+                        f"--offset must be a number, 'earliest' or 'latest', not {args.offset!r}"
+                    ) from None
                 consumer.seek(tps[0], offset)
         elif args.from_beginning:
             consumer.seek_to_beginning(*tps)
         else:
             consumer.seek_to_end(*tps)
+        started = True
         last_record = time.monotonic()
         while args.max_messages is None or count < args.max_messages:
             polled = consumer.poll(timeout_ms=200)
@@ -290,7 +341,8 @@ def _cmd_consume(args: argparse.Namespace, stdout: TextIO) -> int:
                 break
     finally:
         consumer.close()
-        print(f"Processed a total of {count} messages", file=sys.stderr)
+        if started:
+            print(f"Processed a total of {count} messages", file=sys.stderr)
     return 0
 
 

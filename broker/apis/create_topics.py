@@ -2,17 +2,19 @@
 
 num_partitions / replication_factor -1 use ``num.partitions`` / ``default.replication.factor``;
 explicit assignments are accepted when they name registered brokers. ``validate_only`` checks
-without creating. v5+ results carry the partition count and replication factor; v7 the topic id.
-Per-topic configs are checked against Kafka's topic config names (``INVALID_CONFIG``) but not
-applied yet.
+without creating. v5+ results carry the partition count, replication factor and the topic's
+configs (KIP-525, as DescribeConfigs describes them); v7 the topic id. Per-topic ``configs``
+become the topic's overrides (validated by :mod:`broker.controller.topic_configs`,
+``INVALID_CONFIG`` naming the key) and drive its logs' ``LogConfig``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.apis.config_helper import describe_topic_configs
 from broker.apis.context import BrokerContext
-from broker.apis.entities import ZERO_DURATION, build, nested
+from broker.apis.entities import ZERO_DURATION, build, has_field, nested
 from broker.controller.single_node_controller import CreatableTopicSpec
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
@@ -35,10 +37,23 @@ async def handle_create_topics(ctx: BrokerContext, rctx: RequestContext, request
     """Handle a CreateTopicsRequest."""
     cls = response_class(ApiKey.CREATE_TOPICS, rctx.api_version)
     result_cls = nested(cls, "CreatableTopicResult")
+    config_cls = nested(cls, "CreatableTopicConfigs") if has_field(result_cls, "configs") else None
     outcomes = ctx.controller.create_topics([_spec(t) for t in request.topics], bool(request.validate_only))
     results = []
     for outcome in outcomes:
         if outcome.error is None:
+            configs = ()
+            if config_cls is not None:
+                configs = tuple(
+                    config_cls(
+                        name=c.name,
+                        value=c.value,
+                        read_only=c.read_only,
+                        config_source=int(c.source),
+                        is_sensitive=c.is_sensitive,
+                    )
+                    for c in describe_topic_configs(ctx.config, outcome.configs)
+                )
             results.append(
                 build(
                     result_cls,
@@ -48,7 +63,7 @@ async def handle_create_topics(ctx: BrokerContext, rctx: RequestContext, request
                     error_message=None,
                     num_partitions=outcome.num_partitions,
                     replication_factor=outcome.replication_factor,
-                    configs=(),
+                    configs=configs,
                 )
             )
         else:

@@ -20,11 +20,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.apis import api_versions as api_versions_api
+from broker.apis.alter_configs import alter_configs_error_response, handle_alter_configs
 from broker.apis.context import BrokerContext
+from broker.apis.create_partitions import create_partitions_error_response, handle_create_partitions
 from broker.apis.create_topics import create_topics_error_response, handle_create_topics
+from broker.apis.delete_records import delete_records_error_response, handle_delete_records
 from broker.apis.delete_topics import delete_topics_error_response, handle_delete_topics
+from broker.apis.describe_configs import describe_configs_error_response, handle_describe_configs
 from broker.apis.errors import error_code_for
 from broker.apis.fetch import fetch_error_response, handle_fetch
+from broker.apis.incremental_alter_configs import (
+    handle_incremental_alter_configs,
+    incremental_alter_configs_error_response,
+)
 from broker.apis.list_offsets import handle_list_offsets, list_offsets_error_response
 from broker.apis.list_offsets_v0 import decode_list_offsets_v0, encode_list_offsets_v0_response
 from broker.apis.metadata import handle_metadata, metadata_error_response
@@ -101,6 +109,17 @@ DEFAULT_APIS: tuple[ApiSpec, ...] = (
     ApiSpec(ApiKey.API_VERSIONS, 0, 3, _not_dispatched, _api_versions_error),
     ApiSpec(ApiKey.CREATE_TOPICS, 2, 7, handle_create_topics, create_topics_error_response),
     ApiSpec(ApiKey.DELETE_TOPICS, 1, 6, handle_delete_topics, delete_topics_error_response),
+    ApiSpec(ApiKey.DELETE_RECORDS, 0, 2, handle_delete_records, delete_records_error_response),
+    ApiSpec(ApiKey.DESCRIBE_CONFIGS, 1, 4, handle_describe_configs, describe_configs_error_response),
+    ApiSpec(ApiKey.ALTER_CONFIGS, 0, 2, handle_alter_configs, alter_configs_error_response),
+    ApiSpec(ApiKey.CREATE_PARTITIONS, 0, 3, handle_create_partitions, create_partitions_error_response),
+    ApiSpec(
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        0,
+        1,
+        handle_incremental_alter_configs,
+        incremental_alter_configs_error_response,
+    ),
     ApiSpec(
         ApiKey.OFFSET_FOR_LEADER_EPOCH,
         2,

@@ -1,10 +1,11 @@
 """The cluster metadata image (KRaft's ``MetadataImage``), as plain immutable data.
 
 The controller produces metadata *records* (``RegisterBrokerRecord``, ``TopicRecord``,
-``PartitionRecord``, ``RemoveTopicRecord``, as in KRaft's ``__cluster_metadata`` log); the broker
-applies them with :meth:`MetadataImage.apply`, which returns a new image and a
-:class:`MetadataDelta` saying which topics appeared or disappeared (Kafka's
-``BrokerMetadataPublisher`` creates / deletes logs from such a delta). Issue 3 replaces the
+``PartitionRecord``, ``RemoveTopicRecord``, ``ConfigRecord``, as in KRaft's ``__cluster_metadata``
+log); the broker applies them with :meth:`MetadataImage.apply`, which returns a new image and a
+:class:`MetadataDelta` saying which topics appeared or disappeared and whose configs changed
+(Kafka's ``BrokerMetadataPublisher`` creates / deletes logs and updates their ``LogConfig`` from
+such a delta). Issue 3 replaces the
 single-node controller with a Raft quorum that replicates the same records.
 """
 
@@ -25,8 +26,15 @@ __all__ = [
     "TopicRecord",
     "PartitionRecord",
     "RemoveTopicRecord",
+    "ConfigRecord",
     "MetadataRecord",
+    "RESOURCE_TYPE_TOPIC",
+    "RESOURCE_TYPE_BROKER",
 ]
+
+#: Config resource types (Kafka's ``ConfigResource.Type`` ids).
+RESOURCE_TYPE_TOPIC = 2
+RESOURCE_TYPE_BROKER = 4
 
 
 # ---------------------------------------------------------------------------------------------
@@ -70,7 +78,18 @@ class RemoveTopicRecord:
     topic_id: uuid.UUID
 
 
-MetadataRecord = RegisterBrokerRecord | TopicRecord | PartitionRecord | RemoveTopicRecord
+@dataclass(frozen=True, slots=True)
+class ConfigRecord:
+    """Set (``value`` not None) or remove (``value`` None) one config of a resource (KRaft
+    ``ConfigRecord``). Only TOPIC resources (type 2) are kept in the image so far."""
+
+    resource_type: int
+    resource_name: str
+    name: str
+    value: str | None
+
+
+MetadataRecord = RegisterBrokerRecord | TopicRecord | PartitionRecord | RemoveTopicRecord | ConfigRecord
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,12 +137,14 @@ class TopicImage:
 
 @dataclass(frozen=True, slots=True)
 class MetadataDelta:
-    """What an :meth:`MetadataImage.apply` changed: created / deleted topics and partitions whose
-    registration changed (including new ones)."""
+    """What an :meth:`MetadataImage.apply` changed: created / deleted topics, partitions whose
+    registration changed (including new ones), and surviving topics whose config overrides
+    changed (``changed_topic_configs``, names)."""
 
     created_topics: tuple[TopicImage, ...] = ()
     deleted_topics: tuple[TopicImage, ...] = ()
     changed_partitions: tuple[tuple[str, PartitionRegistration], ...] = ()
+    changed_topic_configs: tuple[str, ...] = ()
 
 
 _EMPTY: Mapping = MappingProxyType({})
@@ -139,6 +160,8 @@ class MetadataImage:
         brokers: node id -> registration.
         topics: topic name -> :class:`TopicImage`.
         offset: number of records applied so far (the metadata "offset").
+        topic_configs: topic name -> its config overrides (key -> canonical string value);
+            topics without overrides are absent (KRaft's ``ConfigurationsImage``).
     """
 
     cluster_id: str
@@ -146,6 +169,7 @@ class MetadataImage:
     brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: _EMPTY)
     topics: Mapping[str, TopicImage] = field(default_factory=lambda: _EMPTY)
     offset: int = 0
+    topic_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
 
     # -- queries ---------------------------------------------------------------------------
     def topic(self, name: str) -> TopicImage | None:
@@ -156,6 +180,10 @@ class MetadataImage:
             if topic.topic_id == topic_id:
                 return topic
         return None
+
+    def topic_config(self, name: str) -> Mapping[str, str]:
+        """Config overrides of topic ``name`` (empty when none or unknown)."""
+        return self.topic_configs.get(name, _EMPTY)
 
     def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
         image = self.topics.get(topic)
@@ -168,7 +196,8 @@ class MetadataImage:
         """Apply ``records`` in order; returns the new image and the delta.
 
         Raises:
-            ValueError: a record refers to an unknown topic id or reuses a topic name.
+            ValueError: a record refers to an unknown topic id or reuses a topic name, or a
+                ConfigRecord names an unknown topic.
         """
         brokers = dict(self.brokers)
         topics: dict[str, dict] = {}  # name -> {"topic_id", "partitions": dict}
@@ -178,6 +207,8 @@ class MetadataImage:
         created: dict[str, None] = {}
         deleted: list[TopicImage] = []
         changed: list[tuple[str, PartitionRegistration]] = []
+        configs: dict[str, dict[str, str]] = {t: dict(c) for t, c in self.topic_configs.items()}
+        changed_configs: dict[str, None] = {}
         count = 0
         for record in records:
             count += 1
@@ -217,6 +248,21 @@ class MetadataImage:
                         TopicImage(name, removed["topic_id"], MappingProxyType(removed["partitions"]))
                     )
                 changed = [(n, p) for n, p in changed if n != name]
+                configs.pop(name, None)
+                changed_configs.pop(name, None)
+            elif isinstance(record, ConfigRecord):
+                if record.resource_type != RESOURCE_TYPE_TOPIC:
+                    raise ValueError(f"config record for unsupported resource type {record.resource_type}")
+                if record.resource_name not in topics:
+                    raise ValueError(f"config record for unknown topic {record.resource_name!r}")
+                overrides = configs.setdefault(record.resource_name, {})
+                if record.value is None:
+                    overrides.pop(record.name, None)
+                else:
+                    overrides[record.name] = record.value
+                if not overrides:
+                    del configs[record.resource_name]
+                changed_configs[record.resource_name] = None
             else:  # pragma: no cover - type checkers catch this
                 raise TypeError(f"unknown metadata record {record!r}")
         new_topics = {
@@ -228,10 +274,14 @@ class MetadataImage:
             brokers=MappingProxyType(brokers),
             topics=MappingProxyType(new_topics),
             offset=self.offset + count,
+            topic_configs=MappingProxyType(
+                {t: MappingProxyType(dict(sorted(c.items()))) for t, c in sorted(configs.items())}
+            ),
         )
         delta = MetadataDelta(
             created_topics=tuple(new_topics[name] for name in created),
             deleted_topics=tuple(deleted),
             changed_partitions=tuple(changed),
+            changed_topic_configs=tuple(t for t in changed_configs if t not in created),
         )
         return image, delta

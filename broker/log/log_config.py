@@ -1,10 +1,18 @@
-"""Per-log storage settings (Kafka's ``LogConfig``, the subset the log layer needs)."""
+"""Per-log storage settings (Kafka's ``LogConfig``, the subset the log layer needs).
+
+Topic-level keys (``segment.ms``, ``retention.ms``, ``cleanup.policy`` ...) map one-to-one on the
+fields below; the broker builds the default from its ``log.*`` keys (``broker.server.log_config_from``)
+and per-topic overrides replace fields with ``dataclasses.replace``.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["LogConfig"]
+__all__ = ["LogConfig", "LONG_MAX", "CLEANUP_POLICIES"]
+
+LONG_MAX = 2**63 - 1
+CLEANUP_POLICIES = ("delete", "compact")
 
 
 @dataclass(frozen=True)
@@ -14,7 +22,7 @@ class LogConfig:
     Attributes:
         segment_bytes: roll to a new segment when an append would grow the active segment
             past this size (Kafka ``segment.bytes`` / ``log.segment.bytes``, default 1 GiB).
-        index_interval_bytes: bytes of batches between two offset-index entries
+        index_interval_bytes: bytes of batches between two offset-index / time-index entries
             (``index.interval.bytes``, default 4096).
         max_message_bytes: largest RecordBatch the broker accepts (``max.message.bytes``,
             default 1048588). The log does not enforce it; request validation does.
@@ -22,6 +30,21 @@ class LogConfig:
             (``flush.messages``); ``None`` never fsyncs on the write path (Kafka's default).
         segment_index_bytes: maximum offset-index size; the segment rolls when its index is
             full (``segment.index.bytes``, default 10 MiB, i.e. 1310720 entries).
+        segment_ms: roll the active segment once its first batch is this old, by the batches'
+            max timestamps (``segment.ms`` / ``log.roll.ms``, default 7 days).
+        retention_ms: delete whole non-active segments whose largest timestamp is older than
+            this (``retention.ms`` / ``log.retention.ms``; -1 = forever, default 7 days).
+        retention_bytes: delete the oldest whole segments while the partition is larger than
+            this (``retention.bytes`` / ``log.retention.bytes``; -1 = unlimited, the default).
+        cleanup_policy: ``("delete",)``, ``("compact",)`` or both (``cleanup.policy``).
+        delete_retention_ms: how long the cleaner keeps tombstones (null-value records) after
+            the segment holding them was cleaned once (``delete.retention.ms``, default 1 day).
+        min_compaction_lag_ms: records younger than this are never compacted
+            (``min.compaction.lag.ms``, default 0).
+        min_cleanable_dirty_ratio: clean a log when dirty bytes / cleanable bytes reaches this
+            (``min.cleanable.dirty.ratio``, default 0.5).
+        flush_ms: fsync the log when its oldest unflushed append is this old (``flush.ms`` /
+            ``log.flush.interval.ms``); ``None`` = never (Kafka's default, Long.MAX_VALUE).
     """
 
     segment_bytes: int = 1073741824
@@ -29,6 +52,14 @@ class LogConfig:
     max_message_bytes: int = 1048588
     flush_interval_messages: int | None = None
     segment_index_bytes: int = 10485760
+    segment_ms: int = 604800000
+    retention_ms: int = 604800000
+    retention_bytes: int = -1
+    cleanup_policy: tuple[str, ...] = ("delete",)
+    delete_retention_ms: int = 86400000
+    min_compaction_lag_ms: int = 0
+    min_cleanable_dirty_ratio: float = 0.5
+    flush_ms: int | None = None
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 14:
@@ -41,3 +72,30 @@ class LogConfig:
             raise ValueError(
                 f"flush_interval_messages must be >= 1 or None, got {self.flush_interval_messages}"
             )
+        if self.segment_ms < 1:
+            raise ValueError(f"segment_ms must be >= 1, got {self.segment_ms}")
+        if self.retention_ms < -1 or self.retention_bytes < -1:
+            raise ValueError(f"retention_ms/retention_bytes must be >= -1, got {self.retention_ms}/{self.retention_bytes}")
+        if isinstance(self.cleanup_policy, str):  # tolerate "compact,delete"
+            object.__setattr__(
+                self, "cleanup_policy", tuple(p.strip() for p in self.cleanup_policy.split(",") if p.strip())
+            )
+        for policy in self.cleanup_policy:
+            if policy not in CLEANUP_POLICIES:
+                raise ValueError(f"unknown cleanup policy {policy!r} (expected delete and/or compact)")
+        if self.delete_retention_ms < 0 or self.min_compaction_lag_ms < 0:
+            raise ValueError("delete_retention_ms and min_compaction_lag_ms must be >= 0")
+        if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
+            raise ValueError(f"min_cleanable_dirty_ratio must be in [0, 1], got {self.min_cleanable_dirty_ratio}")
+        if self.flush_ms is not None and self.flush_ms < 0:
+            raise ValueError(f"flush_ms must be >= 0 or None, got {self.flush_ms}")
+
+    @property
+    def compact(self) -> bool:
+        """True when ``cleanup.policy`` includes ``compact``."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """True when ``cleanup.policy`` includes ``delete`` (time/size retention applies)."""
+        return "delete" in self.cleanup_policy

@@ -9,9 +9,11 @@ from their recovery points (batch-by-batch validation, truncation at the first b
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -38,24 +40,48 @@ DELETE_DIR_SUFFIX = "-delete"
 TopicPartitionKey = tuple[str, int]
 
 
+def _fsync_paths(paths: Sequence[Path]) -> None:
+    """fsync each file (skipping files deleted meanwhile, e.g. by retention)."""
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 class LogManager:
     """Owns the ``UnifiedLog`` of every partition on this broker.
 
     Args:
         log_dirs: Kafka's ``log.dirs`` (created when missing).
-        config: the default ``LogConfig`` for every log (a log's ``config`` attribute can be
-            replaced later for per-topic overrides).
+        config: the default ``LogConfig`` (from the broker's ``log.*`` keys).
+        time_ms: wall clock in ms, injectable for tests (retention, rolls, cleaning).
+
+    Per-topic configs: ``update_topic_config(topic, LogConfig)`` sets the config of every
+    partition log of ``topic`` now and of partitions created or loaded later;
+    ``remove_topic_config(topic)`` goes back to the default.
 
     Attributes:
         had_clean_shutdown: after ``startup``, True if every log dir carried the clean-shutdown
             marker.
     """
 
-    def __init__(self, log_dirs: Sequence[Path | str], config: LogConfig) -> None:
+    def __init__(
+        self,
+        log_dirs: Sequence[Path | str],
+        config: LogConfig,
+        time_ms: Callable[[], int] | None = None,
+    ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is required")
         self.log_dirs = [Path(d) for d in log_dirs]
         self.config = config
+        self.time_ms: Callable[[], int] = time_ms or (lambda: int(time.time() * 1000))
+        self._topic_configs: dict[str, LogConfig] = {}
         self._logs: dict[TopicPartitionKey, UnifiedLog] = {}
         self._log_dir_of: dict[TopicPartitionKey, Path] = {}
         self.had_clean_shutdown = True
@@ -97,11 +123,12 @@ class LogManager:
                     )
                 self._logs[key] = UnifiedLog.open(
                     Path(entry.path),
-                    self.config,
+                    self.config_for(key[0]),
                     recovery_point=recovery_points.get(key, 0),
                     log_start_offset=start_offsets.get(key),
                     high_watermark=high_watermarks.get(key),
                     had_clean_shutdown=clean,
+                    time_ms=self.time_ms,
                 )
                 self._log_dir_of[key] = log_dir
             if clean:
@@ -134,9 +161,30 @@ class LogManager:
     def get_log(self, topic: str, partition: int) -> UnifiedLog | None:
         return self._logs.get((topic, partition))
 
+    # -- per-topic configs -----------------------------------------------------------------
+
+    def config_for(self, topic: str) -> LogConfig:
+        """The topic's ``LogConfig`` (its override, else the broker default)."""
+        return self._topic_configs.get(topic, self.config)
+
+    def update_topic_config(self, topic: str, config: LogConfig) -> None:
+        """Use ``config`` for every partition log of ``topic`` (existing and future)."""
+        self._topic_configs[topic] = config
+        for (name, _), log in self._logs.items():
+            if name == topic:
+                log.config = config
+
+    def remove_topic_config(self, topic: str) -> None:
+        """Drop the topic's override (its logs go back to the broker default)."""
+        if self._topic_configs.pop(topic, None) is not None:
+            for (name, _), log in self._logs.items():
+                if name == topic:
+                    log.config = self.config
+
     def get_or_create_log(self, topic: str, partition: int, topic_id: uuid.UUID) -> UnifiedLog:
         """The log of (topic, partition), created empty in the log dir with the fewest logs when
-        missing. Records ``topic_id`` in ``partition.metadata``.
+        missing, with the topic's config (``config_for``). Records ``topic_id`` in
+        ``partition.metadata``.
 
         Raises:
             InconsistentTopicIdError: an existing log belongs to another topic id.
@@ -151,7 +199,12 @@ class LogManager:
         for d in self._log_dir_of.values():
             counts[d] += 1
         log_dir = min(self.log_dirs, key=lambda d: counts[d])
-        log = UnifiedLog.open(log_dir / topic_partition_dir_name(topic, partition), self.config, topic_id=topic_id)
+        log = UnifiedLog.open(
+            log_dir / topic_partition_dir_name(topic, partition),
+            self.config_for(topic),
+            topic_id=topic_id,
+            time_ms=self.time_ms,
+        )
         self._logs[key] = log
         self._log_dir_of[key] = log_dir
         logger.info("created log %s (topic id %s) in %s", log.dir.name, topic_id, log_dir)
@@ -196,6 +249,24 @@ class LogManager:
                 result[topic] = (known[0], max(known[1], partition + 1))
         return result
 
+    # -- retention -------------------------------------------------------------------------
+
+    def cleanup_logs(self) -> int:
+        """One retention pass (Kafka's ``LogManager.cleanupLogs``): every log deletes the old
+        segments its config allows (``UnifiedLog.delete_old_segments``); when any went, the
+        log start offsets are checkpointed. Returns the number of segments deleted. A log that
+        fails (e.g. an I/O error) is logged and skipped."""
+        total = 0
+        for log in list(self._logs.values()):
+            try:
+                total += log.delete_old_segments()
+            except OSError:
+                logger.exception("retention failed for %s", log.dir.name)
+        if total:
+            logger.info("retention deleted %d segment(s)", total)
+            self.checkpoint_log_start_offsets()
+        return total
+
     # -- flushing / checkpoints ------------------------------------------------------------
 
     def flush_all(self) -> None:
@@ -204,6 +275,29 @@ class LogManager:
         for log in self._logs.values():
             log.flush()
         self.checkpoint_recovery_points()
+
+    async def flush_logs_due(self) -> int:
+        """Background flush (Kafka's ``kafka-log-flusher`` and post-roll ``flush-log`` tasks):
+        for every log with a ``flush_target`` (``flush.ms`` passed, or segments rolled), fsync
+        the files of its unflushed segments in a worker thread, then advance its recovery point
+        and checkpoint the recovery points. Returns the number of logs flushed."""
+        flushed = 0
+        for key, log in list(self._logs.items()):
+            target = log.flush_target()
+            if target is None:
+                continue
+            paths = [path for seg in log.segments_to_flush(target) for path in seg.file_paths]
+            try:
+                await asyncio.to_thread(_fsync_paths, paths)
+            except OSError:
+                logger.exception("flush failed for %s", log.dir.name)
+                continue
+            if self._logs.get(key) is log:
+                log.mark_flushed(target)
+                flushed += 1
+        if flushed:
+            self.checkpoint_recovery_points()
+        return flushed
 
     def checkpoint_recovery_points(self) -> None:
         """Write ``recovery-point-offset-checkpoint`` in each log dir (no fsync)."""

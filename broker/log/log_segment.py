@@ -1,48 +1,66 @@
-"""One log segment: ``<20-digit base offset>.log`` plus its ``.index`` (Kafka's ``LogSegment``).
+"""One log segment: ``<20-digit base offset>.log`` plus its ``.index`` and ``.timeindex``
+(Kafka's ``LogSegment``).
 
 The ``.log`` file is a plain concatenation of RecordBatch v2 bytes, exactly as Kafka stores them.
 Appends are one unbuffered ``write`` per call (data reaches the OS page cache, so it survives a
 kill of the process); reads are ``pread`` calls that return whole batches. Everything works per
 batch (61-byte headers), never per record.
+
+Every read of a ``.log`` file goes through ``segment_files.counted_pread``, which counts calls and bytes in
+:data:`SEGMENT_READ_STATS` (tests use it to prove that lookups use the indexes).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from spark_kafkalite.protocol.errors import KafkaError
 from spark_kafkalite.protocol.record_batch import (
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
+    decode_batch,
     read_header,
-    validate_batch,
 )
 
 from .log_config import LogConfig
 from .offset_index import OffsetIndex, _write_all
+from .segment_files import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SEGMENT_READ_STATS,
+    TIME_INDEX_SUFFIX,
+    ReadStats,
+    counted_pread,
+    headers_in,
+    index_file_name,
+    iter_file_headers,
+    log_file_name,
+    scan_valid_batches,
+    time_index_file_name,
+)
+from .time_index import TimeIndex
 
-__all__ = ["LogSegment", "SegmentRead", "log_file_name", "index_file_name", "LOG_SUFFIX", "INDEX_SUFFIX"]
+__all__ = [
+    "LogSegment",
+    "SegmentRead",
+    "ReadStats",
+    "SEGMENT_READ_STATS",
+    "log_file_name",
+    "index_file_name",
+    "time_index_file_name",
+    "LOG_SUFFIX",
+    "INDEX_SUFFIX",
+    "TIME_INDEX_SUFFIX",
+]
 
 logger = logging.getLogger(__name__)
 
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
 _SCAN_CHUNK_BYTES = 64 * 1024
-_RECOVER_CHUNK_BYTES = 1024 * 1024
-_MIN_BATCH_BYTES = RECORD_BATCH_OVERHEAD
-
-
-def log_file_name(base_offset: int) -> str:
-    """``00000000000000000042.log`` for base offset 42."""
-    return f"{base_offset:020d}{LOG_SUFFIX}"
-
-
-def index_file_name(base_offset: int) -> str:
-    return f"{base_offset:020d}{INDEX_SUFFIX}"
+_pread = counted_pread
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,36 +77,96 @@ class SegmentRead:
 
 
 class LogSegment:
-    """A ``.log`` file and its sparse ``.index``.
+    """A ``.log`` file, its sparse ``.index`` and its ``.timeindex``.
 
     Use ``LogSegment.open(dir, base_offset, config)``. Attributes: ``base_offset``,
-    ``log_path``, ``index``, ``size_bytes`` (bytes in the ``.log``). ``next_offset`` (offset after
-    the last batch) is computed lazily from the index's last entry.
+    ``log_path``, ``index``, ``time_index``, ``size_bytes`` (bytes in the ``.log``),
+    ``created_ms`` (wall clock when opened, for ``segment.ms`` rolls of segments without
+    timestamps). ``next_offset`` (offset after the last batch) is computed lazily from the
+    index's last entry. ``max_timestamp_ms`` comes from the time index's last entry on load
+    (exact: a final entry is written on roll and close) and is tracked on append.
+
+    When an index is missing, points past the log end, or the time index has invalid entries,
+    both indexes are rebuilt from the batch headers.
     """
 
-    def __init__(self, log_dir: Path, base_offset: int, config: LogConfig) -> None:
+    def __init__(
+        self,
+        log_dir: Path,
+        base_offset: int,
+        config: LogConfig,
+        created_ms: int | None = None,
+        file_suffix: str = "",
+    ) -> None:
         self.base_offset = base_offset
         self.config = config
-        self.log_path = Path(log_dir) / log_file_name(base_offset)
+        self.created_ms = int(time.time() * 1000) if created_ms is None else created_ms
+        self.log_path = Path(log_dir) / (log_file_name(base_offset) + file_suffix)
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self._size = os.fstat(self._fd).st_size
-        index_path = Path(log_dir) / index_file_name(base_offset)
+        index_path = Path(log_dir) / (index_file_name(base_offset) + file_suffix)
+        time_index_path = Path(log_dir) / (time_index_file_name(base_offset) + file_suffix)
         missing_index = not index_path.exists()
+        missing_time_index = not time_index_path.exists()
         self.index = OffsetIndex(index_path, base_offset, config.segment_index_bytes)
+        self.time_index = TimeIndex(time_index_path, base_offset, config.segment_index_bytes)
         self._bytes_since_last_index_entry = 0
         self._next_offset: int | None = base_offset if self._size == 0 else None
-        self._max_timestamp_ms: int | None = -1 if self._size == 0 else None
-        if self._size and (missing_index or self.index.last_entry[1] >= self._size):
-            if not missing_index:
-                logger.warning("segment %s: index points past the log end, rebuilding", self.log_path)
+        self._max_timestamp_ms, self._offset_of_max_timestamp = self.time_index.last_entry
+        self._first_batch_timestamp_ms: int | None = None
+        self.rebuilt_indexes = False
+        if self._size and (
+            missing_index
+            or missing_time_index
+            or self.index.was_trimmed
+            or self.time_index.was_trimmed
+            or not self._last_index_entries_valid()
+        ):
+            logger.warning(
+                "segment %s: %s, rebuilding its indexes",
+                self.log_path,
+                "index missing" if missing_index or missing_time_index else "index invalid",
+            )
             self.rebuild_index()
         else:
             self._bytes_since_last_index_entry = self._size - self.index.last_entry[1]
 
+    def _last_index_entries_valid(self) -> bool:
+        """Cheap sanity check of indexes loaded from disk (two small reads, no scan): the last
+        offset-index entry points at a batch ending at its offset, and the batch of the last
+        time-index entry ends at its offset with its timestamp as max (Kafka's
+        ``sanityCheck``, a little stricter)."""
+        if self.index.entries:
+            offset, position = self.index.last_entry
+            if position + RECORD_BATCH_OVERHEAD > self._size:
+                return False
+            header = read_header(_pread(self._fd, RECORD_BATCH_OVERHEAD, position))
+            if header.last_offset != offset or header.magic != 2 or position + header.size_bytes > self._size:
+                return False
+        if self.time_index.entries:
+            timestamp, offset = self.time_index.last_entry
+            found = self.find_batch(offset)
+            if found is None or found[1].last_offset != offset or found[1].max_timestamp != timestamp:
+                return False
+        return True
+
     @classmethod
-    def open(cls, log_dir: Path, base_offset: int, config: LogConfig) -> LogSegment:
-        """Open (or create) the segment with ``base_offset`` in ``log_dir``."""
-        return cls(log_dir, base_offset, config)
+    def open(
+        cls,
+        log_dir: Path,
+        base_offset: int,
+        config: LogConfig,
+        created_ms: int | None = None,
+        file_suffix: str = "",
+    ) -> LogSegment:
+        """Open (or create) the segment with ``base_offset`` in ``log_dir``. ``file_suffix``
+        (e.g. ``.cleaned``) is appended to the three file names (the cleaner's output)."""
+        return cls(log_dir, base_offset, config, created_ms, file_suffix)
+
+    @property
+    def file_paths(self) -> tuple[Path, Path, Path]:
+        """(``.log``, ``.index``, ``.timeindex``) paths."""
+        return self.log_path, self.index.path, self.time_index.path
 
     # -- properties ------------------------------------------------------------------------
 
@@ -123,22 +201,38 @@ class LogSegment:
 
     @property
     def max_timestamp_ms(self) -> int:
-        """Largest batch max_timestamp in the segment (-1 if empty); scans batch headers once."""
-        if self._max_timestamp_ms is None:
-            largest = -1
-            for _, header in self._iter_headers(0):
-                if header.max_timestamp > largest:
-                    largest = header.max_timestamp
-            self._max_timestamp_ms = largest
+        """Largest batch max_timestamp in the segment (-1 if empty or without timestamps)."""
         return self._max_timestamp_ms
+
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        """Last offset of the first batch whose max_timestamp is ``max_timestamp_ms``."""
+        return self._offset_of_max_timestamp
+
+    @property
+    def first_batch_timestamp_ms(self) -> int:
+        """max_timestamp of the first batch (-1 if empty): Kafka's ``rollingBasedTimestamp``."""
+        if self._first_batch_timestamp_ms is None:
+            if self._size < RECORD_BATCH_OVERHEAD:
+                return -1
+            self._first_batch_timestamp_ms = read_header(_pread(self._fd, RECORD_BATCH_OVERHEAD, 0)).max_timestamp
+        return self._first_batch_timestamp_ms
+
+    def time_waited_for_roll_ms(self, now_ms: int, batch_max_timestamp_ms: int) -> int:
+        """Kafka's ``LogSegment.timeWaitedForRoll``: the incoming batch's timestamp minus the
+        first batch's, or wall-clock age when the segment has no timestamps."""
+        first = self.first_batch_timestamp_ms
+        if first >= 0 and batch_max_timestamp_ms >= 0:
+            return batch_max_timestamp_ms - first
+        return now_ms - self.created_ms
 
     def can_append(self, size_bytes: int, last_offset: int, segment_bytes: int) -> bool:
         """True if a batch of ``size_bytes`` ending at ``last_offset`` belongs in this segment:
-        it fits ``segment_bytes`` (or the segment is empty), the index has room, and the offset
-        fits an int32 relative offset."""
+        it fits ``segment_bytes`` (or the segment is empty), both indexes have room, and the
+        offset fits an int32 relative offset."""
         if self._size and self._size + size_bytes > segment_bytes:
             return False
-        return self.index.can_append(last_offset)
+        return self.index.can_append(last_offset) and not self.time_index.is_full
 
     # -- append ----------------------------------------------------------------------------
 
@@ -147,14 +241,17 @@ class LogSegment:
         records: bytes | bytearray | memoryview,
         first_offset: int,
         last_offset: int,
-        max_timestamp_ms: int = -1,
+        max_timestamp_ms: int | None = None,
         batches: Sequence[tuple[int, BatchHeader]] | None = None,
     ) -> int:
         """Append ``records`` (one or more whole batches whose offsets are already assigned) with
-        one ``write``. Adds an index entry (last offset of the batch, its position) whenever more
-        than ``index_interval_bytes`` were appended since the previous entry.
+        one ``write``. Whenever more than ``index_interval_bytes`` were appended since the
+        previous entry, adds an offset-index entry (last offset of the batch, its position) and
+        a time-index entry (max timestamp so far, offset of its batch) if the max grew (Kafka's
+        ``LogSegment.append``).
 
         Args:
+            max_timestamp_ms: the single batch's max timestamp (read from its header if None).
             batches: (position within ``records``, header) of each batch when ``records`` holds
                 more than one batch; ``None`` means ``records`` is a single batch.
 
@@ -165,23 +262,40 @@ class LogSegment:
         self._size += len(records)
         interval = self.config.index_interval_bytes
         if batches is None:
+            if max_timestamp_ms is None:
+                max_timestamp_ms = read_header(records).max_timestamp
+            self._track_max_timestamp(max_timestamp_ms, last_offset)
             if self._bytes_since_last_index_entry > interval:
                 self._maybe_index(last_offset, position)
             self._bytes_since_last_index_entry += len(records)
         else:
             for rel_pos, header in batches:
+                self._track_max_timestamp(header.max_timestamp, header.last_offset)
                 if self._bytes_since_last_index_entry > interval:
                     self._maybe_index(header.last_offset, position + rel_pos)
                 self._bytes_since_last_index_entry += header.size_bytes
         self._next_offset = last_offset + 1
-        if self._max_timestamp_ms is not None and max_timestamp_ms > self._max_timestamp_ms:
-            self._max_timestamp_ms = max_timestamp_ms
         return position
+
+    def _track_max_timestamp(self, max_timestamp_ms: int, last_offset: int) -> None:
+        if max_timestamp_ms > self._max_timestamp_ms:
+            self._max_timestamp_ms = max_timestamp_ms
+            self._offset_of_max_timestamp = last_offset
 
     def _maybe_index(self, offset: int, position: int) -> None:
         if self.index.can_append(offset):
             self.index.append(offset, position)
+            if not self.time_index.is_full:
+                self.time_index.maybe_append(self._max_timestamp_ms, self._offset_of_max_timestamp)
             self._bytes_since_last_index_entry = 0
+
+    def on_become_inactive(self) -> None:
+        """Called when the segment is rolled (or closed cleanly): write the final time-index
+        entry so the last entry is the segment's max timestamp, and release index handles."""
+        if self._max_timestamp_ms >= 0:
+            self.time_index.maybe_append(self._max_timestamp_ms, self._offset_of_max_timestamp, skip_full_check=True)
+        self.index.close()
+        self.time_index.close()
 
     # -- read ------------------------------------------------------------------------------
 
@@ -220,10 +334,10 @@ class LogSegment:
         if start >= limit or (max_offset is not None and first.base_offset >= max_offset):
             return SegmentRead(b"", -1, -1, start, start)
         want = min(max(max_bytes, 0), limit - start)
-        buf = os.pread(self._fd, want, start) if want >= RECORD_BATCH_OVERHEAD else b""
+        buf = _pread(self._fd, want, start) if want >= RECORD_BATCH_OVERHEAD else b""
         end = 0
         next_offset = -1
-        for p, header in _headers_in(buf, 0):
+        for p, header in headers_in(buf, 0):
             if max_offset is not None and header.base_offset >= max_offset:
                 break
             end = p + header.size_bytes
@@ -231,14 +345,59 @@ class LogSegment:
         if end == 0:
             if not min_one_message or first.size_bytes > limit - start:
                 return SegmentRead(b"", -1, -1, start, start)
-            data = os.pread(self._fd, first.size_bytes, start)
+            data = _pread(self._fd, first.size_bytes, start)
             return SegmentRead(data, first.base_offset, first.next_offset, start, start + len(data))
         data = buf if end == len(buf) else buf[:end]
         return SegmentRead(data, first.base_offset, next_offset, start, start + end)
 
+    def find_offset_by_timestamp(self, timestamp_ms: int, starting_offset: int = 0) -> tuple[int, int] | None:
+        """(offset, timestamp_ms) of the first record at or after ``starting_offset`` whose
+        timestamp is >= ``timestamp_ms``, or None (Kafka's ``LogSegment.findOffsetByTimestamp``).
+
+        Uses the time index to skip every batch known to be older (entries whose timestamp is
+        below the target), the offset index to find the byte position, then walks batch
+        headers (about two ``index.interval.bytes``) and decodes the one batch that holds
+        the answer.
+        """
+        if self._max_timestamp_ms < timestamp_ms:
+            return None
+        entry = self.time_index.lookup_before(timestamp_ms)
+        start = max(self.base_offset if entry is None else entry[1] + 1, starting_offset)
+        _, pos = self.index.lookup(start)
+        chunk = min(_SCAN_CHUNK_BYTES, self.config.index_interval_bytes + 4 * 1024)
+        for p, header in self._iter_headers(pos, chunk):
+            if header.last_offset < starting_offset or header.max_timestamp < timestamp_ms:
+                continue
+            found = self._first_record(p, header, timestamp_ms, starting_offset)
+            if found is not None:
+                return found
+        return None
+
+    def max_timestamp_record(self, starting_offset: int = 0) -> tuple[int, int] | None:
+        """(offset, timestamp_ms) of the first record with the segment's max timestamp, or None
+        if the segment has no timestamps or that record is below ``starting_offset``. Reads one
+        batch (the time index / append path know which)."""
+        if self._max_timestamp_ms < 0 or self._offset_of_max_timestamp < starting_offset:
+            return None
+        found = self.find_batch(self._offset_of_max_timestamp)
+        if found is None:
+            return None
+        p, header = found
+        result = self._first_record(p, header, self._max_timestamp_ms, starting_offset)
+        return result if result is not None and result[1] == self._max_timestamp_ms else None
+
+    def _first_record(
+        self, position: int, header: BatchHeader, timestamp_ms: int, starting_offset: int
+    ) -> tuple[int, int] | None:
+        decoded = decode_batch(_pread(self._fd, header.size_bytes, position), verify_crc=False)
+        for offset, ts in zip(decoded.offsets, decoded.timestamps_ms, strict=True):
+            if offset >= starting_offset and ts >= timestamp_ms:
+                return offset, ts
+        return None
+
     def read_bytes(self, position: int, size: int) -> bytes:
         """Raw bytes [position, position + size) of the ``.log`` file (for sendfile-free paths)."""
-        return os.pread(self._fd, size, position)
+        return _pread(self._fd, size, position)
 
     def iter_batches(self, start_position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of every complete batch from ``start_position`` (no CRC check)."""
@@ -247,101 +406,67 @@ class LogSegment:
     def _iter_headers(
         self, start_position: int, chunk_bytes: int = _SCAN_CHUNK_BYTES
     ) -> Iterator[tuple[int, BatchHeader]]:
-        """Walk batch headers with chunked ``pread`` calls, skipping payloads larger than a chunk.
-        Stops at a partial or malformed batch."""
-        pos = start_position
-        size = self._size
-        while size - pos >= RECORD_BATCH_OVERHEAD:
-            chunk = os.pread(self._fd, min(chunk_bytes, size - pos), pos)
-            off = 0
-            while len(chunk) - off >= RECORD_BATCH_OVERHEAD:
-                header = read_header(chunk, off)
-                total = header.size_bytes
-                if total < _MIN_BATCH_BYTES or pos + off + total > size:
-                    return
-                yield pos + off, header
-                off += total
-            if off == 0:
-                return
-            pos += off
+        return iter_file_headers(self._fd, self._size, start_position, chunk_bytes)
 
     # -- recovery / truncation -------------------------------------------------------------
 
-    def rebuild_index(self) -> None:
-        """Rebuild the offset index from batch headers (no CRC check)."""
+    def _reset_indexes(self) -> None:
         self.index.reset()
+        self.time_index.reset()
         self._bytes_since_last_index_entry = 0
-        interval = self.config.index_interval_bytes
+        self._max_timestamp_ms, self._offset_of_max_timestamp = -1, self.base_offset
+        self._first_batch_timestamp_ms = None
+        self.rebuilt_indexes = True
+
+    def _index_batch(self, position: int, header: BatchHeader) -> None:
+        """Index one batch found by a scan (same rules as ``append``)."""
+        self._track_max_timestamp(header.max_timestamp, header.last_offset)
+        if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
+            self._maybe_index(header.last_offset, position)
+        self._bytes_since_last_index_entry += header.size_bytes
+
+    def _finish_rebuild(self) -> None:
+        if self._max_timestamp_ms >= 0:
+            self.time_index.maybe_append(self._max_timestamp_ms, self._offset_of_max_timestamp, skip_full_check=True)
+
+    def rebuild_index(self) -> None:
+        """Rebuild the offset and time indexes from batch headers (no CRC check)."""
+        self._reset_indexes()
         nxt = self.base_offset
         for p, header in self._iter_headers(0):
-            if self._bytes_since_last_index_entry > interval:
-                self._maybe_index(header.last_offset, p)
-            self._bytes_since_last_index_entry += header.size_bytes
+            self._index_batch(p, header)
             nxt = header.next_offset
         self._next_offset = nxt
+        self._finish_rebuild()
 
     def recover(self) -> int:
-        """Validate every batch from the start (CRC, magic, sizes, counts, increasing offsets),
-        rebuild the index, and truncate the file at the first invalid or partial batch
-        (Kafka's ``LogSegment.recover``).
+        """Validate every batch from the start (CRC, magic, sizes, counts, increasing offsets;
+        ``segment_files.validate_stored_batch``), rebuild both indexes, and truncate the file at
+        the first invalid or partial batch (Kafka's ``LogSegment.recover``).
 
         Returns: the number of bytes truncated.
         """
-        self.index.reset()
-        self._bytes_since_last_index_entry = 0
-        interval = self.config.index_interval_bytes
+        self._reset_indexes()
+
+        def on_batch(position: int, header: BatchHeader) -> bool:
+            if not self.index.can_append(header.last_offset):
+                logger.warning("segment %s: offset %d overflows the index", self.log_path, header.last_offset)
+                return False
+            self._index_batch(position, header)
+            return True
+
+        def on_invalid(position: int, reason: str) -> None:
+            logger.warning("segment %s: invalid batch at %d: %s", self.log_path, position, reason)
+
         size = self._size
-        pos = 0
-        next_offset = self.base_offset
-        max_ts = -1
-        while pos < size:
-            chunk = os.pread(self._fd, min(_RECOVER_CHUNK_BYTES, size - pos), pos)
-            off = 0
-            bad = False
-            while off < len(chunk):
-                if len(chunk) - off < RECORD_BATCH_OVERHEAD:
-                    if pos + len(chunk) < size:
-                        break  # header straddles the chunk: read the next chunk from here
-                    bad = True
-                    break
-                header = read_header(chunk, off)
-                total = header.size_bytes
-                if total < _MIN_BATCH_BYTES or pos + off + total > size:
-                    bad = True
-                    break
-                if off + total > len(chunk):
-                    if off > 0:
-                        break  # re-read with the batch at the start of the chunk
-                    chunk = os.pread(self._fd, total, pos)
-                try:
-                    header = validate_batch(chunk, off)
-                except KafkaError as exc:
-                    logger.warning("segment %s: invalid batch at %d: %s", self.log_path, pos + off, exc)
-                    bad = True
-                    break
-                if header.base_offset < next_offset or not self.index.can_append(header.last_offset):
-                    logger.warning(
-                        "segment %s: batch at %d has offset %d, expected >= %d",
-                        self.log_path, pos + off, header.base_offset, next_offset,
-                    )
-                    bad = True
-                    break
-                if self._bytes_since_last_index_entry > interval:
-                    self._maybe_index(header.last_offset, pos + off)
-                self._bytes_since_last_index_entry += total
-                next_offset = header.next_offset
-                max_ts = max(max_ts, header.max_timestamp)
-                off += total
-            pos += off
-            if bad:
-                break
-        truncated = size - pos
+        valid, next_offset = scan_valid_batches(self._fd, size, self.base_offset, on_batch, on_invalid)
+        truncated = size - valid
         if truncated:
-            logger.warning("segment %s: truncating %d bytes at position %d", self.log_path, truncated, pos)
-            os.ftruncate(self._fd, pos)
-            self._size = pos
+            logger.warning("segment %s: truncating %d bytes at position %d", self.log_path, truncated, valid)
+            os.ftruncate(self._fd, valid)
+            self._size = valid
         self._next_offset = next_offset
-        self._max_timestamp_ms = max_ts
+        self._finish_rebuild()
         return truncated
 
     def truncate_to(self, offset: int) -> int:
@@ -356,6 +481,7 @@ class LogSegment:
         self._size = position
         self.index.truncate_to(offset)
         self.index.truncate_to_position(position)
+        self.time_index.truncate_to(offset)
         # Recount bytes since the last index entry so future entries stay on schedule.
         _, last_pos = self.index.last_entry
         self._bytes_since_last_index_entry = 0
@@ -364,40 +490,46 @@ class LogSegment:
             self._bytes_since_last_index_entry = p + header.size_bytes - last_pos
             nxt = header.next_offset
         self._next_offset = nxt
-        self._max_timestamp_ms = -1 if position == 0 else None
+        self._recompute_max_timestamp_after_truncation()
         return removed
+
+    def _recompute_max_timestamp_after_truncation(self) -> None:
+        ts, off = self.time_index.last_entry
+        self._max_timestamp_ms, self._offset_of_max_timestamp = ts, off
+        self._first_batch_timestamp_ms = None
+        start = self.index.lookup(off + 1)[1] if self.time_index.entries else 0
+        for _, header in self._iter_headers(start):
+            if header.last_offset > off or not self.time_index.entries:
+                self._track_max_timestamp(header.max_timestamp, header.last_offset)
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync the ``.log`` and ``.index`` files."""
+        """fsync the ``.log``, ``.index`` and ``.timeindex`` files."""
         os.fsync(self._fd)
         self.index.flush()
+        self.time_index.flush()
 
     def close(self) -> None:
+        """Close the files, first writing the final time-index entry (a clean close leaves the
+        segment's max timestamp in the time index, so loading needs no scan)."""
         if self._fd >= 0:
+            if self._size:
+                self.on_become_inactive()
             os.close(self._fd)
             self._fd = -1
         self.index.close()
+        self.time_index.close()
 
     def delete(self) -> None:
-        """Close and remove both files."""
-        self.close()
+        """Close (without a final index entry) and remove the three files."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
         self.log_path.unlink(missing_ok=True)
         self.index.delete()
+        self.time_index.delete()
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size_bytes={self._size})"
-
-
-def _headers_in(buf: bytes, pos: int) -> Iterator[tuple[int, BatchHeader]]:
-    """Complete batches inside ``buf`` from ``pos``."""
-    end = len(buf)
-    while end - pos >= RECORD_BATCH_OVERHEAD:
-        header = read_header(buf, pos)
-        total = header.size_bytes
-        if total < _MIN_BATCH_BYTES or pos + total > end:
-            return
-        yield pos, header
-        pos += total
 

@@ -46,6 +46,7 @@ class OffsetIndex:
         self._positions = array("i")
         self._fd = -1  # opened on the first write: read-only (rolled) segments hold no index fd
         self._dirty = False  # written since the last fsync
+        self.was_trimmed = False  # loading dropped invalid entries: the segment rebuilds it
         self._load()
 
     # -- loading ---------------------------------------------------------------------------
@@ -80,6 +81,7 @@ class OffsetIndex:
         self._relative_offsets = rel[:keep]
         self._positions = pos[:keep]
         if keep * INDEX_ENTRY_SIZE != len(raw):
+            self.was_trimmed = True
             logger.warning(
                 "index %s: trimming %d invalid trailing bytes", self.path, len(raw) - keep * INDEX_ENTRY_SIZE
             )
@@ -162,6 +164,7 @@ class OffsetIndex:
     def reset(self) -> None:
         """Remove all entries (before rebuilding the index)."""
         self._truncate_entries(0)
+        self.was_trimmed = False
 
     def _truncate_entries(self, keep: int) -> None:
         if keep >= len(self._positions):

@@ -10,30 +10,28 @@ shutdown everything from the segment containing it onwards is re-validated.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
+import time
 import uuid
 from bisect import bisect_right
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from spark_kafkalite.protocol.errors import (
     InconsistentTopicIdError,
-    InvalidRecordError,
     OffsetOutOfRangeError,
 )
 from spark_kafkalite.protocol.record_batch import (
     RECORD_BATCH_OVERHEAD,
-    BatchHeader,
     assign_offsets,
-    decode_batch,
     read_header,
-    validate_batch,
 )
 
+from . import retention
 from .log_config import LogConfig
-from .log_segment import INDEX_SUFFIX, LOG_SUFFIX, LogSegment
+from .log_loader import load_segments
+from .log_results import FetchDataInfo, LogAppendInfo
+from .log_segment import LogSegment
 from .partition_metadata import (
     PARTITION_METADATA_FILE,
     format_topic_id,
@@ -43,6 +41,9 @@ from .partition_metadata import (
     topic_partition_dir_name,
     write_partition_metadata,
 )
+from .segment_files import check_keys_for_compaction, validated_stored_batches
+from .segment_swap import commit_swap
+from .timestamp_lookup import TimestampLookup
 
 __all__ = [
     "UnifiedLog",
@@ -57,36 +58,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-@dataclass(slots=True)
-class LogAppendInfo:
-    """Outcome of an append (Kafka's ``LogAppendInfo``).
 
-    Attributes:
-        first_offset / last_offset: offsets of the first and last record appended.
-        max_timestamp_ms: largest batch max_timestamp appended.
-        log_append_time_ms: the broker time stamped into LogAppendTime batches, else -1.
-        valid_bytes: bytes appended.
-        records_count: records appended.
-        log_start_offset: the log start offset after the append (ProduceResponse v5+).
-    """
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
 
-    first_offset: int
-    last_offset: int
-    max_timestamp_ms: int
-    log_append_time_ms: int = -1
-    valid_bytes: int = 0
-    records_count: int = 0
-    log_start_offset: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class FetchDataInfo:
-    """Result of ``UnifiedLog.read``: whole RecordBatch v2 bytes (possibly from several segments)
-    and the base offset of the first batch (-1 when ``records`` is empty). The first batch may
-    start before the fetch offset; clients skip records below it."""
-
-    records: bytes
-    first_batch_offset: int = -1
 
 
 class UnifiedLog:
@@ -101,6 +76,8 @@ class UnifiedLog:
         log_start_offset, log_end_offset, high_watermark, recovery_point: offsets (ints).
         segments: the ``LogSegment`` list, ascending base offsets; the last is active.
         recovered_segments: how many segments ``recover()`` scanned while loading.
+        time_ms: the wall clock in ms (injectable for tests; drives ``segment.ms`` rolls,
+            retention and compaction lags).
     """
 
     def __init__(
@@ -113,17 +90,22 @@ class UnifiedLog:
         log_start_offset: int | None = None,
         high_watermark: int | None = None,
         had_clean_shutdown: bool = True,
+        time_ms: Callable[[], int] | None = None,
     ) -> None:
+        self.time_ms: Callable[[], int] = time_ms or _wall_clock_ms
         self.dir = Path(dir)
         parsed = parse_topic_partition_dir(self.dir.name)
         if parsed is None:
             raise ValueError(f"not a partition directory name: {self.dir.name!r}")
         self.topic, self.partition = parsed
-        self.config = config
+        self._config = config
         self.segments: list[LogSegment] = []
         self._base_offsets: list[int] = []
+        self._timestamps = TimestampLookup()
         self.recovered_segments = 0
         self._closed = False
+        self.last_flush_ms = self.time_ms()
+        self.pending_flush_offset: int | None = None
         self.dir.mkdir(parents=True, exist_ok=True)
         self.topic_id = self._load_or_write_topic_id(topic_id)
         self._load_segments(recovery_point, log_start_offset, had_clean_shutdown)
@@ -141,6 +123,7 @@ class UnifiedLog:
         log_start_offset: int | None = None,
         high_watermark: int | None = None,
         had_clean_shutdown: bool = True,
+        time_ms: Callable[[], int] | None = None,
     ) -> UnifiedLog:
         """Load (or create) the log in ``dir``. Without ``had_clean_shutdown`` the segments from
         the one containing ``recovery_point`` onwards are validated batch by batch; the log is
@@ -159,6 +142,7 @@ class UnifiedLog:
             log_start_offset=log_start_offset,
             high_watermark=high_watermark,
             had_clean_shutdown=had_clean_shutdown,
+            time_ms=time_ms,
         )
 
     # -- loading ---------------------------------------------------------------------------
@@ -175,65 +159,30 @@ class UnifiedLog:
         return stored
 
     def _load_segments(self, recovery_point: int, log_start_offset: int | None, clean: bool) -> None:
-        bases: set[int] = set()
-        for entry in os.scandir(self.dir):
-            name = entry.name
-            if name.endswith(".tmp") or name.endswith(".deleted"):
-                os.unlink(entry.path)
-                continue
-            stem, _, suffix = name.partition(".")
-            if len(stem) != 20 or not stem.isdigit():
-                continue
-            if "." + suffix == LOG_SUFFIX:
-                bases.add(int(stem))
-        for entry in os.scandir(self.dir):  # orphan indexes (no .log) go
-            stem, _, suffix = entry.name.partition(".")
-            if "." + suffix == INDEX_SUFFIX and stem.isdigit() and int(stem) not in bases:
-                os.unlink(entry.path)
-        for base in sorted(bases):
-            self._add_segment(LogSegment.open(self.dir, base, self.config))
-
-        if self.segments:
-            if clean:
-                last = self.segments[-1]
-                if last.has_partial_tail:
-                    logger.warning("%s: partial batch after a clean shutdown, recovering", last.log_path)
-                    self._recover_from(len(self.segments) - 1)
-            else:
-                start = max(0, bisect_right(self._base_offsets, recovery_point) - 1)
-                self._recover_from(start)
-        if not self.segments:
-            base = log_start_offset if log_start_offset is not None else 0
-            self._add_segment(LogSegment.open(self.dir, base, self.config))
-
-        self.log_end_offset = self.segments[-1].next_offset
-        first_base = self.segments[0].base_offset
-        lso = first_base if log_start_offset is None else max(first_base, log_start_offset)
-        self.log_start_offset = min(lso, self.log_end_offset)
-        self.recovery_point = self.log_end_offset if clean or self.recovered_segments else min(
-            recovery_point, self.log_end_offset
+        loaded = load_segments(
+            self.dir,
+            self.config,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            clean=clean,
+            now_ms=self.time_ms(),
         )
+        for seg in loaded.segments:
+            self._add_segment(seg)
+        self.recovered_segments = loaded.recovered_segments
+        self.log_start_offset = loaded.log_start_offset
+        self.log_end_offset = loaded.log_end_offset
+        self.recovery_point = loaded.recovery_point
         logger.info(
             "loaded log %s: %d segment(s), log_start_offset=%d log_end_offset=%d (%s)",
             self.dir.name, len(self.segments), self.log_start_offset, self.log_end_offset,
             "clean" if clean else f"recovered {self.recovered_segments} segment(s)",
         )
 
-    def _recover_from(self, start: int) -> None:
-        i = start
-        while i < len(self.segments):
-            seg = self.segments[i]
-            truncated = seg.recover()
-            self.recovered_segments += 1
-            if truncated:
-                logger.warning("%s: recovery truncated %d bytes", seg.log_path, truncated)
-                self._delete_segments_from(i + 1)
-                break
-            i += 1
-
     def _add_segment(self, seg: LogSegment) -> None:
         self.segments.append(seg)
         self._base_offsets.append(seg.base_offset)
+        self._timestamps.invalidate()
 
     def _delete_segments_from(self, i: int) -> None:
         for seg in self.segments[i:]:
@@ -241,8 +190,21 @@ class UnifiedLog:
             seg.delete()
         del self.segments[i:]
         del self._base_offsets[i:]
+        self._timestamps.invalidate()
 
     # -- properties ------------------------------------------------------------------------
+
+    @property
+    def config(self) -> LogConfig:
+        """The log's ``LogConfig``; assigning a new one (a topic config change) applies it to
+        every segment (index interval) and to future rolls, retention and cleaning."""
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        self._config = config
+        for seg in self.segments:
+            seg.config = config
 
     @property
     def active_segment(self) -> LogSegment:
@@ -277,10 +239,12 @@ class UnifiedLog:
         ``LogValidator``). Rolls a new segment first when the batch would overflow the active one.
         """
         header = read_header(batch)
+        if self._config.compact:
+            check_keys_for_compaction(batch, self.dir.name)
         first = self.log_end_offset
         last = first + header.last_offset_delta
         assign_offsets(batch, first, leader_epoch)
-        seg = self._maybe_roll(len(batch), first, last)
+        seg = self._maybe_roll(len(batch), first, last, header.max_timestamp)
         seg.append(batch, first, last, header.max_timestamp)
         self.log_end_offset = last + 1
         self._maybe_flush()
@@ -305,23 +269,7 @@ class UnifiedLog:
             CorruptRecordError / InvalidRecordError: an invalid batch (nothing is appended).
             InvalidRecordError: offsets below log_end_offset or out of order.
         """
-        batches: list[tuple[int, BatchHeader]] = []
-        total = len(records)
-        pos = 0
-        next_offset = self.log_end_offset
-        while total - pos >= RECORD_BATCH_OVERHEAD:
-            size = read_header(records, pos).size_bytes
-            if size < RECORD_BATCH_OVERHEAD or pos + size > total:
-                break
-            header = validate_batch(records, pos)
-            if header.base_offset < next_offset:
-                raise InvalidRecordError(
-                    f"{self.dir.name}: follower append at offset {header.base_offset} "
-                    f"but expected >= {next_offset}"
-                )
-            next_offset = header.next_offset
-            batches.append((pos, header))
-            pos += size
+        batches, pos = validated_stored_batches(records, self.log_end_offset, self.dir.name)
         if not batches:
             return None
         view = memoryview(records)
@@ -329,7 +277,7 @@ class UnifiedLog:
         i = 0
         while i < len(batches):
             p0, h0 = batches[i]
-            seg = self._maybe_roll(h0.size_bytes, h0.base_offset, h0.last_offset)
+            seg = self._maybe_roll(h0.size_bytes, h0.base_offset, h0.last_offset, h0.max_timestamp)
             run = h0.size_bytes
             j = i + 1
             while j < len(batches):
@@ -358,16 +306,29 @@ class UnifiedLog:
             log_start_offset=self.log_start_offset,
         )
 
-    def _maybe_roll(self, size_bytes: int, first_offset: int, last_offset: int) -> LogSegment:
+    def _maybe_roll(
+        self, size_bytes: int, first_offset: int, last_offset: int, max_timestamp_ms: int = -1
+    ) -> LogSegment:
+        """The segment to append to, rolling first when the batch would overflow
+        ``segment.bytes`` or an index, or the active segment is older than ``segment.ms`` by
+        the batches' timestamps (Kafka's ``LogSegment.shouldRoll``)."""
         seg = self.segments[-1]
-        if seg.can_append(size_bytes, last_offset, self.config.segment_bytes) and first_offset >= seg.base_offset:
+        if (
+            seg.can_append(size_bytes, last_offset, self.config.segment_bytes)
+            and first_offset >= seg.base_offset
+            and not (
+                seg.size_bytes
+                and seg.time_waited_for_roll_ms(self.time_ms(), max_timestamp_ms) > self.config.segment_ms
+            )
+        ):
             return seg
         return self.roll(first_offset)
 
     def roll(self, new_base_offset: int | None = None) -> LogSegment:
         """Start a new active segment at ``new_base_offset`` (default log_end_offset). An empty
-        active segment is replaced rather than kept. No fsync here (Kafka flushes rolled
-        segments asynchronously; we rely on the OS page cache and the recovery scan)."""
+        active segment is replaced rather than kept. No fsync here: as Kafka does after a roll,
+        ``pending_flush_offset`` asks the log manager's background flush to fsync the rolled
+        segments and advance the recovery point to the new base offset."""
         base = self.log_end_offset if new_base_offset is None else new_base_offset
         active = self.segments[-1]
         if active.size_bytes == 0:
@@ -375,9 +336,11 @@ class UnifiedLog:
                 return active
             self._delete_segments_from(len(self.segments) - 1)
         else:
-            active.index.close()  # rolled segments are read-only: release the index handle
-        seg = LogSegment.open(self.dir, base, self.config)
+            active.on_become_inactive()  # final time-index entry; release the index handles
+        seg = LogSegment.open(self.dir, base, self.config, self.time_ms())
         self._add_segment(seg)
+        if base > self.recovery_point:
+            self.pending_flush_offset = max(self.pending_flush_offset or 0, base)
         logger.debug("%s: rolled new segment at offset %d", self.dir.name, base)
         return seg
 
@@ -440,46 +403,116 @@ class UnifiedLog:
     def fetch_offset_by_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp_ms) of the first record at or after log_start_offset whose
         timestamp is >= ``timestamp_ms``, or None (Kafka's ``fetchOffsetByTimestamp`` for a
-        non-negative target). Skips segments and batches by max_timestamp and decodes only the
-        batch that straddles the target."""
-        for i, seg in enumerate(self.segments):
-            if i + 1 < len(self.segments) and self._base_offsets[i + 1] <= self.log_start_offset:
-                continue
-            if seg.max_timestamp_ms < timestamp_ms:
-                continue
-            for pos, header in seg.iter_batches():
-                if header.last_offset < self.log_start_offset or header.max_timestamp < timestamp_ms:
-                    continue
-                found = self._first_record_at_or_after(seg, pos, header, lambda ts: ts >= timestamp_ms)
-                if found is not None:
-                    return found
-        return None
+        non-negative target). Binary search over segments by their (running) max timestamp,
+        then the segment's time and offset indexes: see :mod:`broker.log.timestamp_lookup`."""
+        return self._timestamps.fetch_offset_by_timestamp(
+            self.segments, self._base_offsets, self.log_start_offset, timestamp_ms
+        )
 
     def latest_timestamp(self) -> tuple[int, int] | None:
         """(offset, timestamp_ms) of the first record with the largest timestamp (ListOffsets
-        MAX_TIMESTAMP, KIP-734), or None for an empty log."""
-        best: tuple[int, LogSegment, int, BatchHeader] | None = None
-        for seg in self.segments:
-            if best is not None and seg.max_timestamp_ms <= best[0]:
-                continue
-            for pos, header in seg.iter_batches():
-                if header.last_offset < self.log_start_offset:
-                    continue
-                if best is None or header.max_timestamp > best[0]:
-                    best = (header.max_timestamp, seg, pos, header)
-        if best is None:
-            return None
-        max_ts, seg, pos, header = best
-        return self._first_record_at_or_after(seg, pos, header, lambda ts: ts >= max_ts)
+        MAX_TIMESTAMP, KIP-734), or None for a log without timestamps."""
+        return self._timestamps.latest_timestamp(self.segments, self._base_offsets, self.log_start_offset)
 
-    def _first_record_at_or_after(
-        self, seg: LogSegment, pos: int, header: BatchHeader, pred: Callable[[int], bool]
-    ) -> tuple[int, int] | None:
-        decoded = decode_batch(seg.read_bytes(pos, header.size_bytes))
-        for offset, ts in zip(decoded.offsets, decoded.timestamps_ms, strict=True):
-            if offset >= self.log_start_offset and pred(ts):
-                return offset, ts
-        return None
+    # -- log start offset, retention -------------------------------------------------------
+
+    def maybe_increment_log_start_offset(self, new_offset: int) -> bool:
+        """Raise ``log_start_offset`` to ``new_offset`` (Kafka's
+        ``UnifiedLog.maybeIncrementLogStartOffset``); returns True if it moved. Whole segments
+        below it are deleted by the next :meth:`delete_old_segments`.
+
+        Raises:
+            OffsetOutOfRangeError: ``new_offset`` is above the high watermark.
+        """
+        if new_offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"{self.dir.name}: cannot move the log start offset to {new_offset}, "
+                f"above the high watermark {self.high_watermark}"
+            )
+        if new_offset <= self.log_start_offset:
+            return False
+        logger.info("%s: log start offset %d -> %d", self.dir.name, self.log_start_offset, new_offset)
+        self.log_start_offset = new_offset
+        return True
+
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: make ``offset`` the log start offset (never moving it back) and delete
+        the segments wholly below it. Returns the new log start offset (the low watermark).
+
+        Raises:
+            OffsetOutOfRangeError: ``offset`` is above the high watermark or negative.
+        """
+        if offset < 0:
+            raise OffsetOutOfRangeError(f"{self.dir.name}: cannot delete records before offset {offset}")
+        self.maybe_increment_log_start_offset(offset)
+        self.delete_leading_segments(retention.log_start_offset_breached(self), "log start offset breach")
+        return self.log_start_offset
+
+    def delete_old_segments(self) -> int:
+        """Kafka's ``UnifiedLog.deleteOldSegments``: delete the leading segments that are below
+        the log start offset, then (with ``cleanup.policy`` ``delete``) those beyond
+        ``retention.bytes`` and those older than ``retention.ms`` (by ``time_ms``). Returns the
+        number of segments deleted."""
+        deleted = self.delete_leading_segments(retention.log_start_offset_breached(self), "log start offset breach")
+        if self.config.delete:
+            deleted += self.delete_leading_segments(retention.retention_size_breached(self), "retention size breach")
+            deleted += self.delete_leading_segments(
+                retention.retention_ms_breached(self, self.time_ms()), "retention time breach"
+            )
+        return deleted
+
+    def delete_leading_segments(self, count: int, reason: str) -> int:
+        """Delete the first ``count`` segments (rolling a new active segment first when all go)
+        and advance ``log_start_offset`` to the new first segment's base offset."""
+        if count <= 0:
+            return 0
+        if count >= len(self.segments):
+            count = len(self.segments)
+            self.roll()
+        doomed = self.segments[:count]
+        del self.segments[:count]
+        del self._base_offsets[:count]
+        self._timestamps.invalidate()
+        for seg in doomed:
+            logger.info("%s: deleting segment %d (%s)", self.dir.name, seg.base_offset, reason)
+            seg.delete()
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self.recovery_point = max(self.recovery_point, self.log_start_offset)
+        self.update_high_watermark(self.high_watermark)
+        return count
+
+    # -- compaction swap -------------------------------------------------------------------
+
+    def replace_segments(self, old: Sequence[LogSegment], cleaned: LogSegment) -> LogSegment:
+        """Swap the closed cleaner output ``cleaned`` (files ``<base>.*.cleaned``, base offset
+        = ``old[0].base_offset``) in for the consecutive inactive segments ``old`` (Kafka's
+        ``LocalLog.replaceSegments``): rename its files to ``.swap`` (the commit point: a
+        restart completes the swap, see :mod:`broker.log.log_loader`), delete the old
+        segments, drop the ``.swap`` suffix, and open the result. Runs on the loop thread, so
+        readers never see a partial state.
+
+        Raises:
+            ValueError: ``old`` is no longer a run of inactive segments of this log (the caller
+                discards ``cleaned``).
+        """
+        if not old or self._closed:
+            raise ValueError(f"{self.dir.name}: nothing to replace")
+        try:
+            i = next(n for n, seg in enumerate(self.segments) if seg is old[0])
+        except StopIteration:
+            raise ValueError(f"{self.dir.name}: segment {old[0].base_offset} is gone") from None
+        j = i + len(old)
+        if j >= len(self.segments) or any(a is not b for a, b in zip(self.segments[i:j], old, strict=True)):
+            raise ValueError(f"{self.dir.name}: segments {[s.base_offset for s in old]} changed")
+        if cleaned.base_offset != old[0].base_offset:
+            raise ValueError(f"{self.dir.name}: cleaned segment base {cleaned.base_offset} != {old[0].base_offset}")
+        commit_swap(self.dir, old, cleaned)
+        new = LogSegment.open(self.dir, cleaned.base_offset, self._config, self.time_ms())
+        new.on_become_inactive()
+        self.segments[i:j] = [new]
+        self._base_offsets[i:j] = [new.base_offset]
+        self._timestamps.invalidate()
+        return new
 
     # -- truncation ------------------------------------------------------------------------
 
@@ -505,7 +538,7 @@ class UnifiedLog:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete all data and restart the log empty at ``offset`` (all offsets become ``offset``)."""
         self._delete_segments_from(0)
-        self._add_segment(LogSegment.open(self.dir, offset, self.config))
+        self._add_segment(LogSegment.open(self.dir, offset, self.config, self.time_ms()))
         self.log_start_offset = self.log_end_offset = self.recovery_point = offset
         self.high_watermark = offset
 
@@ -518,6 +551,34 @@ class UnifiedLog:
         for seg in self.segments[start:]:
             seg.flush()
         self.recovery_point = self.log_end_offset
+        self.last_flush_ms = self.time_ms()
+        self.pending_flush_offset = None
+
+    def flush_target(self) -> int | None:
+        """The offset a background flush should make durable now, or None: the log end offset
+        when ``flush.ms`` has passed since the last flush (Kafka's ``flushDirtyLogs``), else the
+        base offset of the last rolled segment (Kafka's flush after ``roll``)."""
+        if self.log_end_offset <= self.recovery_point:
+            self.pending_flush_offset = None
+            return None
+        flush_ms = self.config.flush_ms
+        if flush_ms is not None and self.time_ms() - self.last_flush_ms >= flush_ms:
+            return self.log_end_offset
+        return self.pending_flush_offset
+
+    def segments_to_flush(self, up_to: int) -> list[LogSegment]:
+        """Segments holding offsets in [recovery_point, up_to)."""
+        start = max(0, bisect_right(self._base_offsets, self.recovery_point) - 1)
+        return [seg for seg in self.segments[start:] if seg.base_offset < up_to]
+
+    def mark_flushed(self, up_to: int) -> None:
+        """Record that everything below ``up_to`` was fsynced (by a background flush of
+        ``segments_to_flush(up_to)``): the recovery point advances to it."""
+        if up_to > self.recovery_point:
+            self.recovery_point = min(up_to, self.log_end_offset)
+        if self.pending_flush_offset is not None and self.pending_flush_offset <= up_to:
+            self.pending_flush_offset = None
+        self.last_flush_ms = self.time_ms()
 
     def close(self) -> None:
         """Close all files (no flush; call ``flush`` first for durability)."""

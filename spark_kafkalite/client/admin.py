@@ -1,16 +1,30 @@
 """``KafkaAdminClient``: topic management and cluster inspection (a small Java ``Admin``).
 
-CreateTopics / DeleteTopics go to the controller named in the metadata (retrying on
-NOT_CONTROLLER); list/describe use MetadataRequests; ``list_offsets`` uses ListOffsets grouped by
-leader. Blocking calls on the caller's thread; not thread-safe.
+CreateTopics / DeleteTopics / CreatePartitions go to the controller named in the metadata
+(retrying on NOT_CONTROLLER); list/describe use MetadataRequests; ``list_offsets`` uses
+ListOffsets grouped by leader; DescribeConfigs goes to the least loaded broker (to the broker
+itself for BROKER resources), (Incremental)AlterConfigs to the least loaded broker (Kafka's
+brokers forward them to the controller). Blocking calls on the caller's thread; not thread-safe.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, overload
 
+from spark_kafkalite.client.admin_configs import (
+    RESOURCE_BROKER,
+    ConfigEntry,
+    ConfigResource,
+    alter_configs_builder,
+    as_resource,
+    create_partitions_builder,
+    describe_configs_builder,
+    incremental_alter_configs_builder,
+    parse_alter_configs,
+    parse_describe_configs,
+)
 from spark_kafkalite.client.config import parse_config
 from spark_kafkalite.client.consumer.offset_fetcher import OffsetFetcher
 from spark_kafkalite.client.errors import IllegalStateError
@@ -27,7 +41,7 @@ from spark_kafkalite.protocol.errors import (
     error_for_code,
 )
 
-__all__ = ["KafkaAdminClient"]
+__all__ = ["KafkaAdminClient", "ConfigResource", "ConfigEntry"]
 
 log = logging.getLogger(__name__)
 
@@ -229,6 +243,168 @@ class KafkaAdminClient:
             "controller_id": cluster.controller_id,
             "brokers": sorted((node_id, host, port) for node_id, (host, port) in cluster.nodes.items()),
         }
+
+    # -------------------------------------------------------------- configs and partitions
+
+    def _send_any(self, builder: RequestBuilder, node_id: int | None, timeout_ms: float | None) -> Any:
+        """Send to ``node_id`` (or the least loaded node), retrying connection errors and
+        timeouts until ``timeout_ms`` (default ``default.api.timeout.ms``) runs out."""
+        self._ensure_open()
+        deadline = now_ms() + (self._default_timeout_ms if timeout_ms is None else timeout_ms)
+        last_error: BaseException | None = None
+        while True:
+            if node_id is not None:
+                self._describe([], max(1.0, deadline - now_ms()))  # learn the node's address
+            node = node_id if node_id is not None else self._client.least_loaded_node()
+            if node is not None:
+                future = self._client.send(node, builder)
+                try:
+                    return self._client.wait_for(future, max(1.0, deadline - now_ms()))
+                except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                    last_error = exc
+            if now_ms() >= deadline:
+                raise KafkaTimeoutError(f"{ApiKey(builder.api_key).name} did not complete: {last_error}")
+            self._client.poll(min(self._retry_backoff_ms, max(0.0, deadline - now_ms())))
+
+    @overload
+    def describe_configs(  # type: ignore[overload-overlap]  # a str is one topic, not an iterable
+        self, resources: str | ConfigResource, keys: Iterable[str] | None = None,
+        include_synonyms: bool = False, timeout_ms: float | None = None,
+    ) -> dict[str, ConfigEntry]: ...
+
+    @overload
+    def describe_configs(
+        self, resources: Iterable[str | ConfigResource], keys: Iterable[str] | None = None,
+        include_synonyms: bool = False, timeout_ms: float | None = None,
+    ) -> dict[ConfigResource, dict[str, ConfigEntry]]: ...
+
+    def describe_configs(
+        self,
+        resources: str | ConfigResource | Iterable[str | ConfigResource],
+        keys: Iterable[str] | None = None,
+        include_synonyms: bool = False,
+        timeout_ms: float | None = None,
+    ) -> dict[str, ConfigEntry] | dict[ConfigResource, dict[str, ConfigEntry]]:
+        """Configs with their values and sources (DescribeConfigs, Java ``Admin.describeConfigs``).
+
+        ``resources``: a topic name or one :class:`ConfigResource` -> ``{name: ConfigEntry}``;
+        an iterable of them -> ``{ConfigResource: {name: ConfigEntry}}``. ``keys`` limits the
+        configs returned (unknown ones are skipped); ``include_synonyms`` fills
+        ``ConfigEntry.synonyms`` (e.g. ``retention.ms`` <- ``log.retention.hours``).
+
+        Example: ``admin.describe_configs("orders")["retention.ms"].value`` -> ``"604800000"``.
+
+        Raises:
+            UnknownTopicOrPartitionError: a topic does not exist (the first error is raised).
+            InvalidRequestError: an unsupported resource. KafkaTimeoutError: no answer in time.
+        """
+        single = isinstance(resources, (str, ConfigResource))
+        items = [as_resource(resources)] if single else [as_resource(r) for r in resources]  # type: ignore[arg-type]
+        key_list = None if keys is None else list(keys)
+        groups: dict[int | None, list[ConfigResource]] = {}
+        for r in items:
+            node = int(r.name) if r.resource_type == RESOURCE_BROKER and r.name.isdigit() else None
+            groups.setdefault(node, []).append(r)
+        found: dict[ConfigResource, tuple[int, str | None, dict[str, ConfigEntry]]] = {}
+        for node, group in groups.items():
+            response = self._send_any(describe_configs_builder(group, key_list, include_synonyms), node, timeout_ms)
+            found.update(parse_describe_configs(response))
+        out: dict[ConfigResource, dict[str, ConfigEntry]] = {}
+        for r in items:
+            code, message, entries = found.get(r, (int(ErrorCode.unknown_server_error), "no result", {}))
+            if code != ErrorCode.none:
+                raise error_for_code(code, f"{r.name}: {message}" if message else r.name)
+            out[r] = entries
+        return out[items[0]] if single else out
+
+    def incremental_alter_configs(
+        self,
+        changes: Mapping[str | ConfigResource, Mapping[str, Any]],
+        validate_only: bool = False,
+        timeout_ms: float | None = None,
+    ) -> None:
+        """Change some configs, keeping the others (IncrementalAlterConfigs, KIP-339).
+
+        ``changes``: ``{topic or ConfigResource: {key: change}}`` where a change is a value
+        (SET), None (DELETE: back to the default), or ``(op, value)`` with op ``"SET"``,
+        ``"DELETE"``, ``"APPEND"`` or ``"SUBTRACT"`` (APPEND / SUBTRACT for list configs such as
+        ``cleanup.policy``). Example: ``{"orders": {"retention.ms": "60000", "segment.ms": None}}``.
+
+        Raises:
+            InvalidConfigError: an unknown key or a bad value (message names the key).
+            UnknownTopicOrPartitionError, InvalidRequestError (e.g. BROKER resources, which are
+            read-only here), KafkaTimeoutError. The first error is raised; resources are
+            applied independently.
+        """
+        resolved = {as_resource(r): dict(entries) for r, entries in changes.items()}
+        if not resolved:
+            return
+        response = self._send_any(incremental_alter_configs_builder(resolved, validate_only), None, timeout_ms)
+        self._raise_first_resource(parse_alter_configs(response), list(resolved))
+
+    def alter_configs(
+        self,
+        configs: Mapping[str | ConfigResource, Mapping[str, str]],
+        validate_only: bool = False,
+        timeout_ms: float | None = None,
+    ) -> None:
+        """Replace each resource's whole override set (legacy AlterConfigs): keys left out
+        return to their defaults. Prefer :meth:`incremental_alter_configs`.
+
+        Raises:
+            Same as :meth:`incremental_alter_configs`.
+        """
+        resolved = {as_resource(r): dict(entries) for r, entries in configs.items()}
+        if not resolved:
+            return
+        response = self._send_any(alter_configs_builder(resolved, validate_only), None, timeout_ms)
+        self._raise_first_resource(parse_alter_configs(response), list(resolved))
+
+    @staticmethod
+    def _raise_first_resource(
+        results: Mapping[ConfigResource, tuple[int, str | None]], resources: list[ConfigResource]
+    ) -> None:
+        for r in resources:
+            code, message = results.get(r, (int(ErrorCode.unknown_server_error), "no result for resource"))
+            if code != ErrorCode.none:
+                raise error_for_code(code, f"{r.name}: {message}" if message else r.name)
+
+    def create_partitions(
+        self, new_totals: Mapping[str, int], timeout_ms: int = 30000, validate_only: bool = False
+    ) -> None:
+        """Grow topics to a new total number of partitions (CreatePartitions, Java
+        ``Admin.createPartitions``), e.g. ``{"orders": 6}``; returns once the metadata shows
+        the new partitions with leaders (bounded by ``timeout_ms``).
+
+        Raises:
+            InvalidPartitionsError: the total is not above the current count.
+            UnknownTopicOrPartitionError, KafkaTimeoutError (the first error is raised).
+        """
+        self._ensure_open()
+        totals = {str(t): int(n) for t, n in new_totals.items()}
+        if not totals:
+            return
+        results = self._call_controller(
+            create_partitions_builder(totals, timeout_ms, validate_only),
+            lambda r: {str(t.name): (int(t.error_code), t.error_message) for t in r.results},
+            timeout_ms,
+        )
+        self._raise_first(results, list(totals))
+        if validate_only:
+            return
+        deadline = now_ms() + timeout_ms
+        while True:
+            cluster = self._describe(list(totals), max(1.0, deadline - now_ms()))
+            if all(
+                len(cluster.partitions.get(t, {})) >= n
+                and all(pm.leader >= 0 for pm in cluster.partitions[t].values())
+                for t, n in totals.items()
+            ):
+                return
+            if now_ms() >= deadline:
+                log.warning("new partitions of %s not in metadata after %s ms", list(totals), timeout_ms)
+                return
+            self._client.poll(self._retry_backoff_ms)
 
     # -------------------------------------------------------------- offsets
 

@@ -63,7 +63,9 @@ def kafka_arrow_schema(include_headers: bool = False) -> pa.Schema:
     return to_arrow_schema(kafka_schema(include_headers), timezone="UTC")
 
 
-def _headers_array(headers: Sequence[Sequence[tuple[str, bytes | None]]], arrow_type: pa.DataType) -> pa.Array:
+def _headers_array(
+    headers: Sequence[Sequence[tuple[str, bytes | None]]], arrow_type: pa.DataType
+) -> pa.Array:
     values = [[{"key": k, "value": v} for k, v in hs] if hs else None for hs in headers]
     return pa.array(values, type=arrow_type)
 

@@ -79,9 +79,13 @@ class KafkaLiteBatchReader(DataSourceReader):
                 )
             ranges.append(OffsetRange(tp.topic, tp.partition, from_offset, until_offset))
         planned = split_ranges(
-            ranges, min_partitions=opts.min_partitions, max_records_per_partition=opts.max_records_per_partition
+            ranges,
+            min_partitions=opts.min_partitions,
+            max_records_per_partition=opts.max_records_per_partition,
         )
-        log.info("kafkalite batch read: %d input partitions from %d topic-partitions", len(planned), len(ranges))
+        log.info(
+            "kafkalite batch read: %d input partitions from %d topic-partitions", len(planned), len(ranges)
+        )
         return [KafkaInputPartition(r) for r in planned]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

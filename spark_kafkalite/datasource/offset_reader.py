@@ -24,7 +24,7 @@ from spark_kafkalite.datasource.options import (
     SubscribePatternStrategy,
     SubscribeStrategy,
 )
-from spark_kafkalite.protocol.errors import KafkaError
+from spark_kafkalite.protocol.errors import KafkaError, UnknownTopicOrPartitionError
 
 __all__ = ["KafkaOffsetReader", "INTERNAL_TOPICS"]
 
@@ -92,7 +92,12 @@ class KafkaOffsetReader:
                 return body(self._get_consumer())
             except KafkaError as exc:
                 attempt += 1
-                if not exc.retriable or attempt > self.num_retries:
+                # A missing topic/partition is an answer (the client already refreshed metadata).
+                if (
+                    not exc.retriable
+                    or isinstance(exc, UnknownTopicOrPartitionError)
+                    or attempt > self.num_retries
+                ):
                     raise
                 log.warning("attempt %d getting Kafka offsets failed (%s); retrying", attempt, exc)
                 self.close()
@@ -164,10 +169,26 @@ class KafkaOffsetReader:
     # -- offsets -----------------------------------------------------------------------------
     def earliest_offsets(self, partitions: Iterable[TopicPartition]) -> PartitionOffsetMap:
         """Log start offsets of ``partitions`` (missing from the result when a partition is gone)."""
+        return self._list_offsets(partitions, lambda c, tps: c.beginning_offsets(tps))
+
+    def _list_offsets(
+        self, partitions: Iterable[TopicPartition], query: Callable[[Any, list[TopicPartition]], Any]
+    ) -> PartitionOffsetMap:
+        """``query`` for all partitions at once; when one is gone (UNKNOWN_TOPIC_OR_PARTITION),
+        again one by one, leaving the missing ones out."""
         tps = list(partitions)
         if not tps:
             return {}
-        return dict(self._with_retries(lambda c: c.beginning_offsets(tps)))
+        try:
+            return dict(self._with_retries(lambda c: query(c, tps)))
+        except UnknownTopicOrPartitionError:
+            result: PartitionOffsetMap = {}
+            for tp in tps:
+                try:
+                    result.update(self._with_retries(lambda c, one=tp: query(c, [one])))
+                except UnknownTopicOrPartitionError:
+                    log.info("partition %s-%d is gone", tp.topic, tp.partition)
+            return result
 
     def latest_offsets(
         self, partitions: Iterable[TopicPartition], known: Mapping[TopicPartition, int] | None = None
@@ -182,11 +203,13 @@ class KafkaOffsetReader:
             return {}
         attempt = 0
         while True:
-            latest = dict(self._with_retries(lambda c: c.end_offsets(tps)))
+            latest = self._list_offsets(tps, lambda c, some: c.end_offsets(some))
             if not known:
                 return latest
             incorrect = [
-                (tp, known[tp], off) for tp, off in latest.items() if known.get(tp, -1) >= 0 and off < known[tp]
+                (tp, known[tp], off)
+                for tp, off in latest.items()
+                if known.get(tp, -1) >= 0 and off < known[tp]
             ]
             attempt += 1
             if not incorrect or attempt > self.num_retries:
@@ -252,7 +275,9 @@ class KafkaOffsetReader:
         if limit.kind == "global_timestamp":
             assert limit.timestamp is not None
             return self.offsets_for_timestamps(
-                dict.fromkeys(partitions, limit.timestamp), is_starting=is_starting, no_match_latest=limit.no_match_latest
+                dict.fromkeys(partitions, limit.timestamp),
+                is_starting=is_starting,
+                no_match_latest=limit.no_match_latest,
             )
         if limit.kind == "timestamp":
             if set(limit.timestamps) != partitions:

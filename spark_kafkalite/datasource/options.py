@@ -153,7 +153,7 @@ def _lower(options: Mapping[str, str]) -> dict[str, str]:
 
 def client_params(options: Mapping[str, str]) -> dict[str, str]:
     """The ``kafka.*`` options with the prefix stripped (keys lower-cased, as Kafka's are)."""
-    return {k[len("kafka."):]: v for k, v in _lower(options).items() if k.startswith("kafka.")}
+    return {k[len("kafka.") :]: v for k, v in _lower(options).items() if k.startswith("kafka.")}
 
 
 def _parse_bool(params: Mapping[str, str], key: str, name: str, default: bool) -> bool:
@@ -239,7 +239,7 @@ def _parse_strategy(params: Mapping[str, str]) -> Strategy:
 
 
 def _validate_kafka_params(params: Mapping[str, str], *, sink: bool) -> dict[str, str]:
-    kafka = {k[len("kafka."):]: v for k, v in params.items() if k.startswith("kafka.")}
+    kafka = {k[len("kafka.") :]: v for k, v in params.items() if k.startswith("kafka.")}
     if sink:
         if "key.serializer" in kafka:
             raise KafkaLiteOptionError(
@@ -399,13 +399,17 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     params = _lower(options)
     if streaming:
         if "endingoffsets" in params:
-            raise KafkaLiteOptionError("ending offset not valid in streaming queries (option 'endingOffsets')")
+            raise KafkaLiteOptionError(
+                "ending offset not valid in streaming queries (option 'endingOffsets')"
+            )
         if "endingoffsetsbytimestamp" in params:
             raise KafkaLiteOptionError(
                 "ending timestamp not valid in streaming queries (option 'endingOffsetsByTimestamp')"
             )
         if "endingtimestamp" in params:
-            raise KafkaLiteOptionError("ending timestamp not valid in streaming queries (option 'endingTimestamp')")
+            raise KafkaLiteOptionError(
+                "ending timestamp not valid in streaming queries (option 'endingTimestamp')"
+            )
         starting = _starting(params, OffsetRangeLimit("latest"))
         ending = None
     else:
@@ -438,7 +442,9 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     min_partitions = _parse_positive(params, "minpartitions", "minPartitions")
     max_records = _parse_positive(params, "maxrecordsperpartition", "maxRecordsPerPartition")
     kafka = _validate_kafka_params(params, sink=False)
-    max_offsets = _parse_positive(params, "maxoffsetspertrigger", "maxOffsetsPerTrigger") if streaming else None
+    max_offsets = (
+        _parse_positive(params, "maxoffsetspertrigger", "maxOffsetsPerTrigger") if streaming else None
+    )
     if streaming:
         min_offsets = _parse_positive(params, "minoffsetspertrigger", "minOffsetsPerTrigger")
         if min_offsets is not None and max_offsets is not None and min_offsets > max_offsets:
@@ -461,7 +467,9 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         max_records_per_partition=max_records,
         poll_timeout_ms=_parse_positive(params, "kafkaconsumer.polltimeoutms", "kafkaConsumer.pollTimeoutMs")
         or DEFAULT_POLL_TIMEOUT_MS,
-        fetch_offset_num_retries=_parse_non_negative(params, "fetchoffset.numretries", "fetchOffset.numRetries", 3),
+        fetch_offset_num_retries=_parse_non_negative(
+            params, "fetchoffset.numretries", "fetchOffset.numRetries", 3
+        ),
         fetch_offset_retry_interval_ms=_parse_non_negative(
             params, "fetchoffset.retryintervalms", "fetchOffset.retryIntervalMs", 1000
         ),

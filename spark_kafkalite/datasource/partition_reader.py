@@ -77,29 +77,50 @@ class ReadConfig:
 
 
 class _ConsumerPool:
-    """Idle consumers per configuration, reused by later tasks in the same Python worker."""
+    """Idle consumers per configuration, reused by later tasks in the same Python worker
+    (Spark's consumer cache, simplified). Consumers idle longer than ``idle_timeout_s`` are
+    closed (Spark: ``spark.kafka.consumer.cache.timeout``, 5 minutes)."""
 
-    def __init__(self) -> None:
+    def __init__(self, idle_timeout_s: float = 300.0) -> None:
         self._lock = threading.Lock()
-        self._idle: dict[tuple[tuple[str, str], ...], list[Any]] = {}
+        self._idle: dict[tuple[tuple[str, str], ...], list[tuple[float, Any]]] = {}
+        self.idle_timeout_s = idle_timeout_s
 
     @staticmethod
     def _key(config: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
         return tuple(sorted((k, str(v)) for k, v in config.items()))
 
+    def _evict_expired(self, now: float) -> list[Any]:
+        expired: list[Any] = []
+        for key in list(self._idle):
+            keep = [(t, c) for t, c in self._idle[key] if now - t <= self.idle_timeout_s]
+            expired.extend(c for t, c in self._idle[key] if now - t > self.idle_timeout_s)
+            if keep:
+                self._idle[key] = keep
+            else:
+                del self._idle[key]
+        return expired
+
     def acquire(self, config: Mapping[str, Any]) -> Any:
         key = self._key(config)
+        now = time.monotonic()
+        consumer = None
         with self._lock:
+            expired = self._evict_expired(now)
             idle = self._idle.get(key)
             if idle:
-                return idle.pop()
+                consumer = idle.pop()[1]
+        for old in expired:
+            _close_quietly(old)
+        if consumer is not None:
+            return consumer
         from spark_kafkalite.client import KafkaConsumer
 
         return KafkaConsumer(dict(config))
 
     def release(self, config: Mapping[str, Any], consumer: Any) -> None:
         with self._lock:
-            self._idle.setdefault(self._key(config), []).append(consumer)
+            self._idle.setdefault(self._key(config), []).append((time.monotonic(), consumer))
 
 
 _POOL = _ConsumerPool()
@@ -160,18 +181,19 @@ def _read(consumer: Any, rng: OffsetRange, config: ReadConfig) -> Iterator[pa.Re
             last_progress = time.monotonic()
             continue
         records = polled.get(tp) or []
+        if records and records[0].offset < next_offset:
+            records = [r for r in records if r.offset >= next_offset]  # stale: before our position
+            if not records:
+                continue
         if records:
-            if records[0].offset < next_offset:
-                records = [r for r in records if r.offset >= next_offset]
-            if records and records[-1].offset >= until:
-                cut = bisect.bisect_left([r.offset for r in records], until)
-                records = records[:cut]
+            if records[-1].offset >= until:
+                records = records[: bisect.bisect_left([r.offset for r in records], until)]
             if records:
                 pending.extend(records)
                 next_offset = records[-1].offset + 1
-                last_progress = time.monotonic()
             else:
-                next_offset = until  # the next record is at or past the end: the rest is a gap
+                next_offset = until  # the next record is past the end: the rest of the range is a gap
+            last_progress = time.monotonic()
         else:
             position = consumer.position(tp)
             if position > next_offset:
@@ -189,13 +211,17 @@ def _read(consumer: Any, rng: OffsetRange, config: ReadConfig) -> Iterator[pa.Re
         yield records_to_batch(pending, rng.topic, rng.partition, config.include_headers)
 
 
-def _skip_out_of_range(consumer: Any, tp: TopicPartition, offset: int, until: int, fail_on_data_loss: bool) -> int:
+def _skip_out_of_range(
+    consumer: Any, tp: TopicPartition, offset: int, until: int, fail_on_data_loss: bool
+) -> int:
     """Handle OFFSET_OUT_OF_RANGE at ``offset``: raise (failOnDataLoss) or return the first
     available offset in ``[offset, until)`` (``until`` when none is left)."""
     earliest = consumer.beginning_offsets([tp]).get(tp)
     latest = consumer.end_offsets([tp]).get(tp)
     if earliest is None or latest is None:
-        _report_data_loss(f"Cannot fetch offsets of {tp.topic}-{tp.partition}: the partition is gone", fail_on_data_loss)
+        _report_data_loss(
+            f"Cannot fetch offsets of {tp.topic}-{tp.partition}: the partition is gone", fail_on_data_loss
+        )
         return until
     if offset < earliest:
         _report_data_loss(

@@ -182,7 +182,9 @@ class KafkaLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             OffsetsMismatchError: ``startingOffsets`` JSON does not name every assigned partition.
         """
         tps = self.offset_reader.topic_partitions()
-        offsets = self.offset_reader.resolve(self.options.starting, tps, is_starting=True, keep_latest_markers=True)
+        offsets = self.offset_reader.resolve(
+            self.options.starting, tps, is_starting=True, keep_latest_markers=True
+        )
         log.info("kafkalite initial offsets: %s", to_offset_dict(offsets))
         return to_offset_dict(offsets)
 
@@ -205,7 +207,9 @@ class KafkaLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         ``Trigger.AvailableNow`` the latest offsets are fetched once, at the first call.
         """
         if start is None:
-            start_map = self._last_end if self._last_end is not None else from_offset_dict(self.initialOffset())
+            start_map = (
+                self._last_end if self._last_end is not None else from_offset_dict(self.initialOffset())
+            )
         else:
             start_map = from_offset_dict(start)
         known = {tp: off for tp, off in start_map.items() if off >= 0}
@@ -222,7 +226,9 @@ class KafkaLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             limit = self.getDefaultReadLimit()
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         new_partitions = [tp for tp in latest if tp not in start_map]
-        earliest_of_new = self.offset_reader.earliest_offsets(new_partitions) if new_partitions and max_rows else {}
+        earliest_of_new = (
+            self.offset_reader.earliest_offsets(new_partitions) if new_partitions and max_rows else {}
+        )
         end = compute_end_offsets(start_map, latest, max_rows, earliest_of_new)
         self._last_end = end
         return to_offset_dict(end)
@@ -246,7 +252,9 @@ class KafkaLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             return []
         if self._available_now_latest is not None:
             self._verify_available_now_end(end_map)
-        ranges = plan_stream_ranges(start_map, end_map, self.offset_reader.earliest_offsets, self._report_data_loss)
+        ranges = plan_stream_ranges(
+            start_map, end_map, self.offset_reader.earliest_offsets, self._report_data_loss
+        )
         planned = split_ranges(
             ranges,
             min_partitions=self.options.min_partitions,

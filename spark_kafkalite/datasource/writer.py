@@ -19,9 +19,8 @@ sends its rows again).
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,33 +116,44 @@ def plan_write(schema: StructType, sink: SinkOptions) -> WritePlan:
     )
 
 
-class _SendTracker:
-    """Counts completed sends and remembers the first failure (callbacks run on the sender thread)."""
+class _PendingSends:
+    """Futures of sends not known to be complete; the first failure is raised.
+
+    Checked once per input batch (cheaper than a callback per record): completed futures are
+    dropped, so the list stays as short as the producer's in-flight backlog.
+    """
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
         self.sent = 0
-        self.done = 0
-        self.error: BaseException | None = None
+        self._pending: list[Future[Any]] = []
 
-    def on_done(self, future: Future[Any]) -> None:
-        exc = future.exception()
-        with self._cond:
-            self.done += 1
-            if exc is not None and self.error is None:
-                self.error = exc
-            self._cond.notify_all()
+    def add(self, future: Future[Any]) -> None:
+        self.sent += 1
+        self._pending.append(future)
 
-    def raise_if_failed(self) -> None:
-        if self.error is not None:
-            raise self.error
+    def check(self) -> None:
+        still: list[Future[Any]] = []
+        for future in self._pending:
+            if future.done():
+                exc = future.exception()
+                if exc is not None:
+                    raise exc
+            else:
+                still.append(future)
+        self._pending = still
 
     def wait_all(self, timeout_s: float) -> None:
-        with self._cond:
-            if not self._cond.wait_for(lambda: self.done >= self.sent, timeout=timeout_s):
-                raise KafkaLiteWriteError(
-                    f"{self.sent - self.done} of {self.sent} records were not acknowledged within {timeout_s:.0f} s"
-                )
+        """Wait for every send (after ``flush``); raise the first failure.
+
+        Raises:
+            KafkaLiteWriteError: some sends did not complete within ``timeout_s``.
+        """
+        _, not_done = wait(self._pending, timeout=timeout_s)
+        self.check()
+        if not_done:
+            raise KafkaLiteWriteError(
+                f"{len(not_done)} of {self.sent} records were not acknowledged within {timeout_s:.0f} s"
+            )
 
 
 def _column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
@@ -191,7 +201,7 @@ def write_batches(
     config: dict[str, Any] = dict(sink.client_config)
     config.setdefault("client.id", "kafkalite-spark-writer")
     producer = producer_factory(config)
-    tracker = _SendTracker()
+    tracker = _PendingSends()
     try:
         for batch in batches:
             n = batch.num_rows
@@ -216,13 +226,14 @@ def write_batches(
                         "[KAFKA_NULL_TOPIC_IN_DATA] The Kafka message data sent to the producer contains a null "
                         "topic. Use the `topic` option for setting a default topic."
                     )
-                future = producer.send(topic, value=value, key=key, partition=partition, timestamp_ms=ts, headers=hs)
-                tracker.sent += 1
-                future.add_done_callback(tracker.on_done)
-            tracker.raise_if_failed()
+                tracker.add(
+                    producer.send(
+                        topic, value=value, key=key, partition=partition, timestamp_ms=ts, headers=hs
+                    )
+                )
+            tracker.check()
         producer.flush()
         tracker.wait_all(_FLUSH_WAIT_S)
-        tracker.raise_if_failed()
         return tracker.sent
     finally:
         try:
@@ -259,7 +270,8 @@ class KafkaLiteBatchWriter(DataSourceArrowWriter):
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         sent = sum(m.records for m in messages if isinstance(m, KafkaLiteCommitMessage))
         log.warning(
-            "kafkalite batch write aborted; %d records from finished tasks stay in Kafka (at-least-once)", sent
+            "kafkalite batch write aborted; %d records from finished tasks stay in Kafka (at-least-once)",
+            sent,
         )
 
 

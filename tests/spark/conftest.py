@@ -34,7 +34,9 @@ warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
 
 def pytest_configure(config: pytest.Config) -> None:
     # pyspark 4.3 warns that pandas >= 3 is not fully supported; the data source does not use pandas
-    config.addinivalue_line("filterwarnings", "ignore:PySpark does not yet fully support pandas:FutureWarning")
+    config.addinivalue_line(
+        "filterwarnings", "ignore:PySpark does not yet fully support pandas:FutureWarning"
+    )
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ module (auto-registration).
 from __future__ import annotations
 
 import datetime as dt
+import time
 from typing import Any
 
 import pytest
@@ -28,7 +29,8 @@ def _read(spark: Any, bootstrap: str, **options: str) -> Any:
 
 def test_batch_write_then_read_exact(spark, bootstrap_servers, make_topic, consume_all) -> None:
     topic = make_topic(partitions=3)
-    base = dt.datetime(2024, 5, 1, 12, 0, 0, 123000, tzinfo=UTC)
+    # recent timestamps: the broker's time-based retention (7 days) would delete older records
+    base = dt.datetime.now(UTC).replace(microsecond=123000) - dt.timedelta(minutes=5)
     rows = [
         (
             f"k{i % 5}" if i % 7 else None,
@@ -63,7 +65,14 @@ def test_batch_write_then_read_exact(spark, bootstrap_servers, make_topic, consu
 
     read = _read(spark, bootstrap_servers, subscribe=topic, includeHeaders="true")
     assert [f.name for f in read.schema.fields] == [
-        "key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers",
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "timestampType",
+        "headers",
     ]
     got = sorted(read.collect(), key=lambda r: (r.partition, r.offset))
     assert [(r.partition, r.offset) for r in got] == [(r.partition, r.offset) for r in written]
@@ -83,7 +92,10 @@ def test_write_string_values_and_topic_column(spark, bootstrap_servers, make_top
         [(first, "a", "1"), (second, "b", "2"), (first, None, "3")], "topic string, key string, value string"
     )
     df.write.format("kafkalite").option("kafka.bootstrap.servers", bootstrap_servers).mode("append").save()
-    assert sorted(((r.key, r.value) for r in consume_all(first)), key=lambda kv: kv[1]) == [(b"a", b"1"), (None, b"3")]
+    assert sorted(((r.key, r.value) for r in consume_all(first)), key=lambda kv: kv[1]) == [
+        (b"a", b"1"),
+        (None, b"3"),
+    ]
     assert [(r.key, r.value) for r in consume_all(second)] == [(b"b", b"2")]
 
 
@@ -98,14 +110,21 @@ def test_offset_ranges_json(spark, bootstrap_servers, make_topic, produce) -> No
         endingOffsets=f'{{"{topic}":{{"0":5,"1":-1}}}}',
     )
     got = sorted((r.partition, r.offset, r.value) for r in df.collect())
-    expected = [(0, i, f"0-{i}".encode()) for i in range(2, 5)] + [(1, i, f"1-{i}".encode()) for i in range(10)]
+    expected = [(0, i, f"0-{i}".encode()) for i in range(2, 5)] + [
+        (1, i, f"1-{i}".encode()) for i in range(10)
+    ]
     assert got == expected
 
 
 def test_assign_reads_only_assigned_partitions(spark, bootstrap_servers, make_topic, produce) -> None:
     topic = make_topic(partitions=3)
     produce(topic, [(p, None, f"{p}".encode()) for p in (0, 1, 2) for _ in range(4)])
-    df = _read(spark, bootstrap_servers, assign=f'{{"{topic}":[1,2]}}', endingOffsets=f'{{"{topic}":{{"1":3,"2":-1}}}}')
+    df = _read(
+        spark,
+        bootstrap_servers,
+        assign=f'{{"{topic}":[1,2]}}',
+        endingOffsets=f'{{"{topic}":{{"1":3,"2":-1}}}}',
+    )
     counts = {r.partition: r["count"] for r in df.groupBy("partition").count().collect()}
     assert counts == {1: 3, 2: 4}
 
@@ -130,10 +149,16 @@ def test_empty_topic_reads_nothing(spark, bootstrap_servers, make_topic) -> None
     ("options", "message"),
     [
         ({"subscribe": "x"}, "Option 'kafka.bootstrap.servers' must be specified"),
-        ({"bootstrap": True, "startingOffsets": "latest", "subscribe": "x"}, "starting offset can't be latest"),
+        (
+            {"bootstrap": True, "startingOffsets": "latest", "subscribe": "x"},
+            "starting offset can't be latest",
+        ),
         ({"bootstrap": True}, "One of the following options must be specified for Kafka source"),
         ({"bootstrap": True, "subscribe": "x", "assign": '{"x":[0]}'}, "Only one of the following options"),
-        ({"bootstrap": True, "subscribe": "no-such-topic-kafkalite"}, "Topic 'no-such-topic-kafkalite' does not exist"),
+        (
+            {"bootstrap": True, "subscribe": "no-such-topic-kafkalite"},
+            "Topic 'no-such-topic-kafkalite' does not exist",
+        ),
         ({"bootstrap": True, "subscribe": "x", "failOnDataLoss": "nope"}, "option 'failOnDataLoss'"),
     ],
 )
@@ -163,7 +188,9 @@ def test_write_errors(spark, bootstrap_servers, make_topic) -> None:
         ).mode("append").save()
     no_topic = spark.createDataFrame([("v",)], "value string")
     with pytest.raises(Exception, match="topic option required"):
-        no_topic.write.format("kafkalite").option("kafka.bootstrap.servers", bootstrap_servers).mode("append").save()
+        no_topic.write.format("kafkalite").option("kafka.bootstrap.servers", bootstrap_servers).mode(
+            "append"
+        ).save()
     bad_partition = spark.createDataFrame([("v", "p")], "value string, partition string")
     with pytest.raises(Exception, match="partition attribute type must be an IntegerType"):
         bad_partition.write.format("kafkalite").option("kafka.bootstrap.servers", bootstrap_servers).option(
@@ -175,10 +202,39 @@ def test_write_errors(spark, bootstrap_servers, make_topic) -> None:
         ).mode("overwrite").save()
 
 
-def test_failed_send_fails_the_task_with_the_broker_error(spark, bootstrap_servers, make_topic) -> None:
+def test_failed_send_fails_the_task_with_the_producer_error(spark, bootstrap_servers, make_topic) -> None:
     topic = make_topic(partitions=1)
     df = spark.range(3).select(F.lit("v").alias("value"), F.lit(5).cast("int").alias("partition"))
     with pytest.raises(Exception, match="partition 5 is not in the range"):
         df.write.format("kafkalite").option("kafka.bootstrap.servers", bootstrap_servers).option(
             "topic", topic
         ).mode("append").save()
+
+
+def test_timestamp_offsets(spark, bootstrap_servers, make_topic, produce) -> None:
+    topic = make_topic()
+    base_ms = int(time.time() * 1000) - 60_000  # recent: older records could fall to retention
+    records = [
+        {"value": f"{i}".encode(), "partition": 0, "timestamp_ms": base_ms + 1000 * (i + 1)}
+        for i in range(10)
+    ]
+    produce(topic, records)
+    df = _read(
+        spark,
+        bootstrap_servers,
+        subscribe=topic,
+        startingOffsetsByTimestamp=f'{{"{topic}":{{"0":{base_ms + 3000}}}}}',
+        endingTimestamp=str(base_ms + 7000),
+    )
+    assert sorted(r.offset for r in df.collect()) == [2, 3, 4, 5]
+    after_all = str(base_ms + 99_999)
+    everything_after = _read(
+        spark,
+        bootstrap_servers,
+        subscribe=topic,
+        startingTimestamp=after_all,
+        startingOffsetsByTimestampStrategy="latest",
+    )
+    assert everything_after.count() == 0
+    with pytest.raises(Exception, match="No offset matched from request of topic-partition"):
+        _read(spark, bootstrap_servers, subscribe=topic, startingTimestamp=after_all).collect()

@@ -32,12 +32,16 @@ def _offsets(value: Any) -> dict[str, dict[str, int]]:
     return json.loads(value) if isinstance(value, str) else value
 
 
-def test_max_offsets_per_trigger_available_now_memory_sink(spark, bootstrap_servers, make_topic, produce) -> None:
+def test_max_offsets_per_trigger_available_now_memory_sink(
+    spark, bootstrap_servers, make_topic, produce
+) -> None:
     topic = make_topic(partitions=2)
     produce(topic, [(p, f"k{i}".encode(), f"{p}-{i}".encode()) for p in (0, 1) for i in range(25)])
     name = f"mem_{uuid.uuid4().hex[:8]}"
     query = (
-        _stream(spark, bootstrap_servers, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="12")
+        _stream(
+            spark, bootstrap_servers, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="12"
+        )
         .writeStream.format("memory")
         .queryName(name)
         .trigger(availableNow=True)
@@ -80,15 +84,24 @@ def test_default_latest_then_processing_time(spark, bootstrap_servers, make_topi
     assert sorted((r.partition, r.offset) for r in rows) == [(p, o) for p in (0, 1) for o in range(3, 7)]
 
 
-def test_streaming_write_to_topic(spark, bootstrap_servers, make_topic, produce, consume_all, tmp_path: Path) -> None:
+def test_streaming_write_to_topic(
+    spark, bootstrap_servers, make_topic, produce, consume_all, tmp_path: Path
+) -> None:
     source, sink = make_topic(partitions=2), make_topic(partitions=3)
     produce(source, [(i % 2, f"k{i}".encode(), f"{i}".encode()) for i in range(40)])
     query = (
-        _stream(spark, bootstrap_servers, subscribe=source, startingOffsets="earliest", maxOffsetsPerTrigger="15")
+        _stream(
+            spark, bootstrap_servers, subscribe=source, startingOffsets="earliest", maxOffsetsPerTrigger="15"
+        )
         .select(
             F.col("key"),
             F.concat(F.lit("seen-"), F.col("value").cast("string")).alias("value"),
-            F.array(F.struct(F.lit("src-offset").alias("key"), F.col("offset").cast("string").cast("binary").alias("value"))).alias("headers"),
+            F.array(
+                F.struct(
+                    F.lit("src-offset").alias("key"),
+                    F.col("offset").cast("string").cast("binary").alias("value"),
+                )
+            ).alias("headers"),
         )
         .writeStream.format("kafkalite")
         .option("kafka.bootstrap.servers", bootstrap_servers)
@@ -124,7 +137,9 @@ def _run_to_parquet(spark: Any, bootstrap: str, topic: str, out: Path, checkpoin
     return query
 
 
-def test_restart_from_checkpoint_no_gap_no_duplicate(spark, bootstrap_servers, make_topic, produce, tmp_path: Path) -> None:
+def test_restart_from_checkpoint_no_gap_no_duplicate(
+    spark, bootstrap_servers, make_topic, produce, tmp_path: Path
+) -> None:
     topic = make_topic(partitions=2)
     out, checkpoint = tmp_path / "out", tmp_path / "ckpt"
     produce(topic, [(i % 2, None, f"a{i}".encode()) for i in range(24)])
@@ -138,7 +153,9 @@ def test_restart_from_checkpoint_no_gap_no_duplicate(spark, bootstrap_servers, m
     assert sorted((r.partition, r.offset) for r in rows) == sorted(
         [(0, o) for o in range(21)] + [(1, o) for o in range(20)]
     )
-    assert sorted(r.value for r in rows) == sorted([f"a{i}" for i in range(24)] + [f"b{i}" for i in range(17)])
+    assert sorted(r.value for r in rows) == sorted(
+        [f"a{i}" for i in range(24)] + [f"b{i}" for i in range(17)]
+    )
 
 
 def test_streaming_option_errors(spark, bootstrap_servers, make_topic) -> None:
@@ -162,3 +179,63 @@ def test_streaming_option_errors(spark, bootstrap_servers, make_topic) -> None:
     )
     with pytest.raises(Exception, match="Topic 'no-such-topic-kafkalite-stream' does not exist"):
         query.awaitTermination(60)
+
+
+def test_uncommitted_first_batch_replays_with_the_same_start(
+    spark, bootstrap_servers, make_topic, produce, tmp_path: Path
+) -> None:
+    """Spark calls initialOffset() again when it replays an uncommitted batch 0: with
+    startingOffsets=latest the start must not move (it stays the -1 marker)."""
+    topic = make_topic()
+    out, checkpoint = tmp_path / "out", tmp_path / "ckpt"
+    produce(topic, [(0, None, b"before-start")] * 3)
+
+    def write_batch(
+        df: Any, batch_id: int
+    ) -> None:  # re-executes a replayed batch (a file sink would skip it)
+        df.withColumn("batch", F.lit(batch_id)).write.mode("append").parquet(str(out))
+
+    def run() -> Any:
+        query = (
+            _stream(spark, bootstrap_servers, subscribe=topic)
+            .select(F.col("offset"), F.col("value").cast("string").alias("value"))
+            .writeStream.foreachBatch(write_batch)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert query.awaitTermination(120)
+        assert query.exception() is None
+        return query
+
+    run()
+    first_start = json.loads((checkpoint / "offsets" / "0").read_text().splitlines()[-1])
+    assert first_start == {topic: {"0": 3}}
+    for name in ("0", ".0.crc"):  # as if the query died before committing batch 0
+        (checkpoint / "commits" / name).unlink(missing_ok=True)
+    produce(topic, [(0, None, b"after-start")] * 5)
+    run()
+    rows = spark.read.parquet(str(out)).collect()
+    assert sorted((r.offset, r.value, r.batch) for r in rows) == [(o, "after-start", 1) for o in range(3, 8)]
+
+
+def test_deleted_topic_is_data_loss(spark, bootstrap_servers, make_topic, produce) -> None:
+    from spark_kafkalite.client import KafkaAdminClient
+
+    topic = make_topic()
+    produce(topic, [(0, None, b"x")] * 3)
+    query = (
+        _stream(spark, bootstrap_servers, subscribe=topic, startingOffsets="earliest")
+        .writeStream.format("memory")
+        .queryName(f"mem_{uuid.uuid4().hex[:8]}")
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        with KafkaAdminClient({"bootstrap.servers": bootstrap_servers}) as admin:
+            admin.delete_topics([topic])
+        with pytest.raises(Exception, match=rf"\[{topic}-0\] are gone.*failOnDataLoss"):
+            query.awaitTermination(60)
+    finally:
+        query.stop()

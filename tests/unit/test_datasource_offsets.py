@@ -39,7 +39,11 @@ def test_round_trip_through_json_loads() -> None:
     assert from_offset_dict(None) == {}
 
 
-@given(st.dictionaries(st.tuples(st.sampled_from(["a", "b", "c.d"]), st.integers(0, 1000)), st.integers(-2, 2**62)))
+@given(
+    st.dictionaries(
+        st.tuples(st.sampled_from(["a", "b", "c.d"]), st.integers(0, 1000)), st.integers(-2, 2**62)
+    )
+)
 def test_round_trip_property(raw: dict[tuple[str, int], int]) -> None:
     offsets = {TP(t, p): o for (t, p), o in raw.items()}
     text = json.dumps(to_offset_dict(offsets))
@@ -47,14 +51,20 @@ def test_round_trip_property(raw: dict[tuple[str, int], int]) -> None:
     assert json.dumps(to_offset_dict(from_offset_dict(json.loads(text)))) == text
 
 
-@pytest.mark.parametrize("text", ["", "[]", "{}", '{"t":5}', '{"t":{"x":1}}', '{"t":{"0":"1"}}', '{"t":{}}', "nope"])
+@pytest.mark.parametrize(
+    "text", ["", "[]", "{}", '{"t":5}', '{"t":{"x":1}}', '{"t":{"0":"1"}}', '{"t":{}}', "nope"]
+)
 def test_bad_partition_offsets(text: str) -> None:
     with pytest.raises(OffsetJsonError, match=r"Expected e\.g\. \{\"topicA\""):
         parse_partition_offsets(text)
 
 
 def test_parse_partition_offsets() -> None:
-    assert parse_partition_offsets('{"t":{"0":23,"1":-1},"u":{"0":-2}}') == {TP("t", 0): 23, TP("t", 1): -1, TP("u", 0): -2}
+    assert parse_partition_offsets('{"t":{"0":23,"1":-1},"u":{"0":-2}}') == {
+        TP("t", 0): 23,
+        TP("t", 1): -1,
+        TP("u", 0): -2,
+    }
 
 
 def test_parse_partitions() -> None:

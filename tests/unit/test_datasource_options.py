@@ -60,15 +60,36 @@ def test_assign_and_pattern() -> None:
         ({"subscribe": "a", "maxRecordsPerPartition": "x"}, "option 'maxRecordsPerPartition'"),
         ({"subscribe": "a", "failOnDataLoss": "maybe"}, "option 'failOnDataLoss'"),
         ({"subscribe": "a", "includeHeaders": "1"}, "option 'includeHeaders'"),
-        ({"subscribe": "a", "kafka.auto.offset.reset": "latest"}, "Kafka option 'auto.offset.reset' is not supported"),
-        ({"subscribe": "a", "kafka.key.deserializer": "x"}, "Kafka option 'key.deserializer' is not supported"),
-        ({"subscribe": "a", "kafka.value.deserializer": "x"}, "Kafka option 'value.deserializer' is not supported"),
-        ({"subscribe": "a", "kafka.enable.auto.commit": "true"}, "Kafka option 'enable.auto.commit' is not supported"),
-        ({"subscribe": "a", "startingOffsets": "latest"}, "starting offset can't be latest for batch queries"),
+        (
+            {"subscribe": "a", "kafka.auto.offset.reset": "latest"},
+            "Kafka option 'auto.offset.reset' is not supported",
+        ),
+        (
+            {"subscribe": "a", "kafka.key.deserializer": "x"},
+            "Kafka option 'key.deserializer' is not supported",
+        ),
+        (
+            {"subscribe": "a", "kafka.value.deserializer": "x"},
+            "Kafka option 'value.deserializer' is not supported",
+        ),
+        (
+            {"subscribe": "a", "kafka.enable.auto.commit": "true"},
+            "Kafka option 'enable.auto.commit' is not supported",
+        ),
+        (
+            {"subscribe": "a", "startingOffsets": "latest"},
+            "starting offset can't be latest for batch queries",
+        ),
         ({"subscribe": "a", "startingOffsets": '{"a":{"0":-1}}'}, "startingOffsets for a-0 can't be latest"),
-        ({"subscribe": "a", "endingOffsets": "earliest"}, "ending offset can't be earliest for batch queries"),
+        (
+            {"subscribe": "a", "endingOffsets": "earliest"},
+            "ending offset can't be earliest for batch queries",
+        ),
         ({"subscribe": "a", "endingOffsets": '{"a":{"0":-2}}'}, "ending offset for a-0 can't be earliest"),
-        ({"subscribe": "a", "startingOffsets": "{bad"}, 'Expected e.g. {"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'),
+        (
+            {"subscribe": "a", "startingOffsets": "{bad"},
+            'Expected e.g. {"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}',
+        ),
         ({"subscribe": "a", "startingOffsets": '{"a":{"0":-3}}'}, "option 'startingOffsets'"),
         (
             {"subscribe": "a", "startingOffsets": '{"a":{"0":1}}', "endingOffsets": '{"a":{"1":5}}'},
@@ -82,7 +103,9 @@ def test_assign_and_pattern() -> None:
     ],
 )
 def test_batch_validation_errors(extra: dict[str, str], message: str) -> None:
-    with pytest.raises(KafkaLiteOptionError, match=message.replace("(", r"\(").replace("{", r"\{").replace("[", r"\[")):
+    with pytest.raises(
+        KafkaLiteOptionError, match=message.replace("(", r"\(").replace("{", r"\{").replace("[", r"\[")
+    ):
         src(**extra)
 
 
@@ -115,8 +138,12 @@ def test_specific_offsets_and_timestamps() -> None:
     assert opts.ending is not None and opts.ending.offsets == {TP("a", 0): -1, TP("a", 1): 9}
     ts = src(subscribe="a", startingTimestamp="1000", startingOffsets="earliest")
     assert ts.starting.kind == "global_timestamp" and ts.starting.timestamp == 1000
-    by_ts = src(streaming=True, subscribe="a", startingOffsetsByTimestamp='{"a":{"0":7}}',
-                startingOffsetsByTimestampStrategy="latest")
+    by_ts = src(
+        streaming=True,
+        subscribe="a",
+        startingOffsetsByTimestamp='{"a":{"0":7}}',
+        startingOffsetsByTimestampStrategy="latest",
+    )
     assert by_ts.starting.kind == "timestamp" and by_ts.starting.no_match_latest
     assert by_ts.starting.timestamps == {TP("a", 0): 7}
 

@@ -104,7 +104,10 @@ def _raise(message: str) -> None:
 
 def test_plan_stream_ranges_markers_and_new_partitions() -> None:
     ranges = plan_stream_ranges(
-        {A0: -1, A1: 5}, {A0: 50, A1: 25, B0: 10}, earliest=lambda tps: dict.fromkeys(tps, 0), report_data_loss=_raise
+        {A0: -1, A1: 5},
+        {A0: 50, A1: 25, B0: 10},
+        earliest=lambda tps: dict.fromkeys(tps, 0),
+        report_data_loss=_raise,
     )
     assert ranges == [r(0, 50, 50), r(1, 5, 25), r(0, 0, 10, "b")]
 
@@ -120,9 +123,17 @@ def test_plan_stream_ranges_markers_and_new_partitions() -> None:
 )
 def test_plan_stream_ranges_reports_data_loss(start, end, earliest, message) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(Loss, match=message):
-        plan_stream_ranges(start, end, earliest=lambda tps: {t: earliest[t] for t in tps if t in earliest},
-                           report_data_loss=_raise)
+        plan_stream_ranges(
+            start,
+            end,
+            earliest=lambda tps: {t: earliest[t] for t in tps if t in earliest},
+            report_data_loss=_raise,
+        )
     warnings: list[str] = []
-    plan_stream_ranges(start, end, earliest=lambda tps: {t: earliest[t] for t in tps if t in earliest},
-                       report_data_loss=warnings.append)
+    plan_stream_ranges(
+        start,
+        end,
+        earliest=lambda tps: {t: earliest[t] for t in tps if t in earliest},
+        report_data_loss=warnings.append,
+    )
     assert warnings

@@ -127,6 +127,11 @@ def test_api_versions_fallback_and_table() -> None:
         18: (0, 3),
         19: (2, 7),
         20: (1, 6),
+        21: (0, 2),
         23: (2, 4),
+        32: (1, 4),
+        33: (0, 2),
+        37: (0, 3),
+        44: (0, 1),
     }
     assert apis.advertised_versions()[0] == (0, 0, 9)

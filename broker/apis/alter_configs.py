@@ -1,0 +1,100 @@
+"""AlterConfigs (key 33), v0-v2 (``ControllerApis.handleLegacyAlterConfigs``): each TOPIC
+resource's entries *replace* the topic's whole override set (keys left out return to their
+defaults). ``validate_only`` checks without changing anything.
+
+Per resource: UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG (naming the key), INVALID_REQUEST (a
+resource or key named twice, an unsupported resource type, and BROKER resources: this broker has
+no dynamic broker configs). :func:`alter_resources` is shared with IncrementalAlterConfigs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from broker.apis.context import BrokerContext
+from broker.apis.entities import ZERO_DURATION, build, nested
+from broker.apis.errors import error_code_for, error_message_for
+from broker.controller.metadata_image import RESOURCE_TYPE_BROKER, RESOURCE_TYPE_TOPIC
+from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.errors import ErrorCode, InvalidRequestError, KafkaError
+
+__all__ = ["handle_alter_configs", "alter_configs_error_response", "alter_resources"]
+
+ResourceOutcome = tuple[ErrorCode, str | None]
+
+
+def alter_resources(
+    resources: Sequence[Any],
+    alter_topics: Callable[[list[Any]], list[KafkaError | None]],
+    api_name: str,
+) -> list[ResourceOutcome]:
+    """Outcome per request resource, in order. TOPIC resources (unique in the request) are
+    passed together to ``alter_topics`` (-> one error or None each); everything else is refused."""
+    counts: dict[tuple[int, str], int] = {}
+    for r in resources:
+        key = (int(r.resource_type), r.resource_name)
+        counts[key] = counts.get(key, 0) + 1
+    outcomes: list[ResourceOutcome | None] = [None] * len(resources)
+    topic_indexes: list[int] = []
+    for i, r in enumerate(resources):
+        error: KafkaError | None = None
+        if counts[(int(r.resource_type), r.resource_name)] > 1:
+            error = InvalidRequestError(f"Error due to duplicate resource {r.resource_name} in {api_name}")
+        elif r.resource_type == RESOURCE_TYPE_TOPIC:
+            topic_indexes.append(i)
+            continue
+        elif r.resource_type == RESOURCE_TYPE_BROKER:
+            keys = ", ".join(sorted(c.name for c in r.configs))
+            error = InvalidRequestError(
+                f"Dynamic broker configs are not supported: set {keys or 'them'} in the broker's "
+                "properties file and restart it"
+            )
+        else:
+            error = InvalidRequestError(f"Unsupported resource type {r.resource_type} for {api_name}")
+        outcomes[i] = (error_code_for(error), error_message_for(error))
+    if topic_indexes:
+        errors = alter_topics([resources[i] for i in topic_indexes])
+        for i, err in zip(topic_indexes, errors, strict=True):
+            outcomes[i] = (ErrorCode.none, None) if err is None else (error_code_for(err), error_message_for(err))
+    return [o if o is not None else (ErrorCode.unknown_server_error, None) for o in outcomes]
+
+
+def build_alter_response(api_key: ApiKey, version: int, resources: Sequence[Any], outcomes: list[ResourceOutcome]) -> Any:
+    """An AlterConfigs / IncrementalAlterConfigs response (same shape in every version)."""
+    cls = response_class(api_key, version)
+    entry_cls = nested(cls, "AlterConfigsResourceResponse")
+    return build(
+        cls,
+        throttle_time=ZERO_DURATION,
+        responses=tuple(
+            entry_cls(
+                error_code=code,
+                error_message=message,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+            )
+            for r, (code, message) in zip(resources, outcomes, strict=True)
+        ),
+    )
+
+
+async def handle_alter_configs(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+    """Handle an AlterConfigsRequest (v0-v2)."""
+
+    def alter_topics(topic_resources: list[Any]) -> list[KafkaError | None]:
+        return ctx.controller.alter_topic_configs(
+            [(r.resource_name, [(c.name, c.value) for c in r.configs]) for r in topic_resources],
+            bool(request.validate_only),
+        )
+
+    outcomes = alter_resources(request.resources, alter_topics, "AlterConfigs")
+    return build_alter_response(ApiKey.ALTER_CONFIGS, rctx.api_version, request.resources, outcomes)
+
+
+def alter_configs_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    """``code`` for every resource of ``request``."""
+    return build_alter_response(
+        ApiKey.ALTER_CONFIGS, version, request.resources, [(code, None)] * len(request.resources)
+    )

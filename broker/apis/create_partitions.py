@@ -1,0 +1,60 @@
+"""CreatePartitions (key 37), v0-v3 (``ControllerApis.createPartitions`` /
+``ReplicationControlManager.createPartitions``).
+
+Grows each topic to ``count`` partitions; the new partitions' logs are created and Metadata lists
+them at once. Per topic: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS (``count`` not above the
+current number), INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST (topic named twice).
+``validate_only`` checks without creating.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.apis.context import BrokerContext
+from broker.apis.entities import ZERO_DURATION, build, nested
+from broker.apis.errors import error_code_for, error_message_for
+from broker.controller.single_node_controller import CreatePartitionsSpec
+from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.errors import ErrorCode
+
+__all__ = ["handle_create_partitions", "create_partitions_error_response"]
+
+
+def _spec(topic: Any) -> CreatePartitionsSpec:
+    assignments = None
+    if topic.assignments is not None:
+        assignments = [tuple(int(b) for b in a.broker_ids) for a in topic.assignments]
+    return CreatePartitionsSpec(name=topic.name, count=int(topic.count), assignments=assignments)
+
+
+async def handle_create_partitions(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+    """Handle a CreatePartitionsRequest (v0-v3)."""
+    cls = response_class(ApiKey.CREATE_PARTITIONS, rctx.api_version)
+    result_cls = nested(cls, "CreatePartitionsTopicResult")
+    outcomes = ctx.controller.create_partitions([_spec(t) for t in request.topics], bool(request.validate_only))
+    results = []
+    for name, error in outcomes:
+        if error is None:
+            results.append(result_cls(name=name, error_code=ErrorCode.none, error_message=None))
+        else:
+            results.append(
+                result_cls(
+                    name=name,
+                    error_code=error_code_for(error, f"CreatePartitions of {name}"),
+                    error_message=error_message_for(error),
+                )
+            )
+    return build(cls, throttle_time=ZERO_DURATION, results=tuple(results))
+
+
+def create_partitions_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    """``code`` for every topic of ``request``."""
+    cls = response_class(ApiKey.CREATE_PARTITIONS, version)
+    result_cls = nested(cls, "CreatePartitionsTopicResult")
+    return build(
+        cls,
+        throttle_time=ZERO_DURATION,
+        results=tuple(result_cls(name=t.name, error_code=code, error_message=None) for t in request.topics),
+    )

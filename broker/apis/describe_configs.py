@@ -1,0 +1,126 @@
+"""DescribeConfigs (key 32), v1-v4 (Kafka 4.0's range; ``KafkaApis.handleDescribeConfigsRequest``
++ ``ConfigHelper.describeConfigs``).
+
+Resources: TOPIC (2) -> every topic config with its source (DYNAMIC_TOPIC_CONFIG,
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG), UNKNOWN_TOPIC_OR_PARTITION for a missing topic; BROKER (4)
+named by this broker's id -> its static configs (read-only), "" -> the cluster-wide dynamic
+defaults (none here); other broker ids or resource types -> INVALID_REQUEST. ``configuration_keys``
+null or empty means every config; unknown keys are skipped. Synonyms only when
+``include_synonyms``; documentation (v3+) only when ``include_documentation``; ``config_type`` v3+.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.apis.config_helper import DescribedConfig, describe_broker_configs, describe_topic_configs
+from broker.apis.context import BrokerContext
+from broker.apis.entities import ZERO_DURATION, build, nested
+from broker.apis.errors import error_code_for, error_message_for
+from broker.controller.metadata_image import RESOURCE_TYPE_BROKER, RESOURCE_TYPE_TOPIC
+from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.errors import (
+    ErrorCode,
+    InvalidRequestError,
+    InvalidTopicError,
+    UnknownTopicOrPartitionError,
+)
+
+__all__ = ["handle_describe_configs", "describe_configs_error_response", "describe_resource"]
+
+
+def describe_resource(
+    ctx: BrokerContext, resource_type: int, resource_name: str, keys: tuple[str, ...] | None
+) -> list[DescribedConfig]:
+    """The configs of one resource.
+
+    Raises:
+        UnknownTopicOrPartitionError: the topic does not exist.
+        InvalidTopicError: empty topic name.
+        InvalidRequestError: another broker's id, or an unsupported resource type.
+    """
+    if resource_type == RESOURCE_TYPE_TOPIC:
+        if not resource_name:
+            raise InvalidTopicError("Topic name can't be empty")
+        if ctx.image.topic(resource_name) is None:
+            raise UnknownTopicOrPartitionError(f"Topic '{resource_name}' does not exist.")
+        return describe_topic_configs(ctx.config, ctx.image.topic_config(resource_name), keys)
+    if resource_type == RESOURCE_TYPE_BROKER:
+        if resource_name == "":
+            return []  # cluster-wide dynamic broker defaults: none
+        if resource_name != str(ctx.node_id):
+            raise InvalidRequestError(
+                f"Unexpected broker id, expected {ctx.node_id} or empty string, but received {resource_name}"
+            )
+        return describe_broker_configs(ctx.config, keys)
+    raise InvalidRequestError(f"Unsupported resource type {resource_type} for DescribeConfigs")
+
+
+async def handle_describe_configs(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+    """Handle a DescribeConfigsRequest (v1-v4)."""
+    cls = response_class(ApiKey.DESCRIBE_CONFIGS, rctx.api_version)
+    result_cls = nested(cls, "DescribeConfigsResult")
+    entry_cls = nested(cls, "DescribeConfigsResourceResult")
+    synonym_cls = nested(cls, "DescribeConfigsSynonym")
+    include_synonyms = bool(getattr(request, "include_synonyms", False))
+    include_docs = bool(getattr(request, "include_documentation", False))
+    results = []
+    for resource in request.resources:
+        # null or empty = every config (Kafka's ConfigHelper.describeConfigs)
+        keys = tuple(resource.configuration_keys) if resource.configuration_keys else None
+        try:
+            described = describe_resource(ctx, resource.resource_type, resource.resource_name, keys)
+            code, message = ErrorCode.none, None
+        except Exception as exc:  # noqa: BLE001 - one resource's error
+            described = []
+            code = error_code_for(exc, f"DescribeConfigs of {resource.resource_type}/{resource.resource_name}")
+            message = error_message_for(exc)
+        entries = tuple(
+            build(
+                entry_cls,
+                name=c.name,
+                value=c.value,
+                read_only=c.read_only,
+                config_source=int(c.source),
+                is_sensitive=c.is_sensitive,
+                synonyms=tuple(
+                    synonym_cls(name=n, value=v, source=int(s)) for n, v, s in c.synonyms
+                )
+                if include_synonyms
+                else (),
+                config_type=int(c.config_type),
+                documentation=c.documentation if include_docs else None,
+            )
+            for c in described
+        )
+        results.append(
+            result_cls(
+                error_code=code,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                configs=entries,
+            )
+        )
+    return build(cls, throttle_time=ZERO_DURATION, results=tuple(results))
+
+
+def describe_configs_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    """``code`` for every resource of ``request``."""
+    cls = response_class(ApiKey.DESCRIBE_CONFIGS, version)
+    result_cls = nested(cls, "DescribeConfigsResult")
+    return build(
+        cls,
+        throttle_time=ZERO_DURATION,
+        results=tuple(
+            result_cls(
+                error_code=code,
+                error_message=None,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+                configs=(),
+            )
+            for r in request.resources
+        ),
+    )

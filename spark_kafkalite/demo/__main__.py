@@ -1,0 +1,9 @@
+"""``python -m spark_kafkalite.demo`` (same flags as ``kafkalite demo``)."""
+
+from __future__ import annotations
+
+import sys
+
+from spark_kafkalite.demo import main
+
+sys.exit(main())

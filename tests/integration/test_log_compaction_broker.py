@@ -1,0 +1,156 @@
+"""Compaction on a real broker: compressed keyed batches from confluent-kafka (all four codecs)
+are compacted in the background; confluent-kafka and kafka-python consumers read the latest
+value per key at the original offsets; keyless records are refused with INVALID_RECORD.
+
+Needs ``cleanup.policy=compact`` to be accepted by the broker/topic configs and the
+``log.cleaner.backoff.ms`` broker key; skipped otherwise."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import confluent_kafka
+import kafka
+import kafka.codec
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from broker.config_def import CONFIG_DEF
+from spark_kafkalite.local_cluster import LocalCluster
+
+pytestmark = pytest.mark.timeout(90)
+
+KEYS = 25
+
+
+@pytest.fixture
+def local(tmp_path: Path) -> Iterator[LocalCluster]:
+    if "log.cleaner.backoff.ms" not in CONFIG_DEF:
+        pytest.skip("the broker has no log.cleaner.backoff.ms key yet")
+    cluster = LocalCluster(
+        data_dir=tmp_path / "cluster",
+        config_overrides={
+            "log.segment.bytes": "3000",
+            "log.cleaner.backoff.ms": "100",
+            "log.initial.task.delay.ms": "0",
+        },
+    )
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def create_compacted(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    config = {"cleanup.policy": "compact", "delete.retention.ms": "3600000"}
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(timeout=15)
+    except confluent_kafka.KafkaException as exc:
+        pytest.skip(f"cleanup.policy=compact is not accepted yet: {exc}")
+
+
+def consume_ck(bootstrap: str, topic: str, end: int) -> list[tuple[int, bytes | None, bytes | None]]:
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "compaction", "enable.auto.commit": False}
+    )
+    out = []
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (not out or out[-1][0] < end - 1):
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                out.append((int(msg.offset()), msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    return out
+
+
+def consume_kp(bootstrap: str, topic: str, end: int) -> list[tuple[int, bytes | None, bytes | None]]:
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    tp = kafka.TopicPartition(topic, 0)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    out = []
+    deadline = time.monotonic() + 20
+    try:
+        while time.monotonic() < deadline and (not out or out[-1][0] < end - 1):
+            for records in consumer.poll(timeout_ms=500).values():
+                out.extend((r.offset, r.key, r.value) for r in records)
+    finally:
+        consumer.close()
+    return out
+
+
+def test_compaction_of_compressed_batches_from_every_codec(local: LocalCluster) -> None:
+    bootstrap = local.bootstrap_servers
+    topic = "compacted"
+    create_compacted(bootstrap, topic)
+    latest: dict[bytes, tuple[int, bytes]] = {}
+    offset = 0
+    for round_ in range(4):
+        for codec in ("gzip", "snappy", "lz4", "zstd"):
+            producer = confluent_kafka.Producer(
+                {"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 5, "acks": "all"}
+            )
+            for i in range(KEYS):
+                key = b"key-%02d" % ((i * 7 + round_) % KEYS)
+                value = b"%s-%d-%d" % (codec.encode(), round_, i) * 10
+                producer.produce(topic, key=key, value=value, partition=0)
+                latest[key] = (offset, value)
+                offset += 1
+            assert producer.flush(15) == 0
+    end = offset
+    deadline = time.monotonic() + 30
+    got = consume_ck(bootstrap, topic, end)
+    while len(got) >= end and time.monotonic() < deadline:
+        time.sleep(0.2)
+        got = consume_ck(bootstrap, topic, end)
+    assert len(got) < end, "nothing was compacted"
+    offsets = [o for o, _, _ in got]
+    assert offsets == sorted(set(offsets)) and offsets[-1] == end - 1
+    final = {k: (o, v) for o, k, v in got}
+    assert final == latest  # every key's latest value, at its original offset
+    if kafka.codec.has_zstd():  # kafka-python reads zstd batches only with python-zstandard
+        assert consume_kp(bootstrap, topic, end) == got
+
+
+def test_compacted_gzip_lz4_batches_read_by_kafka_python(local: LocalCluster) -> None:
+    bootstrap = local.bootstrap_servers
+    topic = "compacted-kp"
+    create_compacted(bootstrap, topic)
+    offset = 0
+    for round_ in range(6):
+        codec = ("gzip", "lz4")[round_ % 2]
+        producer = confluent_kafka.Producer(
+            {"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 5, "acks": "all"}
+        )
+        for i in range(KEYS):
+            producer.produce(topic, key=b"k%d" % (i % 10), value=b"%d-%d" % (round_, i) * 20, partition=0)
+            offset += 1
+        assert producer.flush(15) == 0
+    deadline = time.monotonic() + 30
+    got = consume_ck(bootstrap, topic, offset)
+    while len(got) >= offset and time.monotonic() < deadline:
+        time.sleep(0.2)
+        got = consume_ck(bootstrap, topic, offset)
+    assert len(got) < offset
+    assert consume_kp(bootstrap, topic, offset) == got
+
+
+def test_keyless_records_are_refused(local: LocalCluster) -> None:
+    bootstrap = local.bootstrap_servers
+    topic = "compacted-keyless"
+    create_compacted(bootstrap, topic)
+    errors: list[confluent_kafka.KafkaError] = []
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all", "retries": 0})
+    producer.produce(topic, value=b"no key", partition=0, on_delivery=lambda err, _msg: errors.append(err))
+    producer.flush(15)
+    producer.produce(topic, key=b"k", value=b"keyed", partition=0, on_delivery=lambda err, _msg: errors.append(err))
+    producer.flush(15)
+    codes = sorted(e.code() if e is not None else 0 for e in errors)
+    assert codes == [0, confluent_kafka.KafkaError.INVALID_RECORD]

@@ -1,0 +1,161 @@
+"""fsync policy and recovery points: background flushes after rolls and at ``flush.ms`` (injected
+clock), the recovery-point checkpoint, what a restart rescans after a crash vs a clean
+shutdown, and rebuilding corrupt or missing indexes."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+import pytest
+
+from broker.log.checkpoints import RECOVERY_POINT_CHECKPOINT_FILE, read_offset_checkpoint
+from broker.log.log_config import LogConfig
+from broker.log.log_manager import LogManager
+from broker.log.log_segment import SEGMENT_READ_STATS, LogSegment
+from broker.log.unified_log import UnifiedLog
+from spark_kafkalite.protocol.record_batch import decode_batches, encode_batch
+
+pytestmark = pytest.mark.timeout(60)
+
+CONFIG = LogConfig(segment_bytes=2000, index_interval_bytes=256)
+
+
+class Clock:
+    def __init__(self, now_ms: int = 1_000_000) -> None:
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+def batch(i: int) -> bytearray:
+    return bytearray(encode_batch([(b"k%d" % i, bytes(60), 1000 + i, []) for _ in range(3)]))
+
+
+def offsets_of(log: UnifiedLog) -> list[int]:
+    return [o for b in decode_batches(log.read(log.log_start_offset, 10**7).records) for o in b.offsets]
+
+
+def count_recover_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    original = LogSegment.recover
+
+    def counting(self: LogSegment) -> int:
+        calls.append(self.base_offset)
+        return original(self)
+
+    monkeypatch.setattr(LogSegment, "recover", counting)
+    return calls
+
+
+def crash(mgr: LogManager) -> None:
+    """What a kill -9 leaves: files as written (they are in the page cache), no shutdown, no
+    clean-shutdown marker, no final index entries. The old manager is simply abandoned."""
+    del mgr
+
+
+def test_roll_schedules_a_background_flush_that_advances_the_recovery_point(tmp_path: Path) -> None:
+    clock = Clock()
+    mgr = LogManager([tmp_path], CONFIG, time_ms=clock)
+    mgr.startup()
+    log = mgr.get_or_create_log("t", 0, uuid.uuid4())
+    for i in range(40):
+        log.append_as_leader(batch(i), 0)
+    assert len(log.segments) >= 4 and log.recovery_point == 0
+    assert log.flush_target() == log.active_segment.base_offset
+    assert asyncio.run(mgr.flush_logs_due()) == 1
+    assert log.recovery_point == log.active_segment.base_offset
+    assert read_offset_checkpoint(tmp_path / RECOVERY_POINT_CHECKPOINT_FILE) == {("t", 0): log.recovery_point}
+    assert log.flush_target() is None and asyncio.run(mgr.flush_logs_due()) == 0
+    mgr.shutdown()
+
+
+def test_flush_ms_by_the_clock(tmp_path: Path) -> None:
+    clock = Clock()
+    mgr = LogManager([tmp_path], LogConfig(flush_ms=5000), time_ms=clock)
+    mgr.startup()
+    log = mgr.get_or_create_log("f", 0, uuid.uuid4())
+    log.append_as_leader(batch(0), 0)
+    clock.now_ms += 4999
+    assert asyncio.run(mgr.flush_logs_due()) == 0 and log.recovery_point == 0
+    clock.now_ms += 1
+    assert asyncio.run(mgr.flush_logs_due()) == 1 and log.recovery_point == log.log_end_offset == 3
+    log.append_as_leader(batch(1), 0)
+    clock.now_ms += 4000
+    assert asyncio.run(mgr.flush_logs_due()) == 0  # 4 s since the last flush
+    clock.now_ms += 1000
+    assert asyncio.run(mgr.flush_logs_due()) == 1 and log.recovery_point == 6
+    # nothing new: nothing to flush, however long it has been
+    clock.now_ms += 60_000
+    assert asyncio.run(mgr.flush_logs_due()) == 0
+    mgr.shutdown()
+
+
+def test_crash_rescans_only_segments_from_the_recovery_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mgr = LogManager([tmp_path], CONFIG)
+    mgr.startup()
+    log = mgr.get_or_create_log("t", 0, uuid.uuid4())
+    for i in range(60):
+        log.append_as_leader(batch(i), 0)
+    asyncio.run(mgr.flush_logs_due())
+    flushed_to = log.recovery_point
+    for i in range(60, 64):  # unflushed appends in the active segment
+        log.append_as_leader(batch(i), 0)
+    bases = [s.base_offset for s in log.segments]
+    end = log.log_end_offset
+    crash(mgr)
+    calls = count_recover_calls(monkeypatch)
+    again = LogManager([tmp_path], CONFIG)
+    again.startup()
+    assert not again.had_clean_shutdown
+    assert calls == [b for b in bases if b >= flushed_to] and len(calls) < len(bases) // 2
+    reloaded = again.get_log("t", 0)
+    assert reloaded is not None and reloaded.log_end_offset == end
+    assert offsets_of(reloaded) == list(range(end))
+    again.shutdown()
+    # clean shutdown: no rescan at all, and only index sanity reads of the .log files
+    calls.clear()
+    SEGMENT_READ_STATS.reset()
+    third = LogManager([tmp_path], CONFIG)
+    third.startup()
+    assert calls == [] and third.had_clean_shutdown
+    total = sum(s.size_bytes for s in third.get_log("t", 0).segments)  # type: ignore[union-attr]
+    assert SEGMENT_READ_STATS.bytes_read < total / 3
+    third.shutdown()
+
+
+@pytest.mark.parametrize("damage", ["missing-index", "missing-timeindex", "garbage-index", "wrong-last-entry"])
+def test_corrupt_or_missing_indexes_are_rebuilt(tmp_path: Path, damage: str) -> None:
+    config = LogConfig(segment_bytes=4000, index_interval_bytes=100)
+    log = UnifiedLog.open(tmp_path / "t-0", config)
+    for i in range(60):
+        log.append_as_leader(batch(i), 0)
+    expected = offsets_of(log)
+    lookups = {ts: log.fetch_offset_by_timestamp(ts) for ts in (0, 1010, 1030, 1059)}
+    log.close()
+    part = tmp_path / "t-0"
+    first = sorted(part.glob("*.index"))[0]
+    if damage == "missing-index":
+        first.unlink()
+    elif damage == "missing-timeindex":
+        first.with_suffix(".timeindex").unlink()
+    elif damage == "garbage-index":
+        first.write_bytes(b"\xff" * 24)  # positions far past the end of the log
+    else:
+        raw = bytearray(first.read_bytes())
+        raw[-8:-4] = (int.from_bytes(raw[-8:-4], "big") + 1).to_bytes(4, "big")  # off by one
+        first.write_bytes(bytes(raw))
+    again = UnifiedLog.open(part, config)
+    assert again.segments[0].rebuilt_indexes
+    assert not any(s.rebuilt_indexes for s in again.segments[1:])
+    assert offsets_of(again) == expected
+    for offset in range(0, 180, 7):
+        assert offsets_of_read(again, offset)[0] <= offset
+    assert {ts: again.fetch_offset_by_timestamp(ts) for ts in lookups} == lookups
+    again.close()
+
+
+def offsets_of_read(log: UnifiedLog, offset: int) -> list[int]:
+    return [o for b in decode_batches(log.read(offset, 300).records) for o in b.offsets]
