@@ -16,8 +16,13 @@ def expose_auto_registration_module() -> None:
 
     Spark finds ``pyspark_*`` modules with ``pkgutil.iter_modules()``, which lists the module of a
     regular install (it is in site-packages) but not one served by an editable install's import
-    hook. Prepending the module's directory makes both work; it must happen before the JVM starts.
+    hook. Only in that case is the module's directory prepended; a regular install is left alone so
+    that Spark's own discovery is what runs. It must happen before the JVM starts.
     """
+    import pkgutil
+
+    if any(info.name == "pyspark_kafkalite" for info in pkgutil.iter_modules()):
+        return
     import pyspark_kafkalite
 
     module_dir = str(Path(pyspark_kafkalite.__file__).resolve().parent)

@@ -16,19 +16,17 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-import pyspark_kafkalite
 from spark_kafkalite.client import KafkaAdminClient, KafkaConsumer, KafkaProducer, NewTopic, TopicPartition
+from spark_kafkalite.demo.session import expose_auto_registration_module
 
 os.environ["PYSPARK_PYTHON"] = sys.executable
-_module_dir = str(Path(pyspark_kafkalite.__file__).resolve().parent)
-_paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-if _module_dir not in _paths:
-    os.environ["PYTHONPATH"] = os.pathsep.join([_module_dir, *_paths])
+# A regular install (what `.ci/run` does) is discovered by Spark itself; only an editable install
+# needs the module's directory on the workers' PYTHONPATH.
+expose_auto_registration_module()
 warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
 
 
