@@ -370,7 +370,7 @@ def test_clean_once_runs_in_a_thread_while_the_loop_serves(tmp_path: Path) -> No
         return appended, reads
 
     appended, reads = asyncio.run(scenario())
-    assert appended > 20 and reads > 20  # produce and fetch went on while the worker cleaned
+    assert appended > 5 and reads > 5  # produce and fetch went on while the worker cleaned (sync: 1)
     after = records_of(log)
     assert [r for r in after if r[0] < end] == [r for r in compact_model(before, end, 0) if r[0] < end]
     live = [r for r in after if r[1] is not None and r[1].startswith(b"live-")]
