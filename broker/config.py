@@ -249,8 +249,6 @@ class KafkaConfig:
             raise ConfigError(
                 "compression.type", "only 'producer' is supported (the broker does not recompress)"
             )
-        if "compact" in v["log.cleanup.policy"]:
-            raise ConfigError("log.cleanup.policy", "log compaction is not supported yet (only delete)")
 
     # -- typed accessors ----------------------------------------------------------------
     def __getitem__(self, key: str) -> Any:

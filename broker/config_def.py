@@ -275,7 +275,7 @@ _define("log.index.interval.bytes", "int", 4096, "Bytes between offset index ent
 _define("log.index.size.max.bytes", "int", 10485760, "Maximum offset index size.", at_least(4))
 _define("log.flush.interval.messages", "long", LONG_MAX, "fsync after this many messages.", at_least(1))
 _define("log.flush.interval.ms", "long", None, "fsync after this many ms.", at_least(0))
-_define("log.flush.scheduler.interval.ms", "long", LONG_MAX, "Flush check interval" + _UNUSED, at_least(0))
+_define("log.flush.scheduler.interval.ms", "long", LONG_MAX, "How often logs are checked for a time-based flush (flush.ms).", at_least(0))
 _define(
     "log.flush.offset.checkpoint.interval.ms",
     "int",
@@ -294,10 +294,11 @@ _define(
     "log.cleanup.policy",
     "list",
     ["delete"],
-    "Default cleanup policy (only delete is implemented; compact is rejected for now).",
+    "Default cleanup policy: delete (retention), compact (keep the latest record per key), or both.",
     one_of("delete", "compact"),
 )
-_define("log.cleaner.enable", "boolean", True, "Run the log cleaner" + _UNUSED)
+_define("log.cleaner.enable", "boolean", True, "Run the log cleaner (compaction of cleanup.policy=compact topics).")
+_define("log.cleaner.backoff.ms", "long", 15000, "Sleep between log cleaner runs when there is nothing to clean.", at_least(0))
 _define("log.cleaner.threads", "int", 1, "Log cleaner threads" + _UNUSED, at_least(0))
 _define(
     "log.message.timestamp.type",

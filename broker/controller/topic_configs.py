@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 #: Flip to True once the log cleaner runs compaction (issue 4, storage part).
-COMPACTION_SUPPORTED = False
+COMPACTION_SUPPORTED = True
 
 _HOURS = 3_600_000
 _MINUTES = 60_000

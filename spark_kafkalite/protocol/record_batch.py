@@ -152,7 +152,9 @@ def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
     return BatchHeader(*_HEADER.unpack_from(buf, pos))
 
 
-def validate_batch(buf: Buffer, pos: int = 0, size: int | None = None) -> BatchHeader:
+def validate_batch(
+    buf: Buffer, pos: int = 0, size: int | None = None, *, strict_counts: bool = True
+) -> BatchHeader:
     """Validate the batch at ``pos`` as Kafka's ``DefaultRecordBatch.ensureValid`` and
     ``LogValidator`` do: magic 2, a batch length that fits the buffer (and equals ``size`` when
     given), CRC-32C over [21, end), and ``records_count == last_offset_delta + 1 > 0``.
@@ -178,7 +180,10 @@ def validate_batch(buf: Buffer, pos: int = 0, size: int | None = None) -> BatchH
         raise CorruptRecordError(
             f"record batch CRC mismatch: stored {header.crc:#010x}, computed {crc:#010x}"
         )
-    if header.records_count <= 0 or header.records_count != header.last_offset_delta + 1:
+    span = header.last_offset_delta + 1
+    if header.records_count <= 0 or (
+        header.records_count != span if strict_counts else header.records_count > span
+    ):
         raise InvalidRecordError(
             f"record batch count {header.records_count} does not match lastOffsetDelta "
             f"{header.last_offset_delta}"
@@ -421,7 +426,7 @@ def decode_batch(buf: Buffer, pos: int = 0, *, verify_crc: bool = True) -> Decod
         CorruptRecordError / InvalidRecordError: see :func:`validate_batch`; also a malformed record.
         UnsupportedCompressionTypeError: the batch's codec library is missing.
     """
-    header = validate_batch(buf, pos) if verify_crc else read_header(buf, pos)
+    header = validate_batch(buf, pos, strict_counts=False) if verify_crc else read_header(buf, pos)
     end = pos + header.size_bytes
     data: bytes
     if header.compression_type:

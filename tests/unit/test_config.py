@@ -99,7 +99,7 @@ def test_log_dir_fallback() -> None:
         ("node.id", "-1", "must be set"),
         ("log.message.timestamp.type", "LogAppendTime", "not supported yet"),
         ("compression.type", "gzip", "only 'producer'"),
-        ("log.cleanup.policy", "compact", "not supported yet"),
+        ("log.cleanup.policy", "shred", "log.cleanup.policy"),
     ],
 )
 def test_bad_values_name_the_key(key: str, value: str, fragment: str) -> None:

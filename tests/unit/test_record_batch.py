@@ -129,3 +129,19 @@ def test_iter_headers_stops_at_partial_tail() -> None:
 def test_log_append_time_batches_use_max_timestamp() -> None:
     raw = encode_batch([(None, b"x", 5, []), (None, b"y", 9, [])], timestamp_type=1)
     assert decode_batch(raw).timestamps_ms == [9, 9]
+
+
+def test_compacted_batch_with_offset_holes_decodes_but_fails_strict_validation() -> None:
+    # A batch as the log cleaner leaves it: 3 records spanning offsets 0..5 (kafka-python builds it).
+    builder = DefaultRecordBatchBuilder(
+        magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20,
+    )
+    for offset in (0, 2, 5):
+        builder.append(offset, timestamp=1000 + offset, key=b"k%d" % offset, value=b"v", headers=[])
+    raw = bytes(builder.build())
+    header = validate_batch(raw, strict_counts=False)
+    assert (header.records_count, header.last_offset_delta) == (3, 5)
+    with pytest.raises(InvalidRecordError, match="count"):
+        validate_batch(raw)  # what the broker requires of produced batches
+    assert decode_batch(raw).offsets == [0, 2, 5]
