@@ -64,6 +64,9 @@ async def run(config: KafkaConfig, exit_with_parent: bool = False) -> int:
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    if hasattr(signal, "SIGXFSZ"):
+        # A write past RLIMIT_FSIZE must fail with EFBIG (-> KAFKA_STORAGE_ERROR), not kill us.
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     server = KafkaServer(config)

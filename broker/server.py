@@ -54,7 +54,7 @@ def log_config_from(config: KafkaConfig) -> LogConfig:
     """The default ``LogConfig`` from broker keys (log.segment.bytes, log.index.interval.bytes,
     message.max.bytes, log.flush.interval.messages, log.index.size.max.bytes, log.roll.ms/hours,
     log.retention.ms/minutes/hours, log.retention.bytes, log.cleanup.policy,
-    log.flush.interval.ms)."""
+    log.flush.interval.ms, min.insync.replicas, log.message.timestamp.before/after.max.ms)."""
     flush_messages = config["log.flush.interval.messages"]
     flush_ms = config.log_flush_interval_ms
     return LogConfig(
@@ -68,6 +68,9 @@ def log_config_from(config: KafkaConfig) -> LogConfig:
         retention_bytes=config["log.retention.bytes"],
         cleanup_policy=tuple(config["log.cleanup.policy"]),
         flush_ms=None if flush_ms >= LONG_MAX else flush_ms,
+        min_insync_replicas=config["min.insync.replicas"],
+        message_timestamp_before_max_ms=config["log.message.timestamp.before.max.ms"],
+        message_timestamp_after_max_ms=config["log.message.timestamp.after.max.ms"],
     )
 
 

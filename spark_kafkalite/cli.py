@@ -8,6 +8,8 @@ Commands::
                               [--replication-factor R] [--config k=v ...]
     kafkalite topics list     --bootstrap-server H:P
     kafkalite topics describe --bootstrap-server H:P [--topic T]
+    kafkalite topics alter    --bootstrap-server H:P --topic T [--config k=v ...]
+                              [--delete-config k ...]
     kafkalite topics delete   --bootstrap-server H:P --topic T
     kafkalite produce --bootstrap-server H:P --topic T [--partition P]
                       [--property parse.key=true --property key.separator=:]
@@ -15,6 +17,11 @@ Commands::
     kafkalite consume --bootstrap-server H:P --topic T [--from-beginning | --offset O]
                       [--partition P] [--max-messages N] [--timeout-ms MS]
                       [--property print.key=true --property key.separator=: ...]
+
+``topics describe`` prints each topic's config overrides (every value whose source is not the
+default, with its source: DYNAMIC_TOPIC_CONFIG or STATIC_BROKER_CONFIG) and its partitions with
+leader, replicas, ISR, log start offset and log end offset (the high watermark). Size on disk is
+not shown: it needs DescribeLogDirs, which the broker does not implement yet.
 
 ``--bootstrap-server`` defaults to ``$KAFKALITE_BOOTSTRAP_SERVERS``. Errors print one line
 (``kafkalite: error: ...``) to stderr and exit with status 1 (130 on Ctrl-C).
@@ -100,9 +107,16 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--config", action="append", metavar="KEY=VALUE", help="topic config (repeatable)")
     listing = topic_commands.add_parser("list", help="list topic names")
     _add_bootstrap(listing)
-    describe = topic_commands.add_parser("describe", help="partitions, leaders and offsets of topics")
+    describe = topic_commands.add_parser("describe", help="config overrides, partitions and offsets of topics")
     _add_bootstrap(describe)
     describe.add_argument("--topic", help="one topic (default: all)")
+    alter = topic_commands.add_parser("alter", help="set or delete topic configs (IncrementalAlterConfigs)")
+    _add_bootstrap(alter)
+    alter.add_argument("--topic", required=True)
+    alter.add_argument("--config", action="append", metavar="KEY=VALUE", help="set a topic config (repeatable)")
+    alter.add_argument(
+        "--delete-config", action="append", metavar="KEY", help="remove an override: back to the default (repeatable)"
+    )
     delete = topic_commands.add_parser("delete", help="delete a topic")
     _add_bootstrap(delete)
     delete.add_argument("--topic", required=True)
@@ -169,9 +183,28 @@ def _cmd_topics(args: argparse.Namespace) -> int:
         elif action == "list":
             for name in admin.list_topics():
                 print(name)
+        elif action == "alter":
+            changes: dict[str, str | None] = dict(_key_values(args.config, "--config"))
+            for key in args.delete_config or ():
+                changes[key.strip()] = None
+            if not changes:
+                raise CliError("topics alter needs --config KEY=VALUE or --delete-config KEY")
+            admin.incremental_alter_configs({args.topic: changes})
+            print(f"Altered configs of topic {args.topic}: " + ", ".join(
+                f"{k}={v}" if v is not None else f"-{k}" for k, v in changes.items()
+            ))
         else:
             names = [args.topic] if args.topic else admin.list_topics()
             described = admin.describe_topics(names) if names else {}
+            configs = admin.describe_configs(list(described)) if described else {}
+            for resource, entries in configs.items():
+                overrides = [e for e in entries.values() if not e.is_default]
+                config_table = Table(title=f"Configs of {resource.name} (non-default)")
+                for column in ("Config", "Value", "Source"):
+                    config_table.add_column(column, no_wrap=True)
+                for entry in sorted(overrides, key=lambda e: e.name):
+                    config_table.add_row(entry.name, "" if entry.value is None else entry.value, entry.source.name)
+                out.print(config_table)
             consumer = KafkaConsumer(
                 {"bootstrap.servers": servers, "client.id": "kafkalite-cli", **_CLIENT_TIMEOUTS}
             )
@@ -188,8 +221,8 @@ def _cmd_topics(args: argparse.Namespace) -> int:
                 "Leader",
                 "Replicas",
                 "Isr",
-                "Earliest",
-                "Latest",
+                "LogStartOffset",
+                "LogEndOffset",
                 "Records",
             ):
                 table.add_column(column, justify="left" if column == "Topic" else "right", no_wrap=True)

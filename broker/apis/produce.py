@@ -2,10 +2,16 @@
 
 Validation follows Kafka's ``ProduceRequest.validateRecords`` and ``LogValidator`` at batch
 granularity (records stay opaque bytes): exactly one batch (``INVALID_RECORD``), size <=
-``message.max.bytes`` (``MESSAGE_TOO_LARGE``), CRC-32C / truncation (``CORRUPT_MESSAGE``), magic
-and counts (``INVALID_RECORD``), base offset 0, no control batches, zstd only from v7
-(``UNSUPPORTED_COMPRESSION_TYPE``), timestamps within ``log.message.timestamp.*.max.ms``
-(``INVALID_TIMESTAMP``). Produce does not auto-create topics.
+the topic's ``max.message.bytes`` (``MESSAGE_TOO_LARGE``), CRC-32C / truncation (``CORRUPT_MESSAGE``),
+magic and counts (``INVALID_RECORD``), base offset 0, no control batches, zstd only from v7
+(``UNSUPPORTED_COMPRESSION_TYPE``), timestamps within the topic's ``message.timestamp.*.max.ms``
+(``INVALID_TIMESTAMP``). Per-topic values come from the partition log's ``LogConfig`` (topic
+override, else the broker default). Produce does not auto-create topics.
+
+Storage faults (Kafka's ``LogDirFailureChannel``): an ``OSError`` while appending (ENOSPC, EFBIG,
+EACCES, EROFS, EIO, ...) marks the partition's log dir offline and answers
+``KAFKA_STORAGE_ERROR``; later produces to any log in that dir get ``KAFKA_STORAGE_ERROR`` without
+touching the disk, while fetches keep serving what is already stored.
 
 acks: 0 (no response; a failed append closes the connection, as Kafka does), 1 and -1 (on one
 node the high watermark moves to the log end right after the append, so acks=all completes at
@@ -15,9 +21,10 @@ once unless the ISR is below ``min.insync.replicas`` -> ``NOT_ENOUGH_REPLICAS``)
 
 from __future__ import annotations
 
+import errno
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.apis.entities import ZERO_DURATION, build, nested
@@ -30,11 +37,16 @@ from spark_kafkalite.protocol.errors import (
     InvalidRecordError,
     InvalidTimestampError,
     KafkaError,
+    KafkaStorageError,
     MessageTooLargeError,
     NotEnoughReplicasError,
     UnsupportedCompressionTypeError,
 )
 from spark_kafkalite.protocol.record_batch import COMPRESSION_ZSTD, BatchHeader, read_header, validate_batch
+
+if TYPE_CHECKING:
+    from broker.log.log_results import LogAppendInfo
+    from broker.log.unified_log import UnifiedLog
 
 __all__ = ["handle_produce", "produce_error_response", "validate_produce_batch"]
 
@@ -98,11 +110,6 @@ async def handle_produce(ctx: BrokerContext, rctx: RequestContext, request: Any)
     topic_cls = nested(cls, "TopicProduceResponse")
     partition_cls = nested(cls, "PartitionProduceResponse")
     acks = request.acks
-    config = ctx.config
-    message_max_bytes = config.message_max_bytes
-    before_ms = config["log.message.timestamp.before.max.ms"]
-    after_ms = config["log.message.timestamp.after.max.ms"]
-    min_isr = config["min.insync.replicas"]
     failed = False
     topics_out = []
     for topic_data in request.topic_data:
@@ -118,20 +125,22 @@ async def handle_produce(ctx: BrokerContext, rctx: RequestContext, request: Any)
             else:
                 try:
                     registration, log = ctx.leader_log(topic, index)
+                    log_config = log.config
                     records = partition_data.records
                     validate_produce_batch(
                         records,
-                        message_max_bytes=message_max_bytes,
+                        message_max_bytes=log_config.max_message_bytes,
                         api_version=version,
-                        timestamp_before_max_ms=before_ms,
-                        timestamp_after_max_ms=after_ms,
+                        timestamp_before_max_ms=log_config.message_timestamp_before_max_ms,
+                        timestamp_after_max_ms=log_config.message_timestamp_after_max_ms,
                     )
+                    min_isr = log_config.min_insync_replicas
                     if acks == -1 and len(registration.isr) < min_isr:
                         raise NotEnoughReplicasError(
                             f"The size of the current ISR {list(registration.isr)} is insufficient to satisfy "
                             f"the min.isr requirement of {min_isr} for partition {topic}-{index}"
                         )
-                    info = log.append_as_leader(bytearray(records), registration.leader_epoch)  # type: ignore[arg-type]
+                    info = _append(ctx, topic, index, log, records, registration.leader_epoch)
                     log.update_high_watermark(log.log_end_offset)
                     ctx.fetch_purgatory.notify((topic, index))
                     base_offset = info.first_offset
@@ -165,6 +174,34 @@ async def handle_produce(ctx: BrokerContext, rctx: RequestContext, request: Any)
             raise CloseConnection("acks=0 produce request failed")
         return None
     return build(cls, responses=tuple(topics_out), throttle_time=ZERO_DURATION)
+
+
+def _append(
+    ctx: BrokerContext, topic: str, partition: int, log: UnifiedLog, records: bytes, leader_epoch: int
+) -> LogAppendInfo:
+    """Append one validated batch as leader, turning disk faults into ``KafkaStorageError``.
+
+    Raises:
+        KafkaStorageError: the partition's log dir is offline, or the append failed with an
+            ``OSError`` (which takes the log dir offline, Kafka's ``LogDirFailureChannel``).
+    """
+    manager = ctx.log_manager
+    offline_dir = manager.offline_dir_of(topic, partition)
+    if offline_dir is not None:
+        raise KafkaStorageError(f"Log dir {offline_dir} of {topic}-{partition} is offline")
+    try:
+        return log.append_as_leader(bytearray(records), leader_epoch)
+    except OSError as exc:
+        log_dir = manager.mark_log_dir_offline(topic, partition, exc)
+        raise KafkaStorageError(
+            f"Error while appending records to {topic}-{partition} in dir {log_dir}: "
+            f"{errno_name(exc)} {exc.strerror or exc}"
+        ) from exc
+
+
+def errno_name(exc: OSError) -> str:
+    """``"ENOSPC"``-style name of ``exc.errno`` (``"OSError"`` when it has none)."""
+    return errno.errorcode.get(exc.errno or 0, "OSError")
 
 
 def produce_error_response(request: Any, version: int, code: ErrorCode) -> Any:

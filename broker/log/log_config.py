@@ -45,6 +45,13 @@ class LogConfig:
             (``min.cleanable.dirty.ratio``, default 0.5).
         flush_ms: fsync the log when its oldest unflushed append is this old (``flush.ms`` /
             ``log.flush.interval.ms``); ``None`` = never (Kafka's default, Long.MAX_VALUE).
+        min_insync_replicas: smallest ISR that acks=all produce accepts, else
+            NOT_ENOUGH_REPLICAS (``min.insync.replicas``, default 1). Enforced by produce.
+        message_timestamp_before_max_ms: oldest CreateTime a produced batch may carry, in ms
+            before now (``message.timestamp.before.max.ms``, default Long.MAX_VALUE = no limit);
+            older -> INVALID_TIMESTAMP. Enforced by produce.
+        message_timestamp_after_max_ms: latest CreateTime a produced batch may carry, in ms
+            after now (``message.timestamp.after.max.ms``, default 1 hour). Enforced by produce.
     """
 
     segment_bytes: int = 1073741824
@@ -60,6 +67,9 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     min_cleanable_dirty_ratio: float = 0.5
     flush_ms: int | None = None
+    min_insync_replicas: int = 1
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = 3600000
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 14:

@@ -65,9 +65,15 @@ class LogManager:
     partition log of ``topic`` now and of partitions created or loaded later;
     ``remove_topic_config(topic)`` goes back to the default.
 
+    Log dir failures (Kafka's ``LogDirFailureChannel``): ``mark_log_dir_offline`` takes the dir
+    of a partition offline after an I/O error; produce refuses logs in offline dirs
+    (``offline_dir_of``), new logs go to online dirs, and shutdown writes neither checkpoints nor
+    the clean-shutdown marker there, so the next start recovers (truncates) those logs.
+
     Attributes:
         had_clean_shutdown: after ``startup``, True if every log dir carried the clean-shutdown
             marker.
+        offline_log_dirs: log dirs taken offline by an I/O error since startup.
     """
 
     def __init__(
@@ -85,6 +91,7 @@ class LogManager:
         self._logs: dict[TopicPartitionKey, UnifiedLog] = {}
         self._log_dir_of: dict[TopicPartitionKey, Path] = {}
         self.had_clean_shutdown = True
+        self.offline_log_dirs: set[Path] = set()
         self._started = False
 
     # -- startup / shutdown ----------------------------------------------------------------
@@ -150,6 +157,9 @@ class LogManager:
         self._logs.clear()
         self._log_dir_of.clear()
         for log_dir in self.log_dirs:
+            if log_dir in self.offline_log_dirs:
+                logger.warning("log dir %s is offline: no clean-shutdown marker, it recovers on restart", log_dir)
+                continue
             marker = log_dir / CLEAN_SHUTDOWN_FILE
             with open(marker, "w") as f:
                 os.fsync(f.fileno())
@@ -198,7 +208,8 @@ class LogManager:
         counts = {d: 0 for d in self.log_dirs}
         for d in self._log_dir_of.values():
             counts[d] += 1
-        log_dir = min(self.log_dirs, key=lambda d: counts[d])
+        candidates = [d for d in self.log_dirs if d not in self.offline_log_dirs] or self.log_dirs
+        log_dir = min(candidates, key=lambda d: counts[d])
         log = UnifiedLog.open(
             log_dir / topic_partition_dir_name(topic, partition),
             self.config_for(topic),
@@ -227,6 +238,27 @@ class LogManager:
         shutil.rmtree(doomed, ignore_errors=True)
         logger.info("deleted log %s", log.dir.name)
         return True
+
+    # -- log dir failures ------------------------------------------------------------------
+
+    def offline_dir_of(self, topic: str, partition: int) -> Path | None:
+        """The log dir of (topic, partition) if it is offline, else None."""
+        log_dir = self._log_dir_of.get((topic, partition))
+        return log_dir if log_dir in self.offline_log_dirs else None
+
+    def mark_log_dir_offline(self, topic: str, partition: int, error: BaseException) -> Path | None:
+        """Take the log dir of (topic, partition) offline after ``error`` (an I/O error while
+        writing it) and return it (None if the partition has no log here). Idempotent."""
+        log_dir = self._log_dir_of.get((topic, partition))
+        if log_dir is not None and log_dir not in self.offline_log_dirs:
+            self.offline_log_dirs.add(log_dir)
+            logger.error(
+                "log dir %s is offline after an I/O error on %s-%d: %s (produce to its %d log(s) "
+                "now fails with KAFKA_STORAGE_ERROR)",
+                log_dir, topic, partition, error,
+                sum(1 for d in self._log_dir_of.values() if d == log_dir),
+            )
+        return log_dir
 
     def all_logs(self) -> dict[TopicPartitionKey, UnifiedLog]:
         """{(topic, partition): log} (a copy)."""
@@ -319,5 +351,7 @@ class LogManager:
 
     def _write_checkpoint(self, file_name: str, value: Callable[[UnifiedLog], int], *, sync: bool) -> None:
         for log_dir in self.log_dirs:
+            if log_dir in self.offline_log_dirs:
+                continue
             offsets = {key: value(log) for key, log in self._logs.items() if self._log_dir_of[key] == log_dir}
             write_offset_checkpoint(log_dir / file_name, offsets, sync=sync)

@@ -12,6 +12,7 @@ Every read of a ``.log`` file goes through ``segment_files.counted_pread``, whic
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -258,7 +259,14 @@ class LogSegment:
         Returns: the file position the records were written at.
         """
         position = self._size
-        _write_all(self._fd, records)
+        try:
+            _write_all(self._fd, records)
+        except OSError:
+            # Best effort: drop a partly written batch (e.g. ENOSPC / EFBIG mid-write) so the
+            # file ends on a batch boundary again; recovery would truncate it otherwise.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, position)
+            raise
         self._size += len(records)
         interval = self.config.index_interval_bytes
         if batches is None:

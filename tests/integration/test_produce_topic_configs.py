@@ -1,0 +1,79 @@
+"""Produce enforces the topic's own configs (the partition log's ``LogConfig``), not the broker-wide
+values: ``max.message.bytes``, ``min.insync.replicas`` and ``message.timestamp.before.max.ms``,
+checked with confluent-kafka against a real broker, including a live IncrementalAlterConfigs."""
+
+from __future__ import annotations
+
+import time
+
+import confluent_kafka
+import pytest
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+from spark_kafkalite.local_cluster import LocalCluster
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def create(bootstrap: str, topic: str, config: dict[str, str] | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config=config or {})])[topic].result(timeout=15)
+
+
+def produce_one(
+    bootstrap: str, topic: str, value: bytes, *, acks: str = "1", timestamp_ms: int = 0
+) -> confluent_kafka.KafkaError | None:
+    """Produce one record without retries; returns the delivery error (None = delivered)."""
+    results: list[confluent_kafka.KafkaError | None] = []
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "acks": acks, "retries": 0, "linger.ms": 0,
+         "message.timeout.ms": 10000, "enable.idempotence": False}
+    )
+    producer.produce(topic, value=value, partition=0, timestamp=timestamp_ms,
+                     on_delivery=lambda err, _msg: results.append(err))
+    assert producer.flush(15) == 0
+    return results[0]
+
+
+def test_max_message_bytes_per_topic(cluster: LocalCluster, unique_topic: str) -> None:
+    small, big = f"{unique_topic}-small", f"{unique_topic}-big"
+    create(cluster.bootstrap_servers, small, {"max.message.bytes": "200"})
+    create(cluster.bootstrap_servers, big)
+    error = produce_one(cluster.bootstrap_servers, small, b"x" * 1000)
+    assert error is not None and error.code() == confluent_kafka.KafkaError.MSG_SIZE_TOO_LARGE, error
+    assert produce_one(cluster.bootstrap_servers, small, b"x" * 50) is None  # a small batch fits
+    assert produce_one(cluster.bootstrap_servers, big, b"x" * 1000) is None
+
+
+def test_max_message_bytes_alter_applies_live(cluster: LocalCluster, unique_topic: str) -> None:
+    create(cluster.bootstrap_servers, unique_topic)
+    assert produce_one(cluster.bootstrap_servers, unique_topic, b"x" * 1000) is None
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    resource = ConfigResource(
+        "topic", unique_topic,
+        incremental_configs=[ConfigEntry("max.message.bytes", "300", incremental_operation=AlterConfigOpType.SET)],
+    )
+    admin.incremental_alter_configs([resource])[resource].result(timeout=15)
+    error = produce_one(cluster.bootstrap_servers, unique_topic, b"x" * 1000)
+    assert error is not None and error.code() == confluent_kafka.KafkaError.MSG_SIZE_TOO_LARGE, error
+
+
+def test_min_insync_replicas_per_topic(cluster: LocalCluster, unique_topic: str) -> None:
+    strict, relaxed = f"{unique_topic}-strict", f"{unique_topic}-relaxed"
+    create(cluster.bootstrap_servers, strict, {"min.insync.replicas": "2"})
+    create(cluster.bootstrap_servers, relaxed)
+    error = produce_one(cluster.bootstrap_servers, strict, b"v", acks="all")
+    assert error is not None and error.code() == confluent_kafka.KafkaError.NOT_ENOUGH_REPLICAS, error
+    assert produce_one(cluster.bootstrap_servers, strict, b"v", acks="1") is None  # only acks=all checks it
+    assert produce_one(cluster.bootstrap_servers, relaxed, b"v", acks="all") is None
+
+
+def test_message_timestamp_before_max_ms_per_topic(cluster: LocalCluster, unique_topic: str) -> None:
+    strict, relaxed = f"{unique_topic}-strict", f"{unique_topic}-relaxed"
+    create(cluster.bootstrap_servers, strict, {"message.timestamp.before.max.ms": "60000"})
+    create(cluster.bootstrap_servers, relaxed)
+    old_ms = int(time.time() * 1000) - 3_600_000
+    error = produce_one(cluster.bootstrap_servers, strict, b"v", timestamp_ms=old_ms)
+    assert error is not None and error.code() == confluent_kafka.KafkaError.INVALID_TIMESTAMP, error
+    assert produce_one(cluster.bootstrap_servers, strict, b"v") is None  # now is within range
+    assert produce_one(cluster.bootstrap_servers, relaxed, b"v", timestamp_ms=old_ms) is None
