@@ -20,8 +20,8 @@ Commands::
 
 ``topics describe`` prints each topic's config overrides (every value whose source is not the
 default, with its source: DYNAMIC_TOPIC_CONFIG or STATIC_BROKER_CONFIG) and its partitions with
-leader, replicas, ISR, log start offset and log end offset (the high watermark). Size on disk is
-not shown: it needs DescribeLogDirs, which the broker does not implement yet.
+leader, replicas, ISR, log start offset, log end offset (the high watermark), record count and
+size on disk (DescribeLogDirs, summed over log dirs and brokers; e.g. ``1.5 KiB``).
 
 ``--bootstrap-server`` defaults to ``$KAFKALITE_BOOTSTRAP_SERVERS``. Errors print one line
 (``kafkalite: error: ...``) to stderr and exit with status 1 (130 on Ctrl-C).
@@ -153,6 +153,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # ---------------------------------------------------------------------------------------- topics
+def _human_bytes(size_bytes: int) -> str:
+    """``size_bytes`` in binary units: ``512 B``, ``1.5 KiB``, ``2.0 MiB`` ..."""
+    value = float(size_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{size_bytes} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
 def _cmd_topics(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -214,6 +224,7 @@ def _cmd_topics(args: argparse.Namespace) -> int:
                 latest = consumer.end_offsets(tps) if tps else {}
             finally:
                 consumer.close()
+            sizes = admin.describe_log_dirs(list(described)) if described else {}
             table = Table(title=f"Topics on {servers}")
             for column in (
                 "Topic",
@@ -224,6 +235,7 @@ def _cmd_topics(args: argparse.Namespace) -> int:
                 "LogStartOffset",
                 "LogEndOffset",
                 "Records",
+                "Size",
             ):
                 table.add_column(column, justify="left" if column == "Topic" else "right", no_wrap=True)
             for topic, parts in described.items():
@@ -239,6 +251,7 @@ def _cmd_topics(args: argparse.Namespace) -> int:
                         "" if lo is None else str(lo),
                         "" if hi is None else str(hi),
                         "" if lo is None or hi is None else str(hi - lo),
+                        "" if tp not in sizes else _human_bytes(sizes[tp]),
                     )
             out.print(table)
     return 0

@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from spark_kafkalite.cli import main
-from spark_kafkalite.client import KafkaAdminClient, KafkaProducer
+from spark_kafkalite.client import KafkaAdminClient, KafkaProducer, TopicPartition
 from spark_kafkalite.client.admin_configs import ConfigSource
 
 pytestmark = pytest.mark.timeout(60)
@@ -55,13 +55,16 @@ def test_create_with_config_describe_and_alter(bootstrap_servers: str, capsys, m
     assert row(out, "retention.ms") == ["retention.ms", "60000", "DYNAMIC_TOPIC_CONFIG"]
     assert row(out, "cleanup.policy") == ["cleanup.policy", "compact,delete", "DYNAMIC_TOPIC_CONFIG"]
     assert "segment.ms" not in out  # defaults are not listed
-    # Topic, Partition, Leader, Replicas, Isr, LogStartOffset, LogEndOffset, Records
-    assert "LogStartOffset" in out and "LogEndOffset" in out
+    # Topic, Partition, Leader, Replicas, Isr, LogStartOffset, LogEndOffset, Records, Size
+    assert "LogStartOffset" in out and "LogEndOffset" in out and "Size" in out
     rows = sorted(
-        (cells for cells in (_cells(line) for line in out.splitlines()) if len(cells) == 8 and cells[0] == topic),
+        (cells for cells in (_cells(line) for line in out.splitlines()) if len(cells) == 9 and cells[0] == topic),
         key=lambda cells: cells[1],
     )
     assert [(c[1], c[5], c[6], c[7]) for c in rows] == [("0", "0", "0", "0"), ("1", "0", "3", "3")], out
+    with KafkaAdminClient({"bootstrap.servers": bootstrap_servers}) as admin:
+        size_bytes = admin.describe_log_dirs([topic])[TopicPartition(topic, 1)]
+    assert size_bytes > 0 and [c[8] for c in rows] == ["0 B", f"{size_bytes} B"], out
 
     code, out, err = run(
         capsys, monkeypatch, "topics", "alter", *bs, "--topic", topic,

@@ -27,6 +27,7 @@ from broker.apis.create_topics import create_topics_error_response, handle_creat
 from broker.apis.delete_records import delete_records_error_response, handle_delete_records
 from broker.apis.delete_topics import delete_topics_error_response, handle_delete_topics
 from broker.apis.describe_configs import describe_configs_error_response, handle_describe_configs
+from broker.apis.describe_log_dirs import describe_log_dirs_error_response, handle_describe_log_dirs
 from broker.apis.errors import error_code_for
 from broker.apis.fetch import fetch_error_response, handle_fetch
 from broker.apis.incremental_alter_configs import (
@@ -112,6 +113,7 @@ DEFAULT_APIS: tuple[ApiSpec, ...] = (
     ApiSpec(ApiKey.DELETE_RECORDS, 0, 2, handle_delete_records, delete_records_error_response),
     ApiSpec(ApiKey.DESCRIBE_CONFIGS, 1, 4, handle_describe_configs, describe_configs_error_response),
     ApiSpec(ApiKey.ALTER_CONFIGS, 0, 2, handle_alter_configs, alter_configs_error_response),
+    ApiSpec(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, handle_describe_log_dirs, describe_log_dirs_error_response),
     ApiSpec(ApiKey.CREATE_PARTITIONS, 0, 3, handle_create_partitions, create_partitions_error_response),
     ApiSpec(
         ApiKey.INCREMENTAL_ALTER_CONFIGS,

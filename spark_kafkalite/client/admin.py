@@ -2,7 +2,7 @@
 
 CreateTopics / DeleteTopics / CreatePartitions go to the controller named in the metadata
 (retrying on NOT_CONTROLLER); list/describe use MetadataRequests; ``list_offsets`` uses
-ListOffsets grouped by leader; DescribeConfigs goes to the least loaded broker (to the broker
+ListOffsets grouped by leader; DescribeLogDirs goes to every broker; DescribeConfigs goes to the least loaded broker (to the broker
 itself for BROKER resources), (Incremental)AlterConfigs to the least loaded broker (Kafka's
 brokers forward them to the controller). Blocking calls on the caller's thread; not thread-safe.
 """
@@ -25,6 +25,7 @@ from spark_kafkalite.client.admin_configs import (
     parse_alter_configs,
     parse_describe_configs,
 )
+from spark_kafkalite.client.admin_log_dirs import describe_log_dirs_builder, parse_describe_log_dirs
 from spark_kafkalite.client.config import parse_config
 from spark_kafkalite.client.consumer.offset_fetcher import OffsetFetcher
 from spark_kafkalite.client.errors import IllegalStateError
@@ -405,6 +406,34 @@ class KafkaAdminClient:
                 log.warning("new partitions of %s not in metadata after %s ms", list(totals), timeout_ms)
                 return
             self._client.poll(self._retry_backoff_ms)
+
+    def describe_log_dirs(
+        self, topics: list[str] | None = None, timeout_ms: float | None = None
+    ) -> dict[TopicPartition, int]:
+        """Bytes on disk per partition (DescribeLogDirs, Java ``Admin.describeLogDirs``):
+        ``{TopicPartition: size_bytes}`` summed over every log dir of every broker (so each
+        replica counts). ``topics`` None means every partition. Offline log dirs
+        (KAFKA_STORAGE_ERROR) are skipped with a warning.
+
+        Raises:
+            UnknownTopicOrPartitionError: a named topic does not exist.
+            KafkaTimeoutError: no answer in time. KafkaError: a top-level error (v3+).
+        """
+        wanted = None
+        if topics is not None:
+            described = self.describe_topics(topics, timeout_ms)
+            wanted = {t: [p.partition for p in parts] for t, parts in described.items()}
+        sizes: dict[TopicPartition, int] = {}
+        for node_id, _, _ in self.describe_cluster(timeout_ms)["brokers"]:
+            code, dirs = parse_describe_log_dirs(self._send_any(describe_log_dirs_builder(wanted), node_id, timeout_ms))
+            if code != ErrorCode.none:
+                raise error_for_code(code, f"DescribeLogDirs on broker {node_id}")
+            for d in dirs:
+                if d.error_code != ErrorCode.none:
+                    log.warning("log dir %s of broker %d: %s", d.log_dir, node_id, error_for_code(d.error_code))
+                for tp, size in d.replica_sizes_bytes.items():
+                    sizes[tp] = sizes.get(tp, 0) + size
+        return sizes
 
     # -------------------------------------------------------------- offsets
 

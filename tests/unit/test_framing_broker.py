@@ -131,6 +131,7 @@ def test_api_versions_fallback_and_table() -> None:
         23: (2, 4),
         32: (1, 4),
         33: (0, 2),
+        35: (1, 4),
         37: (0, 3),
         44: (0, 1),
     }
