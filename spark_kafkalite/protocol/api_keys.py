@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from kio.index import KioIndexError, load_payload_module
@@ -51,7 +51,7 @@ class ApiKey(enum.IntEnum):
     BROKER_HEARTBEAT = 63
 
 
-@lru_cache(maxsize=None)
+@cache
 def _entity_class(api_key: int, version: int, entity_type: EntityType) -> type[Any]:
     try:
         module = load_payload_module(api_key, version, entity_type)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import struct
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from kio.serial import entity_reader, entity_writer
@@ -119,12 +119,12 @@ def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[Reques
     return RequestHeaderInfo(api_key, api_version, correlation_id, client_id, header_version), pos
 
 
-@lru_cache(maxsize=None)
+@cache
 def _reader(cls: type[Any]) -> Any:
     return entity_reader(cls)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _writer(cls: type[Any]) -> Any:
     return entity_writer(cls)
 
