@@ -42,7 +42,13 @@ from spark_kafkalite.protocol.errors import (
     NotEnoughReplicasError,
     UnsupportedCompressionTypeError,
 )
-from spark_kafkalite.protocol.record_batch import COMPRESSION_ZSTD, BatchHeader, read_header, validate_batch
+from spark_kafkalite.protocol.record_batch import (
+    COMPRESSION_ZSTD,
+    BatchHeader,
+    read_header,
+    validate_batch,
+    validate_record_framing,
+)
 
 if TYPE_CHECKING:
     from broker.log.log_results import LogAppendInfo
@@ -90,6 +96,7 @@ def validate_produce_batch(
         raise UnsupportedCompressionTypeError(
             "Produce requests with ZStandard compression need version 7 or later"
         )
+    validate_record_framing(records, header)
     if timestamp_before_max_ms != LONG_MAX or timestamp_after_max_ms != LONG_MAX:
         now_ms = int(time.time() * 1000)
         if header.timestamp_type == 0 and (

@@ -414,3 +414,26 @@ def test_list_offsets_v0_and_v7(wire: Wire, seed_topic: str) -> None:
     assert list_offsets(-2) == (0, -1)
     max_offset, max_ts = list_offsets(-3)
     assert 0 <= max_offset < latest and max_ts > 0
+
+
+def _recrc(batch: bytearray) -> bytes:
+    import crc32c
+
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
+    return bytes(batch)
+
+
+@pytest.mark.parametrize("damage", ["garbage_records", "unknown_codec", "count_too_high"])
+def test_crc_valid_but_malformed_batch_is_rejected(wire: Wire, seed_topic: str, damage: str) -> None:
+    """A batch whose CRC is right but whose records cannot be decoded must not be stored: it
+    would make the partition unreadable for every consumer (the health check reads it all)."""
+    batch = bytearray(a_batch(2))
+    if damage == "garbage_records":
+        batch[61:] = b"\xff" * (len(batch) - 61)
+    elif damage == "unknown_codec":
+        struct.pack_into(">h", batch, 21, 7)
+    else:  # header says 3 records (lastOffsetDelta 2) but the section holds 2
+        struct.pack_into(">i", batch, 23, 2)
+        struct.pack_into(">i", batch, 57, 3)
+    assert partition_error(wire.request(produce_request(seed_topic, _recrc(batch)))) == 2  # CORRUPT_MESSAGE
+    assert partition_error(wire.request(produce_request(seed_topic, a_batch()))) == 0

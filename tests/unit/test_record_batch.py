@@ -145,3 +145,15 @@ def test_compacted_batch_with_offset_holes_decodes_but_fails_strict_validation()
     with pytest.raises(InvalidRecordError, match="count"):
         validate_batch(raw)  # what the broker requires of produced batches
     assert decode_batch(raw).offsets == [0, 2, 5]
+
+
+def test_record_framing_accepts_every_valid_batch_and_rejects_damage() -> None:
+    from spark_kafkalite.protocol.record_batch import validate_record_framing
+
+    for codec in (COMPRESSION_NONE, COMPRESSION_GZIP, 2, 3, 4):
+        raw = encode_batch([(b"k", b"v" * 300, 1, [("h", None)]), (None, None, 2, [])], compression_type=codec)
+        validate_record_framing(raw, validate_batch(raw))
+    raw = bytearray(encode_batch([(b"k", b"v", 1, []), (b"k2", b"v2", 2, [])]))
+    raw[61] = 0x7F  # first record's length now runs past the batch
+    with pytest.raises(CorruptRecordError):
+        validate_record_framing(raw, read_header(raw))
