@@ -87,6 +87,7 @@ def plan_stream_ranges(
     end: Mapping[TopicPartition, int],
     earliest: Callable[[list[TopicPartition]], PartitionOffsetMap],
     report_data_loss: Callable[[str], None],
+    current_partitions: Callable[[], set[TopicPartition]] | None = None,
 ) -> list[OffsetRange]:
     """Offset ranges of a micro-batch from ``start`` to ``end`` (Spark's
     ``getOffsetRangesFromResolvedOffsets``), ordered by topic-partition.
@@ -94,6 +95,12 @@ def plan_stream_ranges(
     ``-1`` markers in ``start`` resolve to ``end`` (an empty range), ``-2`` to earliest. New
     partitions start at earliest and must start at offset 0; gone partitions and offsets that
     went backwards are data loss (``report_data_loss`` raises or warns per ``failOnDataLoss``).
+
+    A partition in ``start`` but not in ``end`` that ``current_partitions()`` (the partitions
+    that exist now) still lists is not gone: Spark re-evaluates ``initialOffset`` when it replays
+    an uncommitted batch 0, so partitions added since the batch was planned show up only in
+    ``start``. Nothing is planned for it here; later batches pick it up as a new partition.
+    Without ``current_partitions`` every such partition counts as gone.
     """
     to_fetch = [tp for tp, off in start.items() if off == EARLIEST and tp in end]
     new_partitions = sorted(set(end) - set(start))
@@ -110,6 +117,8 @@ def plan_stream_ranges(
                 "Some data may have been missed"
             )
     gone = set(start) - set(end)
+    if gone and current_partitions is not None:
+        gone -= current_partitions()
     if gone:
         report_data_loss(f"{format_partitions(gone)} are gone. Some data may have been missed")
     ranges: list[OffsetRange] = []
@@ -253,7 +262,8 @@ class KafkaLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         if self._available_now_latest is not None:
             self._verify_available_now_end(end_map)
         ranges = plan_stream_ranges(
-            start_map, end_map, self.offset_reader.earliest_offsets, self._report_data_loss
+            start_map, end_map, self.offset_reader.earliest_offsets, self._report_data_loss,
+            current_partitions=self._current_partitions,
         )
         planned = split_ranges(
             ranges,

@@ -15,7 +15,7 @@ from spark_kafkalite.client.consumer.kafka_consumer import CONSUMER_DEFAULTS
 from spark_kafkalite.client.consumer.subscription_state import OffsetResetStrategy, SubscriptionState
 from spark_kafkalite.client.metadata import Metadata
 from spark_kafkalite.client.types import ConsumerRecord, TopicPartition
-from spark_kafkalite.protocol.errors import OffsetOutOfRangeError
+from spark_kafkalite.protocol.errors import KafkaError, OffsetOutOfRangeError
 from spark_kafkalite.protocol.record_batch import encode_batch
 
 TP = TopicPartition("t", 0)
@@ -167,3 +167,41 @@ def _empty_metadata():  # type: ignore[no-untyped-def]
     from kio.schema.metadata.v12 import response as m12
 
     return m12.MetadataResponse(throttle_time=datetime.timedelta(0), brokers=(), cluster_id=None, controller_id=-1, topics=())
+
+
+def garbage_records_batch(base_offset: int) -> bytes:
+    """A batch whose header and CRC are valid but whose record bytes cannot be decoded."""
+    raw = bytearray(encode_batch([(b"k", b"xxxxxxxxxx", 0, [])], base_offset=base_offset))
+    raw[61:] = b"\xff" * (len(raw) - 61)
+    struct.pack_into(">I", raw, 17, crc32c.crc32c(bytes(raw[21:])))
+    return bytes(raw)
+
+
+def test_corrupt_batch_returns_records_before_it_then_raises_at_its_offset_on_every_poll() -> None:
+    fetcher, subs, _ = make_fetcher()
+    subs.seek(TP, 0)
+    add(fetcher, 0, batch(0, 1) + garbage_records_batch(1) + batch(2, 1))
+    assert offsets(fetcher.collect_fetch()) == [0]
+    assert subs.position(TP) == 1
+    for _ in range(2):  # the bad batch stays next: no skipping past it
+        with pytest.raises(KafkaError, match="CORRUPT"):
+            fetcher.collect_fetch()
+        assert subs.position(TP) == 1
+    subs.seek(TP, 2)  # the application skips the bad batch explicitly
+    add(fetcher, 2, batch(2, 1))
+    assert offsets(fetcher.collect_fetch()) == [2]
+
+
+def test_corrupt_batch_keeps_records_of_other_partitions_collected_in_the_same_poll() -> None:
+    tp1 = TopicPartition("t", 1)
+    fetcher, subs, _ = make_fetcher()
+    subs.assign([TP, tp1])
+    subs.seek(TP, 0)
+    subs.seek(tp1, 0)
+    add(fetcher, 0, batch(0, 2))
+    fetcher._completed.append(CompletedFetch(tp1, 0, 0, 100, 0, 100, garbage_records_batch(0)))
+    assert offsets(fetcher.collect_fetch()) == [0, 1]
+    assert subs.position(TP) == 2
+    with pytest.raises(KafkaError, match="CORRUPT"):
+        fetcher.collect_fetch()
+    assert subs.position(tp1) == 0

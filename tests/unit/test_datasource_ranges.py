@@ -137,3 +137,24 @@ def test_plan_stream_ranges_reports_data_loss(start, end, earliest, message) -> 
         report_data_loss=warnings.append,
     )
     assert warnings
+
+
+def test_plan_stream_ranges_partition_only_in_start_that_still_exists_is_not_data_loss() -> None:
+    # Replay of an uncommitted batch 0: initialOffset now also names the added partition a-1,
+    # the batch's stored end offsets do not. Plan nothing for a-1; no data loss.
+    ranges = plan_stream_ranges(
+        {A0: 0, A1: 0},
+        {A0: 10},
+        earliest=lambda tps: dict.fromkeys(tps, 0),
+        report_data_loss=_raise,
+        current_partitions=lambda: {A0, A1},
+    )
+    assert ranges == [r(0, 0, 10)]
+    with pytest.raises(Loss, match=r"\[a-1\] are gone"):  # really gone: still data loss
+        plan_stream_ranges(
+            {A0: 0, A1: 0},
+            {A0: 10},
+            earliest=lambda tps: dict.fromkeys(tps, 0),
+            report_data_loss=_raise,
+            current_partitions=lambda: {A0},
+        )

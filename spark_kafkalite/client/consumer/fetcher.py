@@ -70,7 +70,7 @@ class CompletedFetch:
     __slots__ = (
         "tp", "fetch_offset", "error_code", "high_watermark", "log_start_offset",
         "last_stable_offset", "records", "next_fetch_offset", "consumed", "batch", "index",
-        "headers_iter", "saw_batch", "end_offset",
+        "headers_iter", "saw_batch", "end_offset", "failed_header",
     )
 
     def __init__(
@@ -91,6 +91,8 @@ class CompletedFetch:
         self.headers_iter: Iterator[tuple[int, BatchHeader]] | None = None
         self.saw_batch = False
         self.end_offset: int | None = None
+        # A batch that failed to decode: retried (and raising again) on the next poll.
+        self.failed_header: tuple[int, BatchHeader] | None = None
 
 
 class Fetcher:
@@ -298,7 +300,12 @@ class Fetcher:
                 if not usable:
                     continue
                 self._next_in_line = cf
-            records = self._fetch_records(cf, remaining)
+            try:
+                records = self._fetch_records(cf, remaining)
+            except KafkaError:
+                if out:  # hand out what we have; the failing batch raises again on the next call
+                    break
+                raise
             if records:
                 existing = out.get(cf.tp)
                 if existing is None:
@@ -361,7 +368,8 @@ class Fetcher:
         while len(out) < max_records:
             batch = cf.batch
             if batch is None:
-                item = next(cf.headers_iter, None)
+                item = cf.failed_header or next(cf.headers_iter, None)
+                cf.failed_header = None
                 if item is None:
                     cf.consumed = True
                     if not cf.saw_batch and position < cf.high_watermark:
@@ -377,7 +385,17 @@ class Fetcher:
                 if header.is_control:
                     position = header.next_offset
                     continue
-                batch = decode_batch(records, pos, verify_crc=self._check_crcs)
+                try:
+                    batch = decode_batch(records, pos, verify_crc=self._check_crcs)
+                except KafkaError:
+                    # Like Java's Fetcher: keep the records decoded so far and the position after
+                    # them; the failing batch stays next, so the next poll raises at its offset.
+                    cf.failed_header = item
+                    cf.next_fetch_offset = position
+                    state.position = position
+                    if out:
+                        return out
+                    raise
                 offsets = batch.offsets
                 cf.index = bisect_left(offsets, position) if offsets and offsets[0] < position else 0
                 cf.batch = batch
