@@ -221,10 +221,11 @@ class KafkaConfig:
         if not self.listeners:
             raise ConfigError("listeners", "at least one listener is required")
         advertised = v["advertised.listeners"]
-        if advertised is None:
+        parsed = parse_listeners("advertised.listeners", advertised or [], self.protocol_map)
+        if not parsed:  # unset or empty (``advertised.listeners=``): default to listeners
             self.advertised_listeners = list(self.listeners)
         else:
-            self.advertised_listeners = parse_listeners("advertised.listeners", advertised, self.protocol_map)
+            self.advertised_listeners = parsed
             names = {e.listener_name for e in self.listeners}
             for endpoint in self.advertised_listeners:
                 if endpoint.listener_name not in names:

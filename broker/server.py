@@ -1,6 +1,7 @@
 """``KafkaServer``: wires config, storage, metadata, controller and the socket server.
 
 Startup (Kafka's ``BrokerServer.startup`` order, reduced to one node):
+0. lock every log dir (``<log dir>/.lock``, held for the process lifetime; see ``dir_lock``);
 1. check / write ``meta.properties`` in every log dir (cluster id, node id);
 2. ``LogManager.startup()`` (recovers logs after an unclean shutdown);
 3. bind the listeners (port 0 = a free port) and compute the advertised endpoints;
@@ -32,6 +33,7 @@ from broker.config import LONG_MAX, Endpoint, KafkaConfig, parse_properties
 from broker.controller.metadata_image import MetadataImage, MetadataRecord
 from broker.controller.single_node_controller import SingleNodeController
 from broker.controller.topic_publisher import TopicMetadataPublisher
+from broker.log.dir_lock import LogDirLockError, LogDirLocks
 from broker.log.log_cleaner import LogCleaner
 from broker.log.log_config import LogConfig
 from broker.log.log_manager import LogManager
@@ -157,6 +159,7 @@ class KafkaServer:
         self._background: list[asyncio.Task[None]] = []
         self._topic_publisher: TopicMetadataPublisher | None = None
         self._endpoints_file = config.log_dirs[0] / ENDPOINTS_FILE
+        self._dir_locks = LogDirLocks()
 
     # -- metadata -------------------------------------------------------------------------------
     def _commit(self, records: list[MetadataRecord]) -> None:
@@ -183,6 +186,10 @@ class KafkaServer:
         config = self.config
         started = time.monotonic()
         logger.info("starting broker node %d with config:\n%s", self.node_id, config.describe())
+        try:
+            self._dir_locks.acquire(config.log_dirs)
+        except LogDirLockError as exc:
+            raise StartupError(f"{exc} (log.dirs={','.join(str(d) for d in config.log_dirs)})") from None
         cluster_id = ensure_meta_properties(config.log_dirs, self.node_id)
         self._endpoints_file.unlink(missing_ok=True)
         self.log_manager = LogManager(config.log_dirs, log_config_from(config))
@@ -304,6 +311,9 @@ class KafkaServer:
         if self.log_manager is not None:
             self.log_manager.shutdown()
             self.log_manager = None
-        with contextlib.suppress(OSError):
-            self._endpoints_file.unlink(missing_ok=True)
+        if self._dir_locks.held:
+            # Only the owner of the log dirs may touch their files (another broker may hold them).
+            with contextlib.suppress(OSError):
+                self._endpoints_file.unlink(missing_ok=True)
+            self._dir_locks.release()
         logger.info("broker node %d shut down cleanly", self.node_id)

@@ -3,7 +3,7 @@
 
 Commands::
 
-    kafkalite demo [--data-dir DIR] [--bootstrap-server HOST:PORT]
+    kafkalite demo [--data-dir DIR] [--bootstrap-server HOST:PORT [--force]]
     kafkalite topics create   --bootstrap-server H:P --topic T [--partitions N]
                               [--replication-factor R] [--config k=v ...]
     kafkalite topics list     --bootstrap-server H:P
@@ -96,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--watermark-delay", default="14 days", help="event-time watermark delay (default '14 days')"
     )
     demo.add_argument("--quiet", action="store_true", help="no live progress display")
+    demo.add_argument(
+        "--force",
+        action="store_true",
+        help="with --bootstrap-server: delete and recreate topics flights / delays_by_carrier if they exist",
+    )
 
     topics = commands.add_parser("topics", help="create, list, describe or delete topics")
     topic_commands = topics.add_subparsers(dest="topics_command", metavar="ACTION", required=True)
@@ -404,6 +409,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             max_offsets_per_trigger=args.max_offsets_per_trigger,
             watermark_delay=args.watermark_delay,
             show_progress=not args.quiet,
+            force=args.force,
         )
     )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -153,3 +154,20 @@ def test_error_line_picks_the_python_error_inside_a_spark_error() -> None:
     )
     assert error_line(wrapped) == "TopicNotFoundError: Topic 'x' does not exist"
     assert error_line(ValueError("plain message")) == "plain message"
+
+
+def test_demo_refuses_existing_topics_on_external_cluster(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spark_kafkalite.client import KafkaAdminClient, NewTopic
+    from spark_kafkalite.local_cluster import LocalCluster
+
+    with LocalCluster(data_dir=tmp_path / "c") as cluster:
+        bs = cluster.bootstrap_servers
+        with KafkaAdminClient({"bootstrap.servers": bs}) as admin:
+            admin.create_topics([NewTopic("flights", 1, 1)])
+            code, out, err = run(capsys, monkeypatch, "demo", "--bootstrap-server", bs, "--quiet")
+            assert code == 1 and out == ""
+            assert err.startswith("kafkalite: error: ") and err.count("\n") == 1
+            assert "flights" in err and "--force" in err
+            assert "flights" in admin.list_topics()  # untouched

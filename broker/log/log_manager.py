@@ -53,6 +53,17 @@ def _fsync_paths(paths: Sequence[Path]) -> None:
             os.close(fd)
 
 
+def _holds_logs(log_dir: Path) -> bool:
+    """True when ``log_dir`` contains a partition directory (a log, possibly being deleted), so
+    a missing clean-shutdown marker means a crash rather than a brand-new dir."""
+    with os.scandir(log_dir) as entries:
+        return any(
+            entry.is_dir()
+            and (entry.name.endswith(DELETE_DIR_SUFFIX) or parse_topic_partition_dir(entry.name) is not None)
+            for entry in entries
+        )
+
+
 class LogManager:
     """Owns the ``UnifiedLog`` of every partition on this broker.
 
@@ -112,7 +123,7 @@ class LogManager:
             recovery_points = read_offset_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT_FILE)
             start_offsets = read_offset_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT_FILE)
             high_watermarks = read_offset_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT_FILE)
-            if not clean:
+            if not clean and _holds_logs(log_dir):
                 logger.warning("log dir %s was not shut down cleanly: recovering its logs", log_dir)
             for entry in sorted(os.scandir(log_dir), key=lambda e: e.name):
                 if not entry.is_dir():

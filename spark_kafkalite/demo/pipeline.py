@@ -50,6 +50,7 @@ class DemoConfig:
     max_offsets_per_trigger: int = 50_000
     watermark_delay: str = "14 days"
     show_progress: bool = True
+    force: bool = False  # with an external bootstrap server: delete existing demo topics anyway
     input_topic: str = "flights"
     output_topic: str = "delays_by_carrier"
     timeout_s: float = 600.0
@@ -74,6 +75,26 @@ class DemoResult:
     duplicate_windows: int = 0
     rows_dropped_by_watermark: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
+
+
+def check_demo_topics_absent(bootstrap: str, config: DemoConfig) -> None:
+    """Refuse to touch a user's cluster that already has the demo topics (the demo deletes and
+    recreates them); ``config.force`` skips the check.
+
+    Raises:
+        DemoError: ``config.input_topic`` or ``config.output_topic`` exists on ``bootstrap``.
+    """
+    if config.force:
+        return
+    from spark_kafkalite.client import KafkaAdminClient
+
+    with KafkaAdminClient({"bootstrap.servers": bootstrap, "client.id": "kafkalite-demo"}) as admin:
+        existing = sorted(set(admin.list_topics()) & {config.input_topic, config.output_topic})
+    if existing:
+        raise DemoError(
+            f"topic(s) {', '.join(existing)} already exist on {bootstrap}; the demo deletes and recreates"
+            " them: pass --force to allow that"
+        )
 
 
 def _recreate_topics(bootstrap: str, topics: dict[str, int]) -> None:

@@ -208,8 +208,5 @@ def test_delete_records_every_version_and_errors(local: LocalCluster, version: i
 def test_delete_records_refused_on_compact_only_topics(local: LocalCluster) -> None:
     bootstrap = local.bootstrap_servers
     topic = "dr-compacted"
-    try:
-        create_topic(bootstrap, topic, config={"cleanup.policy": "compact"})
-    except confluent_kafka.KafkaException:
-        pytest.skip("cleanup.policy=compact not accepted by CreateTopics yet")
+    create_topic(bootstrap, topic, config={"cleanup.policy": "compact"})
     assert raw_delete_records(bootstrap, 2, topic, {0: 0}) == {0: (44, -1)}  # POLICY_VIOLATION

@@ -130,6 +130,19 @@ def test_advertised_listener_must_match_a_listener() -> None:
     assert info.value.key == "advertised.listeners"
 
 
+def test_empty_advertised_listeners_defaults_to_listeners() -> None:
+    config = make(**{"advertised.listeners": ""})
+    assert config.advertised_listeners == config.listeners
+    assert len(config.advertised_listeners) == 1
+
+
+def test_shipped_broker_properties_advertise_the_bound_listener() -> None:
+    path = Path(__file__).resolve().parents[2] / "conf" / "broker.properties"
+    config = KafkaConfig.from_file(path, ["listeners=PLAINTEXT://127.0.0.1:0"])
+    assert config.advertised_listeners == config.listeners
+    assert config.advertised_listeners[0].port == 0
+
+
 def test_broker_id_must_match_node_id() -> None:
     with pytest.raises(ConfigError) as info:
         make(**{"broker.id": "2"})

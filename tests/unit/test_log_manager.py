@@ -236,3 +236,14 @@ def test_kill_9_keeps_acknowledged_data(tmp_path: Path) -> None:
     assert mgr.topics_on_disk() == {"crash": (tid, 1)}
     mgr.shutdown()
     assert os.path.exists(tmp_path / CLEAN_SHUTDOWN_FILE)
+
+
+def test_unclean_warning_only_when_dir_holds_logs(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    log_dir = tmp_path / "fresh"
+    caplog.set_level("WARNING", logger="broker.log.log_manager")
+    LogManager([log_dir], CONFIG).startup()  # brand-new dir: nothing to recover
+    assert "not shut down cleanly" not in caplog.text
+    populate(log_dir, {"t": 1})
+    (log_dir / CLEAN_SHUTDOWN_FILE).unlink()  # as after a crash
+    LogManager([log_dir], CONFIG).startup()
+    assert "was not shut down cleanly" in caplog.text
