@@ -11,7 +11,7 @@ with multi-broker clusters.
 Example::
 
     with LocalCluster() as cluster:
-        print(cluster.bootstrap_servers)   # "127.0.0.1:54321"
+        bootstrap = cluster.bootstrap_servers   # "127.0.0.1:54321"
 """
 
 from __future__ import annotations

@@ -27,8 +27,9 @@ from spark_kafkalite.protocol.record_batch import (
     read_header,
 )
 
+from .index_file import write_all
 from .log_config import LogConfig
-from .offset_index import OffsetIndex, _write_all
+from .offset_index import OffsetIndex
 from .segment_files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -260,7 +261,7 @@ class LogSegment:
         """
         position = self._size
         try:
-            _write_all(self._fd, records)
+            write_all(self._fd, records)
         except OSError:
             # Best effort: drop a partly written batch (e.g. ENOSPC / EFBIG mid-write) so the
             # file ends on a batch boundary again; recovery would truncate it otherwise.

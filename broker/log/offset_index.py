@@ -20,6 +20,8 @@ from array import array
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 
+from .index_file import IndexFile, write_all
+
 __all__ = ["OffsetIndex", "INDEX_ENTRY_SIZE"]
 
 logger = logging.getLogger(__name__)
@@ -28,7 +30,7 @@ INDEX_ENTRY_SIZE = 8
 _INT32_MAX = 2**31 - 1
 
 
-class OffsetIndex:
+class OffsetIndex(IndexFile):
     """Offset -> file position index of one segment.
 
     Args:
@@ -39,22 +41,15 @@ class OffsetIndex:
     """
 
     def __init__(self, path: Path, base_offset: int, max_index_size_bytes: int = 10485760) -> None:
-        self.path = Path(path)
+        self._init_file(path)  # the fd opens on the first write: rolled segments hold none
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size_bytes // INDEX_ENTRY_SIZE)
         self._relative_offsets = array("i")
         self._positions = array("i")
-        self._fd = -1  # opened on the first write: read-only (rolled) segments hold no index fd
-        self._dirty = False  # written since the last fsync
         self.was_trimmed = False  # loading dropped invalid entries: the segment rebuilds it
         self._load()
 
     # -- loading ---------------------------------------------------------------------------
-
-    def _ensure_fd(self) -> int:
-        if self._fd < 0:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        return self._fd
 
     def _load(self) -> None:
         try:
@@ -147,7 +142,7 @@ class OffsetIndex:
             raise ValueError(
                 f"index entry ({offset}, {position}) is not after the last entry {self.last_entry}"
             )
-        _write_all(self._ensure_fd(), rel.to_bytes(4, "big") + position.to_bytes(4, "big"))
+        write_all(self._ensure_fd(), rel.to_bytes(4, "big") + position.to_bytes(4, "big"))
         self._dirty = True
         self._relative_offsets.append(rel)
         self._positions.append(position)
@@ -174,38 +169,6 @@ class OffsetIndex:
         os.ftruncate(self._ensure_fd(), keep * INDEX_ENTRY_SIZE)
         self._dirty = True
 
-    def flush(self) -> None:
-        """fsync the index file if it changed since the last flush (reopening it if the handle was
-        released)."""
-        if not self._dirty:
-            return
-        if self._fd >= 0:
-            os.fsync(self._fd)
-        else:
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        self._dirty = False
-
-    def close(self) -> None:
-        """Release the file handle (the in-memory entries stay usable for lookups)."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def delete(self) -> None:
-        """Close and remove the file."""
-        self.close()
-        self.path.unlink(missing_ok=True)
-
     def __repr__(self) -> str:
         return f"OffsetIndex({self.path.name}, entries={self.entries})"
 
-
-def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]

@@ -21,7 +21,7 @@ import struct
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 
-from .offset_index import _write_all
+from .index_file import IndexFile, write_all
 
 __all__ = ["TimeIndex", "TIME_INDEX_ENTRY_SIZE", "TIME_INDEX_SUFFIX"]
 
@@ -33,7 +33,7 @@ _ENTRY = struct.Struct(">qi")
 _INT32_MAX = 2**31 - 1
 
 
-class TimeIndex:
+class TimeIndex(IndexFile):
     """Timestamp -> offset index of one segment.
 
     Args:
@@ -47,20 +47,13 @@ class TimeIndex:
     """
 
     def __init__(self, path: Path, base_offset: int, max_index_size_bytes: int = 10485760) -> None:
-        self.path = Path(path)
+        self._init_file(path)
         self.base_offset = base_offset
         self.max_entries = max(2, max_index_size_bytes // TIME_INDEX_ENTRY_SIZE)
         self._timestamps: list[int] = []
         self._relative_offsets: list[int] = []
-        self._fd = -1
-        self._dirty = False
         self.was_trimmed = False
         self._load()
-
-    def _ensure_fd(self) -> int:
-        if self._fd < 0:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        return self._fd
 
     def _load(self) -> None:
         try:
@@ -146,7 +139,7 @@ class TimeIndex:
             raise ValueError(f"time index entry offset {offset} overflows int32 in {self.path}")
         if self.is_full and not skip_full_check:
             raise ValueError(f"time index {self.path} is full ({self.entries} entries)")
-        _write_all(self._ensure_fd(), _ENTRY.pack(timestamp_ms, rel))
+        write_all(self._ensure_fd(), _ENTRY.pack(timestamp_ms, rel))
         self._dirty = True
         self._timestamps.append(timestamp_ms)
         self._relative_offsets.append(rel)
@@ -166,30 +159,6 @@ class TimeIndex:
         """Remove all entries (before a rebuild)."""
         self.truncate_to(self.base_offset)
         self.was_trimmed = False
-
-    def flush(self) -> None:
-        """fsync the file if it changed since the last flush."""
-        if not self._dirty:
-            return
-        if self._fd >= 0:
-            os.fsync(self._fd)
-        else:
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        self._dirty = False
-
-    def close(self) -> None:
-        """Release the file handle (entries stay usable)."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def delete(self) -> None:
-        self.close()
-        self.path.unlink(missing_ok=True)
 
     def __repr__(self) -> str:
         return f"TimeIndex({self.path.name}, entries={self.entries})"
