@@ -1,29 +1,34 @@
 """Consume throughput: our ``KafkaConsumer`` vs confluent-kafka vs kafka-python, same topic.
 
-The topic (4 partitions, N keyed records with 100-byte values) is filled once with
-confluent-kafka. Each client then reads it all from the beginning with manual assignment (no
+For each value size (default 100 bytes and 1 KiB) a topic (4 partitions, N keyed records) is
+filled once with confluent-kafka. Each client then reads it all from the beginning with manual assignment (no
 consumer group): ours with ``assign`` + ``seek_to_beginning`` + a ``poll`` loop, confluent-kafka
 with ``assign(OFFSET_BEGINNING)`` + ``consume(num_messages)``, kafka-python with ``assign`` +
 ``seek_to_beginning`` + ``poll``. Every loop touches each record's value (sums its length) so
 that all three materialise it. Each client first does an untimed warm-up read with a separate
 consumer; the timed part runs from ``assign`` until the N-th record is in hand.
 
-    python bench/consume.py [--records 200000] [--bootstrap-server 127.0.0.1:9092]
+    python bench/consume.py [--records 100000] [--value-sizes 100,1024] [--quick]
+                            [--bootstrap-server 127.0.0.1:9092]
+
+``--quick`` (20k records, 2k warm-up) keeps the whole run well under a minute.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import time
 from collections.abc import Callable
 
 from _common import (
-    VALUE_SIZE_BYTES,
+    BrokerCpu,
     Result,
     base_parser,
     bootstrap,
     console,
     create_topic,
-    fill_topic_with_confluent,
+    make_keys,
     print_table,
     topic_name,
 )
@@ -124,48 +129,77 @@ def read_kafka_python(
         consumer.close()
 
 
+def fill_topic(bootstrap_servers: str, topic: str, records: int, value_size: int, timeout_s: float) -> None:
+    """Produce ``records`` keyed records of ``value_size``-byte values with confluent-kafka."""
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {"bootstrap.servers": bootstrap_servers, "acks": "1", "linger.ms": 5, "batch.size": 65536}
+    )
+    value = os.urandom(value_size)
+    for key in make_keys(records):
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    remaining = producer.flush(timeout_s)
+    if remaining:
+        raise TimeoutError(f"{remaining} records not delivered after {timeout_s}s")
+
+
 def main() -> None:
-    parser = base_parser(__doc__.splitlines()[0])
+    parser = base_parser(__doc__.splitlines()[0], default_records=100_000)
     parser.add_argument(
         "--max-poll-records",
         type=int,
         default=500,
         help="max.poll.records (ours, kafka-python) / num_messages (confluent)",
     )
-    parser.add_argument("--warmup-records", type=int, default=10_000)
+    parser.add_argument("--warmup-records", type=int, default=5_000)
+    parser.add_argument("--value-sizes", default="100,1024", help="comma-separated value sizes in bytes")
+    parser.add_argument("--quick", action="store_true", help="20k records, 2k warm-up (under a minute)")
     args = parser.parse_args()
+    if args.quick:
+        args.records, args.warmup_records = 20_000, 2_000
+    sizes = [int(s) for s in args.value_sizes.split(",") if s.strip()]
 
     with bootstrap(args.bootstrap_server) as (bootstrap_servers, broker_cpu):
-        topic = topic_name("bench-consume")
-        create_topic(bootstrap_servers, topic, args.partitions)
-        console.print(f"filling {topic} with {args.records:,} records (confluent-kafka) ...")
-        fill_topic_with_confluent(bootstrap_servers, topic, args.records, args.timeout_s)
+        for size in sizes:
+            run_size(args, bootstrap_servers, broker_cpu, size)
 
-        runs: list[tuple[str, ReadFn]] = [
-            ("ours: spark_kafkalite KafkaConsumer", read_ours),
-            ("peer: confluent_kafka Consumer", read_confluent),
-            ("peer: kafka-python KafkaConsumer", read_kafka_python),
-        ]
-        results: list[Result] = []
-        for name, fn in runs:
-            console.print(f"running {name} ...")
-            warmup = min(args.warmup_records, args.records)
-            fn(bootstrap_servers, topic, args.partitions, warmup, args.max_poll_records, args.timeout_s)
-            cpu_before = broker_cpu.read()
-            count, nbytes, elapsed = fn(
-                bootstrap_servers, topic, args.partitions, args.records, args.max_poll_records, args.timeout_s
-            )
-            note = ""
-            if count < args.records:
-                note = f"TIMED OUT: {count:,} of {args.records:,} read"
-            elif nbytes != count * VALUE_SIZE_BYTES:
-                note = f"WRONG BYTES: {nbytes:,} value bytes for {count:,} records"
-            cpu_after = broker_cpu.read()
-            cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
-            results.append(Result(name, count, elapsed, nbytes, note, cpu))
 
+def run_size(args: argparse.Namespace, bootstrap_servers: str, broker_cpu: BrokerCpu, size: int) -> None:
+    """Fill one topic with ``size``-byte values, time every consumer on it, print the table."""
+    topic = topic_name(f"bench-consume-{size}")
+    create_topic(bootstrap_servers, topic, args.partitions)
+    console.print(f"filling {topic} with {args.records:,} records of {size} bytes (confluent-kafka) ...")
+    fill_topic(bootstrap_servers, topic, args.records, size, args.timeout_s)
+    runs: list[tuple[str, ReadFn]] = [
+        ("ours: spark_kafkalite KafkaConsumer", read_ours),
+        ("peer: confluent_kafka Consumer", read_confluent),
+        ("peer: kafka-python KafkaConsumer", read_kafka_python),
+    ]
+    results: list[Result] = []
+    for name, fn in runs:
+        console.print(f"{size}-byte values: running {name} ...")
+        warmup = min(args.warmup_records, args.records)
+        fn(bootstrap_servers, topic, args.partitions, warmup, args.max_poll_records, args.timeout_s)
+        cpu_before = broker_cpu.read()
+        count, nbytes, elapsed = fn(
+            bootstrap_servers, topic, args.partitions, args.records, args.max_poll_records, args.timeout_s
+        )
+        note = ""
+        if count < args.records:
+            note = f"TIMED OUT: {count:,} of {args.records:,} read"
+        elif nbytes != count * size:
+            note = f"WRONG BYTES: {nbytes:,} value bytes for {count:,} records"
+        cpu_after = broker_cpu.read()
+        cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+        results.append(Result(name, count, elapsed, nbytes, note, cpu))
     print_table(
-        f"consume: {args.records:,} records, {VALUE_SIZE_BYTES}-byte values, {args.partitions} "
+        f"consume: {args.records:,} records, {size}-byte values, {args.partitions} "
         f"partitions, assign from the beginning, batches of {args.max_poll_records}",
         results,
         mb_label="value MB/s",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -70,14 +71,31 @@ async def run(config: KafkaConfig, exit_with_parent: bool = False) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     server = KafkaServer(config)
+    # A multi-node broker waits for the controller quorum during startup: a signal (or the
+    # parent's exit) must still stop it.
+    watcher = asyncio.create_task(_watch_parent(os.getppid(), stop)) if exit_with_parent else None
+    starting = asyncio.create_task(server.startup())
+    stopping = asyncio.create_task(stop.wait())
+    await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():
+        logger.warning("stop requested during startup")
+        starting.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await starting
+        await server.shutdown()
+        if watcher is not None:
+            watcher.cancel()
+        return 0
+    stopping.cancel()
     try:
-        await server.startup()
+        starting.result()
     except (StartupError, OSError) as exc:
         logger.error("broker startup failed: %s", exc)
         await server.shutdown()
         print(f"error: broker startup failed: {exc}", file=sys.stderr)
+        if watcher is not None:
+            watcher.cancel()
         return 1
-    watcher = asyncio.create_task(_watch_parent(os.getppid(), stop)) if exit_with_parent else None
     await stop.wait()
     if watcher is not None:
         watcher.cancel()

@@ -238,6 +238,71 @@ class KafkaConfig:
         if not dirs:
             raise ConfigError("log.dirs", "at least one log directory is required")
         self.log_dirs = [Path(d) for d in dirs]
+        self._validate_quorum(v)
+
+    def _validate_quorum(self, v: dict[str, Any]) -> None:
+        """KRaft keys: ``controller.quorum.voters`` (``id@host:port``), ``controller.listener.names``
+        (a listener of ``listeners`` whose host:port is this node's voter entry; never served to
+        clients), ``inter.broker.listener.name`` (default: the first other listener)."""
+        voters: dict[int, tuple[str, int]] = {}
+        for item in v["controller.quorum.voters"]:
+            if not item:
+                continue
+            node, sep, address = item.partition("@")
+            host, colon, port = address.rpartition(":")
+            try:
+                voter_id, voter_port = int(node), int(port)
+            except ValueError:
+                voter_id = voter_port = -1
+            if not sep or not colon or not host or voter_id < 0 or not 0 < voter_port <= 65535:
+                raise ConfigError("controller.quorum.voters", f"invalid voter {item!r}; expected id@host:port")
+            if voter_id in voters:
+                raise ConfigError("controller.quorum.voters", f"voter id {voter_id} is listed twice")
+            voters[voter_id] = (host.strip("[]"), voter_port)
+        self.quorum_voters = voters
+        names = [n.upper() for n in v["controller.listener.names"] if n]
+        self.controller_listener_names = names
+        by_name = {e.listener_name: e for e in self.listeners}
+        for name in names:
+            if name not in by_name:
+                raise ConfigError(
+                    "controller.listener.names", f"{name} is not one of listeners ({', '.join(sorted(by_name))})"
+                )
+        self.broker_listeners = [e for e in self.listeners if e.listener_name not in names]
+        if not self.broker_listeners:
+            raise ConfigError("listeners", "at least one listener besides the controller listener is required")
+        self.advertised_listeners = [e for e in self.advertised_listeners if e.listener_name not in names]
+        if not self.advertised_listeners:
+            self.advertised_listeners = list(self.broker_listeners)
+        self.controller_endpoint: Endpoint | None = None
+        if voters:
+            if "controller" not in v["process.roles"]:
+                raise ConfigError("process.roles", "broker-only nodes are not supported yet: add controller")
+            if self.node_id not in voters:
+                raise ConfigError(
+                    "controller.quorum.voters", f"node.id {self.node_id} is not one of the voters {sorted(voters)}"
+                )
+            if not names:
+                raise ConfigError("controller.listener.names", "required when controller.quorum.voters is set")
+            endpoint = by_name[names[0]]
+            host, port = voters[self.node_id]
+            if endpoint.port != port:
+                raise ConfigError(
+                    "listeners",
+                    f"controller listener {endpoint} does not match this node's voter entry "
+                    f"{self.node_id}@{host}:{port} in controller.quorum.voters",
+                )
+            self.controller_endpoint = endpoint
+        inter = v["inter.broker.listener.name"]
+        if inter:
+            inter = inter.upper()
+            if inter not in {e.listener_name for e in self.broker_listeners}:
+                raise ConfigError(
+                    "inter.broker.listener.name",
+                    f"{inter} is not one of the broker listeners "
+                    f"({', '.join(e.listener_name for e in self.broker_listeners)})",
+                )
+        self.inter_broker_listener_name = inter or self.broker_listeners[0].listener_name
 
     @staticmethod
     def _reject_unimplemented(v: dict[str, Any]) -> None:
@@ -258,6 +323,11 @@ class KafkaConfig:
     @property
     def node_id(self) -> int:
         return int(self.values["node.id"])
+
+    @property
+    def quorum_enabled(self) -> bool:
+        """True when ``controller.quorum.voters`` is set (a Raft quorum, possibly of one)."""
+        return bool(self.quorum_voters)
 
     @property
     def num_partitions(self) -> int:
@@ -317,7 +387,11 @@ class KafkaConfig:
 
     def describe(self) -> str:
         """All values as ``key = value`` lines (Kafka logs this at startup)."""
-        return "\n".join(f"\t{key} = {self.values[key]}" for key in sorted(self.values))
+        def shown(key: str) -> Any:
+            value = self.values[key]
+            return "[hidden]" if CONFIG_DEF[key].type == "password" and value is not None else value
+
+        return "\n".join(f"\t{key} = {shown(key)}" for key in sorted(self.values))
 
 
 def parse_overrides(overrides: Iterable[str]) -> dict[str, str]:

@@ -172,19 +172,73 @@ _define(
     "Roles of this process: broker, controller or both (combined mode).",
     one_of("broker", "controller"),
 )
-_define("controller.quorum.voters", "list", [], "Static controller quorum voters id@host:port" + _UNUSED)
+_define(
+    "controller.quorum.voters",
+    "list",
+    [],
+    "Static controller quorum voters id@host:port,...; the host:port of each voter is its CONTROLLER "
+    "listener (the Raft port). Empty = a standalone single node (no Raft).",
+)
 _define("controller.quorum.bootstrap.servers", "list", [], "Controller quorum bootstrap servers" + _UNUSED)
-_define("controller.listener.names", "list", [], "Listener names used by the controller" + _UNUSED)
-_define("controller.quorum.election.timeout.ms", "int", 1000, "Raft election timeout" + _UNUSED, at_least(0))
+_define(
+    "controller.listener.names",
+    "list",
+    [],
+    "Listener names of the controller (the Raft port, bound by the quorum, never served to clients); "
+    "required with controller.quorum.voters.",
+)
+_define(
+    "controller.quorum.password",
+    "password",
+    None,
+    "Shared secret encrypting and authenticating the Raft port (pysyncobj unpickles what it receives, "
+    "so never expose the port without one). Default: derived from the cluster id, which is itself "
+    "derived from controller.quorum.voters, so a fresh multi-node config works out of the box but "
+    "anyone who knows the voters can compute it: set your own secret for anything but a laptop.",
+)
+_define(
+    "controller.quorum.election.timeout.ms",
+    "int",
+    1000,
+    "Raft election timeout: a follower that hears nothing from the leader for a random time between "
+    "this and 2x this starts an election.",
+    at_least(100),
+)
 _define("controller.quorum.fetch.timeout.ms", "int", 2000, "Raft fetch timeout" + _UNUSED, at_least(0))
-_define("controller.quorum.request.timeout.ms", "int", 2000, "Raft request timeout" + _UNUSED, at_least(0))
+_define(
+    "controller.quorum.request.timeout.ms",
+    "int",
+    2000,
+    "How long a controller request (create topics, AlterPartition, heartbeat...) waits for the "
+    "quorum to commit before failing with REQUEST_TIMED_OUT.",
+    at_least(1),
+)
 _define(
     "controller.quorum.election.backoff.max.ms", "int", 1000, "Raft election backoff" + _UNUSED, at_least(0)
 )
-_define("broker.heartbeat.interval.ms", "int", 2000, "Broker heartbeat interval" + _UNUSED, at_least(1))
-_define("broker.session.timeout.ms", "int", 9000, "Broker session timeout" + _UNUSED, at_least(1))
+_define(
+    "broker.heartbeat.interval.ms",
+    "int",
+    2000,
+    "How often a broker heartbeats to the active controller (multi-node clusters).",
+    at_least(1),
+)
+_define(
+    "broker.session.timeout.ms",
+    "int",
+    9000,
+    "The active controller fences a broker whose heartbeats lapse for this long and moves its "
+    "leaderships away.",
+    at_least(1),
+)
 _define("broker.rack", "string", None, "Rack of this broker, returned in Metadata responses.")
-_define("metadata.log.dir", "string", None, "Directory of the metadata log" + _UNUSED)
+_define(
+    "metadata.log.dir",
+    "string",
+    None,
+    "Directory of the metadata: the Raft journal and snapshots (<dir>/__cluster_metadata-0/) and the "
+    "topic config store; default: the first of log.dirs.",
+)
 
 # --- listeners / sockets ----------------------------------------------------------------------
 _define(
@@ -206,7 +260,13 @@ _define(
     "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
     "Listener name to security protocol map (only PLAINTEXT is supported).",
 )
-_define("inter.broker.listener.name", "string", None, "Listener used between brokers" + _UNUSED)
+_define(
+    "inter.broker.listener.name",
+    "string",
+    None,
+    "Listener followers fetch from and brokers use between them; default: the first non-controller "
+    "listener.",
+)
 _define(
     "security.inter.broker.protocol",
     "string",
@@ -252,7 +312,12 @@ _define(
     "Allow DeleteTopics; when false it fails with TOPIC_DELETION_DISABLED.",
 )
 _define("min.insync.replicas", "int", 1, "Minimum ISR size for acks=all writes.", at_least(1))
-_define("unclean.leader.election.enable", "boolean", False, "Unclean leader election" + _UNUSED)
+_define(
+    "unclean.leader.election.enable",
+    "boolean",
+    False,
+    "Elect a replica outside the ISR when no ISR member is alive (may lose acknowledged records).",
+)
 _define("log.segment.bytes", "int", 1073741824, "Maximum size of a log segment file.", at_least(14))
 _define(
     "log.roll.ms", "long", None, "Roll a segment after this many ms (overrides log.roll.hours).", at_least(1)
@@ -341,7 +406,7 @@ _define(
     "max.incremental.fetch.session.cache.slots",
     "int",
     1000,
-    "Fetch session cache slots (sessionless here)" + _UNUSED,
+    "Maximum number of incremental fetch sessions (KIP-227) the broker keeps; 0 disables sessions.",
     at_least(0),
 )
 _define("fetch.purgatory.purge.interval.requests", "int", 1000, "Fetch purgatory purge interval" + _UNUSED)
@@ -361,21 +426,67 @@ _define("replica.fetch.backoff.ms", "int", 1000, "Replica fetch backoff" + _UNUS
 _define("replica.socket.timeout.ms", "int", 30000, "Replica socket timeout" + _UNUSED)
 _define("replica.high.watermark.checkpoint.interval.ms", "long", 5000, "HW checkpoint interval.", at_least(1))
 _define("num.replica.fetchers", "int", 1, "Replica fetcher threads" + _UNUSED, at_least(1))
-_define("auto.leader.rebalance.enable", "boolean", True, "Preferred leader rebalancing" + _UNUSED)
+_define(
+    "auto.leader.rebalance.enable",
+    "boolean",
+    True,
+    "The active controller periodically moves leadership back to the preferred (first) replica.",
+)
+_define(
+    "leader.imbalance.check.interval.seconds",
+    "long",
+    300,
+    "How often the active controller checks for partitions not led by their preferred replica.",
+    at_least(1),
+)
+_define(
+    "leader.imbalance.per.broker.percentage",
+    "int",
+    10,
+    "Preferred-leader election runs when a broker leads fewer than this share of its preferred partitions.",
+    between(0, 100),
+)
 
-# --- groups / transactions (not implemented yet) ---------------------------------------------
+# --- groups (classic group coordinator) / transactions (not implemented yet) -----------------
 _define(
     "offsets.topic.replication.factor",
     "short",
     3,
-    "__consumer_offsets replication factor" + _UNUSED,
+    "Replication factor of __consumer_offsets, created on the first FindCoordinator; until that many "
+    "brokers are alive, FindCoordinator answers COORDINATOR_NOT_AVAILABLE (set 1 on a single node).",
     at_least(1),
 )
-_define("offsets.topic.num.partitions", "int", 50, "__consumer_offsets partitions" + _UNUSED, at_least(1))
 _define(
-    "offsets.topic.segment.bytes", "int", 104857600, "__consumer_offsets segment bytes" + _UNUSED, at_least(1)
+    "offsets.topic.num.partitions",
+    "int",
+    50,
+    "Partitions of __consumer_offsets (a group lives in abs(groupId.hashCode) % this); do not change "
+    "once the topic exists.",
+    at_least(1),
 )
-_define("offsets.retention.minutes", "int", 10080, "Committed offset retention" + _UNUSED, at_least(1))
+_define("offsets.topic.segment.bytes", "int", 104857600, "Segment size of __consumer_offsets.", at_least(1))
+_define(
+    "offsets.retention.minutes",
+    "int",
+    10080,
+    "Committed offsets of an Empty group are deleted this long after it became empty (or after the "
+    "commit, for groups that only store offsets).",
+    at_least(1),
+)
+_define(
+    "offsets.retention.check.interval.ms", "long", 600000, "How often stale offsets are expired.", at_least(1)
+)
+_define(
+    "offsets.commit.timeout.ms",
+    "int",
+    5000,
+    "An offset commit / group metadata write waits this long for acks=all of __consumer_offsets.",
+    at_least(1),
+)
+_define("offset.metadata.max.bytes", "int", 4096, "Largest metadata string of a committed offset.", at_least(0))
+_define(
+    "offsets.load.buffer.size", "int", 5242880, "Read size when loading __consumer_offsets.", at_least(1)
+)
 _define(
     "transaction.state.log.replication.factor", "short", 3, "__transaction_state RF" + _UNUSED, at_least(1)
 )
@@ -383,9 +494,35 @@ _define("transaction.state.log.min.isr", "int", 2, "__transaction_state min ISR"
 _define(
     "transaction.state.log.num.partitions", "int", 50, "__transaction_state partitions" + _UNUSED, at_least(1)
 )
-_define("group.initial.rebalance.delay.ms", "int", 3000, "Initial rebalance delay" + _UNUSED, at_least(0))
-_define("group.min.session.timeout.ms", "int", 6000, "Min group session timeout" + _UNUSED)
-_define("group.max.session.timeout.ms", "int", 1800000, "Max group session timeout" + _UNUSED)
+_define(
+    "group.initial.rebalance.delay.ms",
+    "int",
+    3000,
+    "The first rebalance of an empty group waits this long for more members (extended while new "
+    "members keep joining, up to the rebalance timeout).",
+    at_least(0),
+)
+_define(
+    "group.min.session.timeout.ms",
+    "int",
+    6000,
+    "Smallest session.timeout.ms a member may use (else INVALID_SESSION_TIMEOUT).",
+    at_least(0),
+)
+_define(
+    "group.max.session.timeout.ms",
+    "int",
+    1800000,
+    "Largest session.timeout.ms a member may use (else INVALID_SESSION_TIMEOUT).",
+    at_least(0),
+)
+_define(
+    "group.max.size",
+    "int",
+    2147483647,
+    "Maximum members of a classic group (GROUP_MAX_SIZE_REACHED beyond).",
+    at_least(1),
+)
 _define("producer.id.expiration.ms", "int", 86400000, "Producer id expiration" + _UNUSED, at_least(1))
 _define(
     "transactional.id.expiration.ms", "int", 604800000, "Transactional id expiration" + _UNUSED, at_least(1)

@@ -9,6 +9,15 @@ Startup (Kafka's ``BrokerServer.startup`` order, reduced to one node):
    on one node the high watermark of every log is its log end offset;
 5. write ``<first log dir>/.broker-endpoints.json`` atomically (see contracts.md).
 
+Multi-node (``controller.quorum.voters`` set; KRaft combined mode): the cluster id of a new
+node is derived from the voters (every node agrees without a format step); instead of step 4 the
+broker starts its controller quorum node (:class:`~broker.controller.quorum_controller.QuorumController`:
+Raft journal replay, then catch-up), registers (broker epoch), and waits until the controller
+unfences it (caught up with the metadata log) before it serves clients; metadata then arrives as
+committed records (``_commit``) or whole snapshots (``_reset_image``). Logs on disk are not
+declared committed (the ReplicaManager decides high watermarks). Shutdown starts with a
+controlled shutdown (leaderships move away first) and leaves the quorum before the logs close.
+
 Shutdown: stop accepting and close connections, wake parked fetches, flush and close the logs
 (LogManager writes the checkpoints and the clean-shutdown marker), remove the endpoints file.
 """
@@ -18,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -30,7 +40,10 @@ from broker.apis.context import BrokerContext
 from broker.apis.fetch_purgatory import FetchPurgatory
 from broker.apis.kafka_apis import KafkaApis
 from broker.config import LONG_MAX, Endpoint, KafkaConfig, parse_properties
-from broker.controller.metadata_image import MetadataImage, MetadataRecord
+from broker.controller.metadata_image import MetadataDelta, MetadataImage, MetadataRecord, diff_images
+from broker.controller.quorum import METADATA_DIR_NAME
+from broker.controller.quorum_controller import QuorumController
+from broker.controller.replication_control import ControllerSettings
 from broker.controller.single_node_controller import SingleNodeController
 from broker.controller.topic_publisher import TopicMetadataPublisher
 from broker.log.dir_lock import LogDirLockError, LogDirLocks
@@ -39,6 +52,8 @@ from broker.log.log_config import LogConfig
 from broker.log.log_manager import LogManager
 from broker.log.log_tasks import LogTaskSettings, run_log_tasks
 from broker.network.socket_server import SocketServer
+from broker.coordinator.group.service import GroupCoordinatorService
+from broker.replication.replica_manager import ReplicaManager
 
 __all__ = ["KafkaServer", "StartupError", "ENDPOINTS_FILE", "META_PROPERTIES_FILE", "log_config_from"]
 
@@ -93,8 +108,25 @@ def _new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
 
 
-def ensure_meta_properties(log_dirs: list[Path], node_id: int) -> str:
-    """Read (or create) ``meta.properties`` in every log dir and return the cluster id.
+def quorum_cluster_id(voters: dict[int, tuple[str, int]]) -> str:
+    """The cluster id of a fresh multi-node cluster: derived from ``controller.quorum.voters``
+    so every node agrees without a ``kafka-storage format`` step (base64url, 22 characters)."""
+    text = ",".join(f"{vid}@{host}:{port}" for vid, (host, port) in sorted(voters.items()))
+    digest = uuid.uuid5(uuid.NAMESPACE_URL, "kafkalite-cluster:" + text)
+    return base64.urlsafe_b64encode(digest.bytes).rstrip(b"=").decode("ascii")
+
+
+def quorum_password(config: KafkaConfig, cluster_id: str) -> str:
+    """``controller.quorum.password``, else a secret derived from the cluster id."""
+    explicit = config["controller.quorum.password"]
+    if explicit:
+        return str(explicit)
+    return hashlib.sha256(f"kafkalite-raft:{cluster_id}".encode()).hexdigest()
+
+
+def ensure_meta_properties(log_dirs: list[Path], node_id: int, default_cluster_id: str | None = None) -> str:
+    """Read (or create) ``meta.properties`` in every log dir and return the cluster id
+    (``default_cluster_id`` or a random one for a new cluster).
 
     Raises:
         StartupError: a dir belongs to another node id or the dirs disagree on the cluster id.
@@ -121,7 +153,7 @@ def ensure_meta_properties(log_dirs: list[Path], node_id: int) -> str:
                 )
             cluster_id = stored_cluster
     if cluster_id is None:
-        cluster_id = _new_cluster_id()
+        cluster_id = default_cluster_id or _new_cluster_id()
     for path in missing:
         text = (
             "#\n#" + time.strftime("%a %b %d %H:%M:%S %Z %Y") + "\n"
@@ -159,7 +191,9 @@ class KafkaServer:
         self._background: list[asyncio.Task[None]] = []
         self._topic_publisher: TopicMetadataPublisher | None = None
         self._endpoints_file = config.log_dirs[0] / ENDPOINTS_FILE
+        self._catching_up = False
         self._dir_locks = LogDirLocks()
+        self._group_coordinator: GroupCoordinatorService | None = None
 
     # -- metadata -------------------------------------------------------------------------------
     def _commit(self, records: list[MetadataRecord]) -> None:
@@ -167,18 +201,47 @@ class KafkaServer:
         here, delete logs of removed topics (Kafka's ``BrokerMetadataPublisher``)."""
         assert self.ctx is not None and self.log_manager is not None
         image, delta = self.ctx.image.apply(records)
+        if self._catching_up:  # publishers start once caught up (Kafka's initial catch-up)
+            self.ctx.image = image
+            return
+        self._publish(image, delta)
+
+    def _reset_image(self, image: MetadataImage) -> None:
+        """Replace the whole image (the controller quorum loaded a metadata snapshot)."""
+        assert self.ctx is not None
+        if self._catching_up:
+            self.ctx.image = image
+            return
+        self._publish(image, diff_images(self.ctx.image, image))
+
+    def _delete_stray_logs(self) -> None:
+        """After the initial metadata catch-up: delete local logs of topics that no longer exist
+        (or were re-created with another topic id) while this broker was down."""
+        assert self.ctx is not None and self.log_manager is not None
+        for (name, partition), log in self.log_manager.all_logs().items():
+            topic = self.ctx.image.topic(name)
+            if topic is None or (log.topic_id is not None and log.topic_id != topic.topic_id):
+                logger.warning("deleting stray log %s-%d: its topic is not in the cluster metadata", name, partition)
+                self.log_manager.delete_log(name, partition)
+
+    def _publish(self, image: MetadataImage, delta: MetadataDelta) -> None:
+        """Make ``image`` current and publish ``delta`` to the logs and replication."""
+        assert self.ctx is not None and self.log_manager is not None
         self.ctx.image = image
         if self._topic_publisher is not None:  # topic configs + new partitions (CreatePartitions)
             self._topic_publisher.publish(image, delta)
         for topic in delta.created_topics:
             for partition in topic.partitions.values():
                 if partition.leader == self.node_id or self.node_id in partition.replicas:
-                    log = self.log_manager.get_or_create_log(topic.name, partition.partition, topic.topic_id)
-                    log.update_high_watermark(log.log_end_offset)
+                    self.log_manager.get_or_create_log(topic.name, partition.partition, topic.topic_id)
+        if self.ctx.replica_manager is not None:  # leaders / followers, HW, fetchers (replication)
+            self.ctx.replica_manager.apply_delta(image, delta)
         for topic in delta.deleted_topics:
             for partition in topic.partitions:
                 self.log_manager.delete_log(topic.name, partition)
                 self.ctx.fetch_purgatory.notify((topic.name, partition))
+        if delta.deleted_topics and self._group_coordinator is not None:  # their committed offsets go too
+            self._group_coordinator.on_topics_deleted({t.name for t in delta.deleted_topics})
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def startup(self) -> None:
@@ -190,23 +253,38 @@ class KafkaServer:
             self._dir_locks.acquire(config.log_dirs)
         except LogDirLockError as exc:
             raise StartupError(f"{exc} (log.dirs={','.join(str(d) for d in config.log_dirs)})") from None
-        cluster_id = ensure_meta_properties(config.log_dirs, self.node_id)
+        quorum = config.quorum_enabled
+        cluster_id = ensure_meta_properties(
+            config.log_dirs, self.node_id, quorum_cluster_id(config.quorum_voters) if quorum else None
+        )
         self._endpoints_file.unlink(missing_ok=True)
         self.log_manager = LogManager(config.log_dirs, log_config_from(config))
         self.log_manager.startup()
         self._topic_publisher = TopicMetadataPublisher.for_broker(config, self.log_manager)
-        image = MetadataImage(cluster_id=cluster_id, controller_id=self.node_id)
-        controller = SingleNodeController(
-            self.node_id,
-            lambda: self._image(),
-            self._commit,
-            default_num_partitions=config.num_partitions,
-            default_replication_factor=config.default_replication_factor,
-            delete_topic_enable=config.delete_topic_enable,
-        )
+        image = MetadataImage(cluster_id=cluster_id, controller_id=-1 if quorum else self.node_id)
+        controller: SingleNodeController | QuorumController
+        if quorum:
+            controller = self._quorum_controller(cluster_id)
+        else:
+            controller = SingleNodeController(
+                self.node_id,
+                lambda: self._image(),
+                self._commit,
+                default_num_partitions=config.num_partitions,
+                default_replication_factor=config.default_replication_factor,
+                delete_topic_enable=config.delete_topic_enable,
+            )
         self.ctx = BrokerContext(config, self.node_id, image, controller, self.log_manager, FetchPurgatory())
+        self.ctx.replica_manager = ReplicaManager(
+            config,
+            self.node_id,
+            self.log_manager,
+            self.ctx.fetch_purgatory,
+            image=self._image,
+            controller=lambda: self.ctx.controller if self.ctx is not None else None,
+        )
         self.socket_server = SocketServer(
-            config.listeners,
+            config.broker_listeners,  # the CONTROLLER listener is the Raft port (quorum.py)
             KafkaApis(self.ctx),
             max_request_bytes=config.socket_request_max_bytes,
             connections_max_idle_ms=config["connections.max.idle.ms"],
@@ -219,16 +297,37 @@ class KafkaServer:
             self.log_manager.shutdown()
             raise StartupError(f"cannot bind listeners {[str(e) for e in config.listeners]}: {exc}") from exc
         self.advertised = self._advertised_endpoints(config.advertised_listeners)
-        records = controller.bootstrap_records(
-            self.advertised,
-            config.broker_rack,
-            self.log_manager.topics_on_disk(),
-            topic_configs=self._topic_publisher.stored_topic_configs(),
-        )
-        self._commit(records)
-        for log in self.log_manager.all_logs().values():
-            # One replica: everything in the log is committed (acks=all waited for nothing else).
-            log.update_high_watermark(log.log_end_offset)
+        if isinstance(controller, QuorumController):
+            # Metadata comes from the Raft log (journal replay, then the leader); logs on disk
+            # are not assumed committed (ReplicaManager decides). Register, then wait until the
+            # controller unfences us (caught up with the metadata log), as Kafka's broker does.
+            # The image is built silently until then; publishers get it whole at the end.
+            empty = self.ctx.image
+            self._catching_up = True
+            try:
+                controller.start()
+            except OSError as exc:
+                raise StartupError(str(exc)) from exc
+            await controller.register_broker(self.advertised, config.broker_rack)
+            await controller.wait_unfenced()
+            self._catching_up = False
+            self._publish(self.ctx.image, diff_images(empty, self.ctx.image))
+            self._delete_stray_logs()
+            controller.start_background()
+        else:
+            records = controller.bootstrap_records(
+                self.advertised,
+                config.broker_rack,
+                self.log_manager.topics_on_disk(),
+                topic_configs=self._topic_publisher.stored_topic_configs(),
+            )
+            self._commit(records)
+        # High watermarks: Partition.make_leader (ISR of one: HW = LEO; else from the
+        # replication-offset-checkpoint until the followers catch up).
+        self.ctx.replica_manager.startup()
+        # Group coordinator: loads the __consumer_offsets partitions led here (leadership listener).
+        self._group_coordinator = GroupCoordinatorService(self.ctx)
+        self._group_coordinator.startup()
         self._background.append(asyncio.create_task(self._checkpoint_loop(), name="log-checkpoints"))
         cleaner = LogCleaner(self.log_manager) if config["log.cleaner.enable"] else None
         self._background.append(
@@ -251,6 +350,33 @@ class KafkaServer:
     def _image(self) -> MetadataImage:
         assert self.ctx is not None
         return self.ctx.image
+
+    def _quorum_controller(self, cluster_id: str) -> QuorumController:
+        config = self.config
+        metadata_dir = Path(config["metadata.log.dir"] or config.log_dirs[0]) / METADATA_DIR_NAME
+        return QuorumController(
+            self.node_id,
+            config.quorum_voters,
+            metadata_dir,
+            cluster_id,
+            ControllerSettings(
+                config.num_partitions,
+                config.default_replication_factor,
+                config.delete_topic_enable,
+                bool(config["unclean.leader.election.enable"]),
+            ),
+            self._image,
+            self._commit,
+            self._reset_image,
+            election_timeout_ms=config["controller.quorum.election.timeout.ms"],
+            password=quorum_password(config, cluster_id),
+            heartbeat_interval_ms=config["broker.heartbeat.interval.ms"],
+            session_timeout_ms=config["broker.session.timeout.ms"],
+            request_timeout_ms=config["controller.quorum.request.timeout.ms"],
+            auto_rebalance=bool(config["auto.leader.rebalance.enable"]),
+            rebalance_interval_s=float(config["leader.imbalance.check.interval.seconds"]),
+            imbalance_percentage=config["leader.imbalance.per.broker.percentage"],
+        )
 
     def _advertised_endpoints(self, advertised: list[Endpoint]) -> dict[str, tuple[str, int]]:
         out: dict[str, tuple[str, int]] = {}
@@ -298,16 +424,27 @@ class KafkaServer:
     async def shutdown(self) -> None:
         """Clean shutdown; safe to call after a partial startup."""
         logger.info("shutting down broker node %d", self.node_id)
+        controller = self.ctx.controller if self.ctx is not None else None
+        if isinstance(controller, QuorumController) and controller.broker_epoch >= 0:
+            # Kafka's controlled shutdown: leaderships move away while we still serve fetches.
+            await controller.controlled_shutdown(timeout_s=3.0)
         for task in self._background:
             task.cancel()
         for task in self._background:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._background.clear()
+        if self._group_coordinator is not None:
+            await self._group_coordinator.shutdown()
+            self._group_coordinator = None
         if self.ctx is not None:
+            if self.ctx.replica_manager is not None:
+                await self.ctx.replica_manager.shutdown()
             self.ctx.fetch_purgatory.notify_all()
         if self.socket_server is not None:
             await self.socket_server.shutdown()
+        if isinstance(controller, QuorumController):
+            await controller.stop()  # no metadata is applied to the logs after this
         if self.log_manager is not None:
             self.log_manager.shutdown()
             self.log_manager = None

@@ -17,6 +17,9 @@ Commands::
     kafkalite consume --bootstrap-server H:P --topic T [--from-beginning | --offset O]
                       [--partition P] [--max-messages N] [--timeout-ms MS]
                       [--property print.key=true --property key.separator=: ...]
+    kafkalite consume ... --group G                        (as a group member, commits offsets)
+    kafkalite groups list|describe|delete ...              (see spark_kafkalite.cli_groups)
+    kafkalite cluster up [--brokers 3] [--data-dir DIR] | status | down   (spark_kafkalite.cli_cluster)
 
 ``topics describe`` prints each topic's config overrides (every value whose source is not the
 default, with its source: DYNAMIC_TOPIC_CONFIG or STATIC_BROKER_CONFIG) and its partitions with
@@ -154,6 +157,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="print.key, print.partition, print.offset, print.timestamp (true/false), key.separator",
     )
     consume.add_argument("--consumer-property", action="append", metavar="KEY=VALUE", help="consumer config")
+    consume.add_argument("--group", help="consume as a member of this consumer group (commits offsets)")
+
+    from spark_kafkalite.cli_groups import add_groups_parser
+
+    add_groups_parser(commands)  # kafkalite groups list|describe|delete
+    from spark_kafkalite.cli_cluster import add_cluster_parser
+
+    add_cluster_parser(commands)  # kafkalite cluster up|status|down
     return parser
 
 
@@ -324,6 +335,10 @@ def _format_record(record: Any, props: dict[str, str]) -> str:
 
 
 def _cmd_consume(args: argparse.Namespace, stdout: TextIO) -> int:
+    if args.group:
+        from spark_kafkalite.cli_groups import consume_with_group
+
+        return consume_with_group(args, stdout)
     from spark_kafkalite.client import KafkaConsumer, TopicPartition
 
     props = _key_values(args.property, "--property")
@@ -445,8 +460,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_topics(args)
         if args.command == "produce":
             return _cmd_produce(args, sys.stdin)
+        if args.command == "groups":
+            from spark_kafkalite.cli_groups import cmd_groups
+
+            return cmd_groups(args)
         if args.command == "consume":
             return _cmd_consume(args, sys.stdout)
+        if args.command == "cluster":
+            from spark_kafkalite.cli_cluster import cmd_cluster
+
+            return cmd_cluster(args, sys.stdout)
         return _cmd_demo(args)
     except KeyboardInterrupt:
         print("kafkalite: interrupted", file=sys.stderr)

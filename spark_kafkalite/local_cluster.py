@@ -5,19 +5,38 @@ its log dir ``<data_dir>/broker-<id>/`` and its output in ``<data_dir>/broker-<i
 is ready when it has written ``<log dir>/.broker-endpoints.json`` (with its own pid) and a TCP
 connection to the advertised port succeeds.
 
-Only ``brokers=1`` is supported in this release: replication and the controller quorum arrive
-with multi-broker clusters.
+``LocalCluster(brokers=1)`` runs a standalone broker (no Raft: the fastest startup).
+``LocalCluster(brokers=N)`` with N > 1 runs N nodes in KRaft combined mode: every node is a broker
+and a controller quorum voter; the CONTROLLER (Raft) ports are picked up front, the PLAINTEXT
+ports are free ports chosen by the brokers (kept across :meth:`restart`). Multi-node defaults
+(override any with ``config_overrides``) are tuned for fast tests:
+
+- ``controller.quorum.election.timeout.ms=800`` (Kafka: 1000): a new active controller within
+  0.8-1.6 s of losing the old one;
+- ``broker.heartbeat.interval.ms=500`` (Kafka: 2000) and ``broker.session.timeout.ms=4000``
+  (Kafka: 9000): a dead broker's leaderships move after about 4 s;
+- ``default.replication.factor`` and ``offsets.topic.replication.factor`` = min(N, 3).
+
+A quorum needs a majority: with 3 nodes one may be down, with 5 two.
+
+Fault injection: :meth:`kill` (SIGKILL), :meth:`pause` / :meth:`resume` (SIGSTOP / SIGCONT),
+:meth:`terminate` (SIGTERM: controlled shutdown), :meth:`restart`, :meth:`start_nodes` (bring
+back several stopped nodes at once). Cluster state (Metadata requests): :meth:`metadata`,
+:meth:`controller_id`, :meth:`partition`, :meth:`wait_for_leader`, :meth:`wait_for_isr`,
+:meth:`wait_until`.
 
 Example::
 
-    with LocalCluster() as cluster:
-        bootstrap = cluster.bootstrap_servers   # "127.0.0.1:54321"
+    with LocalCluster(brokers=3) as cluster:
+        bootstrap = cluster.bootstrap_servers   # "127.0.0.1:54321,127.0.0.1:54322,..."
+        cluster.kill(cluster.controller_id())
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -28,13 +47,30 @@ import sys
 import tempfile
 import time
 import weakref
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
-__all__ = ["LocalCluster"]
+__all__ = ["LocalCluster", "free_port"]
 
 _ENDPOINTS_FILE = ".broker-endpoints.json"
 _LISTENER = "PLAINTEXT"
+_CONTROLLER = "CONTROLLER"
+
+#: Config of multi-node LocalClusters (see the module docstring).
+MULTI_NODE_DEFAULTS = {
+    "controller.quorum.election.timeout.ms": "800",
+    "broker.heartbeat.interval.ms": "500",
+    "broker.session.timeout.ms": "4000",
+}
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
 
 
 class _Node:
@@ -46,17 +82,22 @@ class _Node:
         self.process: subprocess.Popen[bytes] | None = None
         self.port = 0
         self.host = "127.0.0.1"
+        self.controller_port = 0
+        self.paused = False
 
 
 class LocalCluster:
     """Broker processes on this machine.
 
     Args:
-        brokers: number of brokers; only 1 is supported for now (ValueError otherwise).
+        brokers: number of brokers (>= 1); more than one forms a controller quorum of all of them.
         data_dir: where logs, configs and broker output go; a temporary directory (removed by
             :meth:`stop`) when None.
         config_overrides: broker config keys applied to every broker (``--override``).
         startup_timeout_s: how long :meth:`start` / :meth:`restart` wait for readiness.
+        exit_with_parent: brokers shut down when this process exits (default); False (with
+            :meth:`detach`) leaves them running, as ``kafkalite cluster up`` does.
+        ports: node id -> (PLAINTEXT port, CONTROLLER port) to reuse (0 = pick one).
 
     Attributes:
         bootstrap_servers: ``"127.0.0.1:port[,...]"`` (valid after :meth:`start`).
@@ -69,21 +110,30 @@ class LocalCluster:
         data_dir: str | os.PathLike[str] | None = None,
         config_overrides: dict[str, str] | None = None,
         startup_timeout_s: float = 30.0,
+        exit_with_parent: bool = True,
+        ports: Mapping[int, tuple[int, int]] | None = None,
     ) -> None:
-        if brokers != 1:
-            raise ValueError(
-                f"LocalCluster(brokers={brokers}): only single-broker clusters are supported so far "
-                "(multi-broker clusters need replication and the controller quorum, a later issue)"
-            )
+        if brokers < 1:
+            raise ValueError(f"LocalCluster(brokers={brokers}): at least one broker is needed")
         self._owns_data_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="kafkalite-")) if data_dir is None else Path(data_dir)
         self.config_overrides = dict(config_overrides or {})
         self.startup_timeout_s = startup_timeout_s
         self._nodes = {node_id: _Node(node_id, self.data_dir) for node_id in range(1, brokers + 1)}
+        self.num_brokers = brokers
+        self.exit_with_parent = exit_with_parent
+        if brokers > 1:
+            for node in self._nodes.values():
+                node.controller_port = free_port()
+        for node_id, (port, controller_port) in (ports or {}).items():
+            node = self._node(node_id)
+            node.port = port or node.port
+            node.controller_port = controller_port or node.controller_port
         self.bootstrap_servers = ""
         # Brokers run in their own session (Ctrl-C of the parent does not reach them), so make
         # sure they do not outlive this interpreter.
-        atexit.register(_kill_at_exit, weakref.ref(self))
+        self._atexit = functools.partial(_kill_at_exit, weakref.ref(self))
+        atexit.register(self._atexit)
 
     # -- public API ----------------------------------------------------------------------------
     def start(self) -> LocalCluster:
@@ -113,11 +163,127 @@ class LocalCluster:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def kill(self, node_id: int) -> None:
-        """SIGKILL broker ``node_id`` (a crash: no clean-shutdown marker)."""
+        """SIGKILL broker ``node_id`` (a crash: no clean-shutdown marker, no controlled shutdown)."""
         node = self._node(node_id)
         if node.process is not None and node.process.poll() is None:
             node.process.send_signal(signal.SIGKILL)
             node.process.wait()
+        node.paused = False
+
+    def detach(self) -> None:
+        """Leave the brokers running when this process exits (no atexit kill); use with
+        ``exit_with_parent=False``."""
+        atexit.unregister(self._atexit)
+
+    def ports(self, node_id: int) -> tuple[int, int]:
+        """(PLAINTEXT port, CONTROLLER port; 0 for a single node) of broker ``node_id``."""
+        node = self._node(node_id)
+        return node.port, node.controller_port
+
+    def pause(self, node_id: int) -> None:
+        """SIGSTOP broker ``node_id`` (it stops answering but keeps its sockets open)."""
+        node = self._node(node_id)
+        if node.process is not None and node.process.poll() is None:
+            node.process.send_signal(signal.SIGSTOP)
+            node.paused = True
+
+    def resume(self, node_id: int) -> None:
+        """SIGCONT broker ``node_id`` after :meth:`pause`."""
+        node = self._node(node_id)
+        if node.process is not None and node.process.poll() is None:
+            node.process.send_signal(signal.SIGCONT)
+        node.paused = False
+
+    @property
+    def node_ids(self) -> list[int]:
+        """Ids of all brokers (running or not)."""
+        return sorted(self._nodes)
+
+    def running_node_ids(self) -> list[int]:
+        """Ids of the brokers whose process is alive and not paused."""
+        return [n for n, node in sorted(self._nodes.items()) if self.is_running(n) and not node.paused]
+
+    def broker_address(self, node_id: int) -> str:
+        """``host:port`` of broker ``node_id``'s PLAINTEXT listener."""
+        node = self._node(node_id)
+        return f"{node.host}:{node.port}"
+
+    # -- cluster state (Metadata requests to a running broker) ---------------------------------
+    def metadata(self, timeout_s: float = 10.0, node_id: int | None = None) -> Any:
+        """A :class:`spark_kafkalite.client.metadata.Cluster` (brokers, controller id, partitions
+        with leader / replicas / ISR / offline replicas) from one running broker (``node_id`` or
+        any).
+
+        Raises:
+            RuntimeError: no broker answered within ``timeout_s``.
+        """
+        from spark_kafkalite.client.admin import KafkaAdminClient
+
+        targets = [node_id] if node_id is not None else self.running_node_ids()
+        if not targets:
+            raise RuntimeError("no running broker to ask for metadata")
+        bootstrap = ",".join(self.broker_address(n) for n in targets)
+        admin = KafkaAdminClient(
+            {"bootstrap.servers": bootstrap, "default.api.timeout.ms": int(timeout_s * 1000), "request.timeout.ms": 5000}
+        )
+        try:
+            return admin._describe(None, timeout_s * 1000)
+        except Exception as exc:
+            raise RuntimeError(f"cannot fetch metadata from {bootstrap}: {exc}") from exc
+        finally:
+            admin.close()
+
+    def controller_id(self, timeout_s: float = 10.0) -> int:
+        """The active controller's node id (waits until a running broker reports one)."""
+        return int(self.wait_until(lambda c: c.controller_id if c.controller_id >= 0 else None, timeout_s))
+
+    def partition(self, topic: str, partition: int, timeout_s: float = 10.0) -> Any:
+        """The :class:`~spark_kafkalite.client.metadata.PartitionMetadata` of a partition (leader,
+        leader_epoch, replicas, isr, offline_replicas), or None when unknown."""
+        return self.metadata(timeout_s).partitions.get(topic, {}).get(partition)
+
+    def wait_until(self, predicate: Callable[[Any], Any], timeout_s: float = 30.0, interval_s: float = 0.1) -> Any:
+        """Poll metadata until ``predicate(cluster)`` returns a truthy value; returns it.
+
+        Raises:
+            TimeoutError: not within ``timeout_s`` (the message shows the last metadata).
+        """
+        deadline = time.monotonic() + timeout_s
+        last: Any = None
+        while True:
+            try:
+                last = self.metadata(timeout_s=max(1.0, min(5.0, deadline - time.monotonic())))
+                value = predicate(last)
+                if value:
+                    return value
+            except RuntimeError as exc:
+                last = exc
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"condition not met within {timeout_s:.1f} s; last metadata: {last!r}")
+            time.sleep(interval_s)
+
+    def wait_for_leader(
+        self, topic: str, partition: int, not_in: Iterable[int] = (), timeout_s: float = 30.0
+    ) -> int:
+        """Wait until ``topic``-``partition`` has a leader that is not in ``not_in``; returns it."""
+        excluded = set(not_in)
+
+        def leader(cluster: Any) -> int | None:
+            p = cluster.partitions.get(topic, {}).get(partition)
+            if p is None or p.leader < 0 or p.leader in excluded:
+                return None
+            return int(p.leader)
+
+        return int(self.wait_until(leader, timeout_s))
+
+    def wait_for_isr(self, topic: str, partition: int, size: int, timeout_s: float = 30.0) -> tuple[int, ...]:
+        """Wait until ``topic``-``partition`` has an ISR of ``size`` brokers; returns it."""
+
+        def isr(cluster: Any) -> tuple[int, ...] | None:
+            p = cluster.partitions.get(topic, {}).get(partition)
+            return tuple(p.isr) if p is not None and len(p.isr) == size else None
+
+        return tuple(self.wait_until(isr, timeout_s))
 
     def terminate(self, node_id: int, timeout_s: float = 10.0) -> int | None:
         """SIGTERM broker ``node_id`` and wait for it (SIGKILL after ``timeout_s``); returns its
@@ -125,10 +291,30 @@ class LocalCluster:
         node = self._node(node_id)
         return self._terminate(node, timeout_s)
 
+    def start_nodes(self, *node_ids: int) -> None:
+        """Start the given stopped brokers (all stopped ones when none given) together, on their
+        ports and data dirs, and wait until each is ready; running ones are left alone. Use it
+        to bring back several nodes of a quorum at once (one alone cannot get ready without a
+        majority)."""
+        wanted = [self._node(n) for n in (node_ids or tuple(self._nodes))]
+        started = [node for node in wanted if not self.is_running(node.node_id)]
+        try:
+            for node in started:
+                self._spawn(node)
+            for node in started:
+                self._wait_ready(node)
+        except BaseException:
+            for node in started:
+                self._terminate(node, 5.0)
+            raise
+        self._update_bootstrap()
+
     def restart(self, node_id: int) -> None:
         """Stop broker ``node_id`` if it runs (SIGTERM), then start it again on the same port
         and data dir and wait until it is ready."""
         node = self._node(node_id)
+        if node.paused:
+            self.resume(node_id)
         self._terminate(node, 10.0)
         self._spawn(node)
         try:
@@ -176,7 +362,7 @@ class LocalCluster:
             raise ValueError(f"no broker with node id {node_id} (have {sorted(self._nodes)})") from None
 
     def _update_bootstrap(self) -> None:
-        self.bootstrap_servers = ",".join(f"{n.host}:{n.port}" for n in self._nodes.values())
+        self.bootstrap_servers = ",".join(f"{n.host}:{n.port}" for n in self._nodes.values() if n.port)
 
     def _write_config(self, node: _Node) -> None:
         listener = f"{_LISTENER}://127.0.0.1:{node.port}"
@@ -189,6 +375,21 @@ class LocalCluster:
             "num.partitions": "1",
             "default.replication.factor": "1",
         }
+        if self.num_brokers > 1:
+            rf = str(min(self.num_brokers, 3))
+            props.update(
+                {
+                    "listeners": f"{listener},{_CONTROLLER}://127.0.0.1:{node.controller_port}",
+                    "controller.listener.names": _CONTROLLER,
+                    "controller.quorum.voters": ",".join(
+                        f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self._nodes.values()
+                    ),
+                    "inter.broker.listener.name": _LISTENER,
+                    "default.replication.factor": rf,
+                    "offsets.topic.replication.factor": rf,
+                    **MULTI_NODE_DEFAULTS,
+                }
+            )
         text = "# generated by spark_kafkalite.LocalCluster\n" + "".join(
             f"{key}={_escape(value)}\n" for key, value in props.items()
         )
@@ -198,7 +399,9 @@ class LocalCluster:
         node.log_dir.mkdir(parents=True, exist_ok=True)
         (node.log_dir / _ENDPOINTS_FILE).unlink(missing_ok=True)
         self._write_config(node)
-        cmd = [sys.executable, "-m", "broker", "--config", str(node.config_path), "--exit-with-parent"]
+        cmd = [sys.executable, "-m", "broker", "--config", str(node.config_path)]
+        if self.exit_with_parent:
+            cmd.append("--exit-with-parent")
         for key, value in self.config_overrides.items():
             cmd += ["--override", f"{key}={value}"]
         env = dict(os.environ)
@@ -254,6 +457,11 @@ class LocalCluster:
         return process.returncode
 
     def _terminate_all(self, timeout_s: float) -> None:
+        for node in self._nodes.values():
+            if node.paused and node.process is not None and node.process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    node.process.send_signal(signal.SIGCONT)
+                node.paused = False
         for node in self._nodes.values():
             if node.process is not None and node.process.poll() is None:
                 with contextlib.suppress(ProcessLookupError):

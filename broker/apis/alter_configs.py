@@ -9,7 +9,7 @@ no dynamic broker configs). :func:`alter_resources` is shared with IncrementalAl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from broker.apis.context import BrokerContext
@@ -25,9 +25,9 @@ __all__ = ["handle_alter_configs", "alter_configs_error_response", "alter_resour
 ResourceOutcome = tuple[ErrorCode, str | None]
 
 
-def alter_resources(
+async def alter_resources(
     resources: Sequence[Any],
-    alter_topics: Callable[[list[Any]], list[KafkaError | None]],
+    alter_topics: Callable[[list[Any]], Awaitable[list[KafkaError | None]]],
     api_name: str,
 ) -> list[ResourceOutcome]:
     """Outcome per request resource, in order. TOPIC resources (unique in the request) are
@@ -55,7 +55,7 @@ def alter_resources(
             error = InvalidRequestError(f"Unsupported resource type {r.resource_type} for {api_name}")
         outcomes[i] = (error_code_for(error), error_message_for(error))
     if topic_indexes:
-        errors = alter_topics([resources[i] for i in topic_indexes])
+        errors = await alter_topics([resources[i] for i in topic_indexes])
         for i, err in zip(topic_indexes, errors, strict=True):
             outcomes[i] = (ErrorCode.none, None) if err is None else (error_code_for(err), error_message_for(err))
     return [o if o is not None else (ErrorCode.unknown_server_error, None) for o in outcomes]
@@ -83,13 +83,13 @@ def build_alter_response(api_key: ApiKey, version: int, resources: Sequence[Any]
 async def handle_alter_configs(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
     """Handle an AlterConfigsRequest (v0-v2)."""
 
-    def alter_topics(topic_resources: list[Any]) -> list[KafkaError | None]:
-        return ctx.controller.alter_topic_configs(
+    async def alter_topics(topic_resources: list[Any]) -> list[KafkaError | None]:
+        return await ctx.controller.alter_topic_configs(
             [(r.resource_name, [(c.name, c.value) for c in r.configs]) for r in topic_resources],
             bool(request.validate_only),
         )
 
-    outcomes = alter_resources(request.resources, alter_topics, "AlterConfigs")
+    outcomes = await alter_resources(request.resources, alter_topics, "AlterConfigs")
     return build_alter_response(ApiKey.ALTER_CONFIGS, rctx.api_version, request.resources, outcomes)
 
 

@@ -22,8 +22,10 @@ from spark_kafkalite.protocol.errors import (
 )
 
 if TYPE_CHECKING:
+    from broker.controller.quorum_controller import QuorumController
     from broker.log.log_manager import LogManager
     from broker.log.unified_log import UnifiedLog
+    from broker.replication.replica_manager import ReplicaManager
 
 __all__ = ["BrokerContext"]
 
@@ -36,17 +38,21 @@ class BrokerContext:
         config: the broker config.
         node_id: this broker's id.
         image: the current metadata image (replaced on every metadata change).
-        controller: the controller (single node for now).
+        controller: the controller: ``SingleNodeController`` (standalone) or ``QuorumController``
+            (Raft quorum); the same async API.
         log_manager: the partition logs.
         fetch_purgatory: long-polling fetches waiting for data.
+        replica_manager: leader/follower state of the local partitions, acks=all waits,
+            replica fetchers (set by ``KafkaServer.startup``; None in bare test contexts).
     """
 
     config: KafkaConfig
     node_id: int
     image: MetadataImage
-    controller: SingleNodeController
+    controller: SingleNodeController | QuorumController
     log_manager: LogManager
     fetch_purgatory: FetchPurgatory
+    replica_manager: ReplicaManager | None = None
 
     def leader_log(
         self, topic: str, partition: int, current_leader_epoch: int = -1
@@ -61,6 +67,9 @@ class BrokerContext:
                 is older / newer than the partition's leader epoch (KIP-320).
         """
         registration = self.image.partition(topic, partition)
+        if registration is not None and self.replica_manager is not None:
+            # Leadership as applied locally (Partition.make_leader), same as the image's.
+            return registration, self.replica_manager.leader_partition(topic, partition, current_leader_epoch).log
         if registration is None:
             raise UnknownTopicOrPartitionError(
                 f"This server does not host this topic-partition {topic}-{partition}"

@@ -33,7 +33,7 @@ async def handle_delete_topics(ctx: BrokerContext, rctx: RequestContext, request
     cls = response_class(ApiKey.DELETE_TOPICS, rctx.api_version)
     result_cls = nested(cls, "DeletableTopicResult")
     requested = _requested(request)
-    results = ctx.controller.delete_topics([n for n, _ in requested], [i for _, i in requested])
+    results = await ctx.controller.delete_topics([n for n, _ in requested], [i for _, i in requested])
     out = []
     for name, topic_id, error in results:
         out.append(

@@ -1,13 +1,17 @@
-"""Fetch (key 1), v4-v12, sessionless (KIP-227 "minimal compliant implementation").
+"""Fetch (key 1), v4-v12, with KIP-227 fetch sessions.
 
-* Sessions: every response has SessionId 0 (no session is ever created), so clients keep sending
-  full requests; a request naming a session (id != 0) with epoch > 0 gets the top-level error
-  ``FETCH_SESSION_ID_NOT_FOUND`` and an empty partition list.
+* Sessions: ``broker/replication/fetch_session_cache.py`` (Kafka's ``FetchSession.scala``) turns
+  the request into a sessionless, full (new session) or incremental context, or a top-level
+  session error (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH) with no partitions.
 * Reads (``ReplicaManager.readFromLog``): consumers (replica_id < 0) read up to the high
   watermark (read_committed: the last stable offset, equal to it without transactions); brokers
   (replica_id >= 0) up to the log end. Per partition at most ``partition_max_bytes``; in total at
-  most min(``max_bytes``, ``fetch.max.bytes``), except that the first partition with data always
-  returns at least one whole batch (KIP-74).
+  most min(``max_bytes``, ``fetch.max.bytes``) (followers: ``max_bytes``), except that the first
+  partition with data always returns at least one whole batch (KIP-74).
+* Replication (``ReplicaManager.read_for_fetch``): a follower's fetch offset is its log end offset
+  for the leader (HW advance, ISR expansion); KIP-320 ``current_leader_epoch`` fences stale
+  requests (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH); with ``last_fetched_epoch`` (v12, KIP-595)
+  a diverging log gets no records but ``DivergingEpoch`` and the response is sent at once.
 * Long poll (``DelayedFetch``): if fewer than ``min_bytes`` bytes are available and no partition
   has an error, the request parks in the fetch purgatory until an append wakes it and enough data
   is there, or until ``max_wait_ms``; then it answers with what is available.
@@ -22,6 +26,7 @@ from broker.apis.context import BrokerContext
 from broker.apis.entities import ZERO_DURATION, build, nested
 from broker.apis.errors import error_code_for
 from broker.network.request_context import RequestContext
+from broker.replication.fetch_session_cache import fetch_session_cache_for
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.errors import ErrorCode
 
@@ -36,8 +41,12 @@ def _read_all(
     """One pass over the requested partitions: (topic responses, bytes read, any error)."""
     topic_cls = nested(cls, "FetchableTopicResponse")
     partition_cls = nested(cls, "PartitionData")
-    is_consumer = request.replica_id < 0
-    limit_bytes = min(max(request.max_bytes, 0), ctx.config.fetch_max_bytes)
+    replica_id = request.replica_id
+    is_consumer = replica_id < 0
+    replica_manager = ctx.replica_manager
+    limit_bytes = max(request.max_bytes, 0)
+    if is_consumer:  # followers are bounded by their replica.fetch.response.max.bytes only
+        limit_bytes = min(limit_bytes, ctx.config.fetch_max_bytes)
     min_one_message = True
     total = 0
     any_error = False
@@ -49,21 +58,47 @@ def _read_all(
             index = fp.partition
             records = _EMPTY
             high_watermark = last_stable = log_start = -1
+            diverging = None
             try:
-                _registration, log = ctx.leader_log(topic, index, getattr(fp, "current_leader_epoch", -1))
-                high_watermark = log.high_watermark
-                last_stable = high_watermark
-                log_start = log.log_start_offset
-                max_offset = high_watermark if is_consumer else None
                 partition_limit = min(max(fp.partition_max_bytes, 0), limit_bytes)
-                info = log.read(fp.fetch_offset, partition_limit, max_offset, min_one_message)
-                records = info.records
+                if replica_manager is not None:
+                    # Leader checks, KIP-320 epoch fencing, KIP-595 diverging epoch, follower
+                    # fetch state -> HW / ISR (ReplicaManager.readFromLog).
+                    result = replica_manager.read_for_fetch(
+                        topic,
+                        index,
+                        fp.fetch_offset,
+                        partition_limit,
+                        replica_id=replica_id,
+                        current_leader_epoch=getattr(fp, "current_leader_epoch", -1),
+                        last_fetched_epoch=getattr(fp, "last_fetched_epoch", -1),
+                        log_start_offset=getattr(fp, "log_start_offset", -1),
+                        min_one_message=min_one_message,
+                    )
+                    high_watermark = last_stable = result.high_watermark
+                    log_start = result.log_start_offset
+                    records = result.info.records
+                    diverging = result.diverging_epoch
+                    if diverging is not None:
+                        any_error = True  # answered at once (DelayedFetch completes on divergence)
+                else:
+                    _registration, log = ctx.leader_log(topic, index, getattr(fp, "current_leader_epoch", -1))
+                    high_watermark = last_stable = log.high_watermark
+                    log_start = log.log_start_offset
+                    max_offset = high_watermark if is_consumer else None
+                    records = log.read(fp.fetch_offset, partition_limit, max_offset, min_one_message).records
                 code = ErrorCode.none
             except Exception as exc:  # noqa: BLE001 - mapped to a wire error code
                 code = error_code_for(
                     exc, f"Fetch v{rctx.api_version} of {topic}-{index} from {rctx.connection_id}"
                 )
                 any_error = True
+                if code == ErrorCode.offset_out_of_range and replica_manager is not None:
+                    # Kafka's handleOffsetOutOfRangeError: the leader's offsets help the fetcher reset.
+                    led = replica_manager.partition(topic, index)
+                    if led is not None and led.is_leader:
+                        high_watermark = last_stable = led.high_watermark
+                        log_start = led.log.log_start_offset
             size = len(records)
             if size:
                 min_one_message = False
@@ -80,25 +115,30 @@ def _read_all(
                     aborted_transactions=None,
                     preferred_read_replica=-1,
                     records=records,
+                    **_diverging_field(partition_cls, diverging),
                 )
             )
         topics_out.append(topic_cls(topic=topic, partitions=tuple(partitions_out)))
     return topics_out, total, any_error
 
 
+def _diverging_field(partition_cls: type[Any], diverging: tuple[int, int] | None) -> dict[str, Any]:
+    """``diverging_epoch`` (Fetch v12+ tagged field) for a follower whose log diverges."""
+    if diverging is None:
+        return {}
+    return {"diverging_epoch": nested(partition_cls, "EpochEndOffset")(epoch=diverging[0], end_offset=diverging[1])}
+
+
 async def handle_fetch(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
     """Handle a FetchRequest; may wait up to ``max_wait`` in the fetch purgatory."""
     cls = response_class(ApiKey.FETCH, rctx.api_version)
-    session_id = getattr(request, "session_id", 0)
-    session_epoch = getattr(request, "session_epoch", -1)
-    if session_id != 0 and session_epoch > 0:
-        return build(
-            cls,
-            throttle_time=ZERO_DURATION,
-            error_code=ErrorCode.fetch_session_id_not_found,
-            session_id=0,
-            responses=(),
-        )
+    # KIP-227 (broker/replication/fetch_session_cache.py): an incremental fetch reads every
+    # partition of its session (request_view) and answers only the changed ones.
+    session_context = fetch_session_cache_for(ctx).new_context(rctx.api_version, request)
+    if session_context.error_code != ErrorCode.none:
+        return build(cls, throttle_time=ZERO_DURATION, error_code=session_context.error_code, session_id=0,
+                     responses=())
+    request = session_context.request_view
     max_wait_s = max(0.0, request.max_wait.total_seconds())
     deadline = time.monotonic() + max_wait_s
     keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
@@ -108,8 +148,10 @@ async def handle_fetch(ctx: BrokerContext, rctx: RequestContext, request: Any) -
         if any_error or not keys or total >= request.min_bytes or remaining <= 0:
             break
         await ctx.fetch_purgatory.wait(keys, remaining)
+    error_code, response_session_id, topics_out = session_context.update_and_generate_response(topics_out)
     return build(
-        cls, throttle_time=ZERO_DURATION, error_code=ErrorCode.none, session_id=0, responses=tuple(topics_out)
+        cls, throttle_time=ZERO_DURATION, error_code=error_code, session_id=response_session_id,
+        responses=tuple(topics_out),
     )
 
 

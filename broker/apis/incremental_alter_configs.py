@@ -24,8 +24,8 @@ __all__ = ["handle_incremental_alter_configs", "incremental_alter_configs_error_
 async def handle_incremental_alter_configs(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
     """Handle an IncrementalAlterConfigsRequest (v0-v1)."""
 
-    def alter_topics(topic_resources: list[Any]) -> list[KafkaError | None]:
-        return ctx.controller.incremental_alter_topic_configs(
+    async def alter_topics(topic_resources: list[Any]) -> list[KafkaError | None]:
+        return await ctx.controller.incremental_alter_topic_configs(
             [
                 (r.resource_name, [(c.name, int(c.config_operation), c.value) for c in r.configs])
                 for r in topic_resources
@@ -34,7 +34,7 @@ async def handle_incremental_alter_configs(ctx: BrokerContext, rctx: RequestCont
             bool(request.validate_only),
         )
 
-    outcomes = alter_resources(request.resources, alter_topics, "IncrementalAlterConfigs")
+    outcomes = await alter_resources(request.resources, alter_topics, "IncrementalAlterConfigs")
     return build_alter_response(ApiKey.INCREMENTAL_ALTER_CONFIGS, rctx.api_version, request.resources, outcomes)
 
 

@@ -5,7 +5,10 @@ watermark (read_uncommitted) / last stable offset (read_committed; equal here); 
 (v7+, KIP-734) -> the first record with the largest timestamp. Any other value: the first offset
 whose timestamp is >= it (``UnifiedLog.fetchOffsetByTimestamp``), or offset/timestamp -1 when
 none; consumers never see offsets at or beyond the high watermark. Brokers (replica_id >= 0)
-and debugging consumers (-2) read up to the log end.
+and debugging consumers (-2) read up to the log end. Served by the leader only;
+``current_leader_epoch`` (v4+) fences stale requests (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
+A newly elected leader answers LATEST with ``OFFSET_NOT_AVAILABLE`` to consumers until its high
+watermark reaches the start offset of its epoch (``Partition.fetchOffsetForTimestamp``, KIP-279).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from broker.apis.entities import ZERO_DURATION, build, nested
 from broker.apis.errors import error_code_for
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
-from spark_kafkalite.protocol.errors import ErrorCode
+from spark_kafkalite.protocol.errors import ErrorCode, OffsetNotAvailableError
 
 __all__ = [
     "handle_list_offsets",
@@ -42,6 +45,18 @@ def _lookup(ctx: BrokerContext, request: Any, topic: str, p: Any, version: int) 
     epoch = registration.leader_epoch
     fetch_limit = log.high_watermark if request.replica_id == -1 else log.log_end_offset
     ts = p.timestamp
+    partition = ctx.replica_manager.partition(topic, p.partition_index) if ctx.replica_manager else None
+    if (
+        partition is not None
+        and request.replica_id == -1
+        and ts == LATEST_TIMESTAMP
+        and partition.leader_epoch_start_offset is not None
+        and log.high_watermark < partition.leader_epoch_start_offset
+    ):
+        raise OffsetNotAvailableError(
+            f"{topic}-{p.partition_index}: high watermark {log.high_watermark} is below the start offset "
+            f"{partition.leader_epoch_start_offset} of leader epoch {epoch}"
+        )
     if ts == EARLIEST_TIMESTAMP:
         return log.log_start_offset, -1, epoch
     if ts == LATEST_TIMESTAMP:

@@ -6,8 +6,10 @@
   request allows it (v4+ ``AllowAutoTopicCreation``; always for v0-v3), the topic is created
   with the broker defaults and this first response says ``LEADER_NOT_AVAILABLE`` (as Kafka's
   ``AutoTopicCreationManager`` does). Illegal names: ``INVALID_TOPIC_EXCEPTION``.
-* Brokers: the endpoints of the listener the request arrived on; cluster id (v2+); controller id
-  (v1+); topic ids (v10+); leader epochs (v7+).
+* Brokers: the live (registered, unfenced) brokers' endpoints of the listener the request arrived
+  on; cluster id (v2+); controller id (v1+: the active controller); topic ids (v10+); leader
+  epochs (v7+); offline replicas (v5+: replicas on fenced or unregistered brokers). A partition
+  without a leader has leader -1 and ``LEADER_NOT_AVAILABLE``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 from broker.apis.context import BrokerContext
 from broker.apis.entities import ZERO_DURATION, build, nested
-from broker.controller.metadata_image import TopicImage
+from broker.controller.metadata_image import MetadataImage, TopicImage
 from broker.controller.single_node_controller import CreatableTopicSpec, validate_topic_name
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
@@ -37,6 +39,8 @@ def _brokers(ctx: BrokerContext, cls: type[Any], listener_name: str) -> tuple[An
     out = []
     for node_id in sorted(ctx.image.brokers):
         registration = ctx.image.brokers[node_id]
+        if registration.fenced:  # only live brokers are listed (KRaft's MetadataCache)
+            continue
         endpoint = registration.endpoints.get(listener_name)
         if endpoint is None:
             continue
@@ -46,7 +50,7 @@ def _brokers(ctx: BrokerContext, cls: type[Any], listener_name: str) -> tuple[An
     return tuple(out)
 
 
-def _topic_response(cls: type[Any], topic: TopicImage) -> Any:
+def _topic_response(cls: type[Any], topic: TopicImage, image: MetadataImage) -> Any:
     topic_cls = nested(cls, "MetadataResponseTopic")
     partition_cls = nested(cls, "MetadataResponsePartition")
     partitions = tuple(
@@ -58,7 +62,7 @@ def _topic_response(cls: type[Any], topic: TopicImage) -> Any:
             leader_epoch=p.leader_epoch,
             replica_nodes=p.replicas,
             isr_nodes=p.isr,
-            offline_replicas=(),
+            offline_replicas=image.offline_replicas(p),
         )
         for p in topic.partitions.values()
     )
@@ -110,7 +114,8 @@ async def handle_metadata(ctx: BrokerContext, rctx: RequestContext, request: Any
     )
     topics_out: list[Any] = []
     if requested is None:
-        topics_out = [_topic_response(cls, ctx.image.topics[name]) for name in sorted(ctx.image.topics)]
+        image = ctx.image
+        topics_out = [_topic_response(cls, image.topics[name], image) for name in sorted(image.topics)]
     else:
         to_create: list[str] = []
         seen: set[str] = set()
@@ -121,14 +126,14 @@ async def handle_metadata(ctx: BrokerContext, rctx: RequestContext, request: Any
                     code = ErrorCode.unknown_topic_id if topic_id is not None else ErrorCode.invalid_request
                     topics_out.append(_error_topic(cls, None, code, topic_id))
                 else:
-                    topics_out.append(_topic_response(cls, topic))
+                    topics_out.append(_topic_response(cls, topic, ctx.image))
                 continue
             if name in seen:
                 continue
             seen.add(name)
             topic = ctx.image.topic(name)
             if topic is not None:
-                topics_out.append(_topic_response(cls, topic))
+                topics_out.append(_topic_response(cls, topic, ctx.image))
             elif validate_topic_name(name) is not None:
                 topics_out.append(_error_topic(cls, name, ErrorCode.invalid_topic_exception))
             elif allow_auto_create:
@@ -136,9 +141,12 @@ async def handle_metadata(ctx: BrokerContext, rctx: RequestContext, request: Any
             else:
                 topics_out.append(_error_topic(cls, name, ErrorCode.unknown_topic_or_partition))
         if to_create:
-            outcomes = ctx.controller.create_topics([CreatableTopicSpec(name) for name in to_create])
+            outcomes = await ctx.controller.create_topics([CreatableTopicSpec(name) for name in to_create])
             for outcome in outcomes:
-                if outcome.error is None or outcome.error.error_code == ErrorCode.topic_already_exists:
+                if outcome.error is None or outcome.error.error_code in (
+                    ErrorCode.topic_already_exists,
+                    ErrorCode.not_controller,  # the quorum is electing: retriable for the client
+                ):
                     code = ErrorCode.leader_not_available
                     logger.info("auto-created topic %s (%d partitions)", outcome.name, outcome.num_partitions)
                 else:
@@ -149,7 +157,7 @@ async def handle_metadata(ctx: BrokerContext, rctx: RequestContext, request: Any
         throttle_time=ZERO_DURATION,
         brokers=_brokers(ctx, cls, rctx.listener_name),
         cluster_id=ctx.image.cluster_id,
-        controller_id=ctx.image.controller_id,
+        controller_id=ctx.controller.controller_id,
         topics=tuple(topics_out),
         cluster_authorized_operations=_NO_AUTHORIZED_OPERATIONS,
     )

@@ -1,9 +1,12 @@
-"""OffsetForLeaderEpoch (key 23), v2-v4 (``Partition.lastOffsetForLeaderEpoch``).
+"""OffsetForLeaderEpoch (key 23), v2-v4 (``Partition.lastOffsetForLeaderEpoch``, KIP-101/279).
 
-Answers (largest epoch <= the requested one, its end offset). On a single node every batch is
-written in leader epoch 0, so: requested epoch 0..current -> (current epoch, log end offset);
-a requested epoch above the current one or below 0 -> (-1, -1) (UNDEFINED_EPOCH /
-UNDEFINED_EPOCH_OFFSET). ``current_leader_epoch`` is validated as in Fetch (KIP-320).
+Served by the leader only (clients validating positions, followers truncating; ``replica_id``
+of v3+ is accepted: -1 consumer, -2 debugging, >= 0 a follower). Answers from the leader epoch
+cache (``LeaderEpochFileCache.endOffsetFor``): the requested epoch is the latest -> (it, log end
+offset); else (largest epoch <= requested, start offset of the next higher epoch); no epoch <= it
+-> (requested, start offset of the first epoch); above every epoch or -1 -> (-1, -1)
+(UNDEFINED_EPOCH / UNDEFINED_EPOCH_OFFSET). ``current_leader_epoch`` fences stale requesters
+(FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, KIP-320); non-leaders answer NOT_LEADER_OR_FOLLOWER.
 """
 
 from __future__ import annotations
@@ -30,9 +33,12 @@ async def handle_offset_for_leader_epoch(ctx: BrokerContext, rctx: RequestContex
         for p in t.partitions:
             epoch, end_offset = -1, -1
             try:
-                registration, log = ctx.leader_log(t.topic, p.partition, p.current_leader_epoch)
-                if 0 <= p.leader_epoch <= registration.leader_epoch:
-                    epoch, end_offset = registration.leader_epoch, log.log_end_offset
+                if ctx.replica_manager is not None:
+                    partition = ctx.replica_manager.leader_partition(t.topic, p.partition, p.current_leader_epoch)
+                    epoch, end_offset = partition.last_offset_for_leader_epoch(p.current_leader_epoch, p.leader_epoch)
+                else:
+                    _registration, log = ctx.leader_log(t.topic, p.partition, p.current_leader_epoch)
+                    epoch, end_offset = log.leader_epoch_cache.end_offset_for(p.leader_epoch, log.log_end_offset)
                 code = ErrorCode.none
             except Exception as exc:  # noqa: BLE001 - mapped to a wire error code
                 code = error_code_for(exc, f"OffsetForLeaderEpoch of {t.topic}-{p.partition}")

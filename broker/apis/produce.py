@@ -13,10 +13,13 @@ EACCES, EROFS, EIO, ...) marks the partition's log dir offline and answers
 ``KAFKA_STORAGE_ERROR``; later produces to any log in that dir get ``KAFKA_STORAGE_ERROR`` without
 touching the disk, while fetches keep serving what is already stored.
 
-acks: 0 (no response; a failed append closes the connection, as Kafka does), 1 and -1 (on one
-node the high watermark moves to the log end right after the append, so acks=all completes at
-once unless the ISR is below ``min.insync.replicas`` -> ``NOT_ENOUGH_REPLICAS``). Any other value
--> ``INVALID_REQUIRED_ACKS`` for every partition.
+acks: 0 (no response; a failed append closes the connection, as Kafka does), 1 (answer after
+the leader's append) and -1 (``ReplicaManager.append_records``: ``NOT_ENOUGH_REPLICAS`` before the
+append when the ISR is below ``min(min.insync.replicas, replication factor)``; then wait in the
+produce purgatory until the high watermark passes the batch: ``NONE``,
+``NOT_ENOUGH_REPLICAS_AFTER_APPEND``, ``NOT_LEADER_OR_FOLLOWER`` or, after the request's timeout,
+``REQUEST_TIMED_OUT``; on one node the HW moves at once). Any other value ->
+``INVALID_REQUIRED_ACKS`` for every partition.
 """
 
 from __future__ import annotations
@@ -111,57 +114,69 @@ def validate_produce_batch(
 
 
 async def handle_produce(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
-    """Handle a ProduceRequest (v3-v9); returns the response entity, or None for acks=0."""
+    """Handle a ProduceRequest (v3-v9); returns the response entity, or None for acks=0.
+
+    Each partition's batch is validated here (leadership, then ``validate_produce_batch`` with
+    the topic's limits); the valid ones go to ``ReplicaManager.append_records``, which appends
+    as leader and, for acks=-1, waits up to the request timeout for the ISR (DelayedProduce)."""
     version = rctx.api_version
     cls = response_class(ApiKey.PRODUCE, version)
     topic_cls = nested(cls, "TopicProduceResponse")
     partition_cls = nested(cls, "PartitionProduceResponse")
     acks = request.acks
-    failed = False
-    topics_out = []
+    # (topic, index) -> (error code, base offset, log start offset, message, log append time ms)
+    outcomes: dict[tuple[str, int], tuple[ErrorCode, int, int, str | None, int]] = {}
+    entries: dict[tuple[str, int], bytearray] = {}
+    order: list[tuple[str, list[int]]] = []
     for topic_data in request.topic_data:
         topic = topic_data.name
-        partitions_out = []
+        indexes = []
         for partition_data in topic_data.partition_data:
             index = partition_data.index
-            base_offset = -1
-            log_start_offset = -1
-            message: str | None = None
+            indexes.append(index)
+            key = (topic, index)
             if acks not in (0, 1, -1):
-                code = ErrorCode.invalid_required_acks
-            else:
-                try:
-                    registration, log = ctx.leader_log(topic, index)
-                    log_config = log.config
-                    records = partition_data.records
-                    validate_produce_batch(
-                        records,
-                        message_max_bytes=log_config.max_message_bytes,
-                        api_version=version,
-                        timestamp_before_max_ms=log_config.message_timestamp_before_max_ms,
-                        timestamp_after_max_ms=log_config.message_timestamp_after_max_ms,
-                    )
-                    min_isr = log_config.min_insync_replicas
-                    if acks == -1 and len(registration.isr) < min_isr:
-                        raise NotEnoughReplicasError(
-                            f"The size of the current ISR {list(registration.isr)} is insufficient to satisfy "
-                            f"the min.isr requirement of {min_isr} for partition {topic}-{index}"
-                        )
-                    info = _append(ctx, topic, index, log, records, registration.leader_epoch)
-                    log.update_high_watermark(log.log_end_offset)
-                    ctx.fetch_purgatory.notify((topic, index))
-                    base_offset = info.first_offset
-                    log_start_offset = log.log_start_offset
-                    code = ErrorCode.none
-                except Exception as exc:  # noqa: BLE001 - mapped to a wire error code
-                    code = error_code_for(
-                        exc, f"Produce v{version} to {topic}-{index} from {rctx.connection_id}"
-                    )
-                    message = error_message_for(exc)
-                    if isinstance(exc, KafkaError):
-                        logger.debug("produce to %s-%d failed: %s", topic, index, exc)
-            if code != ErrorCode.none:
-                failed = True
+                outcomes[key] = (ErrorCode.invalid_required_acks, -1, -1, None, -1)
+                continue
+            try:
+                _registration, log = ctx.leader_log(topic, index)
+                log_config = log.config
+                records = partition_data.records
+                validate_produce_batch(
+                    records,
+                    message_max_bytes=log_config.max_message_bytes,
+                    api_version=version,
+                    timestamp_before_max_ms=log_config.message_timestamp_before_max_ms,
+                    timestamp_after_max_ms=log_config.message_timestamp_after_max_ms,
+                )
+                if key in entries:
+                    raise InvalidRecordError(f"Duplicate partition {topic}-{index} in the produce request")
+                entries[key] = bytearray(records)
+            except Exception as exc:  # noqa: BLE001 - mapped to a wire error code
+                code = error_code_for(exc, f"Produce v{version} to {topic}-{index} from {rctx.connection_id}")
+                if isinstance(exc, KafkaError):
+                    logger.debug("produce to %s-%d failed: %s", topic, index, exc)
+                outcomes[key] = (code, -1, -1, error_message_for(exc), -1)
+        order.append((topic, indexes))
+    if entries:
+        timeout_ms = int(request.timeout.total_seconds() * 1000) if hasattr(request.timeout, "total_seconds") else int(request.timeout)
+        results = await _append_records(ctx, entries, acks, timeout_ms)
+        for key, result in results.items():
+            outcomes[key] = (
+                result.error_code, result.base_offset if result.error_code == ErrorCode.none else -1,
+                result.log_start_offset, result.error_message, result.log_append_time_ms,
+            )
+    failed = any(outcome[0] != ErrorCode.none for outcome in outcomes.values())
+    if acks == 0:
+        if failed:
+            # Kafka closes the connection so that an acks=0 producer notices the failure.
+            raise CloseConnection("acks=0 produce request failed")
+        return None
+    topics_out = []
+    for topic, indexes in order:
+        partitions_out = []
+        for index in indexes:
+            code, base_offset, log_start_offset, message, append_time = outcomes[(topic, index)]
             partitions_out.append(
                 build(
                     partition_cls,
@@ -171,16 +186,39 @@ async def handle_produce(ctx: BrokerContext, rctx: RequestContext, request: Any)
                     log_append_time=None,
                     log_start_offset=log_start_offset,
                     record_errors=(),
-                    error_message=message,
+                    error_message=message if code != ErrorCode.none else None,
                 )
             )
         topics_out.append(topic_cls(name=topic, partition_responses=tuple(partitions_out)))
-    if acks == 0:
-        if failed:
-            # Kafka closes the connection so that an acks=0 producer notices the failure.
-            raise CloseConnection("acks=0 produce request failed")
-        return None
     return build(cls, responses=tuple(topics_out), throttle_time=ZERO_DURATION)
+
+
+async def _append_records(
+    ctx: BrokerContext, entries: dict[tuple[str, int], bytearray], acks: int, timeout_ms: int
+) -> dict[tuple[str, int], Any]:
+    """``ReplicaManager.append_records``, or a local leader append when the context has no
+    replica manager (bare test contexts)."""
+    if ctx.replica_manager is not None:
+        return await ctx.replica_manager.append_records(entries, acks, timeout_ms)
+    from broker.replication.replica_manager import PartitionAppendResult
+
+    results = {}
+    for (topic, index), batch in entries.items():
+        try:
+            registration, log = ctx.leader_log(topic, index)
+            if acks == -1 and len(registration.isr) < log.config.min_insync_replicas:
+                raise NotEnoughReplicasError(f"ISR {list(registration.isr)} below min.insync.replicas")
+            info = _append(ctx, topic, index, log, batch, registration.leader_epoch)
+            log.update_high_watermark(log.log_end_offset)
+            ctx.fetch_purgatory.notify((topic, index))
+            results[(topic, index)] = PartitionAppendResult(
+                ErrorCode.none, info.first_offset, info.log_append_time_ms, log.log_start_offset
+            )
+        except Exception as exc:  # noqa: BLE001
+            results[(topic, index)] = PartitionAppendResult(
+                error_code_for(exc, f"append to {topic}-{index}"), error_message=error_message_for(exc)
+            )
+    return results
 
 
 def _append(

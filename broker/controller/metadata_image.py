@@ -27,7 +27,11 @@ __all__ = [
     "PartitionRecord",
     "RemoveTopicRecord",
     "ConfigRecord",
+    "BrokerRegistrationChangeRecord",
+    "ProducerIdsRecord",
     "MetadataRecord",
+    "image_to_records",
+    "diff_images",
     "RESOURCE_TYPE_TOPIC",
     "RESOURCE_TYPE_BROKER",
 ]
@@ -43,11 +47,35 @@ RESOURCE_TYPE_BROKER = 4
 
 @dataclass(frozen=True, slots=True)
 class RegisterBrokerRecord:
-    """A broker and its advertised endpoints: listener name -> (host, port)."""
+    """A broker and its advertised endpoints: listener name -> (host, port) (KRaft
+    ``RegisterBrokerRecord``). ``epoch`` is the broker epoch (the metadata offset of the
+    registration, as in KRaft); a broker registers fenced and is unfenced once caught up."""
 
     node_id: int
     endpoints: Mapping[str, tuple[str, int]]
     rack: str | None = None
+    epoch: int = 0
+    fenced: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationChangeRecord:
+    """Fence / unfence a registered broker (KRaft ``BrokerRegistrationChangeRecord`` /
+    ``FenceBrokerRecord`` / ``UnfenceBrokerRecord``); ``epoch`` must match the registration."""
+
+    node_id: int
+    epoch: int
+    fenced: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdsRecord:
+    """A block of producer ids handed to ``broker_id`` (KRaft ``ProducerIdsRecord``):
+    ids below ``next_producer_id`` are taken."""
+
+    broker_id: int
+    broker_epoch: int
+    next_producer_id: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +117,15 @@ class ConfigRecord:
     value: str | None
 
 
-MetadataRecord = RegisterBrokerRecord | TopicRecord | PartitionRecord | RemoveTopicRecord | ConfigRecord
+MetadataRecord = (
+    RegisterBrokerRecord
+    | TopicRecord
+    | PartitionRecord
+    | RemoveTopicRecord
+    | ConfigRecord
+    | BrokerRegistrationChangeRecord
+    | ProducerIdsRecord
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -98,11 +134,15 @@ MetadataRecord = RegisterBrokerRecord | TopicRecord | PartitionRecord | RemoveTo
 
 @dataclass(frozen=True, slots=True)
 class BrokerRegistration:
-    """A registered broker; ``endpoints`` maps listener name -> (host, port)."""
+    """A registered broker; ``endpoints`` maps listener name -> (host, port). ``epoch`` is its
+    broker epoch; a ``fenced`` broker is not alive: it leads nothing, is in no new ISR and is not
+    listed in Metadata responses."""
 
     node_id: int
     endpoints: Mapping[str, tuple[str, int]]
     rack: str | None = None
+    epoch: int = 0
+    fenced: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +185,7 @@ class MetadataDelta:
     deleted_topics: tuple[TopicImage, ...] = ()
     changed_partitions: tuple[tuple[str, PartitionRegistration], ...] = ()
     changed_topic_configs: tuple[str, ...] = ()
+    changed_brokers: tuple[int, ...] = ()
 
 
 _EMPTY: Mapping = MappingProxyType({})
@@ -170,8 +211,22 @@ class MetadataImage:
     topics: Mapping[str, TopicImage] = field(default_factory=lambda: _EMPTY)
     offset: int = 0
     topic_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
+    next_producer_id: int = 0
 
     # -- queries ---------------------------------------------------------------------------
+    def is_alive(self, node_id: int) -> bool:
+        """Registered and not fenced."""
+        broker = self.brokers.get(node_id)
+        return broker is not None and not broker.fenced
+
+    def live_brokers(self) -> list[int]:
+        """Ids of the registered, unfenced brokers, sorted."""
+        return sorted(b for b, reg in self.brokers.items() if not reg.fenced)
+
+    def offline_replicas(self, partition: PartitionRegistration) -> tuple[int, ...]:
+        """Replicas of ``partition`` on brokers that are fenced or not registered."""
+        return tuple(r for r in partition.replicas if not self.is_alive(r))
+
     def topic(self, name: str) -> TopicImage | None:
         return self.topics.get(name)
 
@@ -209,13 +264,30 @@ class MetadataImage:
         changed: list[tuple[str, PartitionRegistration]] = []
         configs: dict[str, dict[str, str]] = {t: dict(c) for t, c in self.topic_configs.items()}
         changed_configs: dict[str, None] = {}
+        changed_brokers: dict[int, None] = {}
+        next_producer_id = self.next_producer_id
         count = 0
         for record in records:
             count += 1
             if isinstance(record, RegisterBrokerRecord):
                 brokers[record.node_id] = BrokerRegistration(
-                    record.node_id, MappingProxyType(dict(record.endpoints)), record.rack
+                    record.node_id,
+                    MappingProxyType(dict(record.endpoints)),
+                    record.rack,
+                    record.epoch,
+                    record.fenced,
                 )
+                changed_brokers[record.node_id] = None
+            elif isinstance(record, BrokerRegistrationChangeRecord):
+                current = brokers.get(record.node_id)
+                if current is None or current.epoch != record.epoch:
+                    raise ValueError(f"registration change for unknown broker {record.node_id}/{record.epoch}")
+                brokers[record.node_id] = replace(current, fenced=record.fenced)
+                changed_brokers[record.node_id] = None
+            elif isinstance(record, ProducerIdsRecord):
+                if record.next_producer_id <= next_producer_id:
+                    raise ValueError(f"producer id block {record} does not advance {next_producer_id}")
+                next_producer_id = record.next_producer_id
             elif isinstance(record, TopicRecord):
                 if record.name in topics:
                     raise ValueError(f"topic {record.name!r} already exists")
@@ -274,6 +346,7 @@ class MetadataImage:
             brokers=MappingProxyType(brokers),
             topics=MappingProxyType(new_topics),
             offset=self.offset + count,
+            next_producer_id=next_producer_id,
             topic_configs=MappingProxyType(
                 {t: MappingProxyType(dict(sorted(c.items()))) for t, c in sorted(configs.items())}
             ),
@@ -283,5 +356,52 @@ class MetadataImage:
             deleted_topics=tuple(deleted),
             changed_partitions=tuple(changed),
             changed_topic_configs=tuple(t for t in changed_configs if t not in created),
+            changed_brokers=tuple(changed_brokers),
         )
         return image, delta
+
+
+def image_to_records(image: MetadataImage) -> list[MetadataRecord]:
+    """Records that rebuild ``image`` from an empty one (a metadata snapshot, as KRaft's
+    ``MetadataImage.write``); the offset is not part of it."""
+    records: list[MetadataRecord] = []
+    for node_id in sorted(image.brokers):
+        b = image.brokers[node_id]
+        records.append(RegisterBrokerRecord(node_id, dict(b.endpoints), b.rack, b.epoch, b.fenced))
+    for name in sorted(image.topics):
+        topic = image.topics[name]
+        records.append(TopicRecord(name, topic.topic_id))
+        for p in topic.partitions.values():
+            records.append(
+                PartitionRecord(
+                    topic.topic_id, p.partition, p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch
+                )
+            )
+        for key, value in image.topic_config(name).items():
+            records.append(ConfigRecord(RESOURCE_TYPE_TOPIC, name, key, value))
+    if image.next_producer_id:
+        records.append(ProducerIdsRecord(-1, -1, image.next_producer_id))
+    return records
+
+
+def diff_images(old: MetadataImage, new: MetadataImage) -> MetadataDelta:
+    """The delta between two images (used when a whole snapshot replaces the image): topics
+    created / deleted (by id), partitions whose registration differs, topics whose configs
+    differ, brokers whose registration differs."""
+    old_ids = {t.topic_id: t for t in old.topics.values()}
+    new_ids = {t.topic_id: t for t in new.topics.values()}
+    created = tuple(t for tid, t in new_ids.items() if tid not in old_ids)
+    deleted = tuple(t for tid, t in old_ids.items() if tid not in new_ids)
+    changed: list[tuple[str, PartitionRegistration]] = []
+    for tid, topic in new_ids.items():
+        before = old_ids.get(tid)
+        for index, p in topic.partitions.items():
+            if before is None or before.partitions.get(index) != p:
+                changed.append((topic.name, p))
+    configs = tuple(
+        name
+        for name in new.topics
+        if new.topics[name].topic_id in old_ids and dict(new.topic_config(name)) != dict(old.topic_config(name))
+    )
+    brokers = tuple(b for b in set(old.brokers) | set(new.brokers) if old.brokers.get(b) != new.brokers.get(b))
+    return MetadataDelta(created, deleted, tuple(changed), configs, tuple(sorted(brokers)))

@@ -36,6 +36,8 @@ logger = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
+#: The controller quorum keeps its Raft journal in ``<first log dir>/__cluster_metadata-0/``.
+METADATA_TOPIC = "__cluster_metadata"
 
 TopicPartitionKey = tuple[str, int]
 
@@ -133,7 +135,7 @@ class LogManager:
                     shutil.rmtree(entry.path, ignore_errors=True)
                     continue
                 key = parse_topic_partition_dir(entry.name)
-                if key is None:
+                if key is None or key[0] == METADATA_TOPIC:  # the Raft journal (controller quorum)
                     continue
                 if key in self._logs:
                     raise KafkaStorageError(

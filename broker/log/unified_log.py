@@ -28,10 +28,12 @@ from spark_kafkalite.protocol.record_batch import (
 )
 
 from . import retention
+from .leader_epoch_cache import LeaderEpochFileCache, load_leader_epoch_cache
 from .log_config import LogConfig
 from .log_loader import load_segments
 from .log_results import FetchDataInfo, LogAppendInfo
 from .log_segment import LogSegment
+from . import producer_state_manager as producer_state  # idempotence hooks
 from .partition_metadata import (
     PARTITION_METADATA_FILE,
     format_topic_id,
@@ -109,6 +111,13 @@ class UnifiedLog:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.topic_id = self._load_or_write_topic_id(topic_id)
         self._load_segments(recovery_point, log_start_offset, had_clean_shutdown)
+        self.leader_epoch_cache: LeaderEpochFileCache = load_leader_epoch_cache(  # replication hook
+            self.dir,
+            ((h.partition_leader_epoch, h.base_offset) for seg in self.segments for _, h in seg.iter_batches()),
+            self.log_start_offset,
+            self.log_end_offset,
+        )
+        self.producer_state = producer_state.load_producer_state(self)  # idempotence hook
         self.high_watermark = self.log_start_offset
         self.update_high_watermark(self.log_start_offset if high_watermark is None else high_watermark)
 
@@ -241,12 +250,18 @@ class UnifiedLog:
         header = read_header(batch)
         if self._config.compact:
             check_keys_for_compaction(batch, self.dir.name)
+        if header.producer_id >= 0:  # idempotence hook: dedup / sequence checks (KIP-98)
+            duplicate = self.producer_state.check_client_append(header)
+            if duplicate is not None:
+                return producer_state.duplicate_append_info(duplicate, self.log_start_offset)
         first = self.log_end_offset
         last = first + header.last_offset_delta
         assign_offsets(batch, first, leader_epoch)
+        self.leader_epoch_cache.assign(leader_epoch, first)  # replication hook
         seg = self._maybe_roll(len(batch), first, last, header.max_timestamp)
         seg.append(batch, first, last, header.max_timestamp)
         self.log_end_offset = last + 1
+        self.producer_state.on_append(header, first, last)  # idempotence hook
         self._maybe_flush()
         return LogAppendInfo(
             first_offset=first,
@@ -274,6 +289,8 @@ class UnifiedLog:
             return None
         view = memoryview(records)
         segment_bytes = self.config.segment_bytes
+        for _, h in batches:  # replication hook: epochs stamped by the leader
+            self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
         i = 0
         while i < len(batches):
             p0, h0 = batches[i]
@@ -296,6 +313,7 @@ class UnifiedLog:
             )
             i = j
         self.log_end_offset = batches[-1][1].next_offset
+        producer_state.on_replicated_batches(self.producer_state, batches)  # idempotence hook
         self._maybe_flush()
         return LogAppendInfo(
             first_offset=batches[0][1].base_offset,
@@ -339,6 +357,7 @@ class UnifiedLog:
             active.on_become_inactive()  # final time-index entry; release the index handles
         seg = LogSegment.open(self.dir, base, self.config, self.time_ms())
         self._add_segment(seg)
+        producer_state.snapshot_on_roll(self.producer_state, base)  # idempotence hook
         if base > self.recovery_point:
             self.pending_flush_offset = max(self.pending_flush_offset or 0, base)
         logger.debug("%s: rolled new segment at offset %d", self.dir.name, base)
@@ -433,6 +452,7 @@ class UnifiedLog:
             return False
         logger.info("%s: log start offset %d -> %d", self.dir.name, self.log_start_offset, new_offset)
         self.log_start_offset = new_offset
+        self.leader_epoch_cache.truncate_from_start(new_offset)  # replication hook
         return True
 
     def delete_records(self, offset: int) -> int:
@@ -533,6 +553,8 @@ class UnifiedLog:
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.update_high_watermark(self.high_watermark)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)  # replication hook
+        producer_state.reload_producer_state(self, self.producer_state)  # idempotence hook
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -541,6 +563,8 @@ class UnifiedLog:
         self._add_segment(LogSegment.open(self.dir, offset, self.config, self.time_ms()))
         self.log_start_offset = self.log_end_offset = self.recovery_point = offset
         self.high_watermark = offset
+        self.leader_epoch_cache.clear()  # replication hook
+        self.producer_state.truncate_fully_and_start_at(offset)  # idempotence hook
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -584,6 +608,7 @@ class UnifiedLog:
         """Close all files (no flush; call ``flush`` first for durability)."""
         if self._closed:
             return
+        producer_state.snapshot_on_close(self.producer_state, self.log_end_offset)  # idempotence hook
         for seg in self.segments:
             seg.close()
         self._closed = True

@@ -25,6 +25,7 @@ from spark_kafkalite.client.admin_configs import (
     parse_alter_configs,
     parse_describe_configs,
 )
+from spark_kafkalite.client.admin_groups import AdminGroupsMixin
 from spark_kafkalite.client.admin_log_dirs import describe_log_dirs_builder, parse_describe_log_dirs
 from spark_kafkalite.client.config import parse_config
 from spark_kafkalite.client.consumer.offset_fetcher import OffsetFetcher
@@ -51,8 +52,9 @@ ADMIN_DEFAULTS: dict[str, Any] = {"exclude.internal.topics": True}
 _RETRY_CODES = {ErrorCode.not_controller, ErrorCode.request_timed_out, ErrorCode.leader_not_available}
 
 
-class KafkaAdminClient:
-    """Administer topics and inspect the cluster.
+class KafkaAdminClient(AdminGroupsMixin):
+    """Administer topics and consumer groups and inspect the cluster (group methods:
+    ``admin_groups.AdminGroupsMixin``).
 
     Config: ``bootstrap.servers`` (required), ``request.timeout.ms`` (30000),
     ``default.api.timeout.ms`` (60000), ``retry.backoff.ms`` (100), ``client.id``.

@@ -26,9 +26,16 @@ log = logging.getLogger(__name__)
 
 
 def read_config_for(options: SourceOptions) -> ReadConfig:
-    """Executor read settings derived from validated source options."""
+    """Executor read settings derived from validated source options.
+
+    kafkalite's consumers never join a group (``kafka.group.id`` is not sent by assigned
+    consumers), so ``groupIdPrefix`` only names them: ``client.id = <prefix>-executor`` unless
+    ``kafka.client.id`` is set."""
+    client_config = dict(options.client_config)
+    if options.group_id_prefix and "client.id" not in client_config:
+        client_config["client.id"] = f"{options.group_id_prefix}-executor"
     return ReadConfig(
-        client_config=dict(options.client_config),
+        client_config=client_config,
         include_headers=options.include_headers,
         fail_on_data_loss=options.fail_on_data_loss,
         poll_timeout_ms=options.poll_timeout_ms,

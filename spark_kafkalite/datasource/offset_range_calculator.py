@@ -1,7 +1,9 @@
 """Offset ranges: per-trigger rate limiting and splitting into Spark input partitions.
 
 Mirrors Spark's ``KafkaMicroBatchStream.rateLimit`` (``maxOffsetsPerTrigger``) and
-``KafkaOffsetRangeCalculator`` (``minPartitions``, ``maxRecordsPerPartition``). Pure logic.
+``delayBatch`` (``minOffsetsPerTrigger`` / ``maxTriggerDelay``), ``KafkaOffsetRangeCalculator``
+(``minPartitions``, ``maxRecordsPerPartition``), plus kafkalite's byte budget
+(``maxBytesPerTrigger``, :func:`offsets_for_bytes`). Pure logic.
 """
 
 from __future__ import annotations
@@ -12,7 +14,14 @@ from dataclasses import dataclass
 
 from spark_kafkalite.client.types import TopicPartition
 
-__all__ = ["OffsetRange", "rate_limit", "split_ranges"]
+__all__ = [
+    "OffsetRange",
+    "rate_limit",
+    "split_ranges",
+    "new_offsets_available",
+    "offsets_for_bytes",
+    "bytes_per_offset",
+]
 
 _MAX_LONG = 2**63 - 1
 
@@ -81,6 +90,67 @@ def rate_limit(
         off = _MAX_LONG if share > _MAX_LONG - begin else begin + share
         result[tp] = min(end, off)
     return result
+
+
+def new_offsets_available(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]) -> int:
+    """Offsets between ``start`` and ``latest`` summed over ``latest``'s partitions (Spark's
+    ``delayBatch`` count: a partition missing from ``start`` counts from 0, a ``-1`` marker
+    counts nothing, a ``-2`` marker counts from 0)."""
+    total = 0
+    for tp, end in latest.items():
+        begin = start.get(tp, 0)
+        if begin == -1:
+            continue
+        total += max(end - max(begin, 0), 0)
+    return total
+
+
+def bytes_per_offset(
+    size_bytes: Mapping[TopicPartition, int],
+    earliest: Mapping[TopicPartition, int],
+    latest: Mapping[TopicPartition, int],
+    replicas: Mapping[TopicPartition, int] | None = None,
+) -> dict[TopicPartition, float]:
+    """Average bytes of one offset per partition: the partition's on-disk size (one replica)
+    divided by its offset span ``latest - earliest``. Partitions with no size or an empty span
+    are left out (callers fall back to the mean of the others)."""
+    replicas = replicas or {}
+    result: dict[TopicPartition, float] = {}
+    for tp, size in size_bytes.items():
+        span = latest.get(tp, 0) - earliest.get(tp, 0)
+        if size > 0 and span > 0:
+            result[tp] = size / max(replicas.get(tp, 1), 1) / span
+    return result
+
+
+def offsets_for_bytes(
+    max_bytes: int,
+    begin: Mapping[TopicPartition, int],
+    latest: Mapping[TopicPartition, int],
+    per_offset: Mapping[TopicPartition, float],
+) -> int | None:
+    """Translate a byte budget into a total offset budget for :func:`rate_limit`.
+
+    With the budget shared in proportion to each partition's backlog *bytes*, a partition gets
+    ``max_bytes * backlog_offsets / total_backlog_bytes`` offsets, i.e. :func:`rate_limit` with
+    ``limit = max_bytes * total_backlog_offsets / total_backlog_bytes``. Partitions without an
+    estimate use the mean of the others. Returns None when nothing can be estimated (no limit),
+    otherwise at least 1.
+    """
+    if not per_offset:
+        return None
+    mean = sum(per_offset.values()) / len(per_offset)
+    total_offsets = 0
+    total_bytes = 0.0
+    for tp, end in latest.items():
+        start = begin.get(tp)
+        if start is None or start < 0 or end <= start:
+            continue
+        total_offsets += end - start
+        total_bytes += (end - start) * per_offset.get(tp, mean)
+    if total_offsets == 0 or total_bytes <= 0:
+        return None
+    return max(int(max_bytes * total_offsets / total_bytes), 1)
 
 
 def _round_half_up(value: float) -> int:

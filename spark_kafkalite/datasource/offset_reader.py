@@ -68,6 +68,8 @@ class KafkaOffsetReader:
             config: dict[str, Any] = dict(self.client_config)
             config.setdefault("client.id", "kafkalite-spark-driver")
             config["auto.offset.reset"] = "earliest"
+            config["enable.auto.commit"] = "false"  # Spark's kafkaParamsForDriver
+            config.pop("group.id", None)  # never a group member (see group_commit)
             self._consumer = KafkaConsumer(config)
         return self._consumer
 
@@ -120,12 +122,25 @@ class KafkaOffsetReader:
     def _bootstrap(self) -> str:
         return self.client_config.get("bootstrap.servers", "?")
 
+    @staticmethod
+    def _fresh_partitions(consumer: Any, all_topics: Mapping[str, set[int]], topic: str) -> set[int] | None:
+        """Partitions of ``topic`` from a fresh Metadata answer (the consumer's cache would miss
+        partitions added since it was filled); internal topics are only in the cache path."""
+        if topic in all_topics:
+            return set(all_topics[topic])
+        if topic in INTERNAL_TOPICS:
+            return consumer.partitions_for_topic(topic)
+        return None
+
     def _topic_partitions(self, consumer: Any, missing_ok: bool) -> set[TopicPartition]:
         strategy = self.strategy
+        # One Metadata request per call (Spark's KafkaOffsetReaderAdmin describes topics every
+        # time): partitions added or topics deleted since the last call are seen at once.
+        all_topics: Mapping[str, set[int]] = consumer.list_topics()
         if isinstance(strategy, SubscribeStrategy):
             result: set[TopicPartition] = set()
             for topic in strategy.topics:
-                partitions = consumer.partitions_for_topic(topic)
+                partitions = self._fresh_partitions(consumer, all_topics, topic)
                 if not partitions:
                     if missing_ok:
                         continue
@@ -136,10 +151,9 @@ class KafkaOffsetReader:
                 result.update(TopicPartition(topic, p) for p in partitions)
             return result
         if isinstance(strategy, SubscribePatternStrategy):
-            topics = consumer.list_topics()
             return {
                 TopicPartition(topic, p)
-                for topic, partitions in topics.items()
+                for topic, partitions in all_topics.items()
                 if topic not in INTERNAL_TOPICS and strategy.matches(topic)
                 for p in partitions
             }
@@ -148,7 +162,7 @@ class KafkaOffsetReader:
         present: set[TopicPartition] = set()
         for topic, partition in strategy.partitions:
             if topic not in existing:
-                existing[topic] = consumer.partitions_for_topic(topic)
+                existing[topic] = self._fresh_partitions(consumer, all_topics, topic)
             partitions = existing[topic]
             if missing_ok:
                 if partitions and partition in partitions:
@@ -249,6 +263,35 @@ class KafkaOffsetReader:
             result.update(self.latest_offsets(unmatched))
         return result
 
+    def log_sizes(
+        self, partitions: Iterable[TopicPartition]
+    ) -> tuple[PartitionOffsetMap, PartitionOffsetMap]:
+        """On-disk bytes of ``partitions`` summed over replicas (DescribeLogDirs) and their
+        replica counts (Metadata), for the ``maxBytesPerTrigger`` estimate. Empty maps when the
+        cluster cannot answer (the byte limit is then not applied; logged)."""
+        from spark_kafkalite.client import KafkaAdminClient
+
+        wanted = set(partitions)
+        if not wanted:
+            return {}, {}
+        topics = sorted({tp.topic for tp in wanted})
+        try:
+            with KafkaAdminClient(dict(self.client_config)) as admin:
+                described = admin.describe_topics(topics)
+                sizes = admin.describe_log_dirs(topics)
+        except (KafkaError, OSError) as exc:
+            log.warning("cannot estimate partition sizes for maxBytesPerTrigger: %s", exc)
+            return {}, {}
+        replicas = {
+            TopicPartition(topic, info.partition): len(info.replicas) or 1
+            for topic, infos in described.items()
+            for info in infos
+        }
+        return (
+            {tp: size for tp, size in sizes.items() if tp in wanted},
+            {tp: n for tp, n in replicas.items() if tp in wanted},
+        )
+
     def resolve(
         self,
         limit: OffsetRangeLimit,
@@ -291,16 +334,20 @@ class KafkaOffsetReader:
             return self.offsets_for_timestamps(
                 limit.timestamps, is_starting=is_starting, no_match_latest=limit.no_match_latest
             )
-        if set(limit.offsets) != partitions:
+        specified = dict(limit.offsets)
+        for tp in partitions:
+            if tp.topic in limit.topic_offsets and tp not in specified:
+                specified[tp] = limit.topic_offsets[tp.topic]
+        if set(specified) != partitions:
             option = "startingOffsets" if is_starting else "endingOffsets"
             raise OffsetsMismatchError(
                 "[KAFKA_START_OFFSET_DOES_NOT_MATCH_ASSIGNED] Partitions specified for Kafka "
                 f"{'start' if is_starting else 'end'} offsets (option '{option}') don't match what are "
                 "assigned. Maybe topic partitions are created or deleted while the query is running. "
-                f"Use -1 for latest, -2 for earliest. Specified: {format_partitions(limit.offsets)} "
+                f"Use -1 for latest, -2 for earliest. Specified: {format_partitions(specified)} "
                 f"Assigned: {format_partitions(partitions)}"
             )
-        result = dict(limit.offsets)
+        result = specified
         need_earliest = [tp for tp, off in result.items() if off == EARLIEST]
         need_latest = [tp for tp, off in result.items() if off == LATEST and not keep_latest_markers]
         result.update(self.earliest_offsets(need_earliest))

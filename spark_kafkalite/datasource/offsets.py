@@ -29,6 +29,7 @@ __all__ = [
     "from_offset_dict",
     "offset_json",
     "parse_partition_offsets",
+    "parse_offsets_with_topic_defaults",
     "parse_partitions",
     "format_partitions",
 ]
@@ -111,6 +112,38 @@ def parse_partition_offsets(text: str) -> PartitionOffsetMap:
     except (ValueError, TypeError) as exc:
         raise OffsetJsonError(f"Expected e.g. {_OFFSETS_EXAMPLE}, got {text}") from exc
     return result
+
+
+def parse_offsets_with_topic_defaults(text: str) -> tuple[PartitionOffsetMap, dict[str, int]]:
+    """Parse ``startingOffsets`` / ``endingOffsets`` JSON that may give a whole topic
+    ``"earliest"`` or ``"latest"`` (SPARK-58774), e.g.
+    ``{"topicA":"latest","topicB":{"0":5,"1":-2}}`` -> ``({topicB-0: 5, topicB-1: -2},
+    {"topicA": -1})``.
+
+    Raises:
+        OffsetJsonError: as :func:`parse_partition_offsets`.
+    """
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict) or not data:
+            raise ValueError("not an object")
+        topic_defaults: dict[str, int] = {}
+        per_partition: dict[str, Any] = {}
+        for topic, value in data.items():
+            if isinstance(value, str):
+                lowered = value.strip().lower()
+                if lowered not in ("earliest", "latest"):
+                    raise ValueError(f"bad topic-level offset {value!r}")
+                topic_defaults[topic] = EARLIEST if lowered == "earliest" else LATEST
+            elif isinstance(value, Mapping) and value:
+                per_partition[topic] = value
+            else:
+                raise ValueError("empty partition map")
+        return from_offset_dict(per_partition), topic_defaults
+    except (ValueError, TypeError) as exc:
+        raise OffsetJsonError(
+            f'Expected e.g. {_OFFSETS_EXAMPLE} or {{"topicA":"latest","topicB":{{"0":5}}}}, got {text}'
+        ) from exc
 
 
 def parse_partitions(text: str) -> list[TopicPartition]:

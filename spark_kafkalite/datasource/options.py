@@ -24,8 +24,20 @@ from spark_kafkalite.datasource.offsets import (
     OffsetJsonError,
     PartitionOffsetMap,
     format_partitions,
+    parse_offsets_with_topic_defaults,
     parse_partition_offsets,
     parse_partitions,
+)
+from spark_kafkalite.datasource.option_checks import (
+    SINK_OPTIONS,
+    SOURCE_OPTIONS,
+    KafkaLiteOptionError,
+    check_known,
+    parse_bool,
+    parse_non_negative,
+    parse_positive,
+    parse_time_ms,
+    validate_kafka_params,
 )
 
 __all__ = [
@@ -40,31 +52,22 @@ __all__ = [
     "parse_source_options",
     "parse_sink_options",
     "client_params",
+    "parse_time_ms",
     "DEFAULT_POLL_TIMEOUT_MS",
+    "DEFAULT_MAX_TRIGGER_DELAY_MS",
+    "SOURCE_OPTIONS",
+    "SINK_OPTIONS",
 ]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_POLL_TIMEOUT_MS = 120_000
 """Spark's default ``kafkaConsumer.pollTimeoutMs`` (``spark.network.timeout`` = 120 s)."""
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
+"""Spark's default ``maxTriggerDelay`` (``15m``)."""
 
 _STRATEGY_KEYS = ("subscribe", "subscribepattern", "assign")
 _STRATEGY_NAMES = "subscribe, subscribepattern, assign"
-
-_AUTO_OFFSET_RESET_MESSAGE = (
-    "Kafka option 'auto.offset.reset' is not supported.\n"
-    "Instead set the source option 'startingoffsets' to 'earliest' or 'latest'\n"
-    "to specify where to start. Structured Streaming manages which offsets are consumed\n"
-    "internally, rather than relying on the kafkaConsumer to do it. This will ensure that no\n"
-    "data is missed when new topics/partitions are dynamically subscribed. Note that\n"
-    "'startingoffsets' only applies when a new Streaming query is started, and\n"
-    "that resuming will always pick up from where the query left off. See the docs for more\n"
-    "details."
-)
-
-
-class KafkaLiteOptionError(ValueError):
-    """An invalid or conflicting ``kafkalite`` option; the message names the option."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +101,8 @@ Strategy = SubscribeStrategy | SubscribePatternStrategy | AssignStrategy
 class OffsetRangeLimit:
     """Where a range starts or ends, before resolution against the brokers.
 
-    ``kind``: ``earliest`` / ``latest``; ``specific`` (``offsets`` per partition, -2/-1 allowed);
+    ``kind``: ``earliest`` / ``latest``; ``specific`` (``offsets`` per partition, -2/-1 allowed,
+    plus ``topic_offsets``: -2/-1 for every partition of a topic, SPARK-58774);
     ``timestamp`` (``timestamps`` per partition, ms); ``global_timestamp`` (``timestamp`` ms for
     every partition). ``no_match_latest``: for timestamps with no record at or after them, use the
     latest offset instead of failing (``startingOffsetsByTimestampStrategy=latest``).
@@ -109,6 +113,7 @@ class OffsetRangeLimit:
     timestamps: PartitionOffsetMap = field(default_factory=dict)
     timestamp: int | None = None
     no_match_latest: bool = False
+    topic_offsets: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,10 +133,20 @@ class SourceOptions:
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     fetch_offset_num_retries: int = 3
     fetch_offset_retry_interval_ms: int = 1000
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    max_bytes_per_trigger: int | None = None
+    group_id_prefix: str | None = None
+    commit_offsets_to_group: bool = False
 
     @property
     def bootstrap_servers(self) -> str:
         return self.client_config["bootstrap.servers"]
+
+    @property
+    def group_id(self) -> str | None:
+        """``kafka.group.id`` if set (used only by ``commitOffsetsToGroup``)."""
+        return self.client_config.get("group.id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,46 +169,6 @@ def _lower(options: Mapping[str, str]) -> dict[str, str]:
 def client_params(options: Mapping[str, str]) -> dict[str, str]:
     """The ``kafka.*`` options with the prefix stripped (keys lower-cased, as Kafka's are)."""
     return {k[len("kafka.") :]: v for k, v in _lower(options).items() if k.startswith("kafka.")}
-
-
-def _parse_bool(params: Mapping[str, str], key: str, name: str, default: bool) -> bool:
-    raw = params.get(key)
-    if raw is None:
-        return default
-    lowered = raw.strip().lower()
-    if lowered not in ("true", "false"):
-        raise KafkaLiteOptionError(f"Invalid value '{raw}' for option '{name}': expected 'true' or 'false'")
-    return lowered == "true"
-
-
-def _parse_positive(params: Mapping[str, str], key: str, name: str) -> int | None:
-    raw = params.get(key)
-    if raw is None:
-        return None
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise KafkaLiteOptionError(
-            f"Invalid value '{raw}' for option '{name}': expected a positive integer"
-        ) from None
-    if value <= 0:
-        raise KafkaLiteOptionError(f"{name} must be positive (option '{name}' is '{raw}')")
-    return value
-
-
-def _parse_non_negative(params: Mapping[str, str], key: str, name: str, default: int) -> int:
-    raw = params.get(key)
-    if raw is None:
-        return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise KafkaLiteOptionError(
-            f"Invalid value '{raw}' for option '{name}': expected a non-negative integer"
-        ) from None
-    if value < 0:
-        raise KafkaLiteOptionError(f"Invalid value '{raw}' for option '{name}': must not be negative")
-    return value
 
 
 def _parse_strategy(params: Mapping[str, str]) -> Strategy:
@@ -236,48 +211,6 @@ def _parse_strategy(params: Mapping[str, str]) -> Strategy:
     except re.error as exc:
         raise KafkaLiteOptionError(f"Invalid regex '{value}' for option 'subscribePattern': {exc}") from None
     return SubscribePatternStrategy(pattern)
-
-
-def _validate_kafka_params(params: Mapping[str, str], *, sink: bool) -> dict[str, str]:
-    kafka = {k[len("kafka.") :]: v for k, v in params.items() if k.startswith("kafka.")}
-    if sink:
-        if "key.serializer" in kafka:
-            raise KafkaLiteOptionError(
-                "Kafka option 'key.serializer' is not supported as keys are serialized with ByteArraySerializer."
-            )
-        if "value.serializer" in kafka:
-            raise KafkaLiteOptionError(
-                "Kafka option 'value.serializer' is not supported as value are serialized with "
-                "ByteArraySerializer."
-            )
-    else:
-        if "auto.offset.reset" in kafka:
-            raise KafkaLiteOptionError(_AUTO_OFFSET_RESET_MESSAGE)
-        if "key.deserializer" in kafka:
-            raise KafkaLiteOptionError(
-                "Kafka option 'key.deserializer' is not supported as keys are deserialized as byte arrays "
-                "with ByteArrayDeserializer. Use DataFrame operations to explicitly deserialize the keys."
-            )
-        if "value.deserializer" in kafka:
-            raise KafkaLiteOptionError(
-                "Kafka option 'value.deserializer' is not supported as values are deserialized as byte "
-                "arrays with ByteArrayDeserializer. Use DataFrame operations to explicitly deserialize "
-                "the values."
-            )
-        for unsupported in ("enable.auto.commit", "interceptor.classes"):
-            if unsupported in kafka:
-                raise KafkaLiteOptionError(f"Kafka option '{unsupported}' is not supported")
-        if "group.id" in kafka:
-            log.warning(
-                "Kafka option 'kafka.group.id' has been set on this query; kafkalite never joins a "
-                "consumer group or commits offsets, so it is ignored."
-            )
-    if not kafka.get("bootstrap.servers", "").strip():
-        role = "producer" if sink else "consumer"
-        raise KafkaLiteOptionError(
-            f"Option 'kafka.bootstrap.servers' must be specified for configuring Kafka {role}"
-        )
-    return kafka
 
 
 def _parse_timestamp(raw: str, name: str) -> int:
@@ -328,7 +261,7 @@ def _parse_offset_range_limit(
     if text.lower() == "earliest":
         return OffsetRangeLimit("earliest")
     try:
-        offsets = parse_partition_offsets(text)
+        offsets, topic_offsets = parse_offsets_with_topic_defaults(text)
     except OffsetJsonError as exc:
         raise KafkaLiteOptionError(f"Invalid value for option '{offsets_name}': {exc}") from None
     for tp, offset in offsets.items():
@@ -337,7 +270,7 @@ def _parse_offset_range_limit(
                 f"Invalid offset {offset} for {tp.topic}-{tp.partition} in option '{offsets_name}': "
                 "use -2 for earliest, -1 for latest, or an offset >= 0"
             )
-    return OffsetRangeLimit("specific", offsets=offsets)
+    return OffsetRangeLimit("specific", offsets=offsets, topic_offsets=topic_offsets)
 
 
 def _starting(params: Mapping[str, str], default: OffsetRangeLimit) -> OffsetRangeLimit:
@@ -365,6 +298,8 @@ def _ending(params: Mapping[str, str]) -> OffsetRangeLimit:
 def _check_offset_limit_validity(start: OffsetRangeLimit, end: OffsetRangeLimit) -> None:
     """Spark's ``checkOffsetLimitValidity`` for two specific (or two per-partition timestamp) limits."""
     if start.kind == "specific" and end.kind == "specific":
+        if start.topic_offsets or end.topic_offsets:
+            return  # topic-level values expand only against the real partitions (offset_reader)
         start_map, end_map = start.offsets, end.offsets
     elif start.kind == "timestamp" and end.kind == "timestamp":
         start_map, end_map = start.timestamps, end.timestamps
@@ -397,6 +332,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         KafkaLiteOptionError: naming the offending option.
     """
     params = _lower(options)
+    check_known(params, SOURCE_OPTIONS, "source")
     if streaming:
         if "endingoffsets" in params:
             raise KafkaLiteOptionError(
@@ -423,6 +359,11 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
                 raise KafkaLiteOptionError(
                     f"startingOffsets for {tp.topic}-{tp.partition} can't be latest for batch queries on Kafka"
                 )
+        for topic, offset in starting.topic_offsets.items():
+            if offset == LATEST:
+                raise KafkaLiteOptionError(
+                    f"startingOffsets for topic {topic} can't be latest for batch queries on Kafka"
+                )
         ending = _ending(params)
         if ending.kind == "earliest":
             raise KafkaLiteOptionError(
@@ -433,46 +374,77 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
                 raise KafkaLiteOptionError(
                     f"ending offset for {tp.topic}-{tp.partition} can't be earliest for batch queries on Kafka"
                 )
+        for topic, offset in ending.topic_offsets.items():
+            if offset == EARLIEST:
+                raise KafkaLiteOptionError(
+                    f"ending offset for topic {topic} can't be earliest for batch queries on Kafka"
+                )
         _check_offset_limit_validity(starting, ending)
         for ignored in ("maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"):
             if ignored in params:
                 log.warning("%s option ignored in batch queries", ignored)
 
     strategy = _parse_strategy(params)
-    min_partitions = _parse_positive(params, "minpartitions", "minPartitions")
-    max_records = _parse_positive(params, "maxrecordsperpartition", "maxRecordsPerPartition")
-    kafka = _validate_kafka_params(params, sink=False)
+    min_partitions = parse_positive(params, "minpartitions", "minPartitions")
+    max_records = parse_positive(params, "maxrecordsperpartition", "maxRecordsPerPartition")
+    kafka = validate_kafka_params(params, sink=False)
     max_offsets = (
-        _parse_positive(params, "maxoffsetspertrigger", "maxOffsetsPerTrigger") if streaming else None
+        parse_positive(params, "maxoffsetspertrigger", "maxOffsetsPerTrigger") if streaming else None
     )
+    min_offsets: int | None = None
+    max_trigger_delay_ms = DEFAULT_MAX_TRIGGER_DELAY_MS
+    max_bytes: int | None = None
     if streaming:
-        min_offsets = _parse_positive(params, "minoffsetspertrigger", "minOffsetsPerTrigger")
+        min_offsets = parse_positive(params, "minoffsetspertrigger", "minOffsetsPerTrigger")
         if min_offsets is not None and max_offsets is not None and min_offsets > max_offsets:
             raise KafkaLiteOptionError(
                 f"The value of minOffsetPerTrigger({min_offsets}) is higher than the "
                 f"maxOffsetsPerTrigger({max_offsets})."
             )
-        if min_offsets is not None:
-            log.warning("minOffsetsPerTrigger/maxTriggerDelay are not supported by kafkalite yet; ignored")
+        if "maxtriggerdelay" in params:
+            max_trigger_delay_ms = parse_time_ms(params["maxtriggerdelay"], "maxTriggerDelay")
+        max_bytes = parse_positive(params, "maxbytespertrigger", "maxBytesPerTrigger")
+    elif "maxbytespertrigger" in params:
+        log.warning("maxbytespertrigger option ignored in batch queries")
+    group_id_prefix = params.get("groupidprefix")
+    if group_id_prefix is not None and not group_id_prefix.strip():
+        raise KafkaLiteOptionError("Invalid value '' for option 'groupIdPrefix': the prefix is empty")
+    commit_to_group = parse_bool(params, "commitoffsetstogroup", "commitOffsetsToGroup", False)
+    if commit_to_group:
+        if not streaming:
+            raise KafkaLiteOptionError(
+                "Option 'commitOffsetsToGroup' is only valid in streaming queries (batch reads have no "
+                "progress to commit)"
+            )
+        if not kafka.get("group.id", "").strip():
+            raise KafkaLiteOptionError(
+                "Option 'commitOffsetsToGroup' requires option 'kafka.group.id' (the consumer group that "
+                "receives the query's processed offsets)"
+            )
 
     return SourceOptions(
         strategy=strategy,
         client_config=kafka,
         starting=starting,
         ending=ending,
-        fail_on_data_loss=_parse_bool(params, "failondataloss", "failOnDataLoss", True),
-        include_headers=_parse_bool(params, "includeheaders", "includeHeaders", False),
+        fail_on_data_loss=parse_bool(params, "failondataloss", "failOnDataLoss", True),
+        include_headers=parse_bool(params, "includeheaders", "includeHeaders", False),
         max_offsets_per_trigger=max_offsets,
         min_partitions=min_partitions,
         max_records_per_partition=max_records,
-        poll_timeout_ms=_parse_positive(params, "kafkaconsumer.polltimeoutms", "kafkaConsumer.pollTimeoutMs")
+        poll_timeout_ms=parse_positive(params, "kafkaconsumer.polltimeoutms", "kafkaConsumer.pollTimeoutMs")
         or DEFAULT_POLL_TIMEOUT_MS,
-        fetch_offset_num_retries=_parse_non_negative(
+        fetch_offset_num_retries=parse_non_negative(
             params, "fetchoffset.numretries", "fetchOffset.numRetries", 3
         ),
-        fetch_offset_retry_interval_ms=_parse_non_negative(
+        fetch_offset_retry_interval_ms=parse_non_negative(
             params, "fetchoffset.retryintervalms", "fetchOffset.retryIntervalMs", 1000
         ),
+        min_offsets_per_trigger=min_offsets,
+        max_trigger_delay_ms=max_trigger_delay_ms,
+        max_bytes_per_trigger=max_bytes,
+        group_id_prefix=group_id_prefix.strip() if group_id_prefix else None,
+        commit_offsets_to_group=commit_to_group,
     )
 
 
@@ -484,7 +456,8 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         KafkaLiteOptionError: naming the offending option.
     """
     params = _lower(options)
-    kafka = _validate_kafka_params(params, sink=True)
+    check_known(params, SINK_OPTIONS, "sink")
+    kafka = validate_kafka_params(params, sink=True)
     topic = params.get("topic")
     if topic is not None:
         topic = topic.strip()

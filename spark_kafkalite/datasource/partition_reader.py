@@ -73,6 +73,10 @@ class ReadConfig:
         config.setdefault("max.poll.records", str(self.batch_rows))
         config.update(self.extra)
         config["auto.offset.reset"] = "none"
+        # Spark's kafkaParamsForExecutors: never commit; and no group at all (kafka.group.id is
+        # only for commitOffsetsToGroup, done by the driver with the query's end offsets)
+        config["enable.auto.commit"] = "false"
+        config.pop("group.id", None)
         return config
 
 
@@ -199,6 +203,13 @@ def _read(consumer: Any, rng: OffsetRange, config: ReadConfig) -> Iterator[pa.Re
             if position > next_offset:
                 next_offset = min(position, until)
                 last_progress = time.monotonic()
+            elif _beyond_log_end(consumer, tp, next_offset):
+                # Spark's KafkaDataConsumer: an empty poll at or past the latest offset is
+                # OffsetOutOfRange (data loss: the log was truncated or the range end is wrong)
+                next_offset = _skip_out_of_range(consumer, tp, next_offset, until, config.fail_on_data_loss)
+                if next_offset < until:
+                    consumer.seek(tp, next_offset)
+                last_progress = time.monotonic()
             elif time.monotonic() - last_progress > timeout_s:
                 raise FetchTimeoutError(
                     f"Cannot fetch record for offset {next_offset} in {config.poll_timeout_ms} milliseconds "
@@ -209,6 +220,16 @@ def _read(consumer: Any, rng: OffsetRange, config: ReadConfig) -> Iterator[pa.Re
             yield records_to_batch(chunk, rng.topic, rng.partition, config.include_headers)
     if pending:
         yield records_to_batch(pending, rng.topic, rng.partition, config.include_headers)
+
+
+def _beyond_log_end(consumer: Any, tp: TopicPartition, offset: int) -> bool:
+    """True when ``offset`` is at or past the partition's high watermark: first from the HW the
+    last fetch reported (free), then confirmed with ListOffsets."""
+    highwater = consumer.highwater(tp)
+    if highwater is not None and offset < highwater:
+        return False
+    latest = consumer.end_offsets([tp]).get(tp)
+    return latest is not None and offset >= latest
 
 
 def _skip_out_of_range(

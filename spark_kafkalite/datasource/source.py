@@ -9,8 +9,9 @@ no ``spark.dataSource.register`` call::
           .option("subscribe", "events")
           .load())
 
-Capabilities: batch read (:mod:`.batch_reader`), micro-batch read with ``maxOffsetsPerTrigger``
-and ``Trigger.AvailableNow`` (:mod:`.stream_reader`), batch and streaming write
+Capabilities: batch read (:mod:`.batch_reader`), micro-batch read with admission control
+(``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``/``maxTriggerDelay``, ``maxBytesPerTrigger``),
+``Trigger.AvailableNow`` and ``commitOffsetsToGroup`` (:mod:`.stream_reader`), batch and streaming write
 (:mod:`.writer`). Options and the row schema are those of Spark's ``kafka`` format
 (:mod:`.options`, :mod:`.arrow`). Requires pyspark >= 4.2.
 """
@@ -74,7 +75,15 @@ class KafkaLiteDataSource(DataSource):
         return KafkaLiteBatchReader(parse_source_options(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from spark_kafkalite.datasource.stream_reader import KafkaLiteStreamReader
+        try:
+            from spark_kafkalite.datasource.stream_reader import KafkaLiteStreamReader
+        except ImportError as exc:  # pyspark 4.0/4.1: no pyspark.sql.streaming.datasource
+            import pyspark
+
+            raise KafkaLiteOptionError(
+                f"kafkalite streaming reads need pyspark >= 4.2 (admission control for Python data "
+                f"sources, SPARK-55304); this is pyspark {pyspark.__version__}: {exc}"
+            ) from exc
 
         self._check_read_schema(schema)
         return KafkaLiteStreamReader(parse_source_options(self.options, streaming=True))

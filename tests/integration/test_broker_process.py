@@ -61,8 +61,8 @@ def test_node_id_mismatch_with_meta_properties(tmp_path: Path) -> None:
 
 def test_local_cluster_contract(tmp_path: Path) -> None:
     assert spark_kafkalite.LocalCluster is LocalCluster
-    with pytest.raises(ValueError, match="single-broker"):
-        LocalCluster(brokers=3)
+    with pytest.raises(ValueError, match="at least one broker"):
+        LocalCluster(brokers=0)
     data_dir = tmp_path / "kept"
     cluster = LocalCluster(data_dir=data_dir, config_overrides={"num.partitions": "3"})
     with cluster:

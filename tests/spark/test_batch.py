@@ -238,3 +238,21 @@ def test_timestamp_offsets(spark, bootstrap_servers, make_topic, produce) -> Non
     assert everything_after.count() == 0
     with pytest.raises(Exception, match="No offset matched from request of topic-partition"):
         _read(spark, bootstrap_servers, subscribe=topic, startingTimestamp=after_all).collect()
+
+
+def test_topic_level_earliest_latest_in_offset_json(spark, bootstrap_servers, make_topic, produce) -> None:
+    """SPARK-58774: a whole topic may be "earliest"/"latest" inside startingOffsets/endingOffsets."""
+    first, second = make_topic(partitions=2), make_topic()
+    produce(first, [(p, None, b"a") for p in (0, 1) for _ in range(4)])
+    produce(second, [(0, None, b"b")] * 6)
+    df = _read(
+        spark,
+        bootstrap_servers,
+        subscribe=f"{first},{second}",
+        startingOffsets=f'{{"{first}":"earliest","{second}":{{"0":2}}}}',
+        endingOffsets=f'{{"{first}":{{"0":3,"1":-1}},"{second}":"latest"}}',
+    )
+    counts = {(r.topic, r.partition): r["count"] for r in df.groupBy("topic", "partition").count().collect()}
+    assert counts == {(first, 0): 3, (first, 1): 4, (second, 0): 4}
+    with pytest.raises(Exception, match="startingOffsets for topic .* can't be latest for batch"):
+        _read(spark, bootstrap_servers, subscribe=first, startingOffsets=f'{{"{first}":"latest"}}').collect()

@@ -3,11 +3,13 @@ consumer reuse, timeouts and failOnDataLoss."""
 
 from __future__ import annotations
 
+import time
+
 import pyarrow as pa
 import pytest
 
 from spark_kafkalite.datasource.arrow import kafka_arrow_schema
-from spark_kafkalite.datasource.errors import DataLossError, FetchTimeoutError
+from spark_kafkalite.datasource.errors import DataLossError
 from spark_kafkalite.datasource.offset_range_calculator import OffsetRange
 from spark_kafkalite.datasource.partition_reader import ReadConfig, read_offset_range
 
@@ -56,12 +58,22 @@ def test_headers_column(bootstrap_servers, make_topic, produce) -> None:
     ]
 
 
-def test_range_end_beyond_the_log_times_out(bootstrap_servers, make_topic, produce) -> None:
+def test_range_end_beyond_the_log_is_data_loss_not_a_long_wait(
+    bootstrap_servers, make_topic, produce
+) -> None:
+    """As Spark's KafkaDataConsumer: an empty poll at the latest offset is OffsetOutOfRange, so
+    failOnDataLoss decides at once instead of waiting kafkaConsumer.pollTimeoutMs."""
     topic = make_topic()
     produce(topic, [(0, None, b"x")] * 3)
-    config = ReadConfig({"bootstrap.servers": bootstrap_servers}, poll_timeout_ms=1500)
-    with pytest.raises(FetchTimeoutError, match="Cannot fetch record for offset 3 in 1500 milliseconds"):
-        _read(OffsetRange(topic, 0, 0, 5), config)
+    strict = ReadConfig({"bootstrap.servers": bootstrap_servers}, poll_timeout_ms=60_000)
+    started = time.monotonic()
+    with pytest.raises(DataLossError, match="the latest offset is 3, below the planned range end 5"):
+        _read(OffsetRange(topic, 0, 0, 5), strict)
+    assert time.monotonic() - started < 20
+    lenient = ReadConfig(
+        {"bootstrap.servers": bootstrap_servers}, poll_timeout_ms=60_000, fail_on_data_loss=False
+    )
+    assert _read(OffsetRange(topic, 0, 1, 5), lenient).column("offset").to_pylist() == [1, 2]
 
 
 def test_start_beyond_the_log_is_data_loss(bootstrap_servers, make_topic, produce) -> None:

@@ -72,7 +72,10 @@ def test_fetch_request_every_version(version: int) -> None:
 
     cfg = parse_config({"bootstrap.servers": "h:1", "fetch.max.wait.ms": 250}, CONSUMER_DEFAULTS, "test")
     fetcher = Fetcher(None, Metadata(cfg), SubscriptionState(), cfg)  # type: ignore[arg-type]
-    data = FetchRequestData({TopicPartition("t", 1): PartitionFetchData(42, 0, 1024)})
+    data = FetchRequestData(
+        session_id=0, epoch=-1,
+        to_send={TopicPartition("t", 1): PartitionFetchData(fetch_offset=42, max_bytes=1024, current_leader_epoch=0)},
+    )
     decoded = roundtrip(fetcher._fetch_request(data).build(version))
     assert decoded.max_wait == datetime.timedelta(milliseconds=250)
     assert decoded.max_bytes == 52428800

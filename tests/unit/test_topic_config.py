@@ -4,9 +4,11 @@ tests/integration/test_topic_configs.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -197,6 +199,10 @@ def test_image_applies_config_records_and_drops_them_with_the_topic() -> None:
 # controller
 
 
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
 def make_controller() -> tuple[SingleNodeController, list[MetadataImage]]:
     state = [MetadataImage("c", 1)]
 
@@ -210,27 +216,27 @@ def make_controller() -> tuple[SingleNodeController, list[MetadataImage]]:
 
 def test_controller_create_with_configs_alter_and_create_partitions() -> None:
     controller, state = make_controller()
-    [bad] = controller.create_topics([CreatableTopicSpec("t", 2, configs={"cleanup.policy": "foo"})])
+    [bad] = run(controller.create_topics([CreatableTopicSpec("t", 2, configs={"cleanup.policy": "foo"})]))
     assert isinstance(bad.error, InvalidConfigError) and "t" not in state[0].topics
-    [dry] = controller.create_topics([CreatableTopicSpec("t", 2, configs={"retention.ms": "7"})], validate_only=True)
+    [dry] = run(controller.create_topics([CreatableTopicSpec("t", 2, configs={"retention.ms": "7"})], validate_only=True))
     assert dry.error is None and dry.configs == {"retention.ms": "7"} and "t" not in state[0].topics
-    [ok] = controller.create_topics([CreatableTopicSpec("t", 2, configs={"retention.ms": "7"})])
+    [ok] = run(controller.create_topics([CreatableTopicSpec("t", 2, configs={"retention.ms": "7"})]))
     assert ok.error is None and dict(state[0].topic_config("t")) == {"retention.ms": "7"}
 
-    assert controller.incremental_alter_topic_configs([("t", [("segment.ms", 0, "100")])], {}) == [None]
+    assert run(controller.incremental_alter_topic_configs([("t", [("segment.ms", 0, "100")])], {})) == [None]
     assert dict(state[0].topic_config("t")) == {"retention.ms": "7", "segment.ms": "100"}
-    assert controller.alter_topic_configs([("t", [("retention.bytes", "5")])], validate_only=True) == [None]
+    assert run(controller.alter_topic_configs([("t", [("retention.bytes", "5")])], validate_only=True)) == [None]
     assert dict(state[0].topic_config("t")) == {"retention.ms": "7", "segment.ms": "100"}
-    assert controller.alter_topic_configs([("t", [("retention.bytes", "5")])]) == [None]
+    assert run(controller.alter_topic_configs([("t", [("retention.bytes", "5")])])) == [None]
     assert dict(state[0].topic_config("t")) == {"retention.bytes": "5"}
-    [missing] = controller.alter_topic_configs([("nope", [])])
+    [missing] = run(controller.alter_topic_configs([("nope", [])]))
     assert isinstance(missing, UnknownTopicOrPartitionError)
 
-    assert controller.create_partitions([CreatePartitionsSpec("t", 5)]) == [("t", None)]
+    assert run(controller.create_partitions([CreatePartitionsSpec("t", 5)])) == [("t", None)]
     assert sorted(state[0].topics["t"].partitions) == [0, 1, 2, 3, 4]
-    errors = dict(controller.create_partitions([CreatePartitionsSpec("t", 5), CreatePartitionsSpec("x", 2)]))
+    errors = dict(run(controller.create_partitions([CreatePartitionsSpec("t", 5), CreatePartitionsSpec("x", 2)])))
     assert isinstance(errors["t"], InvalidPartitionsError) and isinstance(errors["x"], UnknownTopicOrPartitionError)
-    [(_, wrong)] = controller.create_partitions([CreatePartitionsSpec("t", 6, [[7]])])
+    [(_, wrong)] = run(controller.create_partitions([CreatePartitionsSpec("t", 6, [[7]])]))
     assert wrong is not None and wrong.error_code == 39  # INVALID_REPLICA_ASSIGNMENT
 
 

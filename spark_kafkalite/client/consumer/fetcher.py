@@ -28,7 +28,7 @@ from spark_kafkalite.client.consumer.fetch_session_handler import (
 )
 from spark_kafkalite.client.consumer.subscription_state import OffsetResetStrategy, SubscriptionState
 from spark_kafkalite.client.metadata import Metadata
-from spark_kafkalite.client.network_client import NetworkClient
+from spark_kafkalite.client.network_client import NetworkClient, now_ms
 from spark_kafkalite.client.request_future import RequestFuture
 from spark_kafkalite.client.requests import RequestBuilder, make, nested
 from spark_kafkalite.client.types import ConsumerRecord, TopicPartition
@@ -58,8 +58,10 @@ _METADATA_ERRORS = {
     ErrorCode.replica_not_available,
     ErrorCode.unknown_topic_id,
     ErrorCode.inconsistent_topic_id,
+    # Our metadata may lag the broker's epoch (Java only logs it; a refresh is harmless).
+    ErrorCode.unknown_leader_epoch,
 }
-_RETRY_ERRORS = {ErrorCode.unknown_leader_epoch, ErrorCode.unknown_server_error}
+_RETRY_ERRORS = {ErrorCode.unknown_server_error}
 
 _new_tuple = tuple.__new__
 
@@ -121,6 +123,8 @@ class Fetcher:
         self._next_in_line: CompletedFetch | None = None
         self._nodes_with_pending: set[int] = set()
         self._sessions: dict[int, FetchSessionHandler] = {}
+        # KIP-227 sessions; "false" sends sessionless full fetches (0, -1) as librdkafka does.
+        self._use_sessions = str(config.get("fetch.sessions.enable", True)).lower() not in ("false", "0")
         self.fetch_requests_sent = 0
 
     # -------------------------------------------------------------- sending
@@ -188,11 +192,13 @@ class Fetcher:
             if node in self._nodes_with_pending or self._client.is_unavailable(node):
                 continue
             assert fetch_offset is not None
-            by_node.setdefault(node, {})[tp] = PartitionFetchData(fetch_offset, pm.leader_epoch, self._max_partition_bytes)
+            by_node.setdefault(node, {})[tp] = PartitionFetchData(
+                fetch_offset=fetch_offset, max_bytes=self._max_partition_bytes, current_leader_epoch=pm.leader_epoch
+            )
         for node, partitions in by_node.items():
             session = self._sessions.get(node)
             if session is None:
-                session = self._sessions[node] = FetchSessionHandler(node)
+                session = self._sessions[node] = FetchSessionHandler(node, use_sessions=self._use_sessions)
             data = session.build(partitions)
             future = self._client.send(
                 node, self._fetch_request(data), timeout_ms=self._request_timeout_ms + self._max_wait_ms
@@ -202,15 +208,16 @@ class Fetcher:
             future.add_callback(lambda f, node=node, data=data: self._on_fetch_response(f, node, data))
         return len(by_node)
 
-    def _fetch_request(self, data: FetchRequestData) -> RequestBuilder:
+    def _fetch_request(self, data: FetchRequestData, max_wait_ms: int | None = None) -> RequestBuilder:
         by_topic: dict[str, list[tuple[int, PartitionFetchData]]] = {}
         for tp, pd in data.to_send.items():
             by_topic.setdefault(tp.topic, []).append((tp.partition, pd))
         forgotten: dict[str, list[int]] = {}
-        for tp in data.forgotten:
-            forgotten.setdefault(tp.topic, []).append(tp.partition)
+        for tp in data.to_forget:
+            forgotten.setdefault(tp[0], []).append(tp[1])
         min_bytes, max_wait, max_bytes, isolation = (
-            self._min_bytes, self._max_wait_ms, self._max_bytes, self._isolation_level,
+            self._min_bytes, self._max_wait_ms if max_wait_ms is None else max_wait_ms, self._max_bytes,
+            self._isolation_level,
         )
 
         def build(version: int) -> Any:
@@ -222,8 +229,8 @@ class Fetcher:
                     topic=topic,
                     partitions=tuple(
                         make(part_cls, partition=p, current_leader_epoch=pd.current_leader_epoch,
-                             fetch_offset=pd.fetch_offset, last_fetched_epoch=-1, log_start_offset=-1,
-                             partition_max_bytes=pd.max_bytes)
+                             fetch_offset=pd.fetch_offset, last_fetched_epoch=pd.last_fetched_epoch,
+                             log_start_offset=pd.log_start_offset, partition_max_bytes=pd.max_bytes)
                         for p, pd in parts
                     ),
                 )
@@ -235,7 +242,7 @@ class Fetcher:
                 forgotten_topics = tuple(forgotten_cls(topic=t, partitions=tuple(ps)) for t, ps in forgotten.items())
             return make(
                 cls, replica_id=-1, max_wait=max_wait, min_bytes=min_bytes, max_bytes=max_bytes,
-                isolation_level=isolation, session_id=data.session_id, session_epoch=data.session_epoch,
+                isolation_level=isolation, session_id=data.session_id, session_epoch=data.epoch,
                 topics=topics, forgotten_topics_data=forgotten_topics, rack_id="",
             )
 
@@ -254,13 +261,19 @@ class Fetcher:
             return
         response = future.value
         if session is not None and not session.handle_response(response):
-            log.info("fetch from node %s failed: %s", node, error_for_code(response.error_code))
+            code = int(getattr(response, "error_code", 0))
+            if code:
+                log.info("fetch from node %s failed: %s", node, error_for_code(code))
+            if code == ErrorCode.fetch_session_topic_id_error:
+                self._metadata.request_update()
             return
+        # An incremental response may name any partition of the session, not only those sent.
+        asked_by_tp = data.session_partitions
         for topic_response in response.responses:
             topic = str(topic_response.topic)
             for pd in topic_response.partitions:
                 tp = TopicPartition(topic, int(pd.partition_index))
-                asked = data.to_send.get(tp)
+                asked = asked_by_tp.get(tp)
                 if asked is None:
                     continue
                 self._completed.append(
@@ -321,7 +334,8 @@ class Fetcher:
         if not subs.is_assigned(tp):
             return False
         state = subs.state(tp)
-        if state.position is None or state.reset_strategy is not None or state.position != cf.fetch_offset:
+        if (state.position is None or state.reset_strategy is not None or state.awaiting_validation
+                or state.position != cf.fetch_offset):
             log.debug("discarding stale fetch response for %s at offset %s (position %s)", tp,
                       cf.fetch_offset, state.position)
             return False
@@ -357,11 +371,13 @@ class Fetcher:
             cf.consumed = True
             return []
         state = subs.state(tp)
-        if state.position != cf.next_fetch_offset or state.reset_strategy is not None or state.paused:
+        if (state.position != cf.next_fetch_offset or state.reset_strategy is not None or state.paused
+                or state.awaiting_validation):
             cf.consumed = True  # sought, reset or paused since: drop the rest
             return []
         out: list[ConsumerRecord] = []
         position = cf.next_fetch_offset
+        offset_epoch = state.offset_epoch
         topic, partition = tp
         records = cf.records
         assert records is not None and cf.headers_iter is not None
@@ -393,6 +409,7 @@ class Fetcher:
                     cf.failed_header = item
                     cf.next_fetch_offset = position
                     state.position = position
+                    state.offset_epoch = offset_epoch
                     if out:
                         return out
                     raise
@@ -413,13 +430,31 @@ class Fetcher:
                     repeat(topic), repeat(partition), cols[0], cols[1], repeat(ttype), cols[2], cols[3], cols[4],
                 )))
                 position = offsets[end - 1] + 1
+                epoch = batch.header.partition_leader_epoch
+                offset_epoch = epoch if epoch >= 0 else None
             cf.index = end
             if end >= len(offsets):
                 position = max(position, batch.header.next_offset)
                 cf.batch = None
         cf.next_fetch_offset = position
         state.position = position
+        state.offset_epoch = offset_epoch
         return out
+
+    def close_sessions(self, timeout_ms: float) -> None:
+        """Close the fetch sessions on the brokers (a full fetch with epoch -1 and no partitions,
+        Java ``AbstractFetch.close``), waiting at most ``timeout_ms`` for the answers; best effort."""
+        futures = []
+        for node, session in self._sessions.items():
+            if node in self._nodes_with_pending or self._client.is_unavailable(node):
+                continue
+            data = session.close_request()
+            if data is not None:
+                futures.append(self._client.send(node, self._fetch_request(data, max_wait_ms=0), timeout_ms=timeout_ms))
+        self._sessions.clear()
+        deadline = now_ms() + timeout_ms
+        while any(not f.is_done() for f in futures) and now_ms() < deadline:
+            self._client.poll(max(0.0, deadline - now_ms()))
 
     def clear_buffered(self, tps: set[TopicPartition] | None = None) -> None:
         """Drop buffered data (all, or for ``tps``)."""

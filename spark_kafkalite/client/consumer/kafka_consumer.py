@@ -1,9 +1,11 @@
-"""``KafkaConsumer`` (Java ``org.apache.kafka.clients.consumer.KafkaConsumer``), manual assignment.
+"""``KafkaConsumer`` (Java ``org.apache.kafka.clients.consumer.KafkaConsumer``).
 
 Single-threaded: ``poll`` resolves missing positions (ListOffsets per ``auto.offset.reset``),
 hands out buffered records and sends the next fetches before returning, so the network works
-while the caller processes records. ``group.id`` is accepted but groups are not implemented
-yet (no ``subscribe``/``commit``). Not thread-safe: use one consumer per thread.
+while the caller processes records. With ``group.id``, ``subscribe`` joins a consumer group
+(``ConsumerCoordinator``: rebalances, heartbeat thread, auto-commit, ``commit_sync`` /
+``commit_async`` / ``committed``; see ``group_consumer.py``); without it, ``assign`` only.
+Not thread-safe: use one consumer per thread.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from spark_kafkalite.client.config import parse_config
 from spark_kafkalite.client.consumer.fetcher import Fetcher
+from spark_kafkalite.client.consumer.group_consumer import GROUP_DEFAULTS, ConsumerGroupMixin
 from spark_kafkalite.client.consumer.offset_fetcher import OffsetFetcher
 from spark_kafkalite.client.consumer.subscription_state import OffsetResetStrategy, SubscriptionState
 from spark_kafkalite.client.errors import IllegalStateError
@@ -43,7 +46,7 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
     "isolation.level": "read_uncommitted",
     "exclude.internal.topics": True,
     "allow.auto.create.topics": False,
-    "enable.auto.commit": False,
+    **GROUP_DEFAULTS,  # group.instance.id, session/heartbeat/poll timeouts, auto-commit, assignors
 }
 
 
@@ -54,8 +57,9 @@ def _tp(value: Any) -> TopicPartition:
     return TopicPartition(str(topic), int(partition))
 
 
-class KafkaConsumer:
-    """Consume records from manually assigned partitions.
+class KafkaConsumer(ConsumerGroupMixin):
+    """Consume records from manually assigned partitions, or as a member of the consumer group
+    ``group.id`` with ``subscribe`` (group methods: ``group_consumer.ConsumerGroupMixin``).
 
     Config (Kafka's names; values may be strings): ``bootstrap.servers`` (required),
     ``auto.offset.reset`` (earliest | latest | none; default latest), ``fetch.min.bytes`` (1),
@@ -73,8 +77,6 @@ class KafkaConsumer:
         merged.update({k.replace("_", "."): v for k, v in kwargs.items()})
         self.config = parse_config(merged, CONSUMER_DEFAULTS, "consumer")
         cfg = self.config
-        if cfg["enable.auto.commit"]:
-            log.warning("enable.auto.commit is not supported yet (no consumer groups); ignoring it")
         self._default_timeout_ms = float(cfg["default.api.timeout.ms"])
         self._retry_backoff_ms = float(cfg["retry.backoff.ms"])
         self._exclude_internal = bool(cfg["exclude.internal.topics"])
@@ -84,6 +86,7 @@ class KafkaConsumer:
         self._fetcher = Fetcher(self._client, self._metadata, self._subscriptions, cfg)
         self._offset_fetcher = OffsetFetcher(self._client, self._metadata, self._subscriptions, cfg)
         self._closed = False
+        self._init_group()
 
     # -------------------------------------------------------------- assignment and positions
 
@@ -91,6 +94,7 @@ class KafkaConsumer:
         """Replace the assignment with ``partitions`` (positions of kept partitions are kept)."""
         self._ensure_open()
         tps = [_tp(p) for p in partitions]
+        self._check_manual_assign(tps)
         removed = self._subscriptions.assigned_partitions() - set(tps)
         if removed:
             self._fetcher.clear_buffered(removed)
@@ -98,7 +102,9 @@ class KafkaConsumer:
         self._metadata.set_topics({tp.topic for tp in tps})
 
     def unsubscribe(self) -> None:
-        """Drop the assignment."""
+        """Drop the assignment, or the group subscription (revoke callbacks, auto-commit,
+        LeaveGroup)."""
+        self._group_unsubscribe()
         self.assign([])
 
     def assignment(self) -> set[TopicPartition]:
@@ -110,8 +116,10 @@ class KafkaConsumer:
             raise IllegalStateError(f"partition {tp.topic}-{tp.partition} is not assigned to this consumer")
         return tp
 
-    def seek(self, partition: TopicPartition | tuple[str, int], offset: int) -> None:
-        """Fetch from ``offset`` next.
+    def seek(self, partition: TopicPartition | tuple[str, int], offset: int, leader_epoch: int | None = None) -> None:
+        """Fetch from ``offset`` next. With ``leader_epoch`` (the epoch of the record before
+        ``offset``, e.g. of a committed offset), the position is first validated against the
+        current leader (KIP-320, as Java's ``seek(tp, OffsetAndMetadata)``).
 
         Raises:
             IllegalStateError: the partition is not assigned.
@@ -120,7 +128,8 @@ class KafkaConsumer:
         tp = self._assigned(partition)
         if offset < 0:
             raise ValueError(f"seek offset must not be negative: {offset}")
-        self._subscriptions.seek(tp, offset)
+        epoch = leader_epoch if leader_epoch is not None and leader_epoch >= 0 else None
+        self._subscriptions.seek(tp, offset, offset_epoch=epoch)
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         """Reset the partitions (all assigned when none given) to their log start offset,
@@ -144,6 +153,9 @@ class KafkaConsumer:
         tp = self._assigned(partition)
         deadline = now_ms() + (self._default_timeout_ms if timeout_ms is None else timeout_ms)
         while not self._subscriptions.has_valid_position(tp):
+            if not self._refresh_committed_positions(deadline):  # group: committed offsets first
+                raise KafkaTimeoutError(f"cannot fetch the committed offset of {tp.topic}-{tp.partition} in time")
+            self._offset_fetcher.validate_positions_if_needed()
             self._offset_fetcher.reset_positions_if_needed()
             remaining = deadline - now_ms()
             if remaining <= 0:
@@ -183,10 +195,13 @@ class KafkaConsumer:
             KafkaError: other non-retriable fetch errors (e.g. a corrupt batch).
         """
         self._ensure_open()
-        if not self._subscriptions.assigned_partitions():
-            raise IllegalStateError("consumer is not assigned any partitions")
+        if not self._subscriptions.assigned_partitions() and not self._is_group_subscribed():
+            raise IllegalStateError("consumer is not subscribed to any topics or assigned any partitions")
         deadline = now_ms() + max(0.0, float(timeout_ms))
         while True:
+            if not self._update_assignment_metadata(deadline):  # group (re)join, committed offsets
+                return {}
+            self._offset_fetcher.validate_positions_if_needed()
             self._offset_fetcher.reset_positions_if_needed()
             records = self._fetcher.collect_fetch(max_records)
             if records:
@@ -195,7 +210,8 @@ class KafkaConsumer:
                 return records
             self._fetcher.send_fetches()
             now = now_ms()
-            wait = min(deadline - now, self._subscriptions.next_reset_delay_ms(now))
+            wait = min(deadline - now, self._subscriptions.next_reset_delay_ms(now),
+                       self._subscriptions.next_validation_delay_ms(now), self._group_poll_wait_ms(now))
             if self._metadata.update_requested():
                 wait = min(wait, self._retry_backoff_ms)
             self._client.poll(max(0.0, wait))
@@ -321,7 +337,15 @@ class KafkaConsumer:
         """Close connections. Idempotent."""
         if self._closed:
             return
+        try:
+            self._close_group(min(30000.0, self._default_timeout_ms))  # commit, revoke, LeaveGroup
+        except Exception:  # noqa: BLE001 - closing must not fail on a group error
+            log.warning("closing the group membership failed", exc_info=True)
         self._closed = True
+        try:
+            self._fetcher.close_sessions(min(1000.0, self._default_timeout_ms))
+        except Exception:  # noqa: BLE001 - closing must not fail on a broker's answer
+            log.debug("closing fetch sessions failed", exc_info=True)
         self._client.close()
         self._metadata.close()
 

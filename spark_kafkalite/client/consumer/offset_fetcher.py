@@ -6,6 +6,14 @@ timeout, and asynchronous position resets for the consumer (``reset_positions_if
 driven by the consumer's ``poll``. ``-2`` asks for the earliest offset (log start), ``-1`` for
 the latest (the high watermark for read_uncommitted), other values for the first offset whose
 timestamp is at least that many ms since the epoch (ListOffsets v1+, KIP-79).
+
+Position validation (KIP-320, Java ``OffsetFetcher.validatePositionsIfNeeded``): when metadata
+shows a new leader epoch for a partition whose position knows the epoch of its last record, the
+consumer asks the new leader (OffsetForLeaderEpoch) where that epoch ends. An end offset below
+the position means the log was truncated (an unclean leader change): the position moves back to
+that end offset when ``auto.offset.reset`` is earliest/latest, or ``LogTruncationError`` is
+raised with ``none``. An undefined answer (epoch unknown to the leader) resets the position per
+``auto.offset.reset`` (or raises with ``none``).
 """
 
 from __future__ import annotations
@@ -19,18 +27,21 @@ from spark_kafkalite.client.errors import NoOffsetForPartitionError
 from spark_kafkalite.client.metadata import Cluster, Metadata
 from spark_kafkalite.client.network_client import NetworkClient, now_ms
 from spark_kafkalite.client.request_future import RequestFuture
-from spark_kafkalite.client.requests import RequestBuilder, make, nested
+from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder, make, nested
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.errors import (
     ErrorCode,
     KafkaError,
     KafkaTimeoutError,
+    OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
     error_for_code,
 )
 
-__all__ = ["OffsetFetcher", "ListOffsetsResult", "list_offsets_request"]
+__all__ = ["OffsetFetcher", "ListOffsetsResult", "list_offsets_request", "offset_for_leader_epoch_request",
+           "LogTruncationError"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +58,49 @@ _RETRIABLE = {
     ErrorCode.kafka_storage_error,
     ErrorCode.request_timed_out,
 }
+
+
+# OffsetForLeaderEpoch: v2 adds current_leader_epoch (KIP-320), v3 the replica_id consumers send
+# as -1; Kafka 4.0 serves v2-v4.
+CLIENT_API_VERSIONS.setdefault(ApiKey.OFFSET_FOR_LEADER_EPOCH, (2, 4))
+
+
+class LogTruncationError(OffsetOutOfRangeError):  # type: ignore[valid-type, misc]
+    """The leader's log was truncated below the consumer's position and ``auto.offset.reset`` is
+    ``none`` (Java ``LogTruncationException``, KIP-320).
+
+    Attributes:
+        partitions: ``{tp: position}`` that failed validation.
+        divergent_offsets: ``{tp: end offset of the last common epoch}``; None when the leader
+            does not know the epoch at all.
+    """
+
+    def __init__(self, message: str, partitions: dict[TopicPartition, int],
+                 divergent_offsets: dict[TopicPartition, int | None]) -> None:
+        super().__init__(message)
+        self.partitions = partitions
+        self.divergent_offsets = divergent_offsets
+
+
+def offset_for_leader_epoch_request(requests: Mapping[TopicPartition, tuple[int, int]]) -> RequestBuilder:
+    """OffsetForLeaderEpoch for ``{tp: (current_leader_epoch, leader_epoch)}`` (replica_id -1)."""
+    by_topic: dict[str, list[tuple[int, int, int]]] = {}
+    for tp, (current, epoch) in requests.items():
+        by_topic.setdefault(tp.topic, []).append((tp.partition, current, epoch))
+
+    def build(version: int) -> Any:
+        cls = request_class(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
+        topic_cls = nested(cls, "OffsetForLeaderTopic")
+        part_cls = nested(cls, "OffsetForLeaderPartition")
+        topics = tuple(
+            topic_cls(topic=topic, partitions=tuple(
+                part_cls(partition=p, current_leader_epoch=current, leader_epoch=epoch) for p, current, epoch in parts
+            ))
+            for topic, parts in by_topic.items()
+        )
+        return make(cls, replica_id=-1, topics=topics)
+
+    return RequestBuilder(ApiKey.OFFSET_FOR_LEADER_EPOCH, build)
 
 
 def list_offsets_request(
@@ -93,6 +147,7 @@ class OffsetFetcher:
         self._request_timeout_ms = float(config.get("request.timeout.ms", 30000))
         level = str(config.get("isolation.level", "read_uncommitted")).lower()
         self._isolation_level = 1 if level == "read_committed" else 0
+        self._cached_validation_error: KafkaError | None = None
 
     # -------------------------------------------------------------- blocking lookups
 
@@ -281,3 +336,115 @@ class OffsetFetcher:
             if code in _RETRIABLE:
                 self._metadata.request_update()
             subs.reset_failed(tp, retry_at)
+
+    # -------------------------------------------------------------- position validation (KIP-320)
+
+    def validate_positions_if_needed(self) -> None:
+        """Start OffsetForLeaderEpoch requests for partitions whose leader epoch changed since
+        their position was validated (non-blocking; see module docstring).
+
+        Raises:
+            LogTruncationError: a previous validation found truncation and the reset policy is none.
+            KafkaError: e.g. TOPIC_AUTHORIZATION_FAILED from a previous validation.
+        """
+        error = self._cached_validation_error
+        if error is not None:
+            self._cached_validation_error = None
+            raise error
+        subs = self._subscriptions
+        assert subs is not None
+        cluster = self._metadata.fetch()
+        for tp in subs.assigned_partitions():
+            pm = cluster.partition(tp)
+            if pm is not None and pm.leader >= 0:
+                subs.maybe_validate_position_for_current_leader(tp, pm.leader_epoch)
+        now = now_ms()
+        tps = subs.partitions_needing_validation(now)
+        if not tps:
+            return
+        by_node: dict[int, dict[TopicPartition, tuple[int, int, int]]] = {}
+        for tp in tps:
+            pm = cluster.partition(tp)
+            state = subs.state(tp)
+            if pm is None or pm.leader < 0 or self._client.is_unavailable(pm.leader):
+                self._metadata.request_update()
+                subs.validation_failed(tp, now + self._retry_backoff_ms)
+                continue
+            assert state.position is not None and state.offset_epoch is not None
+            by_node.setdefault(pm.leader, {})[tp] = (pm.leader_epoch, state.offset_epoch, state.position)
+        for node, asked in by_node.items():
+            subs.set_validation_pending(asked, now + self._request_timeout_ms)
+            request = offset_for_leader_epoch_request({tp: (cur, epoch) for tp, (cur, epoch, _) in asked.items()})
+            future = self._client.send(node, request)
+            future.add_callback(lambda f, asked=asked: self._on_validation_response(f, asked))
+
+    def _on_validation_response(
+        self, future: RequestFuture, asked: Mapping[TopicPartition, tuple[int, int, int]]
+    ) -> None:
+        subs = self._subscriptions
+        assert subs is not None
+        retry_at = now_ms() + self._retry_backoff_ms
+        if future.failed():
+            exc = future.exception
+            if isinstance(exc, UnsupportedVersionError):
+                # Brokers without OffsetForLeaderEpoch v2+: no validation (as Java does).
+                for tp, (_cur, epoch, position) in asked.items():
+                    subs.complete_validation(tp, position, epoch)
+                return
+            log.debug("position validation request failed: %s", exc)
+            self._metadata.request_update()
+            for tp in asked:
+                subs.validation_failed(tp, retry_at)
+            return
+        answered: set[TopicPartition] = set()
+        truncated: dict[TopicPartition, int] = {}
+        divergent: dict[TopicPartition, int | None] = {}
+        for topic in future.value.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(str(topic.topic), int(p.partition))
+                if tp not in asked:
+                    continue
+                answered.add(tp)
+                _cur, epoch, position = asked[tp]
+                code = int(p.error_code)
+                if code != ErrorCode.none:
+                    if code == ErrorCode.topic_authorization_failed:
+                        self._cached_validation_error = error_for_code(code, f"topic {tp.topic}")
+                    else:
+                        log.debug("validating the position of %s: %s; retrying", tp, error_for_code(code))
+                        self._metadata.request_update()
+                    subs.validation_failed(tp, retry_at)
+                    continue
+                state = subs.state(tp) if subs.is_assigned(tp) else None
+                if state is None or not state.awaiting_validation or state.position != position:
+                    continue  # reassigned, sought or reset meanwhile
+                end_epoch, end_offset = int(p.leader_epoch), int(p.end_offset)
+                if end_offset < 0 or end_epoch < 0:
+                    log.info("the leader of %s-%s does not know epoch %s of position %s", tp.topic, tp.partition,
+                             epoch, position)
+                    if subs.default_reset_strategy is OffsetResetStrategy.NONE:
+                        truncated[tp], divergent[tp] = position, None
+                    else:
+                        subs.request_offset_reset(tp)
+                elif end_offset < position:
+                    if subs.default_reset_strategy is OffsetResetStrategy.NONE:
+                        truncated[tp], divergent[tp] = position, end_offset
+                        log.warning("truncation detected for %s-%s at offset %s (epoch %s ends at %s) and "
+                                    "auto.offset.reset is none", tp.topic, tp.partition, position, epoch, end_offset)
+                    else:
+                        log.info("truncation detected for %s-%s at offset %s; resetting to %s, the end of "
+                                 "epoch %s on the leader", tp.topic, tp.partition, position, end_offset, end_epoch)
+                        subs.seek(tp, end_offset)
+                        state.offset_epoch = end_epoch
+                else:
+                    subs.complete_validation(tp, position, epoch)
+        for tp in asked:
+            if tp not in answered:
+                subs.validation_failed(tp, retry_at)
+        if truncated:
+            for tp in truncated:
+                subs.validation_failed(tp, retry_at)
+            self._cached_validation_error = LogTruncationError(
+                f"truncation detected for partitions {sorted(truncated)} with no reset policy "
+                f"(divergent offsets {divergent})", truncated, divergent,
+            )

@@ -1,8 +1,11 @@
 """``SubscriptionState``: assigned partitions and their fetch state (Java ``SubscriptionState``).
 
-Per partition: the position (next offset to fetch and return), the last known high watermark /
-log start / last stable offset, a pending offset reset (earliest / latest) and whether it is
-paused. Manual assignment only (no group subscription yet). Single-threaded (consumer thread).
+Per partition: the position (next offset to fetch and return), the leader epoch of the last
+record returned (``offset_epoch``) and the leader epoch the position was last validated against
+(``current_leader_epoch``), the last known high watermark / log start / last stable offset, a
+pending offset reset (earliest / latest), a pending position validation (KIP-320: after a leader
+change the position is checked with OffsetForLeaderEpoch before fetching resumes) and whether it is
+paused. Single-threaded (consumer thread).
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ class TopicPartitionState:
     __slots__ = (
         "position", "high_watermark", "log_start_offset", "last_stable_offset",
         "reset_strategy", "reset_in_flight", "next_reset_attempt_ms", "paused",
+        "offset_epoch", "current_leader_epoch", "awaiting_validation", "validation_in_flight",
+        "next_validation_attempt_ms",
     )
 
     def __init__(self) -> None:
@@ -58,6 +63,20 @@ class TopicPartitionState:
         self.reset_in_flight = False
         self.next_reset_attempt_ms = 0.0
         self.paused = False
+        self.offset_epoch: int | None = None
+        self.current_leader_epoch: int | None = None
+        self.awaiting_validation = False
+        self.validation_in_flight = False
+        self.next_validation_attempt_ms = 0.0
+
+    def set_validated_position(self, offset: int, offset_epoch: int | None = None) -> None:
+        """A new position that needs no validation (seek, reset, truncation handled)."""
+        self.position = offset
+        self.offset_epoch = offset_epoch
+        self.reset_strategy = None
+        self.reset_in_flight = False
+        self.awaiting_validation = False
+        self.validation_in_flight = False
 
 
 class SubscriptionState:
@@ -104,12 +123,15 @@ class SubscriptionState:
 
     # -------------------------------------------------------------- positions
 
-    def seek(self, tp: TopicPartition, offset: int) -> None:
-        """Set the position and cancel any pending reset."""
+    def seek(self, tp: TopicPartition, offset: int, offset_epoch: int | None = None) -> None:
+        """Set the position and cancel any pending reset or validation. With ``offset_epoch``
+        (the leader epoch of the record before ``offset``, e.g. from a committed offset), the
+        position is validated against the leader first (Java ``seekUnvalidated``)."""
         state = self._assignment[tp]
-        state.position = int(offset)
-        state.reset_strategy = None
-        state.reset_in_flight = False
+        state.set_validated_position(int(offset), offset_epoch)
+        if offset_epoch is not None and offset_epoch >= 0:
+            state.awaiting_validation = True
+            state.next_validation_attempt_ms = 0.0
 
     def position(self, tp: TopicPartition) -> int | None:
         return self._assignment[tp].position
@@ -121,8 +143,9 @@ class SubscriptionState:
             state.position = offset
 
     def has_valid_position(self, tp: TopicPartition) -> bool:
+        """A position that may be fetched from: set, no reset pending, validated."""
         state = self._assignment[tp]
-        return state.position is not None and state.reset_strategy is None
+        return state.position is not None and state.reset_strategy is None and not state.awaiting_validation
 
     def request_offset_reset(self, tp: TopicPartition, strategy: OffsetResetStrategy | None = None) -> None:
         """Reset ``tp`` to earliest/latest on the next poll (``None`` = the default strategy)."""
@@ -130,6 +153,8 @@ class SubscriptionState:
         state.reset_strategy = strategy if strategy is not None else self.default_reset_strategy
         state.reset_in_flight = False
         state.next_reset_attempt_ms = 0.0
+        state.awaiting_validation = False
+        state.validation_in_flight = False
 
     def is_offset_reset_needed(self, tp: TopicPartition) -> bool:
         return self._assignment[tp].reset_strategy is not None
@@ -172,10 +197,71 @@ class SubscriptionState:
         state = self._assignment.get(tp)
         if state is None or state.reset_strategy is not strategy or not state.reset_in_flight:
             return False
-        state.position = offset
-        state.reset_strategy = None
-        state.reset_in_flight = False
+        state.set_validated_position(offset)
         return True
+
+    # -------------------------------------------------------------- validation (KIP-320)
+
+    def maybe_validate_position_for_current_leader(self, tp: TopicPartition, leader_epoch: int) -> bool:
+        """Metadata says the leader epoch of ``tp`` is ``leader_epoch``. If it is newer than the
+        one the position was validated against and the position knows the epoch of its last
+        record, the partition stops fetching until validated (Java
+        ``maybeValidatePositionForCurrentLeader``). Returns True when validation is needed."""
+        state = self._assignment.get(tp)
+        if state is None or state.position is None or state.reset_strategy is not None or leader_epoch < 0:
+            return False
+        known = state.current_leader_epoch
+        if known is None or leader_epoch <= known:
+            if known is None:
+                state.current_leader_epoch = leader_epoch
+            return state.awaiting_validation
+        state.current_leader_epoch = leader_epoch
+        if state.offset_epoch is None or state.offset_epoch < 0:
+            return state.awaiting_validation  # nothing to validate against (Java: no offset epoch)
+        state.awaiting_validation = True
+        state.validation_in_flight = False
+        state.next_validation_attempt_ms = 0.0
+        return True
+
+    def partitions_needing_validation(self, now_ms: float) -> list[TopicPartition]:
+        """Partitions awaiting validation whose OffsetForLeaderEpoch should be sent now."""
+        return [
+            tp for tp, s in self._assignment.items()
+            if s.awaiting_validation and s.reset_strategy is None and not s.validation_in_flight
+            and now_ms >= s.next_validation_attempt_ms
+        ]
+
+    def set_validation_pending(self, tps: Iterable[TopicPartition], next_attempt_ms: float) -> None:
+        for tp in tps:
+            state = self._assignment.get(tp)
+            if state is not None:
+                state.validation_in_flight = True
+                state.next_validation_attempt_ms = next_attempt_ms
+
+    def validation_failed(self, tp: TopicPartition, next_attempt_ms: float) -> None:
+        state = self._assignment.get(tp)
+        if state is not None:
+            state.validation_in_flight = False
+            state.next_validation_attempt_ms = next_attempt_ms
+
+    def complete_validation(self, tp: TopicPartition, position: int, offset_epoch: int | None) -> bool:
+        """The position ``(position, offset_epoch)`` that was validated is still current:
+        fetching resumes. Returns False if the partition was reassigned, sought or reset since."""
+        state = self._assignment.get(tp)
+        if (state is None or not state.awaiting_validation or state.position != position
+                or state.offset_epoch != offset_epoch):
+            return False
+        state.awaiting_validation = False
+        state.validation_in_flight = False
+        return True
+
+    def next_validation_delay_ms(self, now_ms: float) -> float:
+        """Milliseconds until a pending validation may be (re)sent; inf when none waits."""
+        delay = float("inf")
+        for s in self._assignment.values():
+            if s.awaiting_validation and not s.validation_in_flight:
+                delay = min(delay, max(0.0, s.next_validation_attempt_ms - now_ms))
+        return delay
 
     # -------------------------------------------------------------- fetching
 
@@ -183,7 +269,7 @@ class SubscriptionState:
         """Partitions with a valid position that are not paused."""
         return [
             tp for tp, s in self._assignment.items()
-            if s.position is not None and s.reset_strategy is None and not s.paused
+            if s.position is not None and s.reset_strategy is None and not s.paused and not s.awaiting_validation
         ]
 
     def pause(self, tp: TopicPartition) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from typing import Any
 
@@ -22,6 +22,7 @@ from spark_kafkalite.client.producer.partitioner import StickyPartitioner, parti
 from spark_kafkalite.client.producer.producer_batch import RECORD_OVERHEAD_ESTIMATE
 from spark_kafkalite.client.producer.record_accumulator import RecordAccumulator
 from spark_kafkalite.client.producer.sender import Sender
+from spark_kafkalite.client.producer.transaction_manager import TransactionManager
 from spark_kafkalite.client.types import RecordMetadata, TopicPartition
 from spark_kafkalite.protocol.errors import (
     ErrorCode,
@@ -48,7 +49,7 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "retries": 2147483647,
     "max.request.size": 1048576,
     "compression.type": "none",
-    "enable.idempotence": False,
+    "enable.idempotence": True,
     "allow.auto.create.topics": True,
 }
 
@@ -77,6 +78,19 @@ def _normalize_headers(headers: Any) -> list[tuple[str, bytes | None]]:
     return out
 
 
+def _callback_adapter(
+    callback: Callable[[RecordMetadata | None, BaseException | None], None],
+) -> Callable[[Future[RecordMetadata]], None]:
+    def done(future: Future[RecordMetadata]) -> None:
+        exc = future.exception()
+        try:
+            callback(None if exc is not None else future.result(), exc)
+        except Exception:  # a user callback must not break the I/O thread
+            log.exception("producer callback failed")
+
+    return done
+
+
 class KafkaProducer:
     """Produce records to Kafka.
 
@@ -85,7 +99,17 @@ class KafkaProducer:
     (32 MiB), ``max.block.ms`` (60000), ``delivery.timeout.ms`` (120000), ``retries``,
     ``retry.backoff.ms`` (100), ``request.timeout.ms`` (30000), ``max.request.size`` (1 MiB),
     ``compression.type`` (none, gzip; snappy/lz4/zstd need ``cramjam``), ``client.id``,
-    ``max.in.flight.requests.per.connection`` (5; 1 keeps per-partition order across retries).
+    ``max.in.flight.requests.per.connection`` (5), ``enable.idempotence`` (true),
+    ``metadata.max.age.ms`` (300000), ``transactional.id`` (not supported: must be unset).
+
+    Idempotence (KIP-98) is on by default: the producer gets a producer id (InitProducerId) and
+    numbers its batches per partition, so retries (after a lost response, a disconnect or a
+    leader change) never write duplicates and order is kept with up to 5 requests in flight.
+    As in Java (KIP-679), idempotence needs ``acks=all``, ``retries`` > 0 and
+    ``max.in.flight.requests.per.connection`` <= 5: when one of these is set otherwise and
+    ``enable.idempotence`` was not given, idempotence is silently turned off; when it was given
+    as true, that is an ``InvalidConfigError``. Without idempotence,
+    ``max.in.flight.requests.per.connection=1`` keeps per-partition order across retries.
 
     Raises:
         InvalidConfigError: a bad setting.
@@ -103,8 +127,10 @@ class KafkaProducer:
         self._compression_type = COMPRESSION_CODECS[codec]
         if self._compression_type:
             compress(b"probe", self._compression_type)  # fail now if the codec library is missing
-        if cfg["enable.idempotence"]:
-            log.warning("enable.idempotence is not supported yet; producing without idempotence")
+        explicit = "enable.idempotence" in merged
+        self._idempotent = self._resolve_idempotence(cfg, explicit)
+        if cfg.get("transactional.id"):
+            raise InvalidConfigError("transactional.id is not supported (transactions are not implemented)")
         self._max_block_ms = float(cfg["max.block.ms"])
         self._max_request_size = int(cfg["max.request.size"])
         self._buffer_memory = int(cfg["buffer.memory"])
@@ -112,6 +138,7 @@ class KafkaProducer:
         self._metadata = Metadata(cfg, allow_auto_topic_creation=bool(cfg["allow.auto.create.topics"]))
         self._partitioner = StickyPartitioner(int(cfg["batch.size"]))
         max_in_flight = int(cfg["max.in.flight.requests.per.connection"])
+        self._transaction_manager = TransactionManager() if self._idempotent else None
         self._accumulator = RecordAccumulator(
             batch_size=int(cfg["batch.size"]),
             linger_ms=float(cfg["linger.ms"]),
@@ -120,11 +147,43 @@ class KafkaProducer:
             retry_backoff_ms=float(cfg["retry.backoff.ms"]),
             compression_type=self._compression_type,
             guarantee_order=max_in_flight == 1,
+            transaction_manager=self._transaction_manager,
         )
         self._client = NetworkClient(cfg, self._metadata)
-        self._sender = Sender(self._client, self._metadata, self._accumulator, cfg, self._acks)
+        self._sender = Sender(
+            self._client,
+            self._metadata,
+            self._accumulator,
+            cfg,
+            self._acks,
+            transaction_manager=self._transaction_manager,
+            idempotence_explicit=explicit and self._idempotent,
+        )
         self._closed = False
         self._sender.start()
+
+    def _resolve_idempotence(self, cfg: Mapping[str, Any], explicit: bool) -> bool:
+        """Java ``ProducerConfig.postProcessAndValidateIdempotenceConfigs`` (KIP-679)."""
+        if not cfg["enable.idempotence"]:
+            return False
+        conflicts = []
+        if self._acks != -1:
+            conflicts.append(f"acks must be all, not {cfg['acks']}")
+        if int(cfg["retries"]) <= 0:
+            conflicts.append("retries must be greater than 0")
+        if int(cfg["max.in.flight.requests.per.connection"]) > 5:
+            conflicts.append("max.in.flight.requests.per.connection must be at most 5")
+        if not conflicts:
+            return True
+        if explicit:
+            raise InvalidConfigError("enable.idempotence=true conflicts with: " + "; ".join(conflicts))
+        log.debug("idempotence disabled (not set explicitly): %s", "; ".join(conflicts))
+        return False
+
+    @property
+    def idempotent(self) -> bool:
+        """Whether this producer uses idempotence (may turn False if the broker lacks it)."""
+        return self._sender.transaction_manager is not None
 
     # -------------------------------------------------------------- sending
 
@@ -136,8 +195,14 @@ class KafkaProducer:
         partition: int | None = None,
         timestamp_ms: int | None = None,
         headers: Iterable[tuple[str, bytes | None]] | Mapping[str, bytes | None] | None = None,
+        callback: Callable[[RecordMetadata | None, BaseException | None], None] | None = None,
     ) -> Future[RecordMetadata]:
         """Queue one record; returns a future of its ``RecordMetadata``.
+
+        ``callback(metadata, exception)`` (Java's ``Callback.onCompletion``) is called once the
+        record is acknowledged (``exception`` None) or failed (``metadata`` None): on the
+        producer's I/O thread, in send order per partition, so it must be quick. Exceptions it
+        raises are logged and ignored.
 
         Blocks up to ``max.block.ms`` for the topic's metadata and for buffer space. Kafka
         errors (unknown topic after ``max.block.ms``, record too large, buffer exhausted,
@@ -149,6 +214,13 @@ class KafkaProducer:
         """
         if self._closed:
             raise KafkaError("cannot send after the producer is closed")
+        fatal = self._sender.fatal_error
+        if fatal is not None:
+            failed_fatal: Future[RecordMetadata] = Future()
+            failed_fatal.set_exception(fatal)
+            if callback is not None:
+                failed_fatal.add_done_callback(_callback_adapter(callback))
+            return failed_fatal
         key_bytes = key if key is None or type(key) is bytes else _to_bytes(key, "key")
         value_bytes = value if value is None or type(value) is bytes else _to_bytes(value, "value")
         header_list = _normalize_headers(headers) if headers else _NO_HEADERS
@@ -188,9 +260,13 @@ class KafkaProducer:
         except KafkaError as exc:
             failed: Future[RecordMetadata] = Future()
             failed.set_exception(exc)
+            if callback is not None:
+                failed.add_done_callback(_callback_adapter(callback))
             return failed
         if batch_is_full or (new_batch and self._linger_ms < self._sender.poll_deadline_ms - now_ms()):
             self._sender.wakeup()
+        if callback is not None:
+            future.add_done_callback(_callback_adapter(callback))
         return future
 
     def _wait_on_metadata(self, topic: str, partition: int | None, deadline: float) -> Cluster:

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import struct
 import threading
 from concurrent.futures import Future
+
+import crc32c
 
 from spark_kafkalite.client.producer.future_record_metadata import complete_futures, fail_futures, new_future
 from spark_kafkalite.client.types import RecordMetadata, TopicPartition
@@ -16,6 +19,8 @@ __all__ = ["ProducerBatch", "RECORD_OVERHEAD_ESTIMATE", "Record"]
 #: deltas, key/value lengths, header count varints), like Java's ``DefaultRecord`` estimate.
 RECORD_OVERHEAD_ESTIMATE = 21
 
+_PRODUCER_FIELDS = struct.Struct(">qhi")  # producer id, epoch, base sequence at byte 43
+
 Record = tuple[bytes | None, bytes | None, int, list[tuple[str, bytes | None]]]
 
 
@@ -25,6 +30,7 @@ class ProducerBatch:
     __slots__ = (
         "tp", "records", "futures", "size_bytes", "created_ms", "attempts", "last_attempt_ms",
         "done", "_encoded", "compression_type", "in_retry", "condition",
+        "producer_id", "producer_epoch", "base_sequence", "on_wire",
     )
 
     def __init__(self, tp: TopicPartition, created_ms: float, compression_type: int) -> None:
@@ -40,6 +46,10 @@ class ProducerBatch:
         self.compression_type = compression_type
         self.condition = threading.Condition()
         self._encoded: bytes | None = None
+        self.producer_id = -1  # idempotence: set by the TransactionManager when first drained
+        self.producer_epoch = -1
+        self.base_sequence = -1
+        self.on_wire = False  # a request carrying this batch awaits its response
 
     def try_append(self, record: Record, record_size: int, batch_size: int) -> Future[RecordMetadata] | None:
         """Append and return the record's future, or None if the batch is non-empty and the
@@ -59,10 +69,33 @@ class ProducerBatch:
     def record_count(self) -> int:
         return len(self.records)
 
+    @property
+    def last_sequence(self) -> int:
+        """Sequence of the last record (wraps past Int.MAX_VALUE); -1 without a sequence."""
+        if self.base_sequence < 0:
+            return -1
+        last = self.base_sequence + len(self.records) - 1
+        return last - 2**31 if last > 2**31 - 1 else last
+
+    def set_producer_state(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+        """Set (or, after an epoch bump, rewrite) the idempotence fields of the batch header."""
+        self.producer_id, self.producer_epoch, self.base_sequence = producer_id, producer_epoch, base_sequence
+        if self._encoded is not None:  # patch bytes 43..56 and the CRC (covers 21..end)
+            buf = bytearray(self._encoded)
+            _PRODUCER_FIELDS.pack_into(buf, 43, producer_id, producer_epoch, base_sequence)
+            struct.pack_into(">I", buf, 17, crc32c.crc32c(memoryview(buf)[21:]))
+            self._encoded = bytes(buf)
+
     def encoded(self) -> bytes:
         """The RecordBatch v2 bytes (encoded on first call, reused for retries)."""
         if self._encoded is None:
-            self._encoded = encode_batch(self.records, compression_type=self.compression_type)
+            self._encoded = encode_batch(
+                self.records,
+                compression_type=self.compression_type,
+                producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch,
+                base_sequence=self.base_sequence,
+            )
         return self._encoded
 
     def complete(self, base_offset: int, log_append_time_ms: int) -> bool:

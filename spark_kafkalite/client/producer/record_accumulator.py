@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from spark_kafkalite.client.metadata import Cluster
 from spark_kafkalite.client.network_client import now_ms
@@ -23,6 +24,9 @@ from spark_kafkalite.client.producer.producer_batch import ProducerBatch, Record
 from spark_kafkalite.client.types import RecordMetadata, TopicPartition
 from spark_kafkalite.protocol.errors import KafkaError, KafkaTimeoutError, MessageTooLargeError
 from spark_kafkalite.protocol.record_batch import RECORD_BATCH_OVERHEAD
+
+if TYPE_CHECKING:
+    from spark_kafkalite.client.producer.transaction_manager import TransactionManager
 
 __all__ = ["RecordAccumulator", "ReadyCheckResult"]
 
@@ -46,6 +50,7 @@ class RecordAccumulator:
         retry_backoff_ms: float = 100,
         compression_type: int = 0,
         guarantee_order: bool = False,
+        transaction_manager: TransactionManager | None = None,
     ) -> None:
         self.batch_size = max(1, batch_size)
         self.linger_ms = max(0.0, float(linger_ms))
@@ -54,6 +59,7 @@ class RecordAccumulator:
         self.retry_backoff_ms = float(retry_backoff_ms)
         self.compression_type = compression_type
         self.guarantee_order = guarantee_order
+        self.transaction_manager = transaction_manager
         self._lock = threading.Lock()
         self._space = threading.Condition(self._lock)
         self._done = threading.Condition(self._lock)
@@ -185,6 +191,11 @@ class RecordAccumulator:
                 size = sizes.get(leader, 0)
                 if size and size + batch.size_bytes > max_request_size:
                     continue
+                tm = self.transaction_manager
+                if tm is not None:
+                    if tm.should_stop_drain(tp, batch):
+                        continue
+                    tm.assign_sequence(batch)
                 dq.popleft()
                 sizes[leader] = size + batch.size_bytes
                 out.setdefault(leader, []).append(batch)
@@ -193,11 +204,19 @@ class RecordAccumulator:
         return out
 
     def reenqueue(self, batch: ProducerBatch, now: float) -> None:
-        """Put a batch to retry back at the head of its partition's queue."""
+        """Put a batch to retry back at the head of its partition's queue; with idempotence,
+        after the queued retries of lower sequence (Java ``insertInSequenceOrder``)."""
         with self._lock:
             batch.last_attempt_ms = now
             batch.in_retry = True
-            self._batches.setdefault(batch.tp, deque()).appendleft(batch)
+            dq = self._batches.setdefault(batch.tp, deque())
+            if batch.base_sequence < 0:
+                dq.appendleft(batch)
+                return
+            i = 0
+            while i < len(dq) and dq[i].base_sequence >= 0 and dq[i].base_sequence < batch.base_sequence:
+                i += 1
+            dq.insert(i, batch)
 
     def unmute(self, tp: TopicPartition) -> None:
         with self._lock:

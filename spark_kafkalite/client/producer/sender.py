@@ -6,6 +6,15 @@ into one ProduceRequest per node, and poll the network. Per-partition errors tha
 (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, disconnects, timeouts ...) put the batch back for
 another try after ``retry.backoff.ms`` (refreshing metadata when the error says the leader moved),
 as long as ``retries`` and ``delivery.timeout.ms`` allow; other errors fail the records' futures.
+
+Idempotence (``TransactionManager``): before any data is sent the Sender obtains a producer id
+with InitProducerId from the least loaded node (retrying COORDINATOR_LOAD_IN_PROGRESS,
+COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR and disconnects after ``retry.backoff.ms``). Batches
+get their sequence when drained; retries keep it, so the broker deduplicates a batch whose
+response was lost. Sequence errors are handled as described in ``transaction_manager``. If the
+broker lacks InitProducerId and idempotence was only on by default, the producer continues
+without it (logged); if it was requested explicitly, every record fails with
+UNSUPPORTED_VERSION. Other InitProducerId errors are fatal: pending and later records fail.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from spark_kafkalite.client.metadata import Metadata
 from spark_kafkalite.client.network_client import NetworkClient, now_ms
 from spark_kafkalite.client.producer.producer_batch import ProducerBatch
 from spark_kafkalite.client.producer.record_accumulator import RecordAccumulator
+from spark_kafkalite.client.producer.transaction_manager import TransactionManager
 from spark_kafkalite.client.request_future import RequestFuture
 from spark_kafkalite.client.requests import RequestBuilder, datetime_to_ms, make, nested
 from spark_kafkalite.client.types import TopicPartition
@@ -29,6 +39,7 @@ from spark_kafkalite.protocol.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    UnsupportedVersionError,
     error_for_code,
 )
 
@@ -46,6 +57,15 @@ _METADATA_ERRORS = {
     ErrorCode.kafka_storage_error,
 }
 
+#: InitProducerId errors retried after ``retry.backoff.ms`` (Java ``InitProducerIdHandler``).
+_INIT_RETRIABLE = {
+    ErrorCode.coordinator_load_in_progress,
+    ErrorCode.coordinator_not_available,
+    ErrorCode.not_coordinator,
+    ErrorCode.concurrent_transactions,
+}
+_INIT_PRODUCER_ID_MAX_VERSION = 4
+
 
 class Sender(threading.Thread):
     """The daemon thread that owns the producer's ``NetworkClient``."""
@@ -57,6 +77,8 @@ class Sender(threading.Thread):
         accumulator: RecordAccumulator,
         config: Mapping[str, Any],
         acks: int,
+        transaction_manager: TransactionManager | None = None,
+        idempotence_explicit: bool = False,
     ) -> None:
         super().__init__(name=f"kafkalite-producer-network-thread | {config.get('client.id')}", daemon=True)
         self._client = client
@@ -67,6 +89,12 @@ class Sender(threading.Thread):
         self._max_request_size = int(config["max.request.size"])
         self._retries = int(config["retries"])
         self._delivery_timeout_ms = float(config["delivery.timeout.ms"])
+        self._retry_backoff_ms = float(config["retry.backoff.ms"])
+        self.transaction_manager = transaction_manager
+        self._idempotence_explicit = idempotence_explicit
+        self._init_pending = False
+        self._next_init_ms = 0.0
+        self.fatal_error: KafkaError | None = None  # set when the producer can no longer send
         self._in_flight: set[ProducerBatch] = set()
         self._running = True
         self._force_close = False
@@ -117,6 +145,13 @@ class Sender(threading.Thread):
         self._client.poll(timeout)
 
     def _send_producer_data(self, now: float) -> float:
+        tm = self.transaction_manager
+        id_wait = math.inf
+        if tm is not None:
+            tm.maybe_resolve_sequences()
+            tm.maybe_bump_epoch(self._has_batch_on_wire)
+            if not tm.has_producer_id():
+                id_wait = self._maybe_init_producer_id(now)
         cluster = self._metadata.fetch()
         result = self._accumulator.ready(cluster, now)
         if result.unknown_leader_topics:
@@ -135,8 +170,11 @@ class Sender(threading.Thread):
         self._expire_batches(now)
         for node_id, node_batches in batches.items():
             self._send_produce_request(node_id, node_batches, now)
-        if ready_nodes:
+        if batches:
             timeout = 0.0
+        elif ready_nodes:  # ready but held back (sequence ordering, no producer id yet)
+            timeout = min(timeout, self._retry_backoff_ms)
+        timeout = min(timeout, id_wait)
         if result.unknown_leader_topics:
             timeout = min(timeout, 100.0)
         if self._in_flight:
@@ -151,12 +189,15 @@ class Sender(threading.Thread):
         expired += [b for b in self._in_flight if now - b.created_ms >= self._delivery_timeout_ms]
         for batch in expired:
             self._in_flight.discard(batch)
+            batch.on_wire = False
             self._accumulator.unmute(batch.tp)
             exc = KafkaTimeoutError(
                 f"expiring {batch.record_count} record(s) for {batch.tp.topic}-{batch.tp.partition}: "
                 f"{now - batch.created_ms:.0f} ms has passed since batch creation "
                 f"(delivery.timeout.ms={self._delivery_timeout_ms:.0f})"
             )
+            if self.transaction_manager is not None and not batch.done:
+                self.transaction_manager.handle_failed_batch(batch, exc, expired=True)
             batch.fail(exc)
             self._accumulator.deallocate(batch)
 
@@ -176,6 +217,7 @@ class Sender(threading.Thread):
             by_tp[batch.tp] = batch
             batch.attempts += 1
             batch.last_attempt_ms = now
+            batch.on_wire = True
             self._in_flight.add(batch)
         if not by_tp:
             return
@@ -228,11 +270,16 @@ class Sender(threading.Thread):
     def _complete_batch(
         self, batch: ProducerBatch, error: KafkaError | None, base_offset: int, log_append_time_ms: int, now: float
     ) -> None:
+        batch.on_wire = False
         if batch.done:  # expired while in flight
             return
         self._in_flight.discard(batch)
         self._accumulator.unmute(batch.tp)
-        if error is None:
+        tm = self.transaction_manager
+        if error is None or error.error_code == ErrorCode.duplicate_sequence_number:
+            # DUPLICATE_SEQUENCE_NUMBER: an old broker saying it already has the batch
+            if tm is not None:
+                tm.handle_completed_batch(batch)
             batch.complete(base_offset, log_append_time_ms)
             self._accumulator.deallocate(batch)
             return
@@ -244,13 +291,91 @@ class Sender(threading.Thread):
             return
         if error.error_code in _METADATA_ERRORS:
             self._metadata.request_update()
+        if tm is not None:
+            tm.handle_failed_batch(batch, error, expired=False)
         batch.fail(error)
         self._accumulator.deallocate(batch)
 
     def _can_retry(self, batch: ProducerBatch, error: KafkaError, now: float) -> bool:
+        tm = self.transaction_manager
+        if tm is not None and batch.base_sequence >= 0:
+            retriable = tm.can_retry(batch, error)
+        else:
+            retriable = error.retriable
         return (
-            error.retriable
+            retriable
             and batch.attempts <= self._retries
             and now - batch.created_ms < self._delivery_timeout_ms
             and not self._force_close
         )
+
+    # -------------------------------------------------------------- idempotence
+
+    def _has_batch_on_wire(self, tp: TopicPartition) -> bool:
+        return any(b.on_wire and b.tp == tp for b in self._in_flight)
+
+    def _maybe_init_producer_id(self, now: float) -> float:
+        """Send InitProducerId when needed; returns ms until it is worth checking again."""
+        if self._init_pending or self.fatal_error is not None:
+            return math.inf
+        if now < self._next_init_ms:
+            return self._next_init_ms - now
+        node_id = self._client.least_loaded_node()
+        if node_id is None:
+            return float(self._client.reconnect_backoff_ms)
+        if not self._client.ready(node_id):
+            return self._retry_backoff_ms  # connecting: a network event will wake us earlier
+        ranges = self._client.api_version(node_id, ApiKey.INIT_PRODUCER_ID)
+        if ranges is None:
+            self._idempotence_unsupported(node_id)
+            return 0.0
+        version = min(ranges[1], _INIT_PRODUCER_ID_MAX_VERSION)
+        request = make(
+            request_class(ApiKey.INIT_PRODUCER_ID, version),
+            transactional_id=None,
+            transaction_timeout=2**31 - 1,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+        self._init_pending = True
+        future = self._client.send(node_id, request)
+        future.add_callback(self._handle_init_producer_id_response)
+        return math.inf
+
+    def _handle_init_producer_id_response(self, future: RequestFuture) -> None:
+        self._init_pending = False
+        tm = self.transaction_manager
+        if tm is None:
+            return
+        now = now_ms()
+        if future.failed():
+            log.debug("InitProducerId failed: %s; retrying", future.exception)
+            self._next_init_ms = now + self._retry_backoff_ms
+            return
+        response = future.value
+        code = response.error_code
+        if code == ErrorCode.none:
+            tm.set_producer_id_and_epoch(int(response.producer_id), int(response.producer_epoch))
+            return
+        if code in _INIT_RETRIABLE or error_for_code(code).retriable:
+            log.debug("InitProducerId: %s; retrying in %.0f ms", error_for_code(code), self._retry_backoff_ms)
+            self._next_init_ms = now + self._retry_backoff_ms
+            return
+        self._fail_fatally(error_for_code(code, "InitProducerId failed; the producer cannot send"))
+
+    def _idempotence_unsupported(self, node_id: int) -> None:
+        if self._idempotence_explicit:
+            self._fail_fatally(
+                UnsupportedVersionError(
+                    f"enable.idempotence=true but node {node_id} does not support InitProducerId"
+                )
+            )
+            return
+        log.warning("node %s does not support InitProducerId: producing without idempotence", node_id)
+        self.transaction_manager = None
+        self._accumulator.transaction_manager = None
+
+    def _fail_fatally(self, error: KafkaError) -> None:
+        log.error("producer failed: %s", error)
+        self.fatal_error = error
+        self._accumulator.abort_incomplete(error)

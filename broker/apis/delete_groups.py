@@ -1,0 +1,37 @@
+"""DeleteGroups (key 42), v0-2 (``KafkaApis.handleDeleteGroupsRequest``): only Empty groups
+(NON_EMPTY_GROUP otherwise, GROUP_ID_NOT_FOUND if unknown); tombstones for the group and its
+offsets are written to ``__consumer_offsets`` before answering."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.apis.context import BrokerContext
+from broker.apis.entities import ZERO_DURATION, build, nested
+from broker.coordinator.group.api_support import coordinator_of
+from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.errors import ErrorCode
+
+__all__ = ["handle_delete_groups", "delete_groups_error_response"]
+
+
+def _response(version: int, results: list[tuple[str, int]]) -> Any:
+    cls = response_class(ApiKey.DELETE_GROUPS, version)
+    result_cls = nested(cls, "DeletableGroupResult")
+    return build(
+        cls,
+        throttle_time=ZERO_DURATION,
+        results=tuple(result_cls(group_id=g, error_code=ErrorCode(e)) for g, e in results),
+    )
+
+
+async def handle_delete_groups(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+    """Handle a DeleteGroupsRequest."""
+    names = list(dict.fromkeys(request.groups_names))
+    errors = await coordinator_of(ctx).handle_delete_groups(names)
+    return _response(rctx.api_version, [(g, errors[g]) for g in names])
+
+
+def delete_groups_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    return _response(version, [(g, int(code)) for g in request.groups_names])

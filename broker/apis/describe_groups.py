@@ -1,0 +1,76 @@
+"""DescribeGroups (key 15), v0-5 (``KafkaApis.handleDescribeGroupsRequest``).
+
+A group unknown here is described as state ``Dead`` with no error (as Kafka's classic
+coordinator); member metadata and assignments are filled only for a Stable group. v3+
+authorized operations are not computed (INT32_MIN, "not requested / unknown").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.apis.context import BrokerContext
+from broker.apis.entities import ZERO_DURATION, build, nested
+from broker.coordinator.group.api_support import INT32_MIN, coordinator_of
+from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.errors import ErrorCode
+
+__all__ = ["handle_describe_groups", "describe_groups_error_response"]
+
+
+async def handle_describe_groups(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+    """Handle a DescribeGroupsRequest."""
+    cls = response_class(ApiKey.DESCRIBE_GROUPS, rctx.api_version)
+    group_cls = nested(cls, "DescribedGroup")
+    member_cls = nested(cls, "DescribedGroupMember")
+    coordinator = coordinator_of(ctx)
+    described = []
+    for group_id in request.groups:
+        error, summary = coordinator.handle_describe_group(group_id)
+        described.append(
+            build(
+                group_cls,
+                error_code=ErrorCode(error),
+                group_id=group_id,
+                group_state=summary.state if not error else "",
+                protocol_type=summary.protocol_type,
+                protocol_data=summary.protocol,
+                members=tuple(
+                    build(
+                        member_cls,
+                        member_id=m.member_id,
+                        group_instance_id=m.group_instance_id,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        member_metadata=m.metadata,
+                        member_assignment=m.assignment,
+                    )
+                    for m in summary.members
+                ),
+                authorized_operations=INT32_MIN,
+            )
+        )
+    return build(cls, throttle_time=ZERO_DURATION, groups=tuple(described))
+
+
+def describe_groups_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    cls = response_class(ApiKey.DESCRIBE_GROUPS, version)
+    group_cls = nested(cls, "DescribedGroup")
+    return build(
+        cls,
+        throttle_time=ZERO_DURATION,
+        groups=tuple(
+            build(
+                group_cls,
+                error_code=code,
+                group_id=g,
+                group_state="",
+                protocol_type="",
+                protocol_data="",
+                members=(),
+                authorized_operations=INT32_MIN,
+            )
+            for g in request.groups
+        ),
+    )

@@ -1,0 +1,110 @@
+"""FindCoordinator (key 10), v0-6 (Kafka's ``KafkaApis.handleFindCoordinatorRequest``).
+
+Key type 0 (GROUP) only: the coordinator of a group is the leader of partition
+``abs(groupId.hashCode) % offsets.topic.num.partitions`` of ``__consumer_offsets``, created on
+first use. COORDINATOR_NOT_AVAILABLE when it cannot be created or the partition has no live
+leader. Key type 1 (TRANSACTION) gets INVALID_REQUEST ("transactions are not supported"), key type 2
+(SHARE, v6) too. v4+ batch keys (KIP-699): one ``Coordinator`` entry per key; v5 only adds an
+error code clients may see (TRANSACTION_ABORTABLE, never sent here).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.apis.context import BrokerContext
+from broker.apis.entities import ZERO_DURATION, build, nested
+from broker.coordinator.group import GROUP_METADATA_TOPIC_NAME
+from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.errors import ErrorCode
+
+__all__ = ["handle_find_coordinator", "find_coordinator_error_response"]
+
+_NO_NODE = (-1, "", -1)
+
+
+async def _find(
+    ctx: BrokerContext, key_type: int, key: str, listener: str
+) -> tuple[int, str | None, tuple[int, str, int]]:
+    if key_type == 1:
+        return int(ErrorCode.invalid_request), "transactions are not supported by this broker", _NO_NODE
+    if key_type == 2:
+        return int(ErrorCode.invalid_request), "share groups are not supported by this broker", _NO_NODE
+    if key_type != 0:
+        return int(ErrorCode.invalid_request), f"unknown coordinator key type {key_type}", _NO_NODE
+    service = getattr(ctx, "group_coordinator_service", None)
+    if service is None or not service.coordinator.active:
+        return int(ErrorCode.coordinator_not_available), "the group coordinator is not running", _NO_NODE
+    error, message = await service.ensure_offsets_topic()
+    if error:
+        return error, message, _NO_NODE
+    partition = service.coordinator.manager.partition_for(key)
+    registration = ctx.image.partition(GROUP_METADATA_TOPIC_NAME, partition)
+    if registration is None or registration.leader < 0:
+        return (
+            int(ErrorCode.coordinator_not_available),
+            f"{GROUP_METADATA_TOPIC_NAME}-{partition} has no leader",
+            _NO_NODE,
+        )
+    broker = ctx.image.brokers.get(registration.leader)
+    if broker is None or getattr(broker, "fenced", False):
+        return (
+            int(ErrorCode.coordinator_not_available),
+            f"coordinator {registration.leader} is not alive",
+            _NO_NODE,
+        )
+    endpoint = broker.endpoints.get(listener)
+    if endpoint is None:
+        return int(ErrorCode.coordinator_not_available), f"coordinator has no {listener} listener", _NO_NODE
+    return 0, None, (registration.leader, endpoint[0], endpoint[1])
+
+
+async def handle_find_coordinator(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+    """Handle a FindCoordinatorRequest."""
+    version = rctx.api_version
+    cls = response_class(ApiKey.FIND_COORDINATOR, version)
+    key_type = int(getattr(request, "key_type", 0))
+    if version >= 4:
+        coordinator_cls = nested(cls, "Coordinator")
+        entries = []
+        for key in request.coordinator_keys:
+            error, message, (node_id, host, port) = await _find(ctx, key_type, key, rctx.listener_name)
+            entries.append(
+                coordinator_cls(
+                    key=key,
+                    node_id=node_id,
+                    host=host,
+                    port=port,
+                    error_code=ErrorCode(error),
+                    error_message=message,
+                )
+            )
+        return build(cls, throttle_time=ZERO_DURATION, coordinators=tuple(entries))
+    error, message, (node_id, host, port) = await _find(ctx, key_type, request.key, rctx.listener_name)
+    return build(
+        cls,
+        throttle_time=ZERO_DURATION,
+        error_code=ErrorCode(error),
+        error_message=message,
+        node_id=node_id,
+        host=host,
+        port=port,
+    )
+
+
+def find_coordinator_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    cls = response_class(ApiKey.FIND_COORDINATOR, version)
+    if version >= 4:
+        coordinator_cls = nested(cls, "Coordinator")
+        return build(
+            cls,
+            throttle_time=ZERO_DURATION,
+            coordinators=tuple(
+                coordinator_cls(key=k, node_id=-1, host="", port=-1, error_code=code, error_message=None)
+                for k in request.coordinator_keys
+            ),
+        )
+    return build(
+        cls, throttle_time=ZERO_DURATION, error_code=code, error_message=None, node_id=-1, host="", port=-1
+    )

@@ -1,0 +1,31 @@
+"""Heartbeat (key 12), v0-4 (Kafka's ``KafkaApis.handleHeartbeatRequest``): resets the
+member's session timer; REBALANCE_IN_PROGRESS tells it to rejoin; ILLEGAL_GENERATION /
+UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID for stale members."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.apis.context import BrokerContext
+from broker.apis.entities import ZERO_DURATION, build
+from broker.coordinator.group.api_support import coordinator_of
+from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.errors import ErrorCode
+
+__all__ = ["handle_heartbeat", "heartbeat_error_response"]
+
+
+async def handle_heartbeat(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+    """Handle a HeartbeatRequest."""
+    error = coordinator_of(ctx).handle_heartbeat(
+        request.group_id,
+        request.member_id,
+        getattr(request, "group_instance_id", None),
+        request.generation_id,
+    )
+    return heartbeat_error_response(request, rctx.api_version, ErrorCode(error))
+
+
+def heartbeat_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    return build(response_class(ApiKey.HEARTBEAT, version), throttle_time=ZERO_DURATION, error_code=code)

@@ -1,0 +1,94 @@
+"""InitProducerId (key 22, v0-v5): producer ids for idempotent producers (KIP-98, KIP-360).
+
+Idempotent producers (``transactional_id`` null) always get a fresh producer id with epoch 0
+from the broker's :class:`~broker.coordinator.producer_id_manager.ProducerIdManager`, whatever
+``producer_id``/``producer_epoch`` they send (Kafka's ``TransactionCoordinator.handleInitProducerId``
+"blindly accepts" them); a half-set pair (one of them -1) is ``INVALID_REQUEST`` as in Kafka's
+``KafkaApis``. While no id block can be obtained from the controller the answer is
+``COORDINATOR_LOAD_IN_PROGRESS`` (retriable), as Kafka's ``RPCProducerIdManager`` does.
+
+Transactions are not implemented. A non-null ``transactional_id`` gets
+``COORDINATOR_NOT_AVAILABLE``: it is what a Kafka cluster answers when it cannot host a
+transaction coordinator (the ``__transaction_state`` topic is unavailable), so clients report
+"coordinator not available" / time out in ``init_transactions`` instead of a misleading
+authorization failure (``TRANSACTIONAL_ID_AUTHORIZATION_FAILED``) or a fatal version error
+(``UNSUPPORTED_VERSION``: the version *is* supported, for idempotent producers). An empty
+transactional id is ``INVALID_REQUEST`` (Kafka's ``TransactionCoordinator``). The broker logs a
+warning naming the problem.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from typing import Any
+
+from broker.apis.context import BrokerContext
+from broker.apis.entities import ZERO_DURATION, build
+from broker.apis.errors import error_code_for
+from broker.coordinator.producer_id_manager import PRODUCER_ID_BLOCK_FILE, ProducerIdManager
+from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.errors import ErrorCode
+
+__all__ = ["handle_init_producer_id", "init_producer_id_error_response", "producer_id_manager"]
+
+logger = logging.getLogger(__name__)
+
+_MANAGERS: weakref.WeakKeyDictionary[BrokerContext, ProducerIdManager] = weakref.WeakKeyDictionary()
+
+
+def producer_id_manager(ctx: BrokerContext) -> ProducerIdManager:
+    """The broker's ProducerIdManager (created on first use; uses ``ctx.producer_id_manager``
+    when the broker set one up)."""
+    manager = getattr(ctx, "producer_id_manager", None)
+    if manager is not None:
+        return manager  # type: ignore[no-any-return]
+    manager = _MANAGERS.get(ctx)
+    if manager is None:
+        controller = ctx.controller
+        if getattr(controller, "producer_id_block_file", 0) is None and ctx.config.log_dirs:
+            # single-node controller not told where to persist: its documented location
+            controller.producer_id_block_file = ctx.config.log_dirs[0] / PRODUCER_ID_BLOCK_FILE  # type: ignore[union-attr]
+
+        def broker_epoch() -> int:
+            registration = ctx.image.brokers.get(ctx.node_id)
+            return int(getattr(registration, "epoch", -1))
+
+        manager = _MANAGERS[ctx] = ProducerIdManager(controller, ctx.node_id, broker_epoch)
+    return manager
+
+
+def _response(version: int, code: ErrorCode, producer_id: int = -1, producer_epoch: int = -1) -> Any:
+    cls = response_class(ApiKey.INIT_PRODUCER_ID, version)
+    return build(cls, throttle_time=ZERO_DURATION, error_code=code, producer_id=producer_id, producer_epoch=producer_epoch)
+
+
+async def handle_init_producer_id(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+    """Handle an InitProducerIdRequest (v0-v5); see the module docstring."""
+    version = rctx.api_version
+    transactional_id = request.transactional_id
+    if transactional_id is not None:
+        if transactional_id == "":
+            return _response(version, ErrorCode.invalid_request)
+        logger.warning(
+            "InitProducerId from %s for transactional.id %r: transactions are not supported by this "
+            "broker (answering COORDINATOR_NOT_AVAILABLE); use an idempotent producer without transactional.id",
+            rctx.connection_id, transactional_id,
+        )
+        return _response(version, ErrorCode.coordinator_not_available)
+    producer_id = int(getattr(request, "producer_id", -1))
+    producer_epoch = int(getattr(request, "producer_epoch", -1))
+    if (producer_id == -1) != (producer_epoch == -1):
+        return _response(version, ErrorCode.invalid_request)
+    try:
+        new_id = await producer_id_manager(ctx).generate_producer_id()
+    except Exception as exc:  # noqa: BLE001 - mapped to a wire error code
+        return _response(version, error_code_for(exc, f"InitProducerId v{version} from {rctx.connection_id}"))
+    logger.debug("InitProducerId from %s: producer id %d epoch 0", rctx.connection_id, new_id)
+    return _response(version, ErrorCode.none, new_id, 0)
+
+
+def init_producer_id_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    """The error response for ``request`` (``InitProducerIdRequest.getErrorResponse``)."""
+    return _response(version, code)

@@ -1,0 +1,75 @@
+"""JoinGroup (key 11), v0-9 (Kafka's ``KafkaApis.handleJoinGroupRequest``).
+
+The request is parked until the rebalance's join phase completes (see
+:mod:`broker.coordinator.group.group_coordinator`). v0 has no rebalance timeout (the session
+timeout is used); v4+ requires a known member id (KIP-394: MEMBER_ID_REQUIRED); v5+ carries
+``group_instance_id`` (KIP-345); v7+ answers the protocol type; v9 ``skip_assignment`` is
+is set for a static leader that rejoined a Stable group without a rebalance (KIP-814).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.apis.context import BrokerContext
+from broker.apis.entities import ZERO_DURATION, build, nested
+from broker.coordinator.group.api_support import await_callback, coordinator_of, to_ms
+from broker.coordinator.group.classic_group import JoinResult
+from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.errors import ErrorCode
+
+__all__ = ["handle_join_group", "join_group_error_response"]
+
+
+def _response(version: int, result: JoinResult) -> Any:
+    cls = response_class(ApiKey.JOIN_GROUP, version)
+    member_cls = nested(cls, "JoinGroupResponseMember")
+    protocol_name = result.protocol_name if version >= 7 else (result.protocol_name or "")
+    members = result.members
+    if result.skip_assignment and version < 9:
+        members = []  # KIP-814: before v9 a rejoining static leader just gets no members to assign
+    return build(
+        cls,
+        throttle_time=ZERO_DURATION,
+        error_code=ErrorCode(result.error),
+        generation_id=result.generation_id,
+        protocol_type=result.protocol_type,
+        protocol_name=protocol_name,
+        leader=result.leader_id,
+        skip_assignment=result.skip_assignment,
+        member_id=result.member_id,
+        members=tuple(
+            build(member_cls, member_id=m, group_instance_id=i, metadata=data) for m, i, data in members
+        ),
+    )
+
+
+async def handle_join_group(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+    """Handle a JoinGroupRequest."""
+    version = rctx.api_version
+    coordinator = coordinator_of(ctx)
+    session_ms = to_ms(request.session_timeout)
+    rebalance_ms = to_ms(request.rebalance_timeout) if version >= 1 else session_ms
+    instance_id = getattr(request, "group_instance_id", None)
+    protocols = [(p.name, bytes(p.metadata)) for p in request.protocols]
+    result: JoinResult = await await_callback(
+        lambda cb: coordinator.handle_join_group(
+            request.group_id,
+            request.member_id,
+            instance_id,
+            version >= 4,
+            rctx.header.client_id or "",
+            "/" + rctx.client_host,  # Java's InetAddress.toString(), as Kafka reports it
+            rebalance_ms,
+            session_ms,
+            request.protocol_type,
+            protocols,
+            cb,
+        )
+    )
+    return _response(version, result)
+
+
+def join_group_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    return _response(version, JoinResult(getattr(request, "member_id", ""), int(code)))

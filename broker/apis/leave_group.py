@@ -1,0 +1,49 @@
+"""LeaveGroup (key 13), v0-5 (Kafka's ``KafkaApis.handleLeaveGroupRequest``).
+
+v0-2: one ``member_id``, its error is the response's error. v3+: a batch of
+``{member_id, group_instance_id}`` (KIP-345; an empty member id with an instance id removes that
+static member), per-member errors plus the top-level (group) error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.apis.context import BrokerContext
+from broker.apis.entities import ZERO_DURATION, build, nested
+from broker.coordinator.group.api_support import coordinator_of
+from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.errors import ErrorCode
+
+__all__ = ["handle_leave_group", "leave_group_error_response"]
+
+
+async def handle_leave_group(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+    """Handle a LeaveGroupRequest."""
+    version = rctx.api_version
+    cls = response_class(ApiKey.LEAVE_GROUP, version)
+    if version >= 3:
+        members = [(m.member_id, m.group_instance_id) for m in request.members]
+    else:
+        members = [(request.member_id, None)]
+    error, results = coordinator_of(ctx).handle_leave_group(request.group_id, members)
+    if version < 3:
+        if not error and results:
+            error = results[0][2]
+        return build(cls, throttle_time=ZERO_DURATION, error_code=ErrorCode(error))
+    member_cls = nested(cls, "MemberResponse")
+    return build(
+        cls,
+        throttle_time=ZERO_DURATION,
+        error_code=ErrorCode(error),
+        members=tuple(
+            member_cls(member_id=m, group_instance_id=i, error_code=ErrorCode(e)) for m, i, e in results
+        ),
+    )
+
+
+def leave_group_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    return build(
+        response_class(ApiKey.LEAVE_GROUP, version), throttle_time=ZERO_DURATION, error_code=code, members=()
+    )

@@ -1,0 +1,42 @@
+"""ListGroups (key 16), v0-5 (``KafkaApis.handleListGroupsRequest``): the groups this broker
+coordinates. v4+ ``states_filter`` (KIP-518, case-insensitive), v5+ ``types_filter`` (KIP-848;
+every group here is ``classic``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.apis.context import BrokerContext
+from broker.apis.entities import ZERO_DURATION, build, nested
+from broker.coordinator.group.api_support import coordinator_of
+from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.errors import ErrorCode
+
+__all__ = ["handle_list_groups", "list_groups_error_response"]
+
+
+async def handle_list_groups(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+    """Handle a ListGroupsRequest."""
+    cls = response_class(ApiKey.LIST_GROUPS, rctx.api_version)
+    listed_cls = nested(cls, "ListedGroup")
+    states = set(getattr(request, "states_filter", ()) or ()) or None
+    types = {t.lower() for t in (getattr(request, "types_filter", ()) or ())}
+    error, groups = coordinator_of(ctx).handle_list_groups(states)
+    if types and "classic" not in types:
+        groups = []
+    return build(
+        cls,
+        throttle_time=ZERO_DURATION,
+        error_code=ErrorCode(error),
+        groups=tuple(
+            build(listed_cls, group_id=g, protocol_type=pt, group_state=state, group_type="classic")
+            for g, pt, state in groups
+        ),
+    )
+
+
+def list_groups_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    return build(
+        response_class(ApiKey.LIST_GROUPS, version), throttle_time=ZERO_DURATION, error_code=code, groups=()
+    )

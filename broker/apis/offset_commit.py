@@ -1,0 +1,90 @@
+"""OffsetCommit (key 8), v2-9 served (v0-1 advertised only, as librdkafka <= 2.11.0's feature
+check wants the range to cover 1-2; Kafka 4.0 dropped them too) (``KafkaApis.handleOffsetCommitRequest``).
+
+Commits are answered after the records reached ``__consumer_offsets`` with acks=-1. v2-4
+``retention_time`` (-1 = broker default) sets an explicit expire timestamp; v6+ carries the
+committed leader epoch; v7+ ``group_instance_id``. Generation -1 with an empty member id is a
+standalone commit (admin / ``assign()`` consumers), accepted only for an Empty or unknown group.
+Partitions unknown to the metadata get UNKNOWN_TOPIC_OR_PARTITION (as Kafka's ``KafkaApis``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.apis.context import BrokerContext
+from broker.apis.entities import ZERO_DURATION, build, nested
+from broker.coordinator.group.api_support import coordinator_of, to_ms
+from broker.coordinator.group.records import OffsetAndMetadata
+from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.errors import ErrorCode
+
+__all__ = ["handle_offset_commit", "offset_commit_error_response"]
+
+
+def _response(version: int, request: Any, errors: dict[tuple[str, int], int] | None, code: ErrorCode) -> Any:
+    cls = response_class(ApiKey.OFFSET_COMMIT, version)
+    topic_cls = nested(cls, "OffsetCommitResponseTopic")
+    partition_cls = nested(cls, "OffsetCommitResponsePartition")
+    return build(
+        cls,
+        throttle_time=ZERO_DURATION,
+        topics=tuple(
+            topic_cls(
+                name=t.name,
+                partitions=tuple(
+                    partition_cls(
+                        partition_index=p.partition_index,
+                        error_code=ErrorCode(errors.get((t.name, p.partition_index), 0))
+                        if errors is not None
+                        else code,
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in request.topics
+        ),
+    )
+
+
+async def handle_offset_commit(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+    """Handle an OffsetCommitRequest."""
+    version = rctx.api_version
+    coordinator = coordinator_of(ctx)
+    now_ms = coordinator.scheduler.now_ms()
+    expire_ms = -1
+    retention = getattr(request, "retention_time", None)
+    if retention is not None:
+        retention_ms = to_ms(retention)
+        if retention_ms >= 0:
+            expire_ms = now_ms + retention_ms
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            offsets[(topic.name, p.partition_index)] = OffsetAndMetadata(
+                offset=p.committed_offset,
+                leader_epoch=getattr(p, "committed_leader_epoch", -1),
+                metadata=p.committed_metadata or "",
+                commit_timestamp_ms=now_ms,
+                expire_timestamp_ms=expire_ms,
+            )
+    # Kafka's KafkaApis: partitions unknown to this broker's metadata are not committed
+    unknown = {tp for tp in offsets if ctx.image.partition(tp[0], tp[1]) is None}
+    errors = {tp: int(ErrorCode.unknown_topic_or_partition) for tp in unknown}
+    known = {tp: value for tp, value in offsets.items() if tp not in unknown}
+    if known or not offsets:
+        errors.update(
+            await coordinator.handle_commit_offsets(
+                request.group_id,
+                request.member_id,
+                getattr(request, "group_instance_id", None),
+                request.generation_id_or_member_epoch,
+                known,
+            )
+        )
+    return _response(version, request, errors, ErrorCode.none)
+
+
+def offset_commit_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    return _response(version, request, None, code)

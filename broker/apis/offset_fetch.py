@@ -1,0 +1,86 @@
+"""OffsetFetch (key 9), v1-9 served (v0 advertised only) (``KafkaApis.handleOffsetFetchRequest``).
+
+Partitions without a commit answer offset -1, metadata "" and no error. v2+: ``topics`` null =
+every committed partition, and a top-level error; v5+ the committed leader epoch; v7
+``require_stable`` is accepted and ignored (no transactions, so nothing is ever pending);
+v8+ batches groups (KIP-709). v1 reports a group error in every partition.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.apis.context import BrokerContext
+from broker.apis.entities import ZERO_DURATION, build, nested
+from broker.coordinator.group.api_support import coordinator_of
+from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.errors import ErrorCode
+
+__all__ = ["handle_offset_fetch", "offset_fetch_error_response"]
+
+
+def _group_entry(
+    coordinator: Any, version: int, group_id: str, topics: Any, topic_cls: type[Any], partition_cls: type[Any]
+) -> tuple[int, tuple[Any, ...]]:
+    """(group error, response topics) for one group."""
+    requested = None if topics is None else [(t.name, int(p)) for t in topics for p in t.partition_indexes]
+    if coordinator is None:
+        error, offsets = int(ErrorCode.coordinator_not_available), {}
+    else:
+        error, offsets = coordinator.handle_fetch_offsets(group_id, requested)
+    if error:
+        if version >= 2 or requested is None:
+            return error, ()
+        offsets = {tp: None for tp in requested}  # v1: the error goes into every partition
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition), value in (
+        offsets.items() if requested is None else ((tp, offsets.get(tp)) for tp in requested)
+    ):
+        by_topic.setdefault(topic, []).append(
+            build(
+                partition_cls,
+                partition_index=partition,
+                committed_offset=-1 if value is None else value.offset,
+                committed_leader_epoch=-1 if value is None else value.leader_epoch,
+                metadata="" if value is None else value.metadata,
+                error_code=ErrorCode(error if version < 2 else 0),
+            )
+        )
+    return 0 if version < 2 else error, tuple(
+        topic_cls(name=name, partitions=tuple(parts)) for name, parts in by_topic.items()
+    )
+
+
+async def handle_offset_fetch(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+    """Handle an OffsetFetchRequest."""
+    version = rctx.api_version
+    coordinator = coordinator_of(ctx)
+    cls = response_class(ApiKey.OFFSET_FETCH, version)
+    if version >= 8:
+        group_cls = nested(cls, "OffsetFetchResponseGroup")
+        topic_cls = nested(cls, "OffsetFetchResponseTopics")
+        partition_cls = nested(cls, "OffsetFetchResponsePartitions")
+        groups = []
+        for g in request.groups:
+            error, topics = _group_entry(coordinator, version, g.group_id, g.topics, topic_cls, partition_cls)
+            groups.append(group_cls(group_id=g.group_id, topics=topics, error_code=ErrorCode(error)))
+        return build(cls, throttle_time=ZERO_DURATION, groups=tuple(groups))
+    topic_cls = nested(cls, "OffsetFetchResponseTopic")
+    partition_cls = nested(cls, "OffsetFetchResponsePartition")
+    error, topics = _group_entry(
+        coordinator, version, request.group_id, request.topics, topic_cls, partition_cls
+    )
+    return build(cls, throttle_time=ZERO_DURATION, topics=topics, error_code=ErrorCode(error))
+
+
+def offset_fetch_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    cls = response_class(ApiKey.OFFSET_FETCH, version)
+    if version >= 8:
+        group_cls = nested(cls, "OffsetFetchResponseGroup")
+        return build(
+            cls,
+            throttle_time=ZERO_DURATION,
+            groups=tuple(group_cls(group_id=g.group_id, topics=(), error_code=code) for g in request.groups),
+        )
+    return build(cls, throttle_time=ZERO_DURATION, topics=(), error_code=code)

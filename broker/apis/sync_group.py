@@ -1,0 +1,54 @@
+"""SyncGroup (key 14), v0-5 (Kafka's ``KafkaApis.handleSyncGroupRequest``).
+
+The leader's assignments are stored in ``__consumer_offsets`` before every member's parked
+SyncGroup is answered with its own assignment. v5 checks ProtocolType / ProtocolName
+(INCONSISTENT_GROUP_PROTOCOL) and echoes them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.apis.context import BrokerContext
+from broker.apis.entities import ZERO_DURATION, build
+from broker.coordinator.group.api_support import await_callback, coordinator_of
+from broker.coordinator.group.classic_group import SyncResult
+from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.errors import ErrorCode
+
+__all__ = ["handle_sync_group", "sync_group_error_response"]
+
+
+def _response(version: int, result: SyncResult) -> Any:
+    return build(
+        response_class(ApiKey.SYNC_GROUP, version),
+        throttle_time=ZERO_DURATION,
+        error_code=ErrorCode(result.error),
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )
+
+
+async def handle_sync_group(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+    """Handle a SyncGroupRequest."""
+    coordinator = coordinator_of(ctx)
+    assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
+    result: SyncResult = await await_callback(
+        lambda cb: coordinator.handle_sync_group(
+            request.group_id,
+            request.generation_id,
+            request.member_id,
+            getattr(request, "protocol_type", None),
+            getattr(request, "protocol_name", None),
+            getattr(request, "group_instance_id", None),
+            assignments,
+            cb,
+        )
+    )
+    return _response(rctx.api_version, result)
+
+
+def sync_group_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    return _response(version, SyncResult(int(code)))

@@ -1,0 +1,345 @@
+"""Controller commands and the deterministic metadata state machine they drive.
+
+Every change to cluster metadata is a *command* proposed to the Raft quorum
+(:mod:`broker.controller.quorum`). When the command is committed, every node runs
+:meth:`MetadataStateMachine.execute` on it, in log order, against the same image: it validates
+the command, computes metadata records (Kafka's ``ControllerResult``), applies them, and returns
+a result for the proposer. Nothing in ``execute`` reads a clock, draws random numbers or looks
+at local configuration: topic ids, placement seeds and controller settings travel inside the
+command, so all nodes compute identical records and images.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from broker.controller.broker_lifecycle import (
+    alive_after,
+    fence_broker_records,
+    partition_record,
+    register_broker_records,
+    unfence_broker_records,
+)
+from broker.controller.election import Election, change_partition
+from broker.controller.metadata_image import (
+    MetadataImage,
+    MetadataRecord,
+    ProducerIdsRecord,
+)
+from broker.controller.replication_control import (
+    ControllerSettings,
+    CreatableTopicSpec,
+    CreatePartitionsSpec,
+    ReplicationControl,
+)
+from spark_kafkalite.protocol.errors import ErrorCode
+
+__all__ = [
+    "PRODUCER_ID_BLOCK_SIZE",
+    "CreateTopicsCmd",
+    "DeleteTopicsCmd",
+    "CreatePartitionsCmd",
+    "AlterConfigsCmd",
+    "AlterPartitionCmd",
+    "AllocateProducerIdsCmd",
+    "RegisterBrokerCmd",
+    "HeartbeatCmd",
+    "HeartbeatResult",
+    "FenceBrokerCmd",
+    "ElectLeadersCmd",
+    "Command",
+    "MetadataStateMachine",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Kafka's ``ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE``.
+PRODUCER_ID_BLOCK_SIZE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicsCmd:
+    specs: tuple[CreatableTopicSpec, ...]
+    topic_ids: tuple[uuid.UUID, ...]
+    seed: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicsCmd:
+    names: tuple[str | None, ...]
+    topic_ids: tuple[uuid.UUID | None, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsCmd:
+    specs: tuple[CreatePartitionsSpec, ...]
+    seed: int
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigsCmd:
+    incremental: bool
+    resources: tuple[tuple[str, tuple[tuple[Any, ...], ...]], ...]
+    broker_values: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionCmd:
+    """Kafka's AlterPartition for one partition (KIP-497)."""
+
+    broker_id: int
+    broker_epoch: int
+    topic_id: uuid.UUID
+    partition: int
+    leader_epoch: int
+    new_isr: tuple[int, ...]
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class AllocateProducerIdsCmd:
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerCmd:
+    """BrokerRegistration (KIP-631); ``incarnation_id`` is fresh per process start."""
+
+    node_id: int
+    endpoints: Mapping[str, tuple[str, int]]
+    rack: str | None
+    incarnation_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatCmd:
+    """BrokerHeartbeat: ``metadata_offset`` is the offset of the broker's applied image."""
+
+    node_id: int
+    epoch: int
+    metadata_offset: int
+    want_fence: bool = False
+    want_shutdown: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    error: ErrorCode
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    should_shutdown: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FenceBrokerCmd:
+    """Proposed by the active controller when a broker's session expired."""
+
+    node_id: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersCmd:
+    """ElectLeaders (API 43): ``partitions`` None = every partition."""
+
+    election: Election
+    partitions: tuple[tuple[str, int], ...] | None
+
+
+Command = (
+    CreateTopicsCmd
+    | DeleteTopicsCmd
+    | CreatePartitionsCmd
+    | AlterConfigsCmd
+    | AlterPartitionCmd
+    | AllocateProducerIdsCmd
+    | RegisterBrokerCmd
+    | HeartbeatCmd
+    | FenceBrokerCmd
+    | ElectLeadersCmd
+)
+
+
+@dataclass
+class MetadataStateMachine:
+    """The replicated metadata image and the command interpreter (pure: no I/O, no clock).
+
+    Attributes:
+        image: the current image (``image.offset`` counts the records applied).
+    """
+
+    image: MetadataImage
+    #: broker -> epoch of a controlled shutdown in progress: heartbeats of that incarnation do
+    #: not unfence it again (part of the replicated state: snapshots carry it).
+    shutdown_epochs: dict[int, int] = field(default_factory=dict)
+    #: broker -> (incarnation id, broker epoch) of its last registration: a retried
+    #: registration of the same process start gets the same epoch (no new fencing).
+    incarnations: dict[int, tuple[uuid.UUID, int]] = field(default_factory=dict)
+
+    def execute(self, settings: ControllerSettings, command: Command) -> tuple[list[MetadataRecord], Any]:
+        """Run ``command``: returns the records applied (possibly none) and the result for the
+        proposer. Never raises for a bad command (the result carries the error); an internal
+        inconsistency leaves the image unchanged and returns UNKNOWN_SERVER_ERROR."""
+        try:
+            records, result = self._dispatch(settings, command)
+            if records:
+                self.image = self.image.apply(records)[0]
+            return records, result
+        except Exception:  # noqa: BLE001 - a bug must not wedge the Raft apply loop
+            logger.exception("controller command failed: %r", command)
+            return [], ErrorCode.unknown_server_error
+
+    # -- dispatch ------------------------------------------------------------------------------
+    def _unclean(self, settings: ControllerSettings) -> Any:
+        def lookup(topic: str) -> bool:
+            overrides = self.image.topic_config(topic)
+            if "unclean.leader.election.enable" in overrides:
+                return overrides["unclean.leader.election.enable"] == "true"
+            return settings.unclean_leader_election_enable
+
+        return lookup
+
+    def _dispatch(self, settings: ControllerSettings, cmd: Command) -> tuple[list[MetadataRecord], Any]:
+        image = self.image
+        control = ReplicationControl(settings)
+        if isinstance(cmd, HeartbeatCmd):
+            return self._heartbeat(settings, cmd)
+        if isinstance(cmd, AlterPartitionCmd):
+            return self._alter_partition(cmd)
+        if isinstance(cmd, RegisterBrokerCmd):
+            previous = self.incarnations.get(cmd.node_id)
+            current = image.brokers.get(cmd.node_id)
+            if previous is not None and current is not None and previous == (cmd.incarnation_id, current.epoch):
+                return [], (ErrorCode.none, current.epoch)
+            records, epoch = register_broker_records(image, cmd.node_id, cmd.endpoints, cmd.rack, self._unclean(settings))
+            self.shutdown_epochs.pop(cmd.node_id, None)
+            self.incarnations[cmd.node_id] = (cmd.incarnation_id, epoch)
+            return records, (ErrorCode.none, epoch)
+        if isinstance(cmd, FenceBrokerCmd):
+            broker = image.brokers.get(cmd.node_id)
+            if broker is None or broker.epoch != cmd.epoch:
+                return [], ErrorCode.stale_broker_epoch
+            return fence_broker_records(image, cmd.node_id, self._unclean(settings)), ErrorCode.none
+        if isinstance(cmd, CreateTopicsCmd):
+            return control.create_topics(image, cmd.specs, False, cmd.topic_ids, cmd.seed)
+        if isinstance(cmd, DeleteTopicsCmd):
+            return control.delete_topics(image, cmd.names, cmd.topic_ids)
+        if isinstance(cmd, CreatePartitionsCmd):
+            return control.create_partitions(image, cmd.specs, False, cmd.seed)
+        if isinstance(cmd, AlterConfigsCmd):
+            return control.alter_topic_configs(image, cmd.incremental, cmd.resources, cmd.broker_values, False)
+        if isinstance(cmd, AllocateProducerIdsCmd):
+            broker = image.brokers.get(cmd.broker_id)
+            if broker is None or broker.epoch != cmd.broker_epoch:
+                return [], (ErrorCode.stale_broker_epoch, -1, 0)
+            first = image.next_producer_id
+            record = ProducerIdsRecord(cmd.broker_id, cmd.broker_epoch, first + PRODUCER_ID_BLOCK_SIZE)
+            return [record], (ErrorCode.none, first, PRODUCER_ID_BLOCK_SIZE)
+        if isinstance(cmd, ElectLeadersCmd):
+            return self._elect_leaders(settings, cmd)
+        raise TypeError(f"unknown controller command {cmd!r}")
+
+    # -- heartbeats ------------------------------------------------------------------------------
+    def _heartbeat(self, settings: ControllerSettings, cmd: HeartbeatCmd) -> tuple[list[MetadataRecord], Any]:
+        image = self.image
+        broker = image.brokers.get(cmd.node_id)
+        if broker is None or broker.epoch != cmd.epoch:
+            return [], HeartbeatResult(ErrorCode.stale_broker_epoch)
+        unclean = self._unclean(settings)
+        caught_up = cmd.metadata_offset >= broker.epoch
+        if cmd.want_shutdown:
+            self.shutdown_epochs[cmd.node_id] = cmd.epoch
+            records = fence_broker_records(image, cmd.node_id, unclean)
+            return records, HeartbeatResult(ErrorCode.none, caught_up, True, True)
+        if cmd.want_fence:
+            return fence_broker_records(image, cmd.node_id, unclean), HeartbeatResult(ErrorCode.none, caught_up, True)
+        if self.shutdown_epochs.get(cmd.node_id) == cmd.epoch:
+            return [], HeartbeatResult(ErrorCode.none, caught_up, True, True)
+        if broker.fenced and caught_up:
+            return unfence_broker_records(image, cmd.node_id, unclean), HeartbeatResult(ErrorCode.none, True, False)
+        return [], HeartbeatResult(ErrorCode.none, caught_up, broker.fenced)
+
+    # -- AlterPartition ------------------------------------------------------------------------
+    def _alter_partition(self, cmd: AlterPartitionCmd) -> tuple[list[MetadataRecord], Any]:
+        """``ReplicationControlManager.alterPartition`` checks, in Kafka's order."""
+        image = self.image
+        broker = image.brokers.get(cmd.broker_id)
+        if broker is None or broker.epoch != cmd.broker_epoch or broker.fenced:
+            return [], (ErrorCode.stale_broker_epoch, None)
+        topic = image.topic_by_id(cmd.topic_id)
+        if topic is None:
+            return [], (ErrorCode.unknown_topic_id, None)
+        reg = topic.partitions.get(cmd.partition)
+        if reg is None:
+            return [], (ErrorCode.unknown_topic_or_partition, None)
+        if reg.leader != cmd.broker_id:
+            return [], (ErrorCode.not_leader_or_follower, None)
+        if cmd.leader_epoch != reg.leader_epoch:
+            return [], (ErrorCode.fenced_leader_epoch, None)
+        if cmd.partition_epoch != reg.partition_epoch:
+            return [], (ErrorCode.invalid_update_version, None)
+        new_isr = tuple(cmd.new_isr)
+        if len(set(new_isr)) != len(new_isr) or any(b not in reg.replicas for b in new_isr) or reg.leader not in new_isr:
+            return [], (ErrorCode.invalid_request, None)
+        if any(b not in reg.isr and not image.is_alive(b) for b in new_isr):
+            return [], (ErrorCode.ineligible_replica, None)
+        if new_isr == reg.isr:
+            return [], (ErrorCode.none, reg)
+        new = replace(reg, isr=new_isr, partition_epoch=reg.partition_epoch + 1)
+        return [partition_record(image, topic.name, new)], (ErrorCode.none, new)
+
+    # -- ElectLeaders ----------------------------------------------------------------------------
+    def _elect_leaders(self, settings: ControllerSettings, cmd: ElectLeadersCmd) -> tuple[list[MetadataRecord], Any]:
+        """Per partition: NONE (elected), ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE /
+        ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION."""
+        image = self.image
+        alive = alive_after(image, {})
+        wanted: Sequence[tuple[str, int]]
+        if cmd.partitions is None:
+            wanted = [(name, p) for name in sorted(image.topics) for p in image.topics[name].partitions]
+        else:
+            wanted = cmd.partitions
+        records: list[MetadataRecord] = []
+        results: dict[tuple[str, int], ErrorCode] = {}
+        for name, index in wanted:
+            reg = image.partition(name, index)
+            if reg is None:
+                results[(name, index)] = ErrorCode.unknown_topic_or_partition
+                continue
+            if cmd.election is Election.PREFERRED:
+                if reg.leader == reg.replicas[0]:
+                    results[(name, index)] = ErrorCode.election_not_needed
+                    continue
+                new = change_partition(reg, alive, election=Election.PREFERRED, unclean_enabled=False)
+                if new is None or new.leader != reg.replicas[0]:
+                    results[(name, index)] = ErrorCode.preferred_leader_not_available
+                    continue
+            else:
+                if reg.leader >= 0 and alive(reg.leader):
+                    results[(name, index)] = ErrorCode.election_not_needed
+                    continue
+                new = change_partition(reg, alive, election=Election.UNCLEAN, unclean_enabled=True)
+                if new is None or new.leader < 0:
+                    results[(name, index)] = ErrorCode.eligible_leaders_not_available
+                    continue
+            records.append(partition_record(image, name, new))
+            results[(name, index)] = ErrorCode.none
+        return records, results
+
+    @staticmethod
+    def imbalanced_partitions(image: MetadataImage) -> list[tuple[str, int]]:
+        """Partitions whose preferred replica (``replicas[0]``) is alive and in the ISR but not
+        the leader (candidates for preferred-leader election)."""
+        out: list[tuple[str, int]] = []
+        for name in sorted(image.topics):
+            for reg in image.topics[name].partitions.values():
+                preferred = reg.replicas[0] if reg.replicas else -1
+                if reg.leader != preferred and preferred in reg.isr and image.is_alive(preferred):
+                    out.append((name, reg.partition))
+        return out
+

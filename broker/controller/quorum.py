@@ -1,0 +1,265 @@
+"""The controller quorum: Raft (pysyncobj) replicating the cluster metadata state machine.
+
+Every node of ``controller.quorum.voters`` runs one :class:`MetadataQuorum` (KRaft's combined
+mode). The Raft log holds *commands* (:mod:`broker.controller.controller_commands`); when a
+command is committed every node executes it, in log order, on its
+:class:`~broker.controller.controller_commands.MetadataStateMachine`, which turns it into metadata
+records deterministically and applies them. The records of each command are handed to the broker
+in order (``on_records``, called on the pysyncobj thread; the broker re-posts them to its asyncio
+loop with ``call_soon_threadsafe``). The Raft leader is the **active controller**.
+
+Storage: ``<metadata dir>/__cluster_metadata-0/`` (metadata dir = ``metadata.log.dir`` or the first
+log dir) holds ``raft.journal`` (pysyncobj's journal: every entry, the current term, the vote and
+the commit index) and ``raft.snapshot`` (a full dump written at log compaction). A restarted node
+replays them and then catches up from the leader.
+
+Snapshots: the state is serialized as the records that rebuild the image
+(:func:`~broker.controller.metadata_image.image_to_records`) plus its offset; a node that loads a
+snapshot (restart, or a leader sending one to a lagging follower) hands the broker the whole new
+image (``on_reset``).
+
+Security: the Raft port (the CONTROLLER listener) unpickles what it receives, so traffic is
+encrypted and authenticated with ``controller.quorum.password`` (pysyncobj + ``cryptography``) and
+the port is bound to the CONTROLLER listener's host only.
+
+Raft timing (from ``controller.quorum.election.timeout.ms`` = T, default 1000): election timeout
+random in [T, 2T]; the leader sends AppendEntries every T/5; a leader that hears from no majority
+for 2 x 2T steps down; connection retries every T/2 (at most 1 s). Log compaction (snapshot +
+journal truncation) every 2000 entries or 300 s, so heartbeats never grow the log without bound.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated  # type: ignore[import-untyped]
+
+from broker.controller.controller_commands import Command, MetadataStateMachine
+from broker.controller.metadata_image import MetadataImage, MetadataRecord, image_to_records
+from broker.controller.replication_control import ControllerSettings
+
+__all__ = ["MetadataQuorum", "METADATA_DIR_NAME", "QuorumSettings"]
+
+logger = logging.getLogger(__name__)
+
+METADATA_DIR_NAME = "__cluster_metadata-0"
+_SNAPSHOT_VERSION = 1
+
+RecordsListener = Callable[[list[MetadataRecord]], None]
+ResetListener = Callable[[MetadataImage], None]
+ResultCallback = Callable[[Any, int], None]
+
+
+class _MetadataLog(SyncObjConsumer):  # type: ignore[misc]
+    """The replicated part: one ``execute`` command type; state = the metadata image."""
+
+    def __init__(
+        self, cluster_id: str, on_records: RecordsListener, on_reset: ResetListener, on_executed: Callable[[Any], None]
+    ) -> None:
+        self._cluster_id = cluster_id
+        self._on_records = on_records
+        self._on_reset = on_reset
+        self._on_executed = on_executed
+        self.machine = MetadataStateMachine(MetadataImage(cluster_id=cluster_id, controller_id=-1))
+        super().__init__()
+
+    @replicated
+    def execute(self, settings: ControllerSettings, command: Command) -> Any:
+        records, result = self.machine.execute(settings, command)
+        try:  # a listener failure must not wedge the Raft apply loop (it would retry forever)
+            if records:
+                self._on_records(records)
+            self._on_executed(command)
+        except Exception:  # noqa: BLE001
+            logger.exception("metadata listener failed")
+        return result
+
+    def _serialize(self) -> dict[str, Any]:
+        image = self.machine.image
+        return {
+            "version": _SNAPSHOT_VERSION,
+            "cluster_id": image.cluster_id,
+            "offset": image.offset,
+            "records": image_to_records(image),
+            "shutdown_epochs": dict(self.machine.shutdown_epochs),
+            "incarnations": dict(self.machine.incarnations),
+        }
+
+    def _deserialize(self, data: dict[str, Any]) -> None:
+        if not isinstance(data, dict) or data.get("version") != _SNAPSHOT_VERSION:
+            logger.error("ignoring metadata snapshot of unknown format")
+            return
+        image = MetadataImage(cluster_id=data["cluster_id"], controller_id=-1).apply(data["records"])[0]
+        image = replace(image, offset=int(data["offset"]))
+        self.machine = MetadataStateMachine(
+            image, dict(data.get("shutdown_epochs", {})), dict(data.get("incarnations", {}))
+        )
+        logger.info("loaded metadata snapshot at offset %d", image.offset)
+        self._on_reset(image)
+
+
+def _check_bindable(host: str, port: int) -> None:
+    """pysyncobj retries a failed bind forever in the background; fail fast instead.
+
+    Raises:
+        OSError: the CONTROLLER listener's host:port cannot be bound (in use, bad address).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot bind the CONTROLLER (Raft) listener {host}:{port}: {exc.strerror}") from None
+
+
+class QuorumSettings:
+    """Raft settings derived from broker keys (see the module docstring)."""
+
+    def __init__(self, election_timeout_ms: int, password: str) -> None:
+        t = max(election_timeout_ms, 100) / 1000
+        self.conf_kwargs = dict(
+            password=password,
+            raftMinTimeout=t,
+            raftMaxTimeout=2 * t,
+            appendEntriesPeriod=t / 5,
+            connectionTimeout=max(3 * t, 1.0),
+            connectionRetryTime=min(t / 2, 1.0),
+            leaderFallbackTimeout=4 * t,
+            appendEntriesUseBatch=False,
+            commandsWaitLeader=True,
+            logCompactionMinEntries=2000,
+            logCompactionMinTime=300,
+            useFork=False,
+            dynamicMembershipChange=False,
+            tcp_keepalive=(16, 3, 5),
+        )
+
+
+class MetadataQuorum:
+    """One Raft node of the controller quorum.
+
+    Args:
+        node_id: this node's id (a key of ``voters``).
+        voters: node id -> (host, port) of every voter's CONTROLLER listener.
+        metadata_dir: directory of the journal and snapshot (created).
+        cluster_id: the cluster id (same on every node).
+        settings: Raft timing and password.
+        on_records: called (pysyncobj thread) with the records of each committed command, in order.
+        on_reset: called (pysyncobj thread) with a whole new image after a snapshot was loaded.
+        on_executed: called (pysyncobj thread) with every committed command (liveness tracking).
+        on_state_change: called (pysyncobj thread) with True when this node becomes the leader,
+            False when it stops being the leader.
+    """
+
+    def __init__(
+        self,
+        node_id: int,
+        voters: dict[int, tuple[str, int]],
+        metadata_dir: Path,
+        cluster_id: str,
+        settings: QuorumSettings,
+        on_records: RecordsListener,
+        on_reset: ResetListener,
+        on_executed: Callable[[Any], None],
+        on_state_change: Callable[[bool], None],
+    ) -> None:
+        self.node_id = node_id
+        self.voters = dict(voters)
+        self.metadata_dir = metadata_dir
+        self._addresses = {f"{host}:{port}": vid for vid, (host, port) in voters.items()}
+        self._log = _MetadataLog(cluster_id, on_records, on_reset, on_executed)
+        self._settings = settings
+        self._on_state_change = on_state_change
+        self._sync: SyncObj | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Bind the Raft port, load the journal/snapshot and join the quorum (returns at once;
+        committed entries from the journal are replayed on the pysyncobj thread)."""
+        self.metadata_dir.mkdir(parents=True, exist_ok=True)
+        host, port = self.voters[self.node_id]
+        _check_bindable(host, port)
+        self_address = f"{host}:{port}"
+        partners = [f"{h}:{p}" for vid, (h, p) in sorted(self.voters.items()) if vid != self.node_id]
+
+        def state_changed(old: int, new: int) -> None:
+            if new == 2 or old == 2:  # pysyncobj _RAFT_STATE.LEADER
+                self._on_state_change(new == 2)
+
+        conf = SyncObjConf(
+            journalFile=str(self.metadata_dir / "raft.journal"),
+            fullDumpFile=str(self.metadata_dir / "raft.snapshot"),
+            onStateChanged=state_changed,
+            maxBindRetries=0,
+            bindRetryTime=0.5,
+            **self._settings.conf_kwargs,
+        )
+        self._sync = SyncObj(self_address, partners, conf=conf, consumers=[self._log])
+        logger.info(
+            "controller quorum node %d at %s, voters %s, journal in %s",
+            self.node_id,
+            self_address,
+            {vid: f"{h}:{p}" for vid, (h, p) in sorted(self.voters.items())},
+            self.metadata_dir,
+        )
+
+    def stop(self) -> None:
+        """Leave the quorum and close the Raft port (waits for the pysyncobj thread)."""
+        sync, self._sync = self._sync, None
+        if sync is not None:
+            try:
+                sync.destroy_synchronous()
+            except Exception:  # noqa: BLE001 - best effort at shutdown
+                logger.exception("stopping the controller quorum failed")
+
+    # -- state -------------------------------------------------------------------------------
+    @property
+    def image(self) -> MetadataImage:
+        """The state machine's image (read-only view; updated on the pysyncobj thread)."""
+        return self._log.machine.image
+
+    @property
+    def is_leader(self) -> bool:
+        sync = self._sync
+        return sync is not None and bool(sync._isLeader())
+
+    @property
+    def leader_id(self) -> int:
+        """Node id of the Raft leader (the active controller), -1 when unknown."""
+        sync = self._sync
+        if sync is None:
+            return -1
+        if sync._isLeader():
+            return self.node_id
+        leader = sync._getLeader()
+        if leader is None:
+            return -1
+        return self._addresses.get(getattr(leader, "id", str(leader)), -1)
+
+    @property
+    def term(self) -> int:
+        sync = self._sync
+        return int(sync._getTerm()) if sync is not None else -1
+
+    def status(self) -> dict[str, Any]:
+        """pysyncobj's status dict (leader, term, commit index, log size, partner links)."""
+        sync = self._sync
+        return dict(sync.getStatus()) if sync is not None else {}
+
+    # -- commands ------------------------------------------------------------------------------
+    def propose(self, settings: ControllerSettings, command: Command, callback: ResultCallback) -> None:
+        """Append ``command`` (forwarded to the leader when this node is a follower); ``callback``
+        gets ``(result, fail_reason)`` on the pysyncobj thread once it is committed and executed
+        here (fail_reason 0), or a pysyncobj ``FAIL_REASON`` when it was not committed."""
+        sync = self._sync
+        if sync is None:
+            callback(None, 2)  # MISSING_LEADER
+            return
+        self._log.execute(settings, command, callback=callback)

@@ -1,0 +1,55 @@
+"""Glue between the group API handlers (``broker/apis/*group*``, ``offset_*``) and the
+coordinator: where the coordinator lives on the BrokerContext, timedelta -> ms, and awaiting a
+coordinator callback."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import enum
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from spark_kafkalite.protocol.errors import ErrorCode, error_for_code
+
+__all__ = ["coordinator_of", "to_ms", "await_callback", "GroupApiKey", "INT32_MIN"]
+
+T = TypeVar("T")
+INT32_MIN = -(2**31)
+
+
+class GroupApiKey(enum.IntEnum):
+    """API keys of group APIs missing from ``spark_kafkalite.protocol.api_keys.ApiKey``."""
+
+    OFFSET_DELETE = 47
+
+
+def coordinator_of(ctx: Any) -> Any:
+    """``ctx.group_coordinator`` (set by ``KafkaServer.startup``).
+
+    Raises:
+        CoordinatorNotAvailableError: the broker has no group coordinator (yet).
+    """
+    coordinator = getattr(ctx, "group_coordinator", None)
+    if coordinator is None:
+        raise error_for_code(int(ErrorCode.coordinator_not_available), "the group coordinator is not running")
+    return coordinator
+
+
+def to_ms(value: datetime.timedelta | int) -> int:
+    """kio's i32Timedelta / i64Timedelta -> int ms."""
+    if isinstance(value, datetime.timedelta):
+        return int(round(value / datetime.timedelta(milliseconds=1)))
+    return int(value)
+
+
+async def await_callback(start: Callable[[Callable[[T], None]], None]) -> T:
+    """Run ``start(callback)`` and wait until the coordinator calls ``callback(result)``."""
+    future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+    def callback(result: T) -> None:
+        if not future.done():
+            future.set_result(result)
+
+    start(callback)
+    return await future

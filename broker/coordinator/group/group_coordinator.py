@@ -1,0 +1,537 @@
+"""The classic-protocol group coordinator: JoinGroup / SyncGroup / Heartbeat / LeaveGroup and
+session expiry (Kafka's ``GroupCoordinator.scala``, pre-KIP-848). Offsets and admin operations
+live in :mod:`broker.coordinator.group.offset_ops` (mixed in).
+
+Runs on the broker's event loop; every method runs to completion without awaiting except the
+persistence calls, after which the group state is re-checked (Kafka's ``group.inLock`` +
+generation checks). Parked JoinGroup / SyncGroup requests are answered through callbacks.
+
+Rules kept from Kafka (errors are ``ErrorCode`` ints):
+- validation: empty group id -> INVALID_GROUP_ID; coordinator inactive -> COORDINATOR_NOT_AVAILABLE;
+  partition loading -> COORDINATOR_LOAD_IN_PROGRESS; group not led here -> NOT_COORDINATOR;
+  session timeout outside [group.min.session.timeout.ms, group.max.session.timeout.ms] ->
+  INVALID_SESSION_TIMEOUT; group.max.size -> GROUP_MAX_SIZE_REACHED.
+- KIP-394: a v4+ JoinGroup without member id gets MEMBER_ID_REQUIRED and a pending member id.
+- KIP-345 static members: a known ``group.instance.id`` rejoining with a new member id replaces
+  the old id (FENCED_INSTANCE_ID for the old one) without a rebalance when the group is Stable
+  and the selected protocol would not change.
+- The first rebalance of an Empty group waits ``group.initial.rebalance.delay.ms``, extended
+  while new members keep arriving, up to the rebalance timeout (InitialDelayedJoin).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from broker.coordinator.group.classic_group import (
+    GroupMetadata,
+    GroupState,
+    JoinCallback,
+    JoinResult,
+    MemberMetadata,
+    SyncCallback,
+    SyncResult,
+)
+from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
+from broker.coordinator.group.offset_ops import OffsetOpsMixin
+from broker.coordinator.group.rebalance import RebalanceMixin
+from broker.coordinator.group.scheduler import Scheduler
+from spark_kafkalite.protocol.errors import ErrorCode
+
+__all__ = ["GroupCoordinator", "GroupConfig"]
+
+logger = logging.getLogger(__name__)
+
+E = ErrorCode
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    """Broker keys: group.min/max.session.timeout.ms, group.initial.rebalance.delay.ms,
+    group.max.size, offsets.retention.minutes (as ms), offsets.retention.check.interval.ms."""
+
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1800000
+    initial_rebalance_delay_ms: int = 3000
+    max_size: int = 2**31 - 1
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    offsets_retention_check_interval_ms: int = 600000
+    new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
+
+
+class GroupCoordinator(RebalanceMixin, OffsetOpsMixin):
+    """Args: ``manager`` (cache + persistence), ``scheduler`` (clock + timers), ``config``."""
+
+    def __init__(self, manager: GroupMetadataManager, scheduler: Scheduler, config: GroupConfig) -> None:
+        self.manager = manager
+        self.scheduler = scheduler
+        self.config = config
+        self.active = False
+        self._heartbeat_timers: dict[tuple[str, str], Any] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def startup(self) -> None:
+        self.active = True
+
+    def shutdown(self) -> None:
+        self.active = False
+        for partition in list(self.manager.owned_partitions | self.manager.loading_partitions):
+            self.manager.unload_partition(partition, self._on_group_unloaded)
+        for task in list(self._tasks):
+            task.cancel()
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("group coordinator task failed", exc_info=task.exception())
+
+    # -- validation -----------------------------------------------------------------------------
+    def validate_group_status(self, group_id: str | None, allow_empty_id: bool = False) -> int:
+        """Kafka's ``validateGroupStatus``: 0 or the error code."""
+        if group_id is None or (not group_id and not allow_empty_id):
+            return int(E.invalid_group_id)
+        if not self.active:
+            return int(E.coordinator_not_available)
+        if self.manager.is_group_loading(group_id):
+            return int(E.coordinator_load_in_progress)
+        if not self.manager.is_group_local(group_id):
+            return int(E.not_coordinator)
+        return 0
+
+    @staticmethod
+    def _validate_current_member(group: GroupMetadata, member_id: str, instance_id: str | None) -> int:
+        if group.is_static_member_fenced(member_id, instance_id):
+            return int(E.fenced_instance_id)
+        if not group.has(member_id):
+            return int(E.unknown_member_id)
+        return 0
+
+    # -- JoinGroup --------------------------------------------------------------------------------
+    def handle_join_group(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        require_known_member_id: bool,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        callback: JoinCallback,
+    ) -> None:
+        """Handle one JoinGroup; ``callback`` is called (now or when the rebalance completes)."""
+        error = self.validate_group_status(group_id)
+        if error:
+            callback(JoinResult(member_id, error))
+            return
+        if not self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms:
+            callback(JoinResult(member_id, int(E.invalid_session_timeout)))
+            return
+        is_unknown = member_id == ""
+        group = self.manager.get_or_create_group(group_id, create=is_unknown)
+        if group is None:
+            callback(JoinResult(member_id, int(E.unknown_member_id)))
+            return
+        if not self._accept_joining_member(group, member_id):
+            group.remove(member_id)
+            group.pending_members.discard(member_id)
+            callback(JoinResult("" if is_unknown else member_id, int(E.group_max_size_reached)))
+            return
+        args = (client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
+        if is_unknown:
+            self._do_new_member_join(group, group_instance_id, require_known_member_id, *args, callback)
+        else:
+            self._do_current_member_join(group, member_id, group_instance_id, *args, callback)
+        if group.is_state(GroupState.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+
+    def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
+        if group.is_state(GroupState.EMPTY, GroupState.DEAD):
+            return True
+        if group.is_state(GroupState.PREPARING_REBALANCE):
+            member = group.members.get(member_id)
+            return (member is not None and member.awaiting_join is not None) or (
+                group.num_awaiting_join < self.config.max_size
+            )
+        return group.has(member_id) or len(group.members) < self.config.max_size
+
+    def _do_new_member_join(
+        self,
+        group: GroupMetadata,
+        instance_id: str | None,
+        require_known_member_id: bool,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        callback: JoinCallback,
+    ) -> None:
+        if group.is_state(GroupState.DEAD):
+            callback(JoinResult("", int(E.coordinator_not_available)))
+            return
+        if not group.supports_protocols(protocol_type, protocols):
+            callback(JoinResult("", int(E.inconsistent_group_protocol)))
+            return
+        new_member_id = group.generate_member_id(client_id, instance_id)
+        if instance_id is not None:
+            old_member_id = group.current_static_member_id(instance_id)
+            if old_member_id is not None:
+                self._update_static_member_and_rebalance(
+                    group,
+                    old_member_id,
+                    new_member_id,
+                    protocols,
+                    rebalance_timeout_ms,
+                    session_timeout_ms,
+                    callback,
+                )
+                return
+        elif require_known_member_id:
+            # KIP-394: hand out the id; the client rejoins with it before the session timeout.
+            group.pending_members.add(new_member_id)
+            self._schedule_heartbeat_expiration(group, new_member_id, session_timeout_ms, pending=True)
+            callback(JoinResult(new_member_id, int(E.member_id_required)))
+            return
+        self._add_member_and_rebalance(
+            group,
+            new_member_id,
+            instance_id,
+            client_id,
+            client_host,
+            rebalance_timeout_ms,
+            session_timeout_ms,
+            protocol_type,
+            protocols,
+            callback,
+        )
+
+    def _do_current_member_join(
+        self,
+        group: GroupMetadata,
+        member_id: str,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        callback: JoinCallback,
+    ) -> None:
+        if group.is_state(GroupState.DEAD):
+            callback(JoinResult(member_id, int(E.coordinator_not_available)))
+            return
+        if not group.supports_protocols(protocol_type, protocols):
+            callback(JoinResult(member_id, int(E.inconsistent_group_protocol)))
+            return
+        if group.is_pending_member(member_id):
+            if instance_id is not None:
+                callback(JoinResult(member_id, int(E.unknown_member_id)))
+                return
+            self._add_member_and_rebalance(
+                group,
+                member_id,
+                None,
+                client_id,
+                client_host,
+                rebalance_timeout_ms,
+                session_timeout_ms,
+                protocol_type,
+                protocols,
+                callback,
+            )
+            return
+        error = self._validate_current_member(group, member_id, instance_id)
+        if error:
+            callback(JoinResult(member_id, error))
+            return
+        member = group.get(member_id)
+        state = group.state
+        if state is GroupState.PREPARING_REBALANCE:
+            self._update_member_and_rebalance(
+                group, member, protocols, rebalance_timeout_ms, session_timeout_ms, callback
+            )
+        elif state is GroupState.COMPLETING_REBALANCE:
+            if member.matches(protocols):
+                # a retried JoinGroup of the current generation: answer with its state again
+                callback(self._join_result(group, member, leader_members=group.is_leader(member_id)))
+            else:
+                self._update_member_and_rebalance(
+                    group, member, protocols, rebalance_timeout_ms, session_timeout_ms, callback
+                )
+        elif state is GroupState.STABLE:
+            if group.is_leader(member_id) or not member.matches(protocols):
+                # the leader rejoining forces a rebalance (e.g. new topics matched its pattern)
+                self._update_member_and_rebalance(
+                    group, member, protocols, rebalance_timeout_ms, session_timeout_ms, callback
+                )
+            else:
+                callback(self._join_result(group, member, leader_members=False))
+        else:
+            callback(JoinResult(member_id, int(E.unknown_member_id)))
+
+    def _join_result(
+        self, group: GroupMetadata, member: MemberMetadata, *, leader_members: bool
+    ) -> JoinResult:
+        return JoinResult(
+            member.member_id,
+            0,
+            group.generation_id,
+            group.protocol_type,
+            group.protocol_name,
+            group.leader_id or "",
+            group.current_member_metadata() if leader_members else [],
+        )
+
+    def _add_member_and_rebalance(
+        self,
+        group: GroupMetadata,
+        member_id: str,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        callback: JoinCallback,
+    ) -> None:
+        member = MemberMetadata(
+            member_id,
+            instance_id,
+            client_id,
+            client_host,
+            rebalance_timeout_ms,
+            session_timeout_ms,
+            protocol_type,
+            protocols,
+        )
+        member.is_new = True
+        if group.is_state(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
+            group.new_member_added = True
+        group.add(member, callback)
+        # new members can't heartbeat yet: time out their parked JoinGroup instead
+        self._complete_and_schedule_heartbeat(group, member, self.config.new_member_join_timeout_ms)
+        self._maybe_prepare_rebalance(group, f"adding new member {member_id}")
+
+    def _update_member_and_rebalance(
+        self,
+        group: GroupMetadata,
+        member: MemberMetadata,
+        protocols: list[tuple[str, bytes]],
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        callback: JoinCallback,
+    ) -> None:
+        group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, callback)
+        self._maybe_prepare_rebalance(group, f"updating metadata of member {member.member_id}")
+
+    def _update_static_member_and_rebalance(
+        self,
+        group: GroupMetadata,
+        old_member_id: str,
+        new_member_id: str,
+        protocols: list[tuple[str, bytes]],
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        callback: JoinCallback,
+    ) -> None:
+        old = group.get(old_member_id)
+        assert old.group_instance_id is not None
+        instance_id = old.group_instance_id
+        self._cancel_heartbeat(group, old_member_id)
+        old_protocols = list(old.protocols)
+        old_rebalance, old_session = old.rebalance_timeout_ms, old.session_timeout_ms
+        member = group.replace_static_member(instance_id, old_member_id, new_member_id)
+        self._complete_and_schedule_heartbeat(group, member)
+        state = group.state
+        if state is GroupState.STABLE:
+            group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, None)
+            if group.protocol_name == group.select_protocol():
+                # KIP-345: no rebalance; persist the new member id, then answer.
+                assignment = {m.member_id: m.assignment for m in group.members.values()}
+                generation = group.generation_id
+
+                async def persist() -> None:
+                    error = await self.manager.store_group(group, assignment)
+                    if error:
+                        logger.warning(
+                            "storing static member %s of group %s failed: %d",
+                            instance_id,
+                            group.group_id,
+                            error,
+                        )
+                        if group.static_members.get(instance_id) == new_member_id:
+                            restored = group.replace_static_member(instance_id, new_member_id, old_member_id)
+                            group.update_member(restored, old_protocols, old_rebalance, old_session, None)
+                        callback(JoinResult(new_member_id, error))
+                        return
+                    # KIP-814: a static leader gets the members but must not re-assign
+                    is_leader = group.is_leader(new_member_id)
+                    callback(
+                        JoinResult(
+                            new_member_id,
+                            0,
+                            generation,
+                            group.protocol_type,
+                            group.protocol_name,
+                            group.leader_id or "",
+                            group.current_member_metadata() if is_leader else [],
+                            skip_assignment=is_leader,
+                        )
+                    )
+
+                self.spawn(persist())
+            else:
+                group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, callback)
+                self._maybe_prepare_rebalance(group, f"static member {instance_id} changed protocols")
+        else:
+            group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, callback)
+            if state is GroupState.COMPLETING_REBALANCE:
+                self._prepare_rebalance(group, f"updating static member {instance_id}")
+
+    # -- SyncGroup --------------------------------------------------------------------------------
+    def handle_sync_group(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        group_instance_id: str | None,
+        assignments: dict[str, bytes],
+        callback: SyncCallback,
+    ) -> None:
+        error = self.validate_group_status(group_id)
+        if error == E.coordinator_load_in_progress:
+            error = int(E.rebalance_in_progress)  # state lost: make the member rejoin
+        if error:
+            callback(SyncResult(error))
+            return
+        group = self.manager.get_group(group_id)
+        if group is None:
+            callback(SyncResult(int(E.unknown_member_id)))
+            return
+        if group.is_state(GroupState.DEAD):
+            callback(SyncResult(int(E.coordinator_not_available)))
+            return
+        error = self._validate_current_member(group, member_id, group_instance_id)
+        if not error and generation_id != group.generation_id:
+            error = int(E.illegal_generation)
+        if not error and protocol_type is not None and group.protocol_type != protocol_type:
+            error = int(E.inconsistent_group_protocol)
+        if not error and protocol_name is not None and group.protocol_name != protocol_name:
+            error = int(E.inconsistent_group_protocol)
+        if error:
+            callback(SyncResult(error))
+            return
+        if group.is_state(GroupState.EMPTY):
+            callback(SyncResult(int(E.unknown_member_id)))
+        elif group.is_state(GroupState.PREPARING_REBALANCE):
+            callback(SyncResult(int(E.rebalance_in_progress)))
+        elif group.is_state(GroupState.COMPLETING_REBALANCE):
+            member = group.get(member_id)
+            previous, member.awaiting_sync = member.awaiting_sync, callback
+            if previous is not None and previous is not callback:
+                previous(SyncResult(int(E.rebalance_in_progress)))  # a retried SyncGroup replaces it
+            group.pending_sync_members.discard(member_id)
+            if group.is_leader(member_id):
+                full = {m: assignments.get(m, b"") for m in group.members}
+                self.spawn(self._store_assignment(group, generation_id, full))
+        else:  # Stable
+            group.pending_sync_members.discard(member_id)
+            member = group.get(member_id)
+            callback(SyncResult(0, member.assignment, group.protocol_type, group.protocol_name))
+            self._complete_and_schedule_heartbeat(group, member)
+
+    # -- Heartbeat --------------------------------------------------------------------------------
+    def handle_heartbeat(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
+    ) -> int:
+        error = self.validate_group_status(group_id)
+        if error == E.coordinator_load_in_progress:
+            return 0  # the group is still loading: answer blindly (as Kafka)
+        if error:
+            return error
+        group = self.manager.get_group(group_id)
+        if group is None:
+            return int(E.unknown_member_id)
+        if group.is_state(GroupState.DEAD):
+            return int(E.coordinator_not_available)
+        error = self._validate_current_member(group, member_id, group_instance_id)
+        if error:
+            return error
+        if generation_id != group.generation_id:
+            return int(E.illegal_generation)
+        if group.is_state(GroupState.EMPTY):
+            return int(E.unknown_member_id)
+        self._complete_and_schedule_heartbeat(group, group.get(member_id))
+        if group.is_state(GroupState.PREPARING_REBALANCE):
+            return int(E.rebalance_in_progress)
+        return 0
+
+    # -- LeaveGroup -------------------------------------------------------------------------------
+    def handle_leave_group(
+        self, group_id: str, members: list[tuple[str, str | None]]
+    ) -> tuple[int, list[tuple[str, str | None, int]]]:
+        """(top-level error, [(member id, instance id, error)]) for ``members``."""
+        error = self.validate_group_status(group_id)
+        if error:
+            return error, []
+        group = self.manager.get_group(group_id)
+        if group is None:
+            return 0, [(m, i, int(E.unknown_member_id)) for m, i in members]
+        if group.is_state(GroupState.DEAD):
+            return int(E.coordinator_not_available), []
+        results: list[tuple[str, str | None, int]] = []
+        for member_id, instance_id in members:
+            if member_id == "":
+                current = group.current_static_member_id(instance_id)
+                if current is None:
+                    results.append((member_id, instance_id, int(E.unknown_member_id)))
+                else:
+                    self._remove_member_and_update_group(group, group.get(current), "removed by instance id")
+                    results.append((member_id, instance_id, 0))
+            elif group.is_pending_member(member_id):
+                self._remove_pending_member(group, member_id)
+                results.append((member_id, instance_id, 0))
+            else:
+                error = self._validate_current_member(group, member_id, instance_id)
+                if not error:
+                    self._remove_member_and_update_group(group, group.get(member_id), "member left")
+                results.append((member_id, instance_id, error))
+        return 0, results
+
+    def _remove_member_and_update_group(
+        self, group: GroupMetadata, member: MemberMetadata, reason: str
+    ) -> None:
+        logger.info("group %s: removing member %s (%s)", group.group_id, member.member_id, reason)
+        self._cancel_heartbeat(group, member.member_id)
+        group.invoke_join_callback(member, JoinResult(member.member_id, int(E.unknown_member_id)))
+        group.remove(member.member_id)
+        if group.is_state(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group, reason)
+        elif group.is_state(GroupState.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+
+    def _remove_pending_member(self, group: GroupMetadata, member_id: str) -> None:
+        group.pending_members.discard(member_id)
+        self._cancel_heartbeat(group, member_id)
+        if group.is_state(GroupState.PREPARING_REBALANCE):
+            self._try_complete_join(group)

@@ -1,0 +1,356 @@
+"""Groups and committed offsets cached per ``__consumer_offsets`` partition, and their
+persistence (Kafka's ``GroupMetadataManager``).
+
+A group lives in partition ``abs(java_hashcode(group_id)) % offsets.topic.num.partitions``. The
+coordinator owns the groups of the partitions this broker leads: on becoming leader it *loads*
+the partition (replays its records: latest record per key wins, null value = tombstone) and the
+groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile; on losing leadership it *unloads* them
+(NOT_COORDINATOR afterwards). Writes (group metadata after a rebalance, offset commits,
+tombstones) are appended with acks=-1 before the caller answers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from broker.coordinator.group import GROUP_METADATA_TOPIC_NAME
+from broker.coordinator.group.classic_group import GroupMetadata, GroupState, MemberMetadata
+from broker.coordinator.group.offsets_log import (
+    KeyValue,
+    OffsetsAppender,
+    read_partition,
+    storage_error_to_coordinator_error,
+)
+from broker.coordinator.group.records import (
+    GroupMetadataKey,
+    GroupMetadataRecord,
+    MemberRecord,
+    OffsetAndMetadata,
+    OffsetCommitKey,
+    RecordFormatError,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
+    encode_group_metadata_key,
+    encode_group_metadata_value,
+    encode_offset_commit_key,
+    encode_offset_commit_value,
+)
+from spark_kafkalite.protocol.errors import ErrorCode
+
+__all__ = ["GroupMetadataManager", "java_string_hashcode", "partition_for_group"]
+
+logger = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+def java_string_hashcode(text: str) -> int:
+    """Java's ``String.hashCode`` (UTF-16 code units, 32-bit wrap-around)."""
+    raw = text.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(raw), 2):
+        h = (31 * h + ((raw[i] << 8) | raw[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for_group(group_id: str, num_partitions: int) -> int:
+    """Kafka's ``Utils.abs(groupId.hashCode) % groupMetadataTopicPartitionCount``
+    (``Utils.abs(Integer.MIN_VALUE) == 0``)."""
+    h = java_string_hashcode(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+
+
+class GroupMetadataManager:
+    """Cache + persistence of groups and offsets.
+
+    Args:
+        num_partitions: ``offsets.topic.num.partitions``.
+        appender: how records reach ``__consumer_offsets`` (see :mod:`offsets_log`).
+        now_ms: wall clock in ms (commit timestamps, state timestamps).
+        commit_timeout_ms: ``offsets.commit.timeout.ms`` for acks=-1 appends.
+        max_metadata_bytes: ``offset.metadata.max.bytes``.
+        load_buffer_bytes: ``offsets.load.buffer.size`` (read size while loading a partition).
+    """
+
+    def __init__(
+        self,
+        num_partitions: int,
+        appender: OffsetsAppender,
+        now_ms: Callable[[], int],
+        *,
+        commit_timeout_ms: int = 5000,
+        max_metadata_bytes: int = 4096,
+        load_buffer_bytes: int = 5 * 1024 * 1024,
+    ) -> None:
+        self.num_partitions = num_partitions
+        self.appender = appender
+        self.now_ms = now_ms
+        self.commit_timeout_ms = commit_timeout_ms
+        self.max_metadata_bytes = max_metadata_bytes
+        self.load_buffer_bytes = load_buffer_bytes
+        self.groups: dict[str, GroupMetadata] = {}
+        self.owned_partitions: set[int] = set()
+        self.loading_partitions: set[int] = set()
+        self.partition_epochs: dict[int, int] = {}
+
+    # -- ownership ------------------------------------------------------------------------------
+    def partition_for(self, group_id: str) -> int:
+        return partition_for_group(group_id, self.num_partitions)
+
+    def is_group_local(self, group_id: str) -> bool:
+        return self.partition_for(group_id) in self.owned_partitions
+
+    def is_group_loading(self, group_id: str) -> bool:
+        return self.partition_for(group_id) in self.loading_partitions
+
+    def is_loading(self) -> bool:
+        return bool(self.loading_partitions)
+
+    # -- cache ----------------------------------------------------------------------------------
+    def get_group(self, group_id: str) -> GroupMetadata | None:
+        return self.groups.get(group_id)
+
+    def get_or_create_group(self, group_id: str, create: bool) -> GroupMetadata | None:
+        group = self.groups.get(group_id)
+        if group is None and create:
+            group = GroupMetadata(group_id, self.now_ms())
+            self.groups[group_id] = group
+        return group
+
+    def remove_group(self, group: GroupMetadata) -> None:
+        if self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
+
+    def current_groups(self) -> list[GroupMetadata]:
+        return list(self.groups.values())
+
+    # -- writes ---------------------------------------------------------------------------------
+    async def _append(self, group_id: str, records: list[KeyValue]) -> int:
+        partition = self.partition_for(group_id)
+        if partition not in self.owned_partitions:
+            return int(ErrorCode.not_coordinator)
+        code = await self.appender.append(
+            GROUP_METADATA_TOPIC_NAME, partition, records, self.commit_timeout_ms
+        )
+        if code:
+            logger.warning(
+                "append of %d record(s) of group %s to %s-%d failed with error %d",
+                len(records),
+                group_id,
+                GROUP_METADATA_TOPIC_NAME,
+                partition,
+                code,
+            )
+        return storage_error_to_coordinator_error(code)
+
+    def group_metadata_record(self, group: GroupMetadata, assignment: dict[str, bytes]) -> KeyValue:
+        members = tuple(
+            MemberRecord(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.session_timeout_ms,
+                m.metadata(group.protocol_name) if group.protocol_name else b"",
+                assignment.get(m.member_id, b""),
+            )
+            for m in group.members.values()
+        )
+        value = GroupMetadataRecord(
+            group.protocol_type or "",
+            group.generation_id,
+            group.protocol_name,
+            group.leader_id,
+            group.current_state_timestamp_ms,
+            members,
+        )
+        return encode_group_metadata_key(group.group_id), encode_group_metadata_value(value)
+
+    async def store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> int:
+        """Persist the group's metadata with ``assignment`` (member id -> bytes); error code."""
+        return await self._append(group.group_id, [self.group_metadata_record(group, assignment)])
+
+    async def store_offsets(
+        self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]
+    ) -> dict[TopicPartition, int]:
+        """Persist and cache commits; per-partition error codes (OFFSET_METADATA_TOO_LARGE for
+        oversized metadata, the append's mapped error for the rest)."""
+        results: dict[TopicPartition, int] = {}
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, value in offsets.items():
+            if len(value.metadata.encode("utf-8")) > self.max_metadata_bytes:
+                results[tp] = int(ErrorCode.offset_metadata_too_large)
+            else:
+                valid[tp] = value
+        if valid:
+            records: list[KeyValue] = [
+                (encode_offset_commit_key(group.group_id, tp[0], tp[1]), encode_offset_commit_value(v))
+                for tp, v in valid.items()
+            ]
+            code = await self._append(group.group_id, records)
+            if code == 0 and self.groups.get(group.group_id) is group and not group.is_state(GroupState.DEAD):
+                group.offsets.update(valid)
+            for tp in valid:
+                results[tp] = code
+        return results
+
+    async def delete_offsets(self, group: GroupMetadata, partitions: Iterable[TopicPartition]) -> int:
+        """Tombstone and forget committed offsets of ``partitions``; error code."""
+        present = [tp for tp in partitions if tp in group.offsets]
+        if not present:
+            return 0
+        code = await self._append(
+            group.group_id, [(encode_offset_commit_key(group.group_id, t, p), None) for t, p in present]
+        )
+        if code == 0:
+            for tp in present:
+                group.offsets.pop(tp, None)
+        return code
+
+    async def delete_group(self, group: GroupMetadata) -> int:
+        """Tombstones for the group metadata and every offset, then drop it from the cache."""
+        records: list[KeyValue] = [
+            (encode_offset_commit_key(group.group_id, t, p), None) for t, p in group.offsets
+        ]
+        records.append((encode_group_metadata_key(group.group_id), None))
+        code = await self._append(group.group_id, records)
+        if code == 0:
+            group.offsets.clear()
+            self.remove_group(group)
+        return code
+
+    def get_offsets(
+        self, group_id: str, partitions: list[TopicPartition] | None
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """Committed offsets of ``partitions`` (None = all the group has); None = no commit."""
+        group = self.groups.get(group_id)
+        if group is None or group.is_state(GroupState.DEAD):
+            return {} if partitions is None else {tp: None for tp in partitions}
+        if partitions is None:
+            return dict(group.offsets)
+        return {tp: group.offsets.get(tp) for tp in partitions}
+
+    # -- load / unload --------------------------------------------------------------------------
+    def begin_loading(self, partition: int, epoch: int) -> None:
+        self.loading_partitions.add(partition)
+        self.partition_epochs[partition] = epoch
+
+    async def load_partition(
+        self, partition: int, epoch: int, log: Any, on_group_loaded: Callable[[GroupMetadata], None]
+    ) -> None:
+        """Replay ``log`` (partition ``partition`` of ``__consumer_offsets``) into the cache.
+        Abandoned (nothing loaded) if leadership moved on meanwhile (epoch changed)."""
+        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        groups: dict[str, GroupMetadataRecord | None] = {}
+        records = 0
+        try:
+            if log is not None:
+                async for key, value in read_partition(log, self.load_buffer_bytes):
+                    records += 1
+                    self._replay(partition, key, value, offsets, groups)
+        except Exception:
+            logger.exception("failed loading %s-%d", GROUP_METADATA_TOPIC_NAME, partition)
+            if self.partition_epochs.get(partition) == epoch:
+                self.loading_partitions.discard(partition)
+            raise
+        if self.partition_epochs.get(partition) != epoch or partition not in self.loading_partitions:
+            logger.info("abandoned loading %s-%d (epoch %d)", GROUP_METADATA_TOPIC_NAME, partition, epoch)
+            return
+        loaded = 0
+        for group_id in set(offsets) | set(groups):
+            if self.partition_for(group_id) != partition:
+                continue
+            record = groups.get(group_id)
+            group_offsets = offsets.get(group_id, {})
+            if record is None and not group_offsets:
+                continue  # deleted group
+            group = self._group_from_record(group_id, record)
+            group.offsets = group_offsets
+            existing = self.groups.get(group_id)
+            if existing is not None and existing is not group:
+                logger.warning("replacing cached group %s while loading partition %d", group_id, partition)
+            self.groups[group_id] = group
+            loaded += 1
+            on_group_loaded(group)
+        self.loading_partitions.discard(partition)
+        self.owned_partitions.add(partition)
+        logger.info(
+            "loaded %d group(s) from %d record(s) of %s-%d (leader epoch %d)",
+            loaded,
+            records,
+            GROUP_METADATA_TOPIC_NAME,
+            partition,
+            epoch,
+        )
+
+    @staticmethod
+    def _replay(
+        partition: int,
+        key: bytes,
+        value: bytes | None,
+        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]],
+        groups: dict[str, GroupMetadataRecord | None],
+    ) -> None:
+        try:
+            parsed = decode_key(key)
+            if isinstance(parsed, OffsetCommitKey):
+                per_group = offsets.setdefault(parsed.group, {})
+                tp = (parsed.topic, parsed.partition)
+                if value is None:
+                    per_group.pop(tp, None)
+                else:
+                    per_group[tp] = decode_offset_commit_value(value)
+            elif isinstance(parsed, GroupMetadataKey):
+                groups[parsed.group] = None if value is None else decode_group_metadata_value(value)
+        except RecordFormatError as exc:
+            logger.warning(
+                "skipping an unreadable record in %s-%d: %s", GROUP_METADATA_TOPIC_NAME, partition, exc
+            )
+
+    def _group_from_record(self, group_id: str, record: GroupMetadataRecord | None) -> GroupMetadata:
+        now = self.now_ms()
+        group = GroupMetadata(group_id, now)
+        if record is None:
+            return group
+        group.generation_id = record.generation
+        group.protocol_type = record.protocol_type or None
+        group.protocol_name = record.protocol
+        group.leader_id = record.leader
+        if record.current_state_timestamp_ms >= 0:
+            group.current_state_timestamp_ms = record.current_state_timestamp_ms
+        for m in record.members:
+            member = MemberMetadata(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.session_timeout_ms,
+                group.protocol_type or "",
+                [(record.protocol or "", m.subscription)],
+                assignment=m.assignment,
+            )
+            group.add(member)
+        if group.members:
+            group.state = GroupState.STABLE
+        if group.leader_id not in group.members:
+            group.leader_id = next(iter(group.members), None)
+        return group
+
+    def unload_partition(self, partition: int, on_group_unloaded: Callable[[GroupMetadata], None]) -> int:
+        """Drop the groups of ``partition`` from the cache (each passed to ``on_group_unloaded``
+        first); returns how many."""
+        self.loading_partitions.discard(partition)
+        self.owned_partitions.discard(partition)
+        self.partition_epochs.pop(partition, None)
+        removed = 0
+        for group in list(self.groups.values()):
+            if self.partition_for(group.group_id) == partition:
+                on_group_unloaded(group)
+                del self.groups[group.group_id]
+                removed += 1
+        return removed

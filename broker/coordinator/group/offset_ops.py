@@ -1,0 +1,264 @@
+"""Offset and admin operations of the group coordinator (mixed into ``GroupCoordinator``):
+OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete and offset
+expiration (Kafka's ``GroupCoordinator.handleCommitOffsets`` / ``handleFetchOffsets`` /
+``handleListGroups`` / ``handleDescribeGroup`` / ``handleDeleteGroups`` / ``handleDeleteOffsets``
+and ``GroupMetadataManager.cleanupGroupMetadata``).
+
+Standalone commits (generation -1, empty member id, no instance id; Kafka's admin and
+``assign()`` consumers) are accepted only while the group is Empty or doesn't exist.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from broker.coordinator.group.classic_group import GroupMetadata, GroupState
+from broker.coordinator.group.records import OffsetAndMetadata
+from spark_kafkalite.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.coordinator.group.group_coordinator import GroupConfig
+    from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
+    from broker.coordinator.group.scheduler import Scheduler
+
+__all__ = ["OffsetOpsMixin", "GroupSummary", "MemberSummary"]
+
+logger = logging.getLogger(__name__)
+
+E = ErrorCode
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class MemberSummary:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    """DescribeGroups data: metadata/assignments only for a Stable group (as Kafka)."""
+
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberSummary, ...]
+
+
+class OffsetOpsMixin:
+    manager: GroupMetadataManager
+    scheduler: Scheduler
+    config: GroupConfig
+
+    if TYPE_CHECKING:
+
+        def validate_group_status(self, group_id: str | None, allow_empty_id: bool = False) -> int: ...
+
+        @staticmethod
+        def _validate_current_member(
+            group: GroupMetadata, member_id: str, instance_id: str | None
+        ) -> int: ...
+
+        def _complete_and_schedule_heartbeat(
+            self, group: GroupMetadata, member: Any, timeout_ms: int | None = None
+        ) -> None: ...
+
+    # -- OffsetCommit -----------------------------------------------------------------------------
+    async def handle_commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, int]:
+        """Per-partition error codes, after the commit record was appended (acks=-1)."""
+        error = self.validate_group_status(group_id, allow_empty_id=True)
+        if error:
+            return {tp: error for tp in offsets}
+        group = self.manager.get_group(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return {tp: int(E.illegal_generation) for tp in offsets}
+            group = self.manager.get_or_create_group(group_id, create=True)
+            assert group is not None
+        error = self._validate_offset_commit(group, member_id, group_instance_id, generation_id)
+        if error:
+            return {tp: error for tp in offsets}
+        if group.has(member_id):
+            self._complete_and_schedule_heartbeat(group, group.get(member_id))
+        return await self.manager.store_offsets(group, offsets)
+
+    def _validate_offset_commit(
+        self, group: GroupMetadata, member_id: str, instance_id: str | None, generation_id: int
+    ) -> int:
+        if group.is_state(GroupState.DEAD):
+            return int(E.coordinator_not_available)
+        if generation_id < 0 and member_id == "" and instance_id is None:
+            # the group only stores offsets: allowed unless it has members
+            return 0 if group.is_state(GroupState.EMPTY) else int(E.unknown_member_id)
+        error = self._validate_current_member(group, member_id, instance_id)
+        if error:
+            return error
+        if generation_id != group.generation_id:
+            return int(E.illegal_generation)
+        if group.is_state(GroupState.COMPLETING_REBALANCE):
+            return int(E.rebalance_in_progress)
+        return 0
+
+    # -- OffsetFetch -------------------------------------------------------------------------------
+    def handle_fetch_offsets(
+        self, group_id: str, partitions: list[TopicPartition] | None
+    ) -> tuple[int, dict[TopicPartition, OffsetAndMetadata | None]]:
+        """(group error, committed offsets); ``partitions`` None = every committed partition."""
+        error = self.validate_group_status(group_id, allow_empty_id=True)
+        if error:
+            return error, {}
+        return 0, self.manager.get_offsets(group_id, partitions)
+
+    # -- ListGroups / DescribeGroups -------------------------------------------------------------
+    def handle_list_groups(self, states: set[str] | None = None) -> tuple[int, list[tuple[str, str, str]]]:
+        """(error, [(group id, protocol type, state)]) of local groups; ``states`` filters
+        case-insensitively (KIP-518). COORDINATOR_LOAD_IN_PROGRESS while a partition loads."""
+        if not self.active:  # type: ignore[attr-defined]
+            return int(E.coordinator_not_available), []
+        if self.manager.is_loading():
+            return int(E.coordinator_load_in_progress), []
+        wanted = {s.lower() for s in states} if states else None
+        out = []
+        for group in self.manager.current_groups():
+            if group.is_state(GroupState.DEAD):
+                continue
+            if wanted is not None and group.state.value.lower() not in wanted:
+                continue
+            out.append((group.group_id, group.protocol_type or "", group.state.value))
+        return 0, out
+
+    def handle_describe_group(self, group_id: str) -> tuple[int, GroupSummary]:
+        dead = GroupSummary(GroupState.DEAD.value, "", "", ())
+        error = self.validate_group_status(group_id, allow_empty_id=True)
+        if error:
+            return error, dead
+        group = self.manager.get_group(group_id)
+        if group is None:
+            return 0, dead
+        stable = group.is_state(GroupState.STABLE) and group.protocol_name is not None
+        members = tuple(
+            MemberSummary(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.metadata(group.protocol_name) if stable and group.protocol_name else b"",
+                m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        )
+        return 0, GroupSummary(
+            group.state.value,
+            group.protocol_type or "",
+            (group.protocol_name or "") if stable else "",
+            members,
+        )
+
+    # -- DeleteGroups / OffsetDelete --------------------------------------------------------------
+    async def handle_delete_groups(self, group_ids: list[str]) -> dict[str, int]:
+        """Per group: 0, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, or a coordinator error."""
+        results: dict[str, int] = {}
+        for group_id in group_ids:
+            error = self.validate_group_status(group_id, allow_empty_id=True)
+            if error:
+                results[group_id] = error
+                continue
+            group = self.manager.get_group(group_id)
+            if group is None or group.is_state(GroupState.DEAD):
+                results[group_id] = int(E.group_id_not_found)
+            elif not group.is_state(GroupState.EMPTY):
+                results[group_id] = int(E.non_empty_group)
+            else:
+                results[group_id] = await self.manager.delete_group(group)
+                if results[group_id] == 0:
+                    group.state = GroupState.DEAD
+                    logger.info("deleted group %s", group_id)
+        return results
+
+    async def handle_delete_offsets(
+        self, group_id: str, partitions: list[TopicPartition]
+    ) -> tuple[int, dict[TopicPartition, int]]:
+        """(group error, per-partition errors): GROUP_SUBSCRIBED_TO_TOPIC for partitions of
+        topics a non-empty consumer group subscribes to; NON_EMPTY_GROUP for a non-empty
+        group of another protocol type."""
+        error = self.validate_group_status(group_id)
+        if error:
+            return error, {}
+        group = self.manager.get_group(group_id)
+        if group is None or group.is_state(GroupState.DEAD):
+            return int(E.group_id_not_found), {}
+        subscribed: set[str] = set()
+        if not group.is_state(GroupState.EMPTY):
+            topics = group.subscribed_topics()
+            if topics is None:
+                return int(E.non_empty_group), {}
+            subscribed = topics
+        results = {tp: int(E.group_subscribed_to_topic) for tp in partitions if tp[0] in subscribed}
+        deletable = [tp for tp in partitions if tp[0] not in subscribed]
+        code = await self.manager.delete_offsets(group, deletable)
+        results.update({tp: code for tp in deletable})
+        return 0, results
+
+    # -- deleted topics ------------------------------------------------------------------------------
+    async def delete_offsets_of_topics(self, topics: set[str]) -> int:
+        """Tombstone the committed offsets of deleted ``topics`` in every local group (Kafka's
+        ``GroupCoordinator.onPartitionsDeleted``); returns how many were removed."""
+        removed = 0
+        for group in self.manager.current_groups():
+            gone = [tp for tp in group.offsets if tp[0] in topics]
+            if gone and await self.manager.delete_offsets(group, gone) == 0:
+                removed += len(gone)
+        if removed:
+            logger.info("removed %d committed offset(s) of deleted topics %s", removed, sorted(topics))
+        return removed
+
+    # -- expiration --------------------------------------------------------------------------------
+    async def expire_offsets(self) -> int:
+        """Kafka's ``cleanupGroupMetadata`` for Empty groups (KIP-211): offsets older than
+        ``offsets.retention.minutes`` after the group became empty (or after their commit /
+        explicit expire time) are tombstoned; an Empty group left with no offsets is deleted.
+        Returns how many offsets expired."""
+        now = self.scheduler.now_ms()
+        retention = self.config.offsets_retention_ms
+        expired_total = 0
+        for group in self.manager.current_groups():
+            if not group.is_state(GroupState.EMPTY):
+                continue
+            expired = []
+            for tp, value in group.offsets.items():
+                if value.expire_timestamp_ms >= 0:
+                    due = value.expire_timestamp_ms
+                else:
+                    base = (
+                        max(group.current_state_timestamp_ms, value.commit_timestamp_ms)
+                        if group.protocol_type
+                        else value.commit_timestamp_ms
+                    )
+                    due = base + retention
+                if due <= now:
+                    expired.append(tp)
+            if expired and await self.manager.delete_offsets(group, expired) == 0:
+                expired_total += len(expired)
+                logger.info("group %s: expired %d offset(s)", group.group_id, len(expired))
+            if (
+                group.is_state(GroupState.EMPTY)
+                and not group.offsets
+                and not group.pending_members  # a KIP-394 rejoin is on its way
+                and self.manager.get_group(group.group_id) is group
+            ):
+                if await self.manager.delete_group(group) == 0:
+                    group.state = GroupState.DEAD
+        return expired_total

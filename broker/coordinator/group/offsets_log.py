@@ -1,0 +1,127 @@
+"""Appending to and reading ``__consumer_offsets`` partitions for the group coordinator.
+
+Two append paths (contracts2.md "Groups"):
+- :class:`ReplicaManagerAppender`: ``ctx.replica_manager.append_records(..., required_acks=-1,
+  internal=True)`` once the ReplicaManager exists (replicated, acks=all);
+- :class:`LocalLogAppender`: the single-node adapter: ``append_as_leader`` on the local log and
+  high watermark = log end offset (one replica: acks=all waits for nothing else).
+:func:`appender_for` picks the first when ``ctx.replica_manager`` is set.
+
+Errors come back as Kafka error codes (ints), never exceptions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Protocol
+
+from broker.apis.errors import error_code_for
+from spark_kafkalite.protocol.errors import ErrorCode
+from spark_kafkalite.protocol.record_batch import decode_batches, encode_batch
+
+__all__ = ["OffsetsAppender", "LocalLogAppender", "ReplicaManagerAppender", "appender_for", "read_partition"]
+
+logger = logging.getLogger(__name__)
+
+KeyValue = tuple[bytes, bytes | None]
+
+
+class OffsetsAppender(Protocol):
+    async def append(self, topic: str, partition: int, records: Sequence[KeyValue], timeout_ms: int) -> int:
+        """Append ``records`` (key, value-or-None) as one batch; returns an error code (0 = ok)."""
+        ...
+
+
+def _batch(records: Sequence[KeyValue]) -> bytearray:
+    now_ms = int(time.time() * 1000)
+    return bytearray(encode_batch([(key, value, now_ms, []) for key, value in records]))
+
+
+class LocalLogAppender:
+    """Single-node path: append to the local leader log and advance the HW to the log end."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.ctx = ctx
+
+    async def append(self, topic: str, partition: int, records: Sequence[KeyValue], timeout_ms: int) -> int:
+        try:
+            registration, log = self.ctx.leader_log(topic, partition)
+            log.append_as_leader(_batch(records), registration.leader_epoch)
+            log.update_high_watermark(log.log_end_offset)
+            self.ctx.fetch_purgatory.notify((topic, partition))
+            return 0
+        except Exception as exc:  # noqa: BLE001 - becomes an error code
+            return int(error_code_for(exc, f"append to {topic}-{partition}"))
+
+
+class ReplicaManagerAppender:
+    """Replicated path through ``ReplicaManager.append_records`` (acks=-1, internal topic)."""
+
+    def __init__(self, replica_manager: Any) -> None:
+        self.replica_manager = replica_manager
+
+    async def append(self, topic: str, partition: int, records: Sequence[KeyValue], timeout_ms: int) -> int:
+        try:
+            results = await self.replica_manager.append_records(
+                {(topic, partition): _batch(records)}, -1, timeout_ms, internal=True
+            )
+            return int(results[(topic, partition)].error_code)
+        except Exception as exc:  # noqa: BLE001
+            return int(error_code_for(exc, f"append to {topic}-{partition}"))
+
+
+def appender_for(ctx: Any) -> OffsetsAppender:
+    """The ReplicaManager path when ``ctx.replica_manager`` exists, else the local adapter."""
+    replica_manager = getattr(ctx, "replica_manager", None)
+    if replica_manager is not None:
+        return ReplicaManagerAppender(replica_manager)
+    return LocalLogAppender(ctx)
+
+
+async def read_partition(
+    log: Any, chunk_bytes: int = 4 * 1024 * 1024
+) -> AsyncIterator[tuple[bytes, bytes | None]]:
+    """Every (key, value) of ``log`` from its start to its log end offset, skipping control
+    batches and keyless records; yields to the event loop between chunks (Kafka's
+    ``GroupMetadataManager.doLoadGroupsAndOffsets`` reads up to the log end offset)."""
+    offset = log.log_start_offset
+    end = log.log_end_offset
+    while offset < end:
+        info = log.read(offset, chunk_bytes, max_offset=end)
+        if not info.records:
+            break
+        next_offset = offset
+        for batch in decode_batches(info.records):
+            next_offset = max(next_offset, batch.header.next_offset)
+            if batch.header.is_control:
+                continue
+            for rec_offset, key, value in zip(batch.offsets, batch.keys, batch.values, strict=True):
+                if rec_offset < offset or key is None:
+                    continue
+                yield key, value
+        if next_offset <= offset:
+            logger.warning("%s: no progress loading at offset %d", log, offset)
+            break
+        offset = next_offset
+        await asyncio.sleep(0)
+
+
+def storage_error_to_coordinator_error(code: int) -> int:
+    """Kafka's mapping of append errors for group/offset writes (``GroupMetadataManager``):
+    partition gone / not enough replicas / timeout -> COORDINATOR_NOT_AVAILABLE; not leader ->
+    NOT_COORDINATOR; too large -> UNKNOWN_SERVER_ERROR; others unchanged."""
+    if code in (
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.not_enough_replicas,
+        ErrorCode.not_enough_replicas_after_append,
+        ErrorCode.request_timed_out,
+    ):
+        return int(ErrorCode.coordinator_not_available)
+    if code in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
+        return int(ErrorCode.not_coordinator)
+    if code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.invalid_fetch_size):
+        return int(ErrorCode.unknown_server_error)
+    return code

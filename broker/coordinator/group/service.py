@@ -1,0 +1,202 @@
+"""Wires the group coordinator into a broker (what ``KafkaServer`` calls).
+
+``GroupCoordinatorService(ctx)`` builds the :class:`GroupCoordinator` from the broker config
+(group.* / offsets.* keys), sets ``ctx.group_coordinator`` for the API handlers, follows
+leadership of ``__consumer_offsets`` partitions through
+``ctx.replica_manager.add_leadership_listener`` (Kafka's ``onLeadershipChange``: load on
+election, unload on resignation), runs offset expiration every
+``offsets.retention.check.interval.ms``, and creates ``__consumer_offsets`` on first use
+(``offsets.topic.num.partitions`` / ``offsets.topic.replication.factor``, cleanup.policy=compact,
+``offsets.topic.segment.bytes``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from broker.controller.single_node_controller import CreatableTopicSpec
+from broker.coordinator.group import GROUP_METADATA_TOPIC_NAME
+from broker.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator
+from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
+from broker.coordinator.group.offsets_log import KeyValue, appender_for
+from broker.coordinator.group.scheduler import AsyncioScheduler
+from spark_kafkalite.protocol.errors import ErrorCode
+
+__all__ = ["GroupCoordinatorService", "group_config_from"]
+
+logger = logging.getLogger(__name__)
+
+
+def group_config_from(config: Any) -> GroupConfig:
+    """GroupConfig from broker keys."""
+    return GroupConfig(
+        min_session_timeout_ms=config["group.min.session.timeout.ms"],
+        max_session_timeout_ms=config["group.max.session.timeout.ms"],
+        initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+        max_size=config["group.max.size"],
+        offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
+        offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
+    )
+
+
+class _ContextAppender:
+    """Picks the append path per call (the ReplicaManager may be attached after us)."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.ctx = ctx
+
+    async def append(self, topic: str, partition: int, records: Sequence[KeyValue], timeout_ms: int) -> int:
+        return await appender_for(self.ctx).append(topic, partition, records, timeout_ms)
+
+
+class GroupCoordinatorService:
+    """The group coordinator of one broker. Call :meth:`startup` once the metadata image and
+    the ReplicaManager are ready (inside the event loop), :meth:`shutdown` on stop."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.ctx = ctx
+        config = ctx.config
+        self.num_partitions: int = config["offsets.topic.num.partitions"]
+        self.replication_factor: int = config["offsets.topic.replication.factor"]
+        self.segment_bytes: int = config["offsets.topic.segment.bytes"]
+        scheduler = AsyncioScheduler()
+        manager = GroupMetadataManager(
+            self.num_partitions,
+            _ContextAppender(ctx),
+            scheduler.now_ms,
+            commit_timeout_ms=config["offsets.commit.timeout.ms"],
+            max_metadata_bytes=config["offset.metadata.max.bytes"],
+            load_buffer_bytes=config["offsets.load.buffer.size"],
+        )
+        self.coordinator = GroupCoordinator(manager, scheduler, group_config_from(config))
+        self._create_lock = asyncio.Lock()
+        self._expiration_task: asyncio.Task[None] | None = None
+        ctx.group_coordinator = self.coordinator
+        ctx.group_coordinator_service = self
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def startup(self) -> None:
+        self.coordinator.startup()
+        replica_manager = getattr(self.ctx, "replica_manager", None)
+        if replica_manager is not None and hasattr(replica_manager, "add_leadership_listener"):
+            replica_manager.add_leadership_listener(self.on_leadership_change)
+        else:  # single node without a ReplicaManager: every local partition is led here
+            self.sync_with_image()
+        self._expiration_task = asyncio.get_running_loop().create_task(
+            self._expiration_loop(), name="group-offsets-expiration"
+        )
+
+    async def shutdown(self) -> None:
+        if self._expiration_task is not None:
+            self._expiration_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._expiration_task
+            self._expiration_task = None
+        self.coordinator.shutdown()
+
+    # -- leadership -----------------------------------------------------------------------------
+    def on_leadership_change(self, topic: str, partition: int, is_leader: bool, leader_epoch: int) -> None:
+        """ReplicaManager leadership listener (Kafka's ``onElection`` / ``onResignation``)."""
+        if topic != GROUP_METADATA_TOPIC_NAME or not self.coordinator.active:
+            return
+        if partition >= self.num_partitions:
+            logger.warning(
+                "%s has partition %d but offsets.topic.num.partitions=%d: ignored",
+                topic,
+                partition,
+                self.num_partitions,
+            )
+            return
+        if is_leader:
+            logger.info("elected coordinator of %s-%d (leader epoch %d)", topic, partition, leader_epoch)
+            self.coordinator.on_elected(partition, leader_epoch, self._log(partition))
+        else:
+            logger.info("resigned as coordinator of %s-%d", topic, partition)
+            self.coordinator.on_resigned(partition)
+
+    def _log(self, partition: int) -> Any:
+        replica_manager = getattr(self.ctx, "replica_manager", None)
+        if replica_manager is not None:
+            p = replica_manager.partition(GROUP_METADATA_TOPIC_NAME, partition)
+            if p is not None:
+                return p.log
+        return self.ctx.log_manager.get_log(GROUP_METADATA_TOPIC_NAME, partition)
+
+    def sync_with_image(self) -> None:
+        """Fallback without leadership listeners: load / unload by the metadata image."""
+        image = self.ctx.image
+        led: dict[int, int] = {}
+        for index in range(self.num_partitions):
+            registration = image.partition(GROUP_METADATA_TOPIC_NAME, index)
+            if registration is not None and registration.leader == self.ctx.node_id:
+                led[index] = registration.leader_epoch
+        manager = self.coordinator.manager
+        for index in list(manager.owned_partitions | manager.loading_partitions):
+            if index not in led:
+                self.on_leadership_change(GROUP_METADATA_TOPIC_NAME, index, False, -1)
+        for index, epoch in led.items():
+            if manager.partition_epochs.get(index) != epoch:
+                self.on_leadership_change(GROUP_METADATA_TOPIC_NAME, index, True, epoch)
+
+    def on_topics_deleted(self, topics: set[str]) -> None:
+        """Deleted topics lose their committed offsets (tombstones written in the background)."""
+        topics = {t for t in topics if t != GROUP_METADATA_TOPIC_NAME}
+        if topics and self.coordinator.active:
+            self.coordinator.spawn(self.coordinator.delete_offsets_of_topics(topics))
+
+    # -- the internal topic ----------------------------------------------------------------------
+    async def ensure_offsets_topic(self) -> tuple[int, str | None]:
+        """Create ``__consumer_offsets`` if missing; (error code, message). Kafka answers
+        FindCoordinator with COORDINATOR_NOT_AVAILABLE while it cannot be created (e.g. fewer
+        live brokers than offsets.topic.replication.factor)."""
+        if self.ctx.image.topic(GROUP_METADATA_TOPIC_NAME) is not None:
+            return 0, None
+        async with self._create_lock:
+            if self.ctx.image.topic(GROUP_METADATA_TOPIC_NAME) is not None:
+                return 0, None
+            spec = CreatableTopicSpec(
+                GROUP_METADATA_TOPIC_NAME,
+                self.num_partitions,
+                self.replication_factor,
+                configs={
+                    "cleanup.policy": "compact",
+                    "segment.bytes": str(self.segment_bytes),
+                    "compression.type": "producer",
+                },
+            )
+            try:
+                outcomes = await self.ctx.controller.create_topics([spec])
+            except Exception as exc:  # noqa: BLE001 - reported as COORDINATOR_NOT_AVAILABLE
+                logger.warning("cannot create %s: %s", GROUP_METADATA_TOPIC_NAME, exc)
+                return int(
+                    ErrorCode.coordinator_not_available
+                ), f"cannot create {GROUP_METADATA_TOPIC_NAME}: {exc}"
+            error = outcomes[0].error
+            if error is not None and error.error_code != ErrorCode.topic_already_exists:
+                logger.warning("cannot create %s: %s", GROUP_METADATA_TOPIC_NAME, error)
+                return int(
+                    ErrorCode.coordinator_not_available
+                ), f"cannot create {GROUP_METADATA_TOPIC_NAME}: {error}"
+            logger.info(
+                "created %s with %d partition(s), replication factor %d",
+                GROUP_METADATA_TOPIC_NAME,
+                self.num_partitions,
+                self.replication_factor,
+            )
+            if getattr(self.ctx, "replica_manager", None) is None:
+                self.sync_with_image()
+            return 0, None
+
+    # -- expiration -----------------------------------------------------------------------------
+    async def _expiration_loop(self) -> None:
+        interval_s = max(self.coordinator.config.offsets_retention_check_interval_ms, 100) / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await self.coordinator.expire_offsets()
+            except Exception:
+                logger.exception("offset expiration failed")

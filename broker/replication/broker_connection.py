@@ -1,0 +1,102 @@
+"""An asyncio connection from this broker to another one (Kafka's ``NetworkClient`` as used by
+``BrokerBlockingSender`` in replica fetchers), speaking the Kafka protocol through
+:mod:`spark_kafkalite.protocol.framing` (the broker never imports the client package).
+
+One request in flight at a time (a fetcher sends one request per round); every request has a
+timeout (``replica.socket.timeout.ms``); any error closes the connection and the next request
+reconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from spark_kafkalite.protocol.framing import SIZE_PREFIX, decode_response, encode_request
+
+__all__ = ["BrokerConnection", "BrokerConnectionError"]
+
+logger = logging.getLogger(__name__)
+
+_MAX_RESPONSE_BYTES = 1 << 30
+
+
+class BrokerConnectionError(ConnectionError):
+    """The remote broker could not be reached or the exchange failed (closed, timed out,
+    malformed response)."""
+
+
+class BrokerConnection:
+    """A connection to ``host:port`` used by one task.
+
+    Args:
+        host / port: the remote broker's inter-broker listener.
+        client_id: sent in request headers (e.g. ``broker-2-fetcher-0``).
+        request_timeout_ms: per request (connect + send + receive).
+    """
+
+    def __init__(self, host: str, port: int, client_id: str, request_timeout_ms: int = 30000) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._correlation_id = 0
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None and not self._writer.is_closing()
+
+    async def _connect(self) -> None:
+        self._reader, self._writer = await asyncio.open_connection(self.host, self.port, limit=1 << 20)
+
+    async def send(self, request: Any, timeout_ms: int | None = None) -> Any:
+        """Send a kio request entity and return the decoded response entity.
+
+        Raises:
+            BrokerConnectionError: connect/send/receive failed or timed out (the connection is
+                closed).
+        """
+        timeout_s = (self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
+        try:
+            return await asyncio.wait_for(self._exchange(request), timeout_s)
+        except (OSError, EOFError, asyncio.IncompleteReadError, TimeoutError) as exc:
+            await self.close()
+            raise BrokerConnectionError(
+                f"request {type(request).__name__} to {self.host}:{self.port} failed: {exc!r}"
+            ) from exc
+        except asyncio.CancelledError:
+            await self.close()
+            raise
+        except Exception as exc:  # malformed response (KafkaError from decoding, ...)
+            await self.close()
+            raise BrokerConnectionError(
+                f"bad response to {type(request).__name__} from {self.host}:{self.port}: {exc!r}"
+            ) from exc
+
+    async def _exchange(self, request: Any) -> Any:
+        if not self.connected:
+            await self._connect()
+        assert self._reader is not None and self._writer is not None
+        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        correlation_id = self._correlation_id
+        self._writer.write(encode_request(request, correlation_id, self.client_id))
+        await self._writer.drain()
+        size = SIZE_PREFIX.unpack(await self._reader.readexactly(4))[0]
+        if not 0 < size <= _MAX_RESPONSE_BYTES:
+            raise EOFError(f"invalid response size {size}")
+        frame = await self._reader.readexactly(size)
+        got_id, response = decode_response(request.__api_key__, request.__version__, frame)
+        if got_id != correlation_id:
+            raise EOFError(f"correlation id {got_id} != {correlation_id}")
+        return response
+
+    async def close(self) -> None:
+        writer, self._writer, self._reader = self._writer, None, None
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()

@@ -1,0 +1,496 @@
+"""KIP-227 fetch sessions, broker side (Kafka's ``FetchSession.scala``: ``FetchManager``,
+``FetchSessionCache``, ``FetchContext``s, ``CachedPartition``).
+
+``FetchSessionCache.new_context(version, request)`` classifies a FetchRequest by its
+``session_id`` / ``session_epoch``:
+
+* (0, -1), or (ID, -1): **sessionless** full fetch; a named session is closed. Response session 0.
+* (0, 0), or (ID, 0): **full** fetch; a named session is closed and a new one is created after the
+  read if the cache has room (or can evict, below). Response session = the new id or 0.
+* (ID, N > 0): **incremental** fetch in session ID. Unknown ID -> ``FETCH_SESSION_ID_NOT_FOUND``;
+  N != the session's epoch -> ``INVALID_FETCH_SESSION_EPOCH``; a session created with topic ids
+  used from a version < 13 (or the reverse) -> ``FETCH_SESSION_TOPIC_ID_ERROR``. Otherwise the
+  request's partitions are added / updated, ``forgotten_topics_data`` removed, the epoch advances,
+  and every partition of the session is read with its cached fetch parameters. The response holds
+  only partitions with records, a changed high watermark / last stable offset / log start offset,
+  an error (which also resets the cached high watermark to -1, so the partition is resent once the
+  error clears), a preferred read replica or a diverging epoch. A session left with no partitions
+  is closed and the request becomes sessionless (response session 0).
+
+Errors answer with the error code at top level, session id 0 and no partitions.
+
+Cache (``max.incremental.fetch.session.cache.slots``, default 1000; 0 disables sessions): a new
+session may evict (``tryEvict``) the least recently used session if it has been unused for more
+than ``eviction_ms`` (120 s, ``MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS``); otherwise the smallest
+"evictable" session by ``(privileged, size, id)`` if the new one is not smaller. A session is
+evictable by anyone once older than ``eviction_ms``; consumer (unprivileged) sessions are
+evictable by follower (privileged) sessions at any age. Session ids are random in [1, 2^31-1).
+Kafka 3.8+ splits the cache in shards by id; one shard here (one event loop, no locks).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from spark_kafkalite.protocol.errors import ErrorCode
+from spark_kafkalite.protocol.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
+
+__all__ = [
+    "CachedPartition",
+    "FetchSession",
+    "FetchSessionCache",
+    "FetchContext",
+    "SessionlessFetchContext",
+    "FullFetchContext",
+    "IncrementalFetchContext",
+    "SessionErrorContext",
+    "fetch_session_cache_for",
+    "MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS",
+    "CACHE_SLOTS_KEY",
+]
+
+log = logging.getLogger(__name__)
+
+MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS = 120_000
+CACHE_SLOTS_KEY = "max.incremental.fetch.session.cache.slots"
+_TOPIC_ID_VERSION = 13
+
+PartitionKey = tuple[str, int]
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
+class CachedPartition:
+    """One partition of a session: the fetcher's last request parameters and the last response
+    values sent for it (Kafka ``CachedPartition``)."""
+
+    __slots__ = (
+        "topic", "partition", "topic_id", "fetch_offset", "max_bytes", "current_leader_epoch",
+        "last_fetched_epoch", "fetcher_log_start_offset", "high_watermark", "last_stable_offset",
+        "local_log_start_offset",
+    )
+
+    def __init__(self, topic: str, partition: int, fp: Any) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.topic_id = getattr(fp, "topic_id", None)
+        self.high_watermark = -1
+        self.last_stable_offset = -1
+        self.local_log_start_offset = -1
+        self.update_request_params(fp)
+
+    def update_request_params(self, fp: Any) -> None:
+        """Take a request's ``FetchPartition`` fields (an added or resent partition)."""
+        self.fetch_offset = int(fp.fetch_offset)
+        self.max_bytes = int(fp.partition_max_bytes)
+        self.current_leader_epoch = int(getattr(fp, "current_leader_epoch", -1))
+        self.last_fetched_epoch = int(getattr(fp, "last_fetched_epoch", -1))
+        self.fetcher_log_start_offset = int(getattr(fp, "log_start_offset", -1))
+
+    def maybe_update_response_data(self, pd: Any, update: bool) -> bool:
+        """Whether partition response ``pd`` must be sent in an incremental response; with
+        ``update``, remember its values (Kafka ``maybeUpdateResponseData``)."""
+        must = bool(pd.records)
+        hw = int(pd.high_watermark)
+        if hw != self.high_watermark:
+            must = True
+            if update:
+                self.high_watermark = hw
+        lso = int(getattr(pd, "last_stable_offset", -1))
+        if lso != self.last_stable_offset:
+            must = True
+            if update:
+                self.last_stable_offset = lso
+        lso_start = int(getattr(pd, "log_start_offset", -1))
+        if lso_start != self.local_log_start_offset:
+            must = True
+            if update:
+                self.local_log_start_offset = lso_start
+        if int(getattr(pd, "preferred_read_replica", -1)) >= 0:
+            must = True
+        if int(pd.error_code) != ErrorCode.none:
+            must = True
+            if update:
+                self.high_watermark = -1  # resend once the error clears
+        diverging = getattr(pd, "diverging_epoch", None)
+        if diverging is not None and int(getattr(diverging, "epoch", -1)) >= 0:
+            must = True
+        return must
+
+    def as_fetch_partition(self) -> _FetchPartitionView:
+        return _FetchPartitionView(
+            partition=self.partition, current_leader_epoch=self.current_leader_epoch,
+            fetch_offset=self.fetch_offset, last_fetched_epoch=self.last_fetched_epoch,
+            log_start_offset=self.fetcher_log_start_offset, partition_max_bytes=self.max_bytes,
+            topic_id=self.topic_id,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _FetchPartitionView:
+    """Looks like a request ``FetchPartition`` (what the fetch handler reads)."""
+
+    partition: int
+    current_leader_epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    log_start_offset: int
+    partition_max_bytes: int
+    topic_id: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class _FetchTopicView:
+    topic: str
+    partitions: tuple[_FetchPartitionView, ...]
+    topic_id: Any = None
+
+
+class _RequestView:
+    """A FetchRequest whose ``topics`` are the session's partitions (other fields delegate)."""
+
+    def __init__(self, request: Any, topics: tuple[_FetchTopicView, ...]) -> None:
+        self._request = request
+        self.topics = topics
+        self.forgotten_topics_data = ()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._request, name)
+
+
+class FetchSession:
+    """A cached session (Kafka ``FetchSession``): id, privileged (follower), partitions in
+    fetch order, epoch expected next, creation / last-use times (ms)."""
+
+    __slots__ = ("id", "privileged", "partitions", "creation_ms", "last_used_ms", "epoch", "cached_size",
+                 "uses_topic_ids")
+
+    def __init__(self, session_id: int, privileged: bool, partitions: dict[PartitionKey, CachedPartition],
+                 uses_topic_ids: bool, now_ms: float) -> None:
+        self.id = session_id
+        self.privileged = privileged
+        self.partitions = partitions
+        self.uses_topic_ids = uses_topic_ids
+        self.creation_ms = now_ms
+        self.last_used_ms = now_ms
+        self.epoch = next_epoch(INITIAL_EPOCH)
+        self.cached_size = -1
+
+    @property
+    def size(self) -> int:
+        return len(self.partitions)
+
+    def evictable_key(self) -> tuple[bool, int, int]:
+        return (self.privileged, self.cached_size, self.id)
+
+    def update(self, topics: Iterable[Any], forgotten: Iterable[Any]) -> tuple[int, int, int]:
+        """Apply an incremental request: add / update its partitions, drop forgotten ones.
+        Returns (added, updated, removed) counts."""
+        added = updated = removed = 0
+        for ft in topics:
+            topic = str(ft.topic)
+            for fp in ft.partitions:
+                key = (topic, int(fp.partition))
+                cached = self.partitions.get(key)
+                if cached is None:
+                    self.partitions[key] = CachedPartition(topic, key[1], fp)
+                    added += 1
+                else:
+                    cached.update_request_params(fp)
+                    updated += 1
+        for ft in forgotten:
+            topic = str(ft.topic)
+            for p in ft.partitions:
+                if self.partitions.pop((topic, int(p)), None) is not None:
+                    removed += 1
+        return added, updated, removed
+
+    def __repr__(self) -> str:
+        return (f"FetchSession(id={self.id}, privileged={self.privileged}, partitions={self.size}, "
+                f"epoch={self.epoch})")
+
+
+# ------------------------------------------------------------------ contexts
+
+
+class FetchContext:
+    """How to serve one FetchRequest. ``error_code`` != 0: answer it at top level with no
+    partitions and session 0. Otherwise read ``request_view`` (the request itself, or for an
+    incremental fetch a view listing every session partition with its cached parameters) and
+    pass the topic responses to ``update_and_generate_response``."""
+
+    error_code: int = ErrorCode.none
+
+    def __init__(self, request: Any) -> None:
+        self.request_view: Any = request
+
+    def update_and_generate_response(self, topics: list[Any]) -> tuple[int, int, list[Any]]:
+        """(error_code, session_id, topic responses to send)."""
+        return ErrorCode.none, INVALID_SESSION_ID, topics
+
+
+class SessionlessFetchContext(FetchContext):
+    """A full fetch that creates no session."""
+
+
+class SessionErrorContext(FetchContext):
+    """A session error: answer ``error_code`` with no partitions."""
+
+    def __init__(self, request: Any, error_code: int) -> None:
+        super().__init__(request)
+        self.error_code = error_code
+
+    def update_and_generate_response(self, topics: list[Any]) -> tuple[int, int, list[Any]]:
+        return self.error_code, INVALID_SESSION_ID, []
+
+
+class FullFetchContext(FetchContext):
+    """A full fetch that tries to create a session once the response data is known."""
+
+    def __init__(self, request: Any, cache: FetchSessionCache, privileged: bool, uses_topic_ids: bool) -> None:
+        super().__init__(request)
+        self._cache = cache
+        self._privileged = privileged
+        self._uses_topic_ids = uses_topic_ids
+
+    def update_and_generate_response(self, topics: list[Any]) -> tuple[int, int, list[Any]]:
+        requested: dict[PartitionKey, Any] = {}
+        for ft in self.request_view.topics:
+            for fp in ft.partitions:
+                requested[(str(ft.topic), int(fp.partition))] = fp
+
+        def create_partitions() -> dict[PartitionKey, CachedPartition]:
+            cached: dict[PartitionKey, CachedPartition] = {}
+            for (topic, partition), fp in requested.items():
+                cached[(topic, partition)] = CachedPartition(topic, partition, fp)
+            for tr in topics:
+                for pd in tr.partitions:
+                    cp = cached.get((str(tr.topic), int(pd.partition_index)))
+                    if cp is not None:
+                        cp.maybe_update_response_data(pd, True)
+            return cached
+
+        session_id = self._cache.maybe_create_session(
+            self._privileged, len(requested), self._uses_topic_ids, create_partitions
+        )
+        return ErrorCode.none, session_id, topics
+
+
+class IncrementalFetchContext(FetchContext):
+    """An incremental fetch in an existing session."""
+
+    def __init__(self, request: Any, session: FetchSession, request_epoch: int) -> None:
+        by_topic: dict[str, list[_FetchPartitionView]] = {}
+        for (topic, _p), cp in session.partitions.items():
+            by_topic.setdefault(topic, []).append(cp.as_fetch_partition())
+        view = _RequestView(request, tuple(_FetchTopicView(t, tuple(ps)) for t, ps in by_topic.items()))
+        super().__init__(view)
+        self.session = session
+        self._request_epoch = request_epoch
+
+    def update_and_generate_response(self, topics: list[Any]) -> tuple[int, int, list[Any]]:
+        session = self.session
+        if session.epoch != next_epoch(self._request_epoch):
+            log.info("incremental fetch session %s expected epoch %s, but got %s: possible duplicate request",
+                     session.id, next_epoch(self._request_epoch), session.epoch)
+            return ErrorCode.invalid_fetch_session_epoch, INVALID_SESSION_ID, []
+        out: list[Any] = []
+        moved: list[PartitionKey] = []
+        for tr in topics:
+            topic = str(tr.topic)
+            kept = []
+            for pd in tr.partitions:
+                key = (topic, int(pd.partition_index))
+                cp = session.partitions.get(key)
+                if cp is None or cp.maybe_update_response_data(pd, True):
+                    kept.append(pd)
+                    if pd.records:
+                        moved.append(key)
+            if kept:
+                out.append(tr if len(kept) == len(tr.partitions) else replace(tr, partitions=tuple(kept)))
+        # Partitions that returned data go to the end of the session so that the others get
+        # their share of max_bytes next time (Kafka's PartitionIterator).
+        for key in moved:
+            cp = session.partitions.pop(key, None)
+            if cp is not None:
+                session.partitions[key] = cp
+        return ErrorCode.none, session.id, out
+
+
+# ------------------------------------------------------------------ cache
+
+
+class FetchSessionCache:
+    """Fetch sessions of one broker (Kafka ``FetchSessionCache`` + ``FetchManager``).
+
+    Args:
+        max_entries: ``max.incremental.fetch.session.cache.slots`` (0 disables sessions).
+        eviction_ms: minimum idle time (ms) after which a session is stale, and age after which
+            any session becomes evictable.
+        clock_ms: monotonic clock in ms (tests inject one).
+        rng: source of session ids.
+
+    Single event loop; not thread-safe.
+    """
+
+    def __init__(
+        self,
+        max_entries: int = 1000,
+        eviction_ms: float = MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS,
+        clock_ms: Callable[[], float] = _now_ms,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.max_entries = int(max_entries)
+        self.eviction_ms = float(eviction_ms)
+        self._clock_ms = clock_ms
+        self._rng = rng or random.Random()
+        self._sessions: dict[int, FetchSession] = {}
+        self._evictable_by_all: set[int] = set()
+        self._evictable_by_privileged: set[int] = set()
+        self.num_partitions = 0
+        self.evictions = 0
+        self.sessions_created = 0
+
+    # -------------------------------------------------------------- inspection
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def get(self, session_id: int) -> FetchSession | None:
+        return self._sessions.get(session_id)
+
+    def sessions(self) -> list[FetchSession]:
+        return list(self._sessions.values())
+
+    # -------------------------------------------------------------- contexts
+
+    def new_context(self, version: int, request: Any) -> FetchContext:
+        """The context for a FetchRequest entity (see module docstring). Applies an incremental
+        request's changes to its session and advances the session epoch."""
+        session_id = int(getattr(request, "session_id", INVALID_SESSION_ID))
+        epoch = int(getattr(request, "session_epoch", FINAL_EPOCH))
+        privileged = _replica_id(request) >= 0
+        if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+            if session_id != INVALID_SESSION_ID and self.remove(session_id) is not None:
+                log.debug("closed fetch session %s (full fetch with epoch %s)", session_id, epoch)
+            if epoch == FINAL_EPOCH or self.max_entries <= 0:
+                return SessionlessFetchContext(request)
+            return FullFetchContext(request, self, privileged, version >= _TOPIC_ID_VERSION)
+        session = self._sessions.get(session_id)
+        if session is None:
+            log.debug("fetch session %s not found", session_id)
+            return SessionErrorContext(request, ErrorCode.fetch_session_id_not_found)
+        if session.epoch != epoch:
+            log.debug("fetch session %s: expected epoch %s, got %s", session_id, session.epoch, epoch)
+            return SessionErrorContext(request, ErrorCode.invalid_fetch_session_epoch)
+        if session.uses_topic_ids != (version >= _TOPIC_ID_VERSION):
+            return SessionErrorContext(request, ErrorCode.fetch_session_topic_id_error)
+        added, updated, removed = session.update(request.topics, getattr(request, "forgotten_topics_data", ()) or ())
+        if not session.partitions:
+            log.debug("closing fetch session %s: no partitions left after removing %d", session_id, removed)
+            self.remove(session_id)
+            return SessionlessFetchContext(request)
+        self.touch(session, self._clock_ms())
+        session.epoch = next_epoch(session.epoch)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("incremental fetch in session %s, next epoch %s: %d added, %d updated, %d removed",
+                      session_id, session.epoch, added, updated, removed)
+        return IncrementalFetchContext(request, session, epoch)
+
+    # -------------------------------------------------------------- cache management
+
+    def maybe_create_session(
+        self, privileged: bool, size: int, uses_topic_ids: bool,
+        create_partitions: Callable[[], dict[PartitionKey, CachedPartition]],
+    ) -> int:
+        """Create a session if there is room or an entry can be evicted; its id, or 0."""
+        if self.max_entries <= 0:
+            return INVALID_SESSION_ID
+        now = self._clock_ms()
+        if len(self._sessions) < self.max_entries or self.try_evict(privileged, (privileged, size, 0), now):
+            session = FetchSession(self._new_session_id(), privileged, create_partitions(), uses_topic_ids, now)
+            self._sessions[session.id] = session
+            self.touch(session, now)
+            self.sessions_created += 1
+            log.debug("created %r", session)
+            return session.id
+        log.debug("no fetch session created for privileged=%s, size=%s", privileged, size)
+        return INVALID_SESSION_ID
+
+    def try_evict(self, privileged: bool, key: tuple[bool, int, int], now: float) -> bool:
+        """Evict a stale session, or the least valuable evictable one if ``key`` (of the new
+        session) is worth more. Returns True if one was evicted."""
+        if not self._sessions:
+            return False
+        oldest = min(self._sessions.values(), key=lambda s: (s.last_used_ms, s.id))
+        if now - oldest.last_used_ms > self.eviction_ms:
+            log.debug("evicting stale %r", oldest)
+            self._evict(oldest)
+            return True
+        pool = self._evictable_by_privileged if privileged else self._evictable_by_all
+        if not pool:
+            return False
+        victim = min((self._sessions[i] for i in pool), key=FetchSession.evictable_key)
+        if key < victim.evictable_key():
+            return False
+        log.debug("evicting %r for a new session %s", victim, key)
+        self._evict(victim)
+        return True
+
+    def _evict(self, session: FetchSession) -> None:
+        self.remove(session.id)
+        self.evictions += 1
+
+    def remove(self, session_id: int) -> FetchSession | None:
+        session = self._sessions.pop(session_id, None)
+        if session is not None:
+            self._evictable_by_all.discard(session_id)
+            self._evictable_by_privileged.discard(session_id)
+            self.num_partitions -= max(0, session.cached_size)
+        return session
+
+    def touch(self, session: FetchSession, now: float) -> None:
+        """Record a use of ``session`` and refresh its evictability (Kafka ``touch``)."""
+        session.last_used_ms = now
+        if session.cached_size != -1:
+            self.num_partitions -= session.cached_size
+        self._evictable_by_all.discard(session.id)
+        self._evictable_by_privileged.discard(session.id)
+        session.cached_size = session.size
+        old_enough = now - session.creation_ms > self.eviction_ms
+        if not session.privileged or old_enough:
+            self._evictable_by_privileged.add(session.id)
+        if old_enough:
+            self._evictable_by_all.add(session.id)
+        self.num_partitions += session.cached_size
+
+    def _new_session_id(self) -> int:
+        while True:
+            session_id = self._rng.randint(1, 2**31 - 2)
+            if session_id not in self._sessions:
+                return session_id
+
+
+def _replica_id(request: Any) -> int:
+    state = getattr(request, "replica_state", None)
+    if state is not None and int(getattr(state, "replica_id", -1)) >= 0:
+        return int(state.replica_id)
+    return int(getattr(request, "replica_id", -1))
+
+
+def fetch_session_cache_for(ctx: Any) -> FetchSessionCache:
+    """The broker's cache, created on first use from ``ctx.config`` and kept on ``ctx`` as
+    ``fetch_session_cache`` (any object with a broker ``config``)."""
+    cache = getattr(ctx, "fetch_session_cache", None)
+    if cache is None:
+        values = getattr(ctx.config, "values", {})
+        cache = FetchSessionCache(int(values.get(CACHE_SLOTS_KEY, 1000)))
+        ctx.fetch_session_cache = cache
+    return cache

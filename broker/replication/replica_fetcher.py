@@ -1,0 +1,419 @@
+"""One replica fetcher: pulls the partitions this broker follows from one source broker
+(Kafka's ``ReplicaFetcherThread`` / ``AbstractFetcherThread``, as an asyncio task).
+
+Each round sends one multi-partition Fetch v12 with ``replica_id`` = this broker,
+``replica.fetch.wait.max.ms``, ``replica.fetch.min.bytes``, ``replica.fetch.response.max.bytes``
+and per partition ``replica.fetch.max.bytes``, the fetch offset (= local log end offset), the
+current leader epoch (KIP-320 fencing), the last fetched epoch (KIP-595 truncation on fetch) and
+the local log start offset; over a KIP-227 incremental fetch session
+(:class:`spark_kafkalite.protocol.fetch_session.FetchSessionHandler`).
+
+Per partition in the response (``processPartitionData`` / ``truncateOnFetchResponse``):
+
+* ``DivergingEpoch`` -> truncate the local log per Kafka's ``getOffsetTruncationState`` (possibly
+  in several steps: the next fetch carries the new last fetched epoch) and fetch on;
+* records -> ``append_as_follower`` (batches keep the leader's offsets and epochs); the follower
+  HW becomes ``min(leader HW, LEO)``; the log start offset follows the leader's;
+* ``OFFSET_OUT_OF_RANGE`` -> ListOffsets to the leader: truncate to its log end offset if ours is
+  larger, or restart the log at its log start offset if we are behind it
+  (``fetchOffsetAndTruncate``);
+* leadership / epoch errors -> back off the partition until metadata moves it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from broker.apis.entities import build, ms_duration, nested
+from broker.replication.broker_connection import BrokerConnection, BrokerConnectionError
+from spark_kafkalite.protocol.api_keys import ApiKey, request_class
+from spark_kafkalite.protocol.errors import ErrorCode, KafkaError
+from spark_kafkalite.protocol.fetch_session import FetchSessionHandler, PartitionFetchData
+
+if TYPE_CHECKING:
+    from broker.cluster.partition import Partition
+    from broker.log.unified_log import UnifiedLog
+
+__all__ = ["ReplicaFetcher", "FetcherSettings", "PartitionFetchState", "truncation_offset"]
+
+logger = logging.getLogger(__name__)
+
+FETCH_VERSION = 12
+LIST_OFFSETS_VERSION = 7
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+
+TopicPartitionKey = tuple[str, int]
+
+_EPOCH_ERRORS = {
+    ErrorCode.not_leader_or_follower,
+    ErrorCode.fenced_leader_epoch,
+    ErrorCode.unknown_leader_epoch,
+    ErrorCode.unknown_topic_or_partition,
+    ErrorCode.leader_not_available,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherSettings:
+    """Replica fetch configs (Kafka keys ``replica.fetch.*``, ``replica.socket.timeout.ms``)."""
+
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    partition_max_bytes: int = 1048576
+    response_max_bytes: int = 10485760
+    backoff_ms: int = 1000
+    socket_timeout_ms: int = 30000
+    #: backoff of a partition after a leadership/epoch error (metadata is about to change).
+    epoch_error_backoff_ms: int = 100
+
+
+@dataclass(slots=True)
+class PartitionFetchState:
+    """A partition being fetched: the leader epoch we follow and when it may be fetched next."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    delayed_until: float = 0.0  # time.monotonic()
+
+    @property
+    def key(self) -> TopicPartitionKey:
+        return (self.topic, self.partition)
+
+
+def truncation_offset(log: UnifiedLog, leader_epoch: int, leader_end_offset: int) -> tuple[int | None, bool]:
+    """Where to truncate given the leader's (epoch, end offset) for our last epoch (Kafka's
+    ``AbstractFetcherThread.getOffsetTruncationState``). Returns (offset or None for "no
+    truncation", complete); when not complete, the next fetch re-checks with our new last epoch."""
+    leo = log.log_end_offset
+    if leader_end_offset < 0:
+        return None, True
+    if leader_epoch < 0:
+        return min(leader_end_offset, leo), True
+    follower_epoch, follower_end = log.leader_epoch_cache.end_offset_for(leader_epoch, leo)
+    if follower_end < 0:
+        return min(leader_end_offset, leo), True
+    if follower_epoch != leader_epoch:
+        return min(follower_end, leo), False
+    return min(leader_end_offset, follower_end, leo), True
+
+
+class ReplicaFetcher:
+    """Fetches a set of partitions from one source broker.
+
+    Args:
+        node_id: this broker (the Fetch ``replica_id``).
+        source_broker_id: the leader to fetch from.
+        fetcher_id: index within ``num.replica.fetchers``.
+        endpoint: ``fn(broker_id) -> (host, port) | None``: the source's inter-broker endpoint
+            from the current metadata (resolved on every connect).
+        partition_lookup: ``fn(key) -> Partition | None`` (the ReplicaManager's).
+        settings: fetch configs.
+        on_appended: ``fn(partition)`` after each append / truncation (for metrics and waiters).
+    """
+
+    def __init__(
+        self,
+        node_id: int,
+        source_broker_id: int,
+        fetcher_id: int,
+        endpoint: Callable[[int], tuple[str, int] | None],
+        partition_lookup: Callable[[TopicPartitionKey], Partition | None],
+        settings: FetcherSettings,
+        on_appended: Callable[[Partition], None] | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.source_broker_id = source_broker_id
+        self.fetcher_id = fetcher_id
+        self.name = f"ReplicaFetcherThread-{fetcher_id}-{source_broker_id}"
+        self._endpoint = endpoint
+        self._lookup = partition_lookup
+        self.settings = settings
+        self._on_appended = on_appended
+        self.partitions: dict[TopicPartitionKey, PartitionFetchState] = {}
+        self._session = FetchSessionHandler(source_broker_id)
+        self._connection: BrokerConnection | None = None
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.rounds = 0
+
+    # -- partitions ----------------------------------------------------------------------------
+    def add_partitions(self, states: dict[TopicPartitionKey, PartitionFetchState]) -> None:
+        self.partitions.update(states)
+        self._wake.set()
+
+    def remove_partitions(self, keys: set[TopicPartitionKey] | list[TopicPartitionKey]) -> None:
+        for key in keys:
+            self.partitions.pop(key, None)
+        self._wake.set()
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
+
+    async def shutdown(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._connection is not None:
+            await self._connection.close()
+            self._connection = None
+
+    # -- the loop ----------------------------------------------------------------------------------
+    async def _run(self) -> None:
+        logger.info("%s: started", self.name)
+        while True:
+            try:
+                await self._do_work()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("%s: unexpected error; backing off", self.name)
+                await asyncio.sleep(self.settings.backoff_ms / 1000)
+
+    async def _do_work(self) -> None:
+        now = time.monotonic()
+        fetchable: dict[TopicPartitionKey, tuple[PartitionFetchState, Partition]] = {}
+        next_ready = None
+        for key, state in self.partitions.items():
+            partition = self._lookup(key)
+            if partition is None or partition.is_leader:
+                continue
+            if state.delayed_until > now:
+                next_ready = state.delayed_until if next_ready is None else min(next_ready, state.delayed_until)
+                continue
+            fetchable[key] = (state, partition)
+        if not fetchable:
+            self._wake.clear()
+            timeout = self.settings.backoff_ms / 1000 if next_ready is None else max(0.0, next_ready - now)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            return
+        connection = await self._connect()
+        if connection is None:
+            await asyncio.sleep(self.settings.backoff_ms / 1000)
+            return
+        request, request_data = self._build_request(fetchable)
+        try:
+            response = await connection.send(
+                request, self.settings.socket_timeout_ms + self.settings.max_wait_ms
+            )
+        except BrokerConnectionError as exc:
+            logger.info("%s: fetch failed: %s", self.name, exc)
+            self._session.handle_error(exc)
+            await asyncio.sleep(min(self.settings.backoff_ms, 1000) / 1000)
+            return
+        self.rounds += 1
+        if not self._session.handle_response(response, FETCH_VERSION):
+            if response.error_code != ErrorCode.none:
+                logger.info("%s: fetch error %s", self.name, ErrorCode(response.error_code).name)
+            return
+        for topic_response in response.responses:
+            for pd in topic_response.partitions:
+                key = (topic_response.topic, pd.partition_index)
+                await self._process_partition(key, pd, request_data.session_partitions.get(key))
+
+    async def _connect(self) -> BrokerConnection | None:
+        if self._connection is not None and self._connection.connected:
+            return self._connection
+        endpoint = self._endpoint(self.source_broker_id)
+        if endpoint is None:
+            logger.info("%s: no endpoint for broker %d", self.name, self.source_broker_id)
+            return None
+        host, port = endpoint
+        if self._connection is None or (self._connection.host, self._connection.port) != (host, port):
+            if self._connection is not None:
+                await self._connection.close()
+            self._connection = BrokerConnection(
+                host, port, f"broker-{self.node_id}-fetcher-{self.fetcher_id}", self.settings.socket_timeout_ms
+            )
+        return self._connection
+
+    def _build_request(
+        self, fetchable: dict[TopicPartitionKey, tuple[PartitionFetchState, Partition]]
+    ) -> tuple[Any, Any]:
+        builder = self._session.builder()
+        for key, (state, partition) in fetchable.items():
+            log = partition.log
+            last_epoch = log.leader_epoch_cache.latest_epoch
+            builder.add(
+                key,
+                PartitionFetchData(
+                    fetch_offset=log.log_end_offset,
+                    max_bytes=self.settings.partition_max_bytes,
+                    current_leader_epoch=state.leader_epoch,
+                    log_start_offset=log.log_start_offset,
+                    last_fetched_epoch=-1 if last_epoch is None else last_epoch,
+                ),
+            )
+        data = builder.build()
+        req_cls = request_class(ApiKey.FETCH, FETCH_VERSION)
+        topic_cls = nested(req_cls, "FetchTopic")
+        part_cls = nested(req_cls, "FetchPartition")
+        forgotten_cls = nested(req_cls, "ForgottenTopic")
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, index), pdata in data.to_send.items():
+            by_topic.setdefault(topic, []).append(
+                part_cls(
+                    partition=index,
+                    current_leader_epoch=pdata.current_leader_epoch,
+                    fetch_offset=pdata.fetch_offset,
+                    last_fetched_epoch=pdata.last_fetched_epoch,
+                    log_start_offset=pdata.log_start_offset,
+                    partition_max_bytes=pdata.max_bytes,
+                )
+            )
+        forgotten: dict[str, list[int]] = {}
+        for topic, index in data.to_forget:
+            forgotten.setdefault(topic, []).append(index)
+        request = build(
+            req_cls,
+            replica_id=self.node_id,
+            max_wait=ms_duration(self.settings.max_wait_ms),
+            min_bytes=self.settings.min_bytes,
+            max_bytes=self.settings.response_max_bytes,
+            isolation_level=0,
+            session_id=data.session_id,
+            session_epoch=data.epoch,
+            topics=tuple(topic_cls(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+            forgotten_topics_data=tuple(
+                forgotten_cls(topic=t, partitions=tuple(ps)) for t, ps in forgotten.items()
+            ),
+            rack_id="",
+        )
+        return request, data
+
+    # -- responses -------------------------------------------------------------------------------
+    async def _process_partition(self, key: TopicPartitionKey, pd: Any, sent: PartitionFetchData | None) -> None:
+        state = self.partitions.get(key)
+        partition = self._lookup(key)
+        if state is None or partition is None or partition.is_leader or sent is None:
+            return  # removed meanwhile
+        if partition.leader_epoch != state.leader_epoch or partition.log.log_end_offset != sent.fetch_offset:
+            return  # the partition changed (new epoch, truncation) while the fetch was in flight
+        code = pd.error_code
+        if code == ErrorCode.none:
+            diverging = getattr(pd, "diverging_epoch", None)
+            if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
+                self._truncate_on_diverging(partition, diverging.epoch, diverging.end_offset)
+                return
+            self._append(partition, pd)
+        elif code == ErrorCode.offset_out_of_range:
+            await self._handle_out_of_range(partition, state)
+        elif code in _EPOCH_ERRORS:
+            logger.debug("%s: %s-%d: %s; backing off", self.name, key[0], key[1], ErrorCode(code).name)
+            state.delayed_until = time.monotonic() + self.settings.epoch_error_backoff_ms / 1000
+        else:
+            logger.warning("%s: %s-%d: fetch error %s", self.name, key[0], key[1], ErrorCode(code).name)
+            state.delayed_until = time.monotonic() + self.settings.backoff_ms / 1000
+
+    def _append(self, partition: Partition, pd: Any) -> None:
+        log = partition.log
+        records = pd.records
+        if records:
+            try:
+                log.append_as_follower(records)
+            except KafkaError as exc:
+                logger.error(
+                    "%s: %s-%d: cannot append fetched records at %d: %s",
+                    self.name, partition.topic, partition.partition, log.log_end_offset, exc,
+                )
+                state = self.partitions.get(partition.key)
+                if state is not None:
+                    state.delayed_until = time.monotonic() + self.settings.backoff_ms / 1000
+                return
+        partition.update_follower_high_watermark(pd.high_watermark)
+        leader_start = pd.log_start_offset
+        if leader_start > log.log_start_offset:
+            with contextlib.suppress(KafkaError):
+                log.maybe_increment_log_start_offset(min(leader_start, log.high_watermark))
+        if self._on_appended is not None:
+            self._on_appended(partition)
+
+    def _truncate_on_diverging(self, partition: Partition, epoch: int, end_offset: int) -> None:
+        log = partition.log
+        offset, complete = truncation_offset(log, epoch, end_offset)
+        if offset is None or offset >= log.log_end_offset:
+            if offset is not None and not complete:
+                return
+            logger.info(
+                "%s: %s-%d: diverging epoch (%d, %d) needs no truncation at LEO %d",
+                self.name, partition.topic, partition.partition, epoch, end_offset, log.log_end_offset,
+            )
+            return
+        logger.warning(
+            "%s: %s-%d: truncating from %d to %d (leader's end of epoch %d is %d%s)",
+            self.name, partition.topic, partition.partition, log.log_end_offset, offset,
+            epoch, end_offset, "" if complete else "; will check again",
+        )
+        log.truncate_to(offset)
+        if self._on_appended is not None:
+            self._on_appended(partition)
+
+    async def _handle_out_of_range(self, partition: Partition, state: PartitionFetchState) -> None:
+        """Kafka's ``fetchOffsetAndTruncate``."""
+        log = partition.log
+        try:
+            leader_end = await self._list_offset(partition, state, LATEST_TIMESTAMP)
+            if leader_end is not None and leader_end < log.log_end_offset:
+                logger.warning(
+                    "%s: %s-%d: leader's log end %d is below ours %d: truncating (unclean leader election?)",
+                    self.name, partition.topic, partition.partition, leader_end, log.log_end_offset,
+                )
+                log.truncate_to(leader_end)
+                return
+            leader_start = await self._list_offset(partition, state, EARLIEST_TIMESTAMP)
+            if leader_start is not None and leader_start > log.log_end_offset:
+                logger.warning(
+                    "%s: %s-%d: behind the leader's log start %d: restarting the log there",
+                    self.name, partition.topic, partition.partition, leader_start,
+                )
+                log.truncate_fully_and_start_at(leader_start)
+                return
+        except BrokerConnectionError as exc:
+            logger.info("%s: ListOffsets failed: %s", self.name, exc)
+        state.delayed_until = time.monotonic() + self.settings.backoff_ms / 1000
+
+    async def _list_offset(self, partition: Partition, state: PartitionFetchState, timestamp: int) -> int | None:
+        connection = await self._connect()
+        if connection is None:
+            return None
+        cls = request_class(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION)
+        topic_cls = nested(cls, "ListOffsetsTopic")
+        part_cls = nested(cls, "ListOffsetsPartition")
+        request = build(
+            cls,
+            replica_id=self.node_id,
+            isolation_level=0,
+            topics=(
+                topic_cls(
+                    name=partition.topic,
+                    partitions=(
+                        build(
+                            part_cls,
+                            partition_index=partition.partition,
+                            current_leader_epoch=state.leader_epoch,
+                            timestamp=timestamp,
+                        ),
+                    ),
+                ),
+            ),
+        )
+        response = await connection.send(request)
+        for t in response.topics:
+            for p in t.partitions:
+                if p.error_code == ErrorCode.none:
+                    return int(p.offset)
+                logger.info("%s: ListOffsets %s-%d: %s", self.name, t.name, p.partition_index,
+                            ErrorCode(p.error_code).name)
+        return None

@@ -1,0 +1,443 @@
+"""``ReplicaManager``: the partitions hosted on this broker, as leaders or followers (Kafka's
+``ReplicaManager``; contract in contracts2.md).
+
+* :meth:`apply_delta` turns committed metadata into ``Partition.make_leader`` /
+  ``make_follower`` (KRaft's ``applyDelta``), starts/stops replica fetchers and calls the
+  leadership listeners (``onLeadershipChange``).
+* :meth:`append_records` appends as leader; ``acks=-1`` parks a DelayedProduce until the high
+  watermark covers the batch (NOT_ENOUGH_REPLICAS before the append, NOT_ENOUGH_REPLICAS_AFTER_APPEND
+  or REQUEST_TIMED_OUT after it, exactly as Kafka).
+* :meth:`read_for_fetch` serves Fetch for consumers (up to the HW) and followers (up to the
+  LEO; their fetch offset updates the leader's view of them, the HW, and may expand the ISR).
+* ISR changes go to the controller (``alter_partition``, compare-and-set on the partition
+  epoch); the committed result comes back as metadata. A periodic task shrinks the ISR of
+  followers not caught up within ``replica.lag.time.max.ms`` (interval: half of it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from broker.apis.errors import error_code_for, error_message_for
+from broker.cluster.partition import LogReadResult, Partition
+from broker.replication.delayed_produce import DelayedProduce, ProducePurgatory
+from broker.replication.replica_fetcher import FetcherSettings
+from broker.replication.replica_fetcher_manager import ReplicaFetcherManager
+from spark_kafkalite.protocol.errors import (
+    ErrorCode,
+    InvalidTopicError,
+    KafkaStorageError,
+    NotLeaderOrFollowerError,
+    UnknownTopicOrPartitionError,
+)
+
+if TYPE_CHECKING:
+    from broker.apis.fetch_purgatory import FetchPurgatory
+    from broker.config import KafkaConfig
+    from broker.controller.metadata_image import MetadataDelta, MetadataImage
+    from broker.log.log_manager import LogManager
+
+__all__ = ["ReplicaManager", "PartitionAppendResult", "INTERNAL_TOPICS"]
+
+logger = logging.getLogger(__name__)
+
+TopicPartitionKey = tuple[str, int]
+LeadershipListener = Callable[[str, int, bool, int], None]
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+_ISR_RETRY_BACKOFF_MS = 200
+
+
+@dataclass(slots=True)
+class PartitionAppendResult:
+    """Per-partition outcome of :meth:`ReplicaManager.append_records` (ProduceResponse fields)."""
+
+    error_code: ErrorCode
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ReplicaManager:
+    """Leader/follower state of every local partition.
+
+    Args:
+        config: broker config (replica.* keys, num.replica.fetchers, inter.broker.listener.name).
+        node_id: this broker.
+        log_manager: the logs.
+        fetch_purgatory: parked fetches (woken on appends and HW moves).
+        image: ``fn() -> MetadataImage`` (the current committed image).
+        controller: ``fn() -> controller`` (``alter_partition`` is used when it has it).
+    """
+
+    def __init__(
+        self,
+        config: KafkaConfig,
+        node_id: int,
+        log_manager: LogManager,
+        fetch_purgatory: FetchPurgatory,
+        *,
+        image: Callable[[], MetadataImage],
+        controller: Callable[[], Any],
+        time_ms: Callable[[], int] | None = None,
+    ) -> None:
+        self.config = config
+        self.node_id = node_id
+        self.log_manager = log_manager
+        self.fetch_purgatory = fetch_purgatory
+        self._image = image
+        self._controller = controller
+        self.time_ms: Callable[[], int] = time_ms or _now_ms
+        self.replica_lag_time_max_ms = int(config["replica.lag.time.max.ms"])
+        self._partitions: dict[TopicPartitionKey, Partition] = {}
+        self._listeners: list[LeadershipListener] = []
+        self.produce_purgatory = ProducePurgatory(self._partitions.get)
+        self.fetcher_manager = ReplicaFetcherManager(
+            node_id,
+            int(config["num.replica.fetchers"]),
+            FetcherSettings(
+                max_wait_ms=int(config["replica.fetch.wait.max.ms"]),
+                min_bytes=int(config["replica.fetch.min.bytes"]),
+                partition_max_bytes=int(config["replica.fetch.max.bytes"]),
+                response_max_bytes=int(config["replica.fetch.response.max.bytes"]),
+                backoff_ms=int(config["replica.fetch.backoff.ms"]),
+                socket_timeout_ms=int(config["replica.socket.timeout.ms"]),
+            ),
+            self._broker_endpoint,
+            self._partitions.get,
+        )
+        self._isr_retry_at_ms: dict[TopicPartitionKey, int] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._shrink_task: asyncio.Task[None] | None = None
+
+    # -- lookup ----------------------------------------------------------------------------
+    def partition(self, topic: str, partition: int) -> Partition | None:
+        return self._partitions.get((topic, partition))
+
+    def partitions(self) -> dict[TopicPartitionKey, Partition]:
+        return dict(self._partitions)
+
+    def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1) -> Partition:
+        """The partition if this broker leads it (Kafka's ``getPartitionOrException`` +
+        leader/epoch checks).
+
+        Raises:
+            UnknownTopicOrPartitionError, NotLeaderOrFollowerError, FencedLeaderEpochError,
+            UnknownLeaderEpochError.
+        """
+        p = self._partitions.get((topic, partition))
+        if p is None:
+            if self._image().partition(topic, partition) is None:
+                raise UnknownTopicOrPartitionError(
+                    f"This server does not host this topic-partition {topic}-{partition}"
+                )
+            raise NotLeaderOrFollowerError(f"Broker {self.node_id} hosts no replica of {topic}-{partition}")
+        p.check_leader(current_leader_epoch)
+        return p
+
+    def add_leadership_listener(self, cb: LeadershipListener) -> None:
+        """Call ``cb(topic, partition, is_leader_now, leader_epoch)`` on every leadership change
+        of a local partition; it is called at once for the partitions led now."""
+        self._listeners.append(cb)
+        for p in list(self._partitions.values()):
+            if p.is_leader:
+                self._call_listener(cb, p.topic, p.partition, True, p.leader_epoch)
+
+    def _call_listener(self, cb: LeadershipListener, topic: str, partition: int, leader: bool, epoch: int) -> None:
+        try:
+            cb(topic, partition, leader, epoch)
+        except Exception:
+            logger.exception("leadership listener failed for %s-%d", topic, partition)
+
+    def _notify_listeners(self, p: Partition, leader: bool) -> None:
+        for cb in list(self._listeners):
+            self._call_listener(cb, p.topic, p.partition, leader, p.leader_epoch)
+
+    # -- metadata ----------------------------------------------------------------------------
+    def _broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        broker = self._image().brokers.get(broker_id)
+        if broker is None or not broker.endpoints:
+            return None
+        endpoints = broker.endpoints
+        name = self.config.values.get("inter.broker.listener.name")
+        if name and name in endpoints:
+            return tuple(endpoints[name])  # type: ignore[return-value]
+        controller_names = set(self.config.values.get("controller.listener.names") or ())
+        for preferred in ("PLAINTEXT", "INTERNAL", "BROKER"):
+            if preferred in endpoints:
+                return tuple(endpoints[preferred])  # type: ignore[return-value]
+        for listener, endpoint in endpoints.items():
+            if listener not in controller_names:
+                return tuple(endpoint)  # type: ignore[return-value]
+        return None
+
+    def _isr_eligible(self, broker_id: int) -> bool:
+        broker = self._image().brokers.get(broker_id)
+        return broker is not None and not getattr(broker, "fenced", False)
+
+    def _new_partition(self, topic: str, index: int, topic_id: uuid.UUID) -> Partition:
+        log = self.log_manager.get_or_create_log(topic, index, topic_id)
+        p = Partition(
+            topic,
+            index,
+            topic_id,
+            self.node_id,
+            log,
+            replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+            isr_eligible=self._isr_eligible,
+            time_ms=self.time_ms,
+        )
+        self._partitions[(topic, index)] = p
+        return p
+
+    def apply_delta(self, image: MetadataImage, delta: MetadataDelta) -> None:
+        """Apply committed partition changes (KRaft ``ReplicaManager.applyDelta``): leaders
+        make_leader, followers make_follower and (re)start fetching from the new leader; deleted
+        topics and partitions no longer assigned here stop. Call before logs are deleted."""
+        to_follow: dict[TopicPartitionKey, tuple[int, int]] = {}
+        to_unfollow: set[TopicPartitionKey] = set()
+        touched: list[TopicPartitionKey] = []
+        for topic in delta.deleted_topics:
+            for index in topic.partitions:
+                self._stop_partition((topic.name, index), to_unfollow)
+                touched.append((topic.name, index))
+        for name, registration in delta.changed_partitions:
+            key = (name, registration.partition)
+            touched.append(key)
+            if self.node_id not in registration.replicas:
+                self._stop_partition(key, to_unfollow)
+                continue
+            topic_image = image.topic(name)
+            if topic_image is None:
+                continue
+            p = self._partitions.get(key)
+            if p is None:
+                p = self._new_partition(name, registration.partition, topic_image.topic_id)
+            was_leader = p.is_leader
+            if registration.leader == self.node_id:
+                new_epoch = p.make_leader(registration)
+                to_unfollow.add(key)
+                if new_epoch:
+                    self._notify_listeners(p, True)
+            else:
+                changed = p.make_follower(registration)
+                if was_leader:
+                    self._notify_listeners(p, False)
+                if registration.leader >= 0:
+                    if changed or self.fetcher_manager.fetching(key) is None:
+                        to_follow[key] = (registration.leader, registration.leader_epoch)
+                else:
+                    to_unfollow.add(key)
+        if to_unfollow:
+            self.fetcher_manager.remove_fetcher_for_partitions(to_unfollow - set(to_follow))
+        if to_follow:
+            self.fetcher_manager.add_fetcher_for_partitions(to_follow)
+        if any(not f.partitions for f in self.fetcher_manager.fetchers.values()):
+            self._spawn(self.fetcher_manager.shutdown_idle_fetchers(), "shutdown-idle-fetchers")
+        for key in touched:
+            self._complete_delayed(key)
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _stop_partition(self, key: TopicPartitionKey, to_unfollow: set[TopicPartitionKey]) -> None:
+        p = self._partitions.pop(key, None)
+        to_unfollow.add(key)
+        if p is not None and p.is_leader:
+            p.leader_id = -1
+            self._notify_listeners(p, False)
+
+    def _complete_delayed(self, key: TopicPartitionKey) -> None:
+        """Wake what may now complete: parked acks=all produces and fetches of ``key``."""
+        self.produce_purgatory.check_and_complete(key)
+        self.fetch_purgatory.notify(key)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def startup(self) -> None:
+        """Start the ISR-expiration task (every ``replica.lag.time.max.ms / 2``)."""
+        if self._shrink_task is None:
+            self._shrink_task = asyncio.get_running_loop().create_task(self._isr_expiration_loop(), name="isr-expiration")
+
+    async def shutdown(self) -> None:
+        for task in [self._shrink_task, *self._tasks]:
+            if task is not None:
+                task.cancel()
+        for task in [self._shrink_task, *self._tasks]:
+            if task is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        self._shrink_task = None
+        self._tasks.clear()
+        await self.fetcher_manager.shutdown()
+        self.produce_purgatory.complete_all()
+
+    # -- produce -----------------------------------------------------------------------------
+    async def append_records(
+        self,
+        entries: dict[TopicPartitionKey, bytearray],
+        required_acks: int,
+        timeout_ms: int,
+        *,
+        internal: bool = False,
+    ) -> dict[TopicPartitionKey, PartitionAppendResult]:
+        """Append one validated RecordBatch per partition as leader (Kafka's
+        ``ReplicaManager.appendRecords``). ``required_acks`` -1 waits up to ``timeout_ms`` for
+        the HW to pass every appended batch. Never raises: errors are per partition."""
+        results: dict[TopicPartitionKey, PartitionAppendResult] = {}
+        required: dict[TopicPartitionKey, int] = {}
+        for key, batch in entries.items():
+            topic, index = key
+            try:
+                if topic in INTERNAL_TOPICS and not internal:
+                    raise InvalidTopicError(f"Cannot append to internal topic {topic}")
+                p = self.leader_partition(topic, index)
+                info = self._append_to_leader(p, batch, required_acks)
+                results[key] = PartitionAppendResult(
+                    ErrorCode.none, info.first_offset, info.log_append_time_ms, p.log.log_start_offset
+                )
+                required[key] = info.last_offset + 1
+                self._complete_delayed(key)
+            except Exception as exc:  # noqa: BLE001 - per-partition wire error
+                results[key] = PartitionAppendResult(
+                    error_code_for(exc, f"append to {topic}-{index}"), error_message=error_message_for(exc)
+                )
+        if required_acks == -1 and required:
+            op = DelayedProduce(required)
+            for key, code in (await self.produce_purgatory.try_complete_else_watch(op, timeout_ms)).items():
+                if code != ErrorCode.none:
+                    result = results[key]
+                    result.error_code = code
+                    result.error_message = None
+                    if code == ErrorCode.request_timed_out:
+                        result.error_message = f"acks=all timed out after {timeout_ms} ms waiting for the ISR"
+        return results
+
+    def _append_to_leader(self, p: Partition, batch: bytearray, required_acks: int) -> Any:
+        manager = self.log_manager
+        offline = manager.offline_dir_of(p.topic, p.partition)
+        if offline is not None:
+            raise KafkaStorageError(f"Log dir {offline} of {p.topic}-{p.partition} is offline")
+        try:
+            return p.append_records_to_leader(batch, required_acks)
+        except OSError as exc:
+            log_dir = manager.mark_log_dir_offline(p.topic, p.partition, exc)
+            raise KafkaStorageError(
+                f"Error while appending records to {p.topic}-{p.partition} in dir {log_dir}: {exc}"
+            ) from exc
+
+    # -- fetch ---------------------------------------------------------------------------------
+    def read_for_fetch(
+        self,
+        topic: str,
+        index: int,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        replica_id: int,
+        current_leader_epoch: int = -1,
+        last_fetched_epoch: int = -1,
+        log_start_offset: int = -1,
+        min_one_message: bool = True,
+    ) -> LogReadResult:
+        """Read one partition for a Fetch (Kafka's ``readFromLog`` + follower fetch-state
+        update). ``replica_id >= 0`` is a follower: reads up to the LEO, records its fetch
+        offset (advancing the HW, completing parked produces, maybe expanding the ISR).
+
+        Raises:
+            KafkaError subclasses (mapped to the partition's error code by the caller).
+        """
+        p = self.leader_partition(topic, index, current_leader_epoch)
+        is_follower = replica_id >= 0
+        result = p.read_records(
+            fetch_offset,
+            max_bytes,
+            is_follower=is_follower,
+            last_fetched_epoch=last_fetched_epoch,
+            min_one_message=min_one_message,
+        )
+        if is_follower and result.diverging_epoch is None:
+            if p.update_follower_fetch_state(replica_id, fetch_offset, log_start_offset):
+                self._complete_delayed(p.key)
+            result.high_watermark = p.high_watermark
+            if p.isr_expansion_candidate(replica_id):
+                self._alter_isr(p, tuple(sorted({*p.isr, replica_id})), "expand")
+        return result
+
+    # -- ISR changes ---------------------------------------------------------------------------
+    def _alter_isr(self, p: Partition, new_isr: tuple[int, ...], reason: str) -> None:
+        alter = getattr(self._controller(), "alter_partition", None)
+        if alter is None or p.topic_id is None:
+            return
+        now = self.time_ms()
+        if self._isr_retry_at_ms.get(p.key, 0) > now:
+            return
+        p.pending_isr = new_isr
+        self._spawn(self._send_alter_partition(alter, p, new_isr, reason), f"alter-partition-{p.topic}-{p.partition}")
+
+    async def _send_alter_partition(self, alter: Any, p: Partition, new_isr: tuple[int, ...], reason: str) -> None:
+        epoch, partition_epoch = p.leader_epoch, p.partition_epoch
+        broker = self._image().brokers.get(self.node_id)
+        broker_epoch = int(getattr(broker, "epoch", -1)) if broker is not None else -1
+        logger.info(
+            "%s-%d: %s ISR %s -> %s (leader epoch %d, partition epoch %d)",
+            p.topic, p.partition, reason, list(p.isr), list(new_isr), epoch, partition_epoch,
+        )
+        code: Any = ErrorCode.unknown_server_error
+        try:
+            code, _registration = await alter(
+                self.node_id, broker_epoch, p.topic_id, p.partition, epoch, new_isr, partition_epoch
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - retried by the next fetch / expiration round
+            logger.info("%s-%d: AlterPartition failed: %r", p.topic, p.partition, exc)
+        finally:
+            # Success: the committed registration was already applied (apply_delta cleared it).
+            if p.pending_isr == new_isr and p.partition_epoch == partition_epoch:
+                p.pending_isr = None
+        if code != ErrorCode.none:
+            logger.info("%s-%d: AlterPartition %s -> %s", p.topic, p.partition, list(new_isr), ErrorCode(code).name)
+            self._isr_retry_at_ms[p.key] = self.time_ms() + _ISR_RETRY_BACKOFF_MS
+        else:
+            self._isr_retry_at_ms.pop(p.key, None)
+        # The ISR (and so the HW / min.isr checks) may have changed.
+        p.maybe_increment_leader_hw()
+        self._complete_delayed(p.key)
+
+    def maybe_shrink_isr(self) -> None:
+        """One ISR-expiration round (Kafka's ``maybeShrinkIsr``)."""
+        now = self.time_ms()
+        for p in list(self._partitions.values()):
+            if not p.is_leader:
+                continue
+            out = p.out_of_sync_replicas(now)
+            if out:
+                new_isr = tuple(b for b in p.isr if b not in out)
+                logger.info(
+                    "%s-%d: followers %s not caught up within %d ms", p.topic, p.partition, out,
+                    self.replica_lag_time_max_ms,
+                )
+                self._alter_isr(p, new_isr, "shrink")
+
+    async def _isr_expiration_loop(self) -> None:
+        interval_s = max(self.replica_lag_time_max_ms / 2, 50) / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                self.maybe_shrink_isr()
+            except Exception:
+                logger.exception("ISR expiration failed")

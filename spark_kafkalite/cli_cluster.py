@@ -1,0 +1,300 @@
+"""``kafkalite cluster up | status | down``: a multi-broker cluster on this machine.
+
+::
+
+    kafkalite cluster up     [--brokers 3] [--data-dir DIR] [--config KEY=VALUE ...]
+    kafkalite cluster status [--data-dir DIR | --bootstrap-server HOST:PORT]
+    kafkalite cluster down   [--data-dir DIR]
+
+``up`` starts ``--brokers`` broker processes in the background (KRaft combined mode: each one
+is a broker and a controller quorum voter; :class:`~spark_kafkalite.local_cluster.LocalCluster`
+writes their configs), waits until all are registered and unfenced, and records them in
+``DIR/cluster.json`` (pids, ports). Brokers keep running after the command exits; their logs are
+``DIR/broker-<id>.log``. Running ``up`` again on the same DIR reuses its ports and data.
+
+``status`` shows the nodes (process alive, address, Raft port, whether the controller lists the
+broker as live), the active controller, and every partition with leader, replicas, ISR and
+offline replicas, plus the number of under-replicated partitions (ISR smaller than replicas),
+as ``rich`` tables. ``down`` stops every broker (SIGTERM: controlled shutdown; SIGKILL after
+``--timeout`` s) and marks ``cluster.json`` stopped (data and ports stay for the next ``up``).
+
+DIR defaults to ``$KAFKALITE_CLUSTER_DIR`` or ``~/.kafkalite/cluster``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_cluster_parser", "cmd_cluster", "STATE_FILE"]
+
+STATE_FILE = "cluster.json"
+_ENV_DIR = "KAFKALITE_CLUSTER_DIR"
+
+
+class ClusterCliError(Exception):
+    """A user-facing error (printed as one line by ``kafkalite``)."""
+
+
+def _default_dir() -> Path:
+    return Path(os.environ.get(_ENV_DIR) or Path.home() / ".kafkalite" / "cluster")
+
+
+def add_cluster_parser(commands: Any) -> None:
+    """Register ``cluster up|status|down`` on the ``kafkalite`` subparsers."""
+    cluster = commands.add_parser("cluster", help="start, inspect or stop a local multi-broker cluster")
+    actions = cluster.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
+    up = actions.add_parser("up", help="start brokers in the background")
+    up.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
+    up.add_argument("--data-dir", type=Path, help=f"data directory (default ${_ENV_DIR} or ~/.kafkalite/cluster)")
+    up.add_argument("--config", action="append", metavar="KEY=VALUE", help="broker config for every node (repeatable)")
+    up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the brokers (default 60)")
+    status = actions.add_parser("status", help="nodes, active controller, partitions")
+    status.add_argument("--data-dir", type=Path)
+    status.add_argument(
+        "--bootstrap-server",
+        metavar="HOST:PORT",
+        help="inspect any running cluster (e.g. started with python -m broker --config conf/broker-N.properties)",
+    )
+    down = actions.add_parser("down", help="stop the brokers")
+    down.add_argument("--data-dir", type=Path)
+    down.add_argument("--timeout", type=float, default=15.0, help="seconds before SIGKILL (default 15)")
+
+
+def _state_path(data_dir: Path) -> Path:
+    return data_dir / STATE_FILE
+
+
+def _read_state(data_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(_state_path(data_dir).read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise ClusterCliError(f"cannot read {_state_path(data_dir)}: {exc}") from None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _running_nodes(state: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    return {int(n): info for n, info in state["nodes"].items() if _alive(int(info["pid"]))}
+
+
+def cmd_cluster(args: argparse.Namespace, out: Any) -> int:
+    """Run ``kafkalite cluster ...``; returns the exit status."""
+    data_dir = (args.data_dir or _default_dir()).expanduser().resolve()
+    if args.cluster_command == "up":
+        return _up(args, data_dir, out)
+    if args.cluster_command == "status":
+        if args.bootstrap_server:
+            return _status_of(args.bootstrap_server, out)
+        return _status(data_dir, out)
+    return _down(args, data_dir, out)
+
+
+# -------------------------------------------------------------------------------------------- up
+def _up(args: argparse.Namespace, data_dir: Path, out: Any) -> int:
+    from spark_kafkalite.local_cluster import LocalCluster
+
+    if args.brokers < 1:
+        raise ClusterCliError("--brokers must be at least 1")
+    state = _read_state(data_dir)
+    ports: dict[int, tuple[int, int]] = {}
+    if state is not None and not state.get("stopped"):
+        running = _running_nodes(state)
+        if running:
+            raise ClusterCliError(
+                f"a cluster is already running in {data_dir} (nodes {sorted(running)}); "
+                "use 'kafkalite cluster status' or 'kafkalite cluster down'"
+            )
+    if state is not None and int(state.get("brokers", 0)) == args.brokers:
+        ports = {int(n): (int(i["port"]), int(i["controller_port"])) for n, i in state["nodes"].items()}
+    overrides: dict[str, str] = {}
+    for pair in args.config or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ClusterCliError(f"--config {pair!r} is not KEY=VALUE")
+        overrides[key.strip()] = value
+    data_dir.mkdir(parents=True, exist_ok=True)
+    cluster = LocalCluster(
+        brokers=args.brokers,
+        data_dir=data_dir,
+        config_overrides=overrides,
+        startup_timeout_s=args.timeout,
+        exit_with_parent=False,
+        ports=ports,
+    )
+    cluster.start()  # raises RuntimeError (with the broker's output) when a broker fails
+    cluster.detach()
+    nodes = {}
+    for node_id in cluster.node_ids:
+        port, controller_port = cluster.ports(node_id)
+        nodes[str(node_id)] = {
+            "pid": cluster.pid(node_id),
+            "host": "127.0.0.1",
+            "port": port,
+            "controller_port": controller_port,
+            "log_dir": str(cluster.log_dir(node_id)),
+            "output": str(data_dir / f"broker-{node_id}.log"),
+        }
+    payload = {"brokers": args.brokers, "bootstrap_servers": cluster.bootstrap_servers, "nodes": nodes}
+    tmp = _state_path(data_dir).with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload, indent=1), encoding="utf-8")
+    os.replace(tmp, _state_path(data_dir))
+    out.write(f"cluster of {args.brokers} broker(s) running in {data_dir}\n")
+    out.write(f"bootstrap servers: {cluster.bootstrap_servers}\n")
+    out.write(f"export KAFKALITE_BOOTSTRAP_SERVERS={cluster.bootstrap_servers}\n")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------- status
+def _fetch_metadata(bootstrap: str) -> tuple[Any, str]:
+    """(Cluster metadata or None, error text) from one Metadata request."""
+    from spark_kafkalite.client.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient({"bootstrap.servers": bootstrap, "default.api.timeout.ms": 10000, "request.timeout.ms": 5000})
+    try:
+        return admin._describe(None, 10000), ""
+    except Exception as exc:  # noqa: BLE001 - shown in the output
+        return None, str(exc)
+    finally:
+        admin.close()
+
+
+def _status_of(bootstrap: str, out: Any) -> int:
+    """``status --bootstrap-server``: what the cluster's metadata says (no process view)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=out, width=120)
+    metadata, error = _fetch_metadata(bootstrap)
+    if metadata is None:
+        console.print(f"[red]no broker answered[/red] {error}".rstrip())
+        return 1
+    nodes = Table(title=f"Live brokers ({bootstrap})")
+    for column in ("node", "address", "role"):
+        nodes.add_column(column)
+    for node_id, (host, port) in sorted(metadata.nodes.items()):
+        role = "[bold]active controller[/bold]" if node_id == metadata.controller_id else "broker"
+        nodes.add_row(str(node_id), f"{host}:{port}", role)
+    console.print(nodes)
+    return _print_partitions(console, metadata)
+
+
+def _status(data_dir: Path, out: Any) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    state = _read_state(data_dir)
+    if state is None:
+        raise ClusterCliError(f"no cluster in {data_dir} (start one with 'kafkalite cluster up')")
+    if state.get("stopped"):
+        raise ClusterCliError(f"the cluster in {data_dir} is stopped (start it with 'kafkalite cluster up')")
+    console = Console(file=out, width=120)
+    running = _running_nodes(state)
+    metadata = None
+    error = ""
+    if running:
+        metadata, error = _fetch_metadata(",".join(f"{i['host']}:{i['port']}" for i in running.values()))
+    nodes = Table(title=f"Nodes ({data_dir})")
+    for column in ("node", "process", "address", "raft port", "broker", "role"):
+        nodes.add_column(column)
+    controller = metadata.controller_id if metadata is not None else -1
+    for node_id, info in sorted((int(n), i) for n, i in state["nodes"].items()):
+        alive = node_id in running
+        live = metadata is not None and node_id in metadata.nodes
+        nodes.add_row(
+            str(node_id),
+            f"running (pid {info['pid']})" if alive else "[red]not running[/red]",
+            f"{info['host']}:{info['port']}",
+            str(info["controller_port"] or "-"),
+            "[green]live[/green]" if live else ("[yellow]fenced[/yellow]" if alive else "[red]offline[/red]"),
+            "[bold]active controller[/bold]" if node_id == controller else "voter",
+        )
+    console.print(nodes)
+    if metadata is None:
+        console.print(f"[red]no broker answered[/red] {error}".rstrip())
+        return 1
+    code = _print_partitions(console, metadata)
+    console.print(f"bootstrap servers: {state['bootstrap_servers']}")
+    return code
+
+
+def _print_partitions(console: Any, metadata: Any) -> int:
+    from rich.table import Table
+
+    controller = metadata.controller_id
+    partitions = Table(title=f"Partitions (active controller: {controller})")
+    for column in ("topic", "partition", "leader", "epoch", "replicas", "isr", "offline"):
+        partitions.add_column(column)
+    under = offline = total = 0
+    for topic in sorted(metadata.partitions):
+        for index, p in sorted(metadata.partitions[topic].items()):
+            total += 1
+            if len(p.isr) < len(p.replicas):
+                under += 1
+            if p.leader < 0:
+                offline += 1
+            partitions.add_row(
+                topic,
+                str(index),
+                str(p.leader) if p.leader >= 0 else "[red]none[/red]",
+                str(p.leader_epoch),
+                ",".join(map(str, p.replicas)),
+                ",".join(map(str, p.isr)) if len(p.isr) == len(p.replicas) else f"[yellow]{','.join(map(str, p.isr))}[/yellow]",
+                ",".join(map(str, p.offline_replicas)) or "-",
+            )
+    if total:
+        console.print(partitions)
+    console.print(
+        f"{len(metadata.nodes)} live broker(s), {total} partition(s), "
+        f"{under} under-replicated, {offline} without a leader"
+    )
+    return 0
+
+
+# ------------------------------------------------------------------------------------------ down
+def _down(args: argparse.Namespace, data_dir: Path, out: Any) -> int:
+    state = _read_state(data_dir)
+    if state is None:
+        raise ClusterCliError(f"no cluster in {data_dir}")
+    if state.get("stopped"):
+        out.write(f"the cluster in {data_dir} is already stopped\n")
+        return 0
+    running = _running_nodes(state)
+    for info in running.values():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(info["pid"]), signal.SIGCONT)  # a paused broker must see the SIGTERM
+            os.kill(int(info["pid"]), signal.SIGTERM)
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline and any(_alive(int(i["pid"])) for i in running.values()):
+        time.sleep(0.1)
+    killed = []
+    for node_id, info in running.items():
+        if _alive(int(info["pid"])):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(info["pid"]), signal.SIGKILL)
+            killed.append(node_id)
+    state["stopped"] = True
+    tmp = _state_path(data_dir).with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=1), encoding="utf-8")
+    os.replace(tmp, _state_path(data_dir))
+    message = f"stopped {len(running)} broker(s) in {data_dir}"
+    if killed:
+        message += f" (killed {sorted(killed)} after {args.timeout:.0f} s)"
+    out.write(message + "\n")
+    return 0

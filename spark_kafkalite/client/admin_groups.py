@@ -1,0 +1,356 @@
+"""Consumer-group administration for ``KafkaAdminClient`` (Java ``Admin.listConsumerGroups``,
+``describeConsumerGroups``, ``listConsumerGroupOffsets``, ``alterConsumerGroupOffsets``,
+``deleteConsumerGroups``), plus a lag helper like ``kafka-consumer-groups.sh --describe``.
+
+ListGroups goes to every broker (each lists the groups it coordinates); the other calls go to
+the group's coordinator (FindCoordinator first; COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
+COORDINATOR_LOAD_IN_PROGRESS and connection errors are retried with a fresh lookup until the
+timeout). Member assignments are decoded from Java ``ConsumerProtocol`` bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from spark_kafkalite.client.consumer.abstract_coordinator import AbstractCoordinator, coordinator_node_id
+from spark_kafkalite.client.consumer.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    ConsumerProtocolError,
+    decode_assignment,
+)
+from spark_kafkalite.client.consumer.group_requests import (
+    OffsetAndMetadata,
+    delete_groups_request,
+    describe_groups_request,
+    list_groups_request,
+    offset_commit_request,
+    offset_fetch_request,
+    parse_offset_commit_response,
+    parse_offset_fetch_response,
+)
+from spark_kafkalite.client.network_client import now_ms
+from spark_kafkalite.client.requests import RequestBuilder
+from spark_kafkalite.client.types import TopicPartition
+from spark_kafkalite.protocol.errors import (
+    ErrorCode,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    error_for_code,
+)
+
+if TYPE_CHECKING:
+    from spark_kafkalite.client.metadata import Cluster
+    from spark_kafkalite.client.network_client import NetworkClient
+    from spark_kafkalite.client.types import OffsetAndTimestamp
+
+__all__ = [
+    "AdminGroupsMixin",
+    "ConsumerGroupListing",
+    "ConsumerGroupDescription",
+    "MemberDescription",
+    "PartitionLag",
+]
+
+log = logging.getLogger(__name__)
+
+_COORDINATOR_RETRY = {
+    ErrorCode.coordinator_not_available,
+    ErrorCode.not_coordinator,
+    ErrorCode.coordinator_load_in_progress,
+}
+
+
+class ConsumerGroupListing(NamedTuple):
+    """One group of ``list_consumer_groups``; ``state`` is None from brokers without
+    ListGroups v4 (e.g. ``"Stable"``, ``"Empty"``, ``"PreparingRebalance"``)."""
+
+    group_id: str
+    is_simple_consumer_group: bool
+    state: str | None
+    protocol_type: str
+
+
+class MemberDescription(NamedTuple):
+    """A member of a described group; ``assignment`` decoded from the consumer protocol."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: frozenset[TopicPartition]
+
+
+class ConsumerGroupDescription(NamedTuple):
+    """``describe_consumer_groups`` result (Java ``ConsumerGroupDescription``).
+    ``partition_assignor`` is the selected protocol (e.g. ``"range"``), ``state`` Kafka's
+    group state (``Stable``, ``Empty``, ``Dead`` for an unknown group, ...), ``coordinator``
+    ``(broker id, host, port)``."""
+
+    group_id: str
+    is_simple_consumer_group: bool
+    members: list[MemberDescription]
+    partition_assignor: str
+    state: str
+    coordinator: tuple[int, str, int]
+
+
+class PartitionLag(NamedTuple):
+    """Committed offset vs log end offset (high watermark) of one partition; ``committed`` is
+    None when the group committed nothing there, then ``lag`` is None too."""
+
+    committed: int | None
+    log_end_offset: int
+    lag: int | None
+
+
+class AdminGroupsMixin:
+    """Group methods of ``KafkaAdminClient`` (see module docstring)."""
+
+    _client: NetworkClient
+    _default_timeout_ms: float
+    _retry_backoff_ms: float
+
+    def _ensure_open(self) -> None:  # provided by KafkaAdminClient
+        raise NotImplementedError
+
+    def _describe(self, topics: list[str] | None, timeout_ms: float | None = None) -> Cluster:
+        raise NotImplementedError
+
+    def list_offsets(self, specs: Mapping[TopicPartition, int], timeout_ms: float | None = None) -> dict[TopicPartition, OffsetAndTimestamp]:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ plumbing
+    def _deadline(self, timeout_ms: float | None) -> float:
+        return now_ms() + (self._default_timeout_ms if timeout_ms is None else float(timeout_ms))
+
+    def _find_group_coordinator(self, group_id: str, deadline: float) -> tuple[int, str, int]:
+        last: BaseException | None = None
+        while True:
+            self._describe([], max(1.0, deadline - now_ms()))  # make sure brokers are known
+            future = AbstractCoordinator.send_find_coordinator(self._client, group_id)
+            try:
+                found: tuple[int, str, int] = self._client.wait_for(future, max(1.0, deadline - now_ms()))
+                return found
+            except KafkaError as exc:
+                if not (exc.retriable or isinstance(exc, (KafkaConnectionError, KafkaTimeoutError))
+                        or exc.error_code in _COORDINATOR_RETRY):
+                    raise
+                last = exc
+            if now_ms() >= deadline:
+                raise KafkaTimeoutError(f"cannot find the coordinator of group {group_id} (last error: {last})")
+            self._client.poll(min(self._retry_backoff_ms, max(0.0, deadline - now_ms())))
+
+    def _call_coordinator(
+        self, group_id: str, builder: RequestBuilder, error_of: Any, timeout_ms: float | None
+    ) -> tuple[Any, tuple[int, str, int]]:
+        """Send to the group's coordinator until ``error_of(response)`` is not a coordinator
+        error; returns ``(response, coordinator)``."""
+        self._ensure_open()
+        deadline = self._deadline(timeout_ms)
+        last: BaseException | None = None
+        while True:
+            coordinator = self._find_group_coordinator(group_id, deadline)
+            node = coordinator_node_id(coordinator[0])
+            self._client.add_node(node, coordinator[1], coordinator[2])
+            try:
+                response = self._client.send_and_wait(node, builder, max(1.0, deadline - now_ms()))
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                last = exc
+            else:
+                code = int(error_of(response))
+                if code not in _COORDINATOR_RETRY:
+                    return response, coordinator
+                last = error_for_code(code, f"group {group_id}")
+            if now_ms() >= deadline:
+                raise KafkaTimeoutError(f"group {group_id}: request did not complete (last error: {last})")
+            self._client.poll(min(self._retry_backoff_ms, max(0.0, deadline - now_ms())))
+
+    # ------------------------------------------------------------------ list / describe
+    def list_consumer_groups(self, timeout_ms: float | None = None) -> list[ConsumerGroupListing]:
+        """Every consumer group (protocol type ``consumer``) and simple group (type ``""``:
+        offsets committed without membership) known to any broker, sorted by group id.
+
+        Raises:
+            KafkaTimeoutError: a broker did not answer in time. KafkaError: a broker's error.
+        """
+        self._ensure_open()
+        deadline = self._deadline(timeout_ms)
+        cluster = self._describe([], timeout_ms)
+        found: dict[str, ConsumerGroupListing] = {}
+        for broker_id in sorted(cluster.nodes):
+            response = self._send_to_broker(broker_id, list_groups_request(), deadline)
+            code = int(response.error_code)
+            if code != ErrorCode.none:
+                raise error_for_code(code, f"ListGroups on broker {broker_id}")
+            for g in response.groups:
+                protocol_type = str(g.protocol_type or "")
+                if protocol_type not in (CONSUMER_PROTOCOL_TYPE, ""):
+                    continue
+                state = getattr(g, "group_state", None)
+                found[str(g.group_id)] = ConsumerGroupListing(str(g.group_id), protocol_type == "", state, protocol_type)
+        return [found[k] for k in sorted(found)]
+
+    def _send_to_broker(self, broker_id: int, builder: RequestBuilder, deadline: float) -> Any:
+        last: BaseException | None = None
+        while True:
+            try:
+                return self._client.send_and_wait(broker_id, builder, max(1.0, deadline - now_ms()))
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                last = exc
+            if now_ms() >= deadline:
+                raise KafkaTimeoutError(f"broker {broker_id} did not answer in time: {last}")
+            self._client.poll(min(self._retry_backoff_ms, max(0.0, deadline - now_ms())))
+
+    def describe_consumer_groups(
+        self, group_ids: Iterable[str], timeout_ms: float | None = None
+    ) -> dict[str, ConsumerGroupDescription]:
+        """Members (ids, client ids, hosts, decoded assignments), assignor and state of each
+        group. An unknown group is described with state ``Dead`` and no members (as Kafka).
+
+        Raises:
+            KafkaError: a group's error (e.g. GROUP_AUTHORIZATION_FAILED). KafkaTimeoutError.
+        """
+        out: dict[str, ConsumerGroupDescription] = {}
+        for group_id in dict.fromkeys(group_ids):
+            response, coordinator = self._call_coordinator(
+                group_id, describe_groups_request([group_id]),
+                lambda r, g=group_id: next((d.error_code for d in r.groups if d.group_id == g), 0),
+                timeout_ms,
+            )
+            for d in response.groups:
+                if str(d.group_id) != group_id:
+                    continue
+                code = int(d.error_code)
+                if code == ErrorCode.group_id_not_found:
+                    out[group_id] = ConsumerGroupDescription(group_id, True, [], "", "Dead", coordinator)
+                    continue
+                if code != ErrorCode.none:
+                    raise error_for_code(code, f"DescribeGroups of {group_id}")
+                protocol_type = str(d.protocol_type or "")
+                members = []
+                for m in d.members:
+                    assignment: frozenset[TopicPartition] = frozenset()
+                    if protocol_type == CONSUMER_PROTOCOL_TYPE and m.member_assignment:
+                        try:
+                            assignment = frozenset(decode_assignment(bytes(m.member_assignment)).partitions)
+                        except ConsumerProtocolError as exc:
+                            log.warning("group %s member %s: undecodable assignment: %s", group_id, m.member_id, exc)
+                    members.append(MemberDescription(
+                        str(m.member_id), getattr(m, "group_instance_id", None), str(m.client_id),
+                        str(m.client_host), assignment,
+                    ))
+                out[group_id] = ConsumerGroupDescription(
+                    group_id, protocol_type == "", members, str(d.protocol_data or ""), str(d.group_state), coordinator,
+                )
+        return out
+
+    # ------------------------------------------------------------------ offsets
+    def list_consumer_group_offsets(self, group_id: str, timeout_ms: float | None = None) -> dict[TopicPartition, int]:
+        """Committed offsets of every partition the group committed (OffsetFetch, all topics).
+
+        Raises:
+            KafkaError: e.g. GROUP_AUTHORIZATION_FAILED. KafkaTimeoutError.
+        """
+        return {tp: om.offset for tp, om in self.list_consumer_group_offsets_and_metadata(group_id, timeout_ms).items()}
+
+    def list_consumer_group_offsets_and_metadata(
+        self, group_id: str, timeout_ms: float | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Like ``list_consumer_group_offsets`` with the metadata string and leader epoch."""
+        response, _ = self._call_coordinator(
+            group_id, offset_fetch_request(group_id, None), lambda r: getattr(r, "error_code", 0) or 0, timeout_ms
+        )
+        top, found = parse_offset_fetch_response(response)
+        if top != ErrorCode.none:
+            raise error_for_code(top, f"OffsetFetch of group {group_id}")
+        out: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, (om, code) in sorted(found.items()):
+            if code != ErrorCode.none:
+                raise error_for_code(code, f"OffsetFetch of {tp.topic}-{tp.partition} for group {group_id}")
+            if om is not None:
+                out[tp] = om
+        return out
+
+    def alter_consumer_group_offsets(
+        self, group_id: str, offsets: dict[TopicPartition, int], timeout_ms: float | None = None
+    ) -> None:
+        """Commit ``offsets`` (``{tp: next offset to consume}``) for the group without being a
+        member: OffsetCommit with generation -1 and an empty member id, as Kafka's admin does.
+        Kafka accepts this only while the group has no active members.
+
+        Raises:
+            UnknownMemberIdError: the group has active members. ValueError: a negative offset.
+            KafkaError: other per-partition errors (the first one). KafkaTimeoutError.
+        """
+        resolved: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, offset in offsets.items():
+            key = TopicPartition(str(tp[0]), int(tp[1]))
+            if int(offset) < 0:
+                raise ValueError(f"invalid negative offset {offset} for {key.topic}-{key.partition}")
+            resolved[key] = OffsetAndMetadata(int(offset))
+        if not resolved:
+            return
+        builder = offset_commit_request(group_id, -1, "", None, resolved)
+
+        def error_of(response: Any) -> int:
+            codes = parse_offset_commit_response(response).values()
+            return next((c for c in codes if c in _COORDINATOR_RETRY), 0)
+
+        response, _ = self._call_coordinator(group_id, builder, error_of, timeout_ms)
+        for tp, code in sorted(parse_offset_commit_response(response).items()):
+            if code != ErrorCode.none:
+                raise error_for_code(code, f"OffsetCommit of {tp.topic}-{tp.partition} for group {group_id}")
+
+    def delete_consumer_groups(self, group_ids: Iterable[str], timeout_ms: float | None = None) -> None:
+        """Delete groups and their committed offsets (DeleteGroups to each coordinator).
+
+        Raises:
+            GroupNotEmptyError: the group has members. GroupIdNotFoundError: no such group.
+            KafkaError, KafkaTimeoutError. The first error is raised after trying every group.
+        """
+        first: KafkaError | None = None
+        for group_id in dict.fromkeys(group_ids):
+            response, _ = self._call_coordinator(
+                group_id, delete_groups_request([group_id]),
+                lambda r, g=group_id: next((x.error_code for x in r.results if x.group_id == g), 0),
+                timeout_ms,
+            )
+            for result in response.results:
+                code = int(result.error_code)
+                if str(result.group_id) == group_id and code != ErrorCode.none and first is None:
+                    first = error_for_code(code, f"DeleteGroups of {group_id}")
+        if first is not None:
+            raise first
+
+    def consumer_group_lag(
+        self, group_id: str, timeout_ms: float | None = None, include_assigned: bool = True
+    ) -> dict[TopicPartition, PartitionLag]:
+        """Per partition: committed offset, log end offset (high watermark) and lag
+        (``log_end_offset - committed``, at least 0). Covers the committed partitions plus,
+        with ``include_assigned``, partitions assigned to current members.
+
+        Raises:
+            KafkaError, KafkaTimeoutError.
+        """
+        committed = self.list_consumer_group_offsets(group_id, timeout_ms)
+        tps = set(committed)
+        if include_assigned:
+            description = self.describe_consumer_groups([group_id], timeout_ms).get(group_id)
+            if description is not None:
+                for member in description.members:
+                    tps |= member.assignment
+        if not tps:
+            return {}
+        existing = self._describe(sorted({tp.topic for tp in tps}), timeout_ms).partitions
+        live = {tp for tp in tps if tp.partition in existing.get(tp.topic, {})}
+        ends = self.list_offsets({tp: -1 for tp in live}, timeout_ms) if live else {}
+        out: dict[TopicPartition, PartitionLag] = {}
+        for tp in sorted(tps):
+            end = ends[tp].offset if tp in ends else -1
+            c = committed.get(tp)
+            lag = None if c is None or end < 0 else max(0, end - c)
+            out[tp] = PartitionLag(c, end, lag)
+        return out

@@ -1,0 +1,491 @@
+"""``AbstractCoordinator``: group membership of the classic protocol (Java
+``org.apache.kafka.clients.consumer.internals.AbstractCoordinator``).
+
+Member life cycle (``MemberState``)::
+
+    UNJOINED --JoinGroup sent--> PREPARING_REBALANCE --JoinGroup ok--> COMPLETING_REBALANCE
+        --SyncGroup ok--> STABLE --(REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID /
+        metadata or subscription change)--> rejoin
+
+- FindCoordinator (key = group id) to the least loaded broker; COORDINATOR_NOT_AVAILABLE,
+  NOT_COORDINATOR and connection errors retry after ``retry.backoff.ms``. The coordinator gets
+  its own connection (node id ``2**31 - 1 - broker id``, as Java) so that JoinGroup, which the
+  broker may hold for the whole rebalance, never waits behind a long-polling Fetch.
+- JoinGroup with ``session.timeout.ms``, rebalance timeout ``max.poll.interval.ms``, the member
+  id (empty at first: the coordinator answers MEMBER_ID_REQUIRED with one, KIP-394, and we
+  rejoin with it at once) and ``group.instance.id`` (static membership, KIP-345, v5+).
+- The leader (the member the JoinGroup response names) computes the assignment
+  (``on_leader_elected``); every member sends SyncGroup and gets its assignment
+  (``on_join_complete``).
+- The heartbeat thread (``heartbeat.py``) keeps the session alive; errors it sees request a
+  rejoin that the application thread performs in its next ``poll``.
+- LeaveGroup on close (dynamic members only: static members keep their identity, KIP-345) and
+  when ``max.poll.interval.ms`` passes without a ``poll``.
+
+Threading: the application thread drives ``self._client`` (join, sync, commits); the heartbeat
+thread has its own client; shared membership fields are guarded by ``self._lock``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from spark_kafkalite.client.clock import now_ms
+from spark_kafkalite.client.consumer.group_requests import (
+    find_coordinator_request,
+    join_group_request,
+    leave_group_request,
+    rebalance_request_timeout_ms,
+    sync_group_request,
+)
+from spark_kafkalite.client.consumer.group_state import (
+    COORDINATOR_ERRORS,
+    NO_GENERATION,
+    Generation,
+    MemberState,
+    coordinator_node_id,
+    is_retriable_group_error,
+)
+from spark_kafkalite.client.consumer.heartbeat import Heartbeat, HeartbeatMixin, HeartbeatThread
+from spark_kafkalite.client.network_client import NetworkClient
+from spark_kafkalite.client.request_future import RequestFuture
+from spark_kafkalite.protocol.errors import (
+    ErrorCode,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    error_for_code,
+)
+
+__all__ = [
+    "AbstractCoordinator",
+    "MemberState",
+    "Generation",
+    "NO_GENERATION",
+    "coordinator_node_id",
+    "is_retriable_group_error",
+]
+
+log = logging.getLogger(__name__)
+
+
+class AbstractCoordinator(HeartbeatMixin, ABC):
+    """Group membership (see module docstring).
+
+    Config: ``group.id``, ``group.instance.id`` (None), ``session.timeout.ms`` (45000),
+    ``heartbeat.interval.ms`` (3000), ``max.poll.interval.ms`` (300000, also the rebalance
+    timeout), ``retry.backoff.ms``, ``request.timeout.ms``, ``client.id``.
+    """
+
+    def __init__(
+        self, client: NetworkClient, config: Mapping[str, Any], clock: Callable[[], float] = now_ms
+    ) -> None:
+        self._client = client
+        self._config = dict(config)
+        self.group_id = str(config["group.id"])
+        instance = config.get("group.instance.id")
+        self.group_instance_id: str | None = str(instance) if instance not in (None, "") else None
+        self.session_timeout_ms = int(config["session.timeout.ms"])
+        self.rebalance_timeout_ms = int(config["max.poll.interval.ms"])
+        self.heartbeat_interval_ms = int(config["heartbeat.interval.ms"])
+        self._retry_backoff_ms = float(config["retry.backoff.ms"])
+        self._request_timeout_ms = int(config["request.timeout.ms"])
+        self._clock = clock
+        self._lock = threading.RLock()
+        self.state = MemberState.UNJOINED
+        self.generation = NO_GENERATION
+        self._rejoin_needed = True
+        self._rejoin_reason = "initial join"
+        self._coordinator: tuple[int, str, int] | None = None
+        self.heartbeat = Heartbeat(
+            self.session_timeout_ms, self.heartbeat_interval_ms, self.rebalance_timeout_ms, self._retry_backoff_ms, clock
+        )
+        self._heartbeat_enabled = False
+        self._heartbeat_thread: HeartbeatThread | None = None
+        self._hb_client: NetworkClient | None = None
+        self._find_future: RequestFuture | None = None
+        self._join_future: RequestFuture | None = None
+        self._needs_join_prepare = True
+        self._fatal_error: KafkaError | None = None
+        self._closed = False
+        self._close_deadline = math.inf  # bounds the commit + LeaveGroup of close()
+
+    # ------------------------------------------------------------------ subclass hooks
+    @abstractmethod
+    def protocol_type(self) -> str: ...
+
+    @abstractmethod
+    def metadata_protocols(self) -> list[tuple[str, bytes]]:
+        """``[(protocol name, metadata bytes)]`` in preference order for JoinGroup."""
+
+    @abstractmethod
+    def on_join_prepare(self, generation: Generation) -> None:
+        """Before (re)joining: commit, revoke (eager) or mark lost partitions."""
+
+    @abstractmethod
+    def on_leader_elected(
+        self, protocol: str, members: list[tuple[str, str | None, bytes]], skip_assignment: bool
+    ) -> dict[str, bytes]:
+        """Leader only: ``members`` are ``(member_id, group_instance_id, metadata)``; return
+        ``{member_id: assignment bytes}``."""
+
+    @abstractmethod
+    def on_join_complete(self, generation: Generation, assignment: bytes) -> None:
+        """After SyncGroup: install the assignment."""
+
+    def on_leave_prepare(self, generation: Generation) -> None:
+        """Before leaving the group (close, unsubscribe)."""
+        return None
+
+    # ------------------------------------------------------------------ shared state
+    def coordinator(self) -> int | None:
+        """The coordinator's pseudo node id (registered with the application's client), or
+        None when unknown. Application thread only."""
+        with self._lock:
+            c = self._coordinator
+        if c is None:
+            return None
+        self._client.add_node(*c)
+        if self._client.is_unavailable(c[0]):
+            self.mark_coordinator_unknown("coordinator connection is unavailable")
+            return None
+        return c[0]
+
+    def coordinator_unknown(self) -> bool:
+        return self.coordinator() is None
+
+    def mark_coordinator_unknown(self, reason: str) -> None:
+        with self._lock:
+            if self._coordinator is not None:
+                log.info("group %s: coordinator %s:%s is unavailable or invalid (%s); will rediscover",
+                         self.group_id, self._coordinator[1], self._coordinator[2], reason)
+                self._coordinator = None
+
+    def request_rejoin(self, reason: str) -> None:
+        with self._lock:
+            if not self._rejoin_needed:
+                log.info("group %s: request joining the group: %s", self.group_id, reason)
+            self._rejoin_needed = True
+            self._rejoin_reason = reason
+        self._client.wakeup()
+
+    def rejoin_needed_or_pending(self) -> bool:
+        with self._lock:
+            return self._rejoin_needed or self._join_future is not None or self.state is not MemberState.STABLE
+
+    def generation_if_stable(self) -> Generation | None:
+        with self._lock:
+            return self.generation if self.state is MemberState.STABLE else None
+
+    def rebalance_in_progress(self) -> bool:
+        with self._lock:
+            return self.state in (MemberState.PREPARING_REBALANCE, MemberState.COMPLETING_REBALANCE)
+
+    def reset_generation(self, reason: str, reset_member_id: bool) -> None:
+        """Forget the generation (Java ``resetStateAndGeneration``) and ask for a rejoin."""
+        with self._lock:
+            log.info("group %s: resetting generation (%s)", self.group_id, reason)
+            self.generation = Generation(-1, "" if reset_member_id else self.generation.member_id, None)
+            self.state = MemberState.UNJOINED
+            self._heartbeat_enabled = False
+            self._rejoin_needed = True
+            self._rejoin_reason = reason
+        self._client.wakeup()
+
+    def _is_dynamic_member(self) -> bool:
+        return self.group_instance_id is None
+
+    def raise_fatal_if_any(self) -> None:
+        with self._lock:
+            exc, self._fatal_error = self._fatal_error, None
+        if exc is not None:
+            raise exc
+
+    # ------------------------------------------------------------------ driving the client
+    def _wait(self, future: RequestFuture, deadline: float) -> bool:
+        """Poll the application's client until ``future`` is done or ``deadline`` passes."""
+        self._client.poll(0)
+        while not future.is_done():
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                return False
+            self._client.poll(min(remaining, 1000.0))
+        return True
+
+    def _backoff(self, deadline: float) -> None:
+        remaining = deadline - self._clock()
+        if remaining > 0:
+            self._client.poll(min(self._retry_backoff_ms, remaining))
+
+    def _send_to_coordinator(self, builder: Any, timeout_ms: float | None = None) -> RequestFuture:
+        node = self.coordinator()
+        if node is None:
+            future = RequestFuture()
+            future.failure(error_for_code(ErrorCode.coordinator_not_available, f"group {self.group_id}"))
+            return future
+        return self._client.send(node, builder, timeout_ms=timeout_ms)
+
+    def _watch_coordinator_errors(self, future: RequestFuture) -> None:
+        """A failed request to the coordinator (disconnect, timeout) invalidates it."""
+
+        def check(f: RequestFuture) -> None:
+            if f.failed() and isinstance(f.exception, (KafkaConnectionError, KafkaTimeoutError)):
+                self.mark_coordinator_unknown(str(f.exception))
+
+        future.add_callback(check)
+
+    # ------------------------------------------------------------------ coordinator lookup
+    @staticmethod
+    def send_find_coordinator(client: NetworkClient, group_id: str) -> RequestFuture:
+        """FindCoordinator to the least loaded node; the future yields ``(broker_id, host, port)``."""
+        outer = RequestFuture()
+        node = client.least_loaded_node()
+        if node is None:
+            outer.failure(KafkaConnectionError("no broker available to find the group coordinator"))
+            return outer
+
+        def done(f: RequestFuture) -> None:
+            if f.failed():
+                outer.failure(f.exception or KafkaError("FindCoordinator failed"))
+                return
+            r = f.value
+            code = int(r.error_code)
+            if code != ErrorCode.none:
+                message = getattr(r, "error_message", None)
+                outer.failure(error_for_code(code, f"group {group_id}" + (f": {message}" if message else "")))
+                return
+            outer.success((int(r.node_id), str(r.host), int(r.port)))
+
+        client.send(node, find_coordinator_request(group_id)).add_callback(done)
+        return outer
+
+    def _on_find_coordinator(self, future: RequestFuture) -> None:
+        if future.succeeded():
+            self._set_coordinator(future.value)
+
+    def _set_coordinator(self, found: tuple[int, str, int]) -> None:
+        broker_id, host, port = found
+        with self._lock:
+            self._coordinator = (coordinator_node_id(broker_id), host, port)
+        log.info("group %s: discovered group coordinator %s:%s (id %s)", self.group_id, host, port, broker_id)
+
+    def ensure_coordinator_ready(self, deadline: float) -> bool:
+        """Look the coordinator up until known (True) or ``deadline`` (False).
+
+        Raises:
+            KafkaError: a non-retriable lookup error (e.g. GROUP_AUTHORIZATION_FAILED, INVALID_GROUP_ID).
+        """
+        while self.coordinator_unknown():
+            if self._find_future is None:
+                self._find_future = self.send_find_coordinator(self._client, self.group_id)
+                self._find_future.add_callback(self._on_find_coordinator)
+            if not self._wait(self._find_future, deadline):
+                return False
+            future, self._find_future = self._find_future, None
+            if future.failed():
+                exc = future.exception
+                assert exc is not None
+                if not is_retriable_group_error(exc):
+                    raise exc
+                log.debug("group %s: coordinator lookup failed: %s", self.group_id, exc)
+                self._backoff(deadline)
+                if self._clock() >= deadline:
+                    return False
+        return True
+
+    # ------------------------------------------------------------------ join / sync
+    def ensure_active_group(self, deadline: float) -> bool:
+        """Join (or rejoin) the group until stable (True) or ``deadline`` (False; the join
+        continues on the next call).
+
+        Raises:
+            KafkaError: fatal group errors (INCONSISTENT_GROUP_PROTOCOL, INVALID_SESSION_TIMEOUT,
+                GROUP_AUTHORIZATION_FAILED, FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED ...).
+        """
+        self._start_heartbeat_thread()
+        while self.rejoin_needed_or_pending():
+            self.raise_fatal_if_any()
+            if not self.ensure_coordinator_ready(deadline):
+                return False
+            if self._join_future is None:
+                if self._needs_join_prepare:
+                    with self._lock:
+                        generation = self.generation
+                    self.on_join_prepare(generation)
+                    self._needs_join_prepare = False
+                self._join_future = self._send_join_group()
+            if not self._wait(self._join_future, deadline):
+                return False
+            future, self._join_future = self._join_future, None
+            if future.succeeded():
+                with self._lock:
+                    generation = self.generation
+                self._needs_join_prepare = True
+                self.on_join_complete(generation, future.value)
+                continue
+            exc = future.exception
+            assert exc is not None
+            if not is_retriable_group_error(exc):
+                raise exc
+            if getattr(exc, "error_code", None) != ErrorCode.member_id_required:
+                log.info("group %s: join failed (%s); retrying", self.group_id, exc)
+                self._backoff(deadline)
+            if self._clock() >= deadline:
+                return False
+        return True
+
+    def _send_join_group(self) -> RequestFuture:
+        with self._lock:
+            self.state = MemberState.PREPARING_REBALANCE
+            self._heartbeat_enabled = False
+            self._rejoin_needed = False
+            member_id = self.generation.member_id
+            reason = self._rejoin_reason
+        outer = RequestFuture()
+        builder = join_group_request(
+            self.group_id, self.session_timeout_ms, self.rebalance_timeout_ms, member_id,
+            self.group_instance_id, self.protocol_type(), self.metadata_protocols(), reason,
+        )
+        log.info("group %s: (re-)joining group (member id %r, reason: %s)", self.group_id, member_id, reason)
+        future = self._send_to_coordinator(
+            builder, rebalance_request_timeout_ms(self.rebalance_timeout_ms, self._request_timeout_ms)
+        )
+        self._watch_coordinator_errors(future)
+        future.add_callback(lambda f: self._on_join_response(f, outer))
+        return outer
+
+    def _fail_join(self, outer: RequestFuture, exc: KafkaError) -> None:
+        with self._lock:
+            if self.state is not MemberState.STABLE:
+                self.state = MemberState.UNJOINED
+            self._rejoin_needed = True
+        outer.failure(exc)
+
+    def _on_join_response(self, f: RequestFuture, outer: RequestFuture) -> None:
+        if f.failed():
+            self._fail_join(outer, f.exception if isinstance(f.exception, KafkaError) else KafkaError(str(f.exception)))
+            return
+        r = f.value
+        code = int(r.error_code)
+        if code == ErrorCode.none:
+            protocol_type = getattr(r, "protocol_type", None)
+            if protocol_type is not None and protocol_type != self.protocol_type():
+                self._fail_join(outer, error_for_code(ErrorCode.inconsistent_group_protocol,
+                                                      f"JoinGroup answered protocol type {protocol_type!r}"))
+                return
+            with self._lock:
+                if self.state is not MemberState.PREPARING_REBALANCE:
+                    self._fail_join(outer, error_for_code(ErrorCode.unknown_member_id, "left the group during the join"))
+                    return
+                self.generation = Generation(int(r.generation_id), str(r.member_id), r.protocol_name)
+                self.state = MemberState.COMPLETING_REBALANCE
+                self._heartbeat_enabled = True
+                self.heartbeat.reset_timeouts(self._clock())
+            self._wake_heartbeat()
+            is_leader = str(r.leader) == str(r.member_id)
+            log.info("group %s: joined generation %s as %s (%s) with protocol %s", self.group_id,
+                     r.generation_id, r.member_id, "leader" if is_leader else "follower", r.protocol_name)
+            try:
+                assignments: dict[str, bytes] = {}
+                if is_leader:
+                    members = [(str(m.member_id), getattr(m, "group_instance_id", None), bytes(m.metadata))
+                               for m in r.members]
+                    assignments = self.on_leader_elected(
+                        str(r.protocol_name), members, bool(getattr(r, "skip_assignment", False))
+                    )
+            except KafkaError as assign_error:
+                self._fail_join(outer, assign_error)
+                return
+            self._send_sync_group(outer, assignments)
+            return
+        exc = error_for_code(code, f"JoinGroup of group {self.group_id}")
+        if code == ErrorCode.member_id_required:
+            with self._lock:  # KIP-394: rejoin at once with the id the coordinator gave us
+                self.generation = Generation(-1, str(r.member_id), None)
+        elif code == ErrorCode.unknown_member_id:
+            self.reset_generation("JoinGroup: unknown member id", reset_member_id=True)
+        elif code == ErrorCode.illegal_generation:
+            self.reset_generation("JoinGroup: illegal generation", reset_member_id=False)
+        elif code in COORDINATOR_ERRORS:
+            self.mark_coordinator_unknown(exc.name)
+        elif code == ErrorCode.fenced_instance_id:
+            log.error("group %s: static member %s was fenced by another instance", self.group_id, self.group_instance_id)
+        self._fail_join(outer, exc)
+
+    def _send_sync_group(self, outer: RequestFuture, assignments: Mapping[str, bytes]) -> None:
+        with self._lock:
+            generation = self.generation
+        builder = sync_group_request(
+            self.group_id, generation.generation_id, generation.member_id, self.group_instance_id,
+            self.protocol_type(), generation.protocol_name or "", assignments,
+        )
+        future = self._send_to_coordinator(builder)
+        self._watch_coordinator_errors(future)
+        future.add_callback(lambda f: self._on_sync_response(f, outer, generation))
+
+    def _on_sync_response(self, f: RequestFuture, outer: RequestFuture, generation: Generation) -> None:
+        if f.failed():
+            self._fail_join(outer, f.exception if isinstance(f.exception, KafkaError) else KafkaError(str(f.exception)))
+            return
+        r = f.value
+        code = int(r.error_code)
+        if code == ErrorCode.none:
+            with self._lock:
+                if self.state is not MemberState.COMPLETING_REBALANCE or self.generation != generation:
+                    self._fail_join(outer, error_for_code(ErrorCode.rebalance_in_progress, "generation changed during sync"))
+                    return
+                self.state = MemberState.STABLE
+                self.heartbeat.reset_timeouts(self._clock())
+            outer.success(bytes(r.assignment or b""))
+            return
+        exc = error_for_code(code, f"SyncGroup of group {self.group_id}")
+        if code == ErrorCode.unknown_member_id:
+            self.reset_generation("SyncGroup: unknown member id", reset_member_id=True)
+        elif code == ErrorCode.illegal_generation:
+            self.reset_generation("SyncGroup: illegal generation", reset_member_id=False)
+        elif code in COORDINATOR_ERRORS:
+            self.mark_coordinator_unknown(exc.name)
+        self._fail_join(outer, exc)
+
+    # ------------------------------------------------------------------ leave / close
+    def maybe_leave_group(self, reason: str, timeout_ms: float) -> None:
+        """Send LeaveGroup (dynamic members in a generation) and forget the generation."""
+        with self._lock:
+            generation = self.generation
+            send = self._is_dynamic_member() and generation.member_id and self.state is not MemberState.UNJOINED
+        if send:
+            node = self.coordinator()
+            if node is not None:
+                log.info("group %s: member %s sending LeaveGroup (%s)", self.group_id, generation.member_id, reason)
+                future = self._client.send(node, leave_group_request(self.group_id, [(generation.member_id, None)], reason))
+                try:
+                    self._wait(future, self._clock() + timeout_ms)
+                except KafkaError:
+                    pass
+        self.reset_generation(reason, reset_member_id=True)
+
+    def close_coordinator(self, timeout_ms: float) -> None:
+        """Leave (see ``maybe_leave_group``) and stop the heartbeat thread. Idempotent."""
+        if self._closed:
+            return
+        self._close_deadline = self._clock() + timeout_ms
+        try:
+            if self.generation.member_id and self.state is not MemberState.UNJOINED:
+                with self._lock:
+                    generation = self.generation
+                self.on_leave_prepare(generation)
+            self.maybe_leave_group("the consumer is being closed", max(0.0, self._close_deadline - self._clock()))
+        finally:
+            with self._lock:
+                self._closed = True
+                self._heartbeat_enabled = False
+            thread = self._heartbeat_thread
+            if thread is not None:
+                thread.close()
+            if thread is None or not thread.is_alive():  # else the thread closes it on exit
+                self.close_heartbeat_client()
