@@ -46,13 +46,13 @@ from broker.controller.quorum_controller import QuorumController
 from broker.controller.replication_control import ControllerSettings
 from broker.controller.single_node_controller import SingleNodeController
 from broker.controller.topic_publisher import TopicMetadataPublisher
+from broker.coordinator.group.service import GroupCoordinatorService
 from broker.log.dir_lock import LogDirLockError, LogDirLocks
 from broker.log.log_cleaner import LogCleaner
 from broker.log.log_config import LogConfig
 from broker.log.log_manager import LogManager
 from broker.log.log_tasks import LogTaskSettings, run_log_tasks
 from broker.network.socket_server import SocketServer
-from broker.coordinator.group.service import GroupCoordinatorService
 from broker.replication.replica_manager import ReplicaManager
 
 __all__ = ["KafkaServer", "StartupError", "ENDPOINTS_FILE", "META_PROPERTIES_FILE", "log_config_from"]

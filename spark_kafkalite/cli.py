@@ -93,6 +93,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--partitions", type=int, default=4, help="partitions of topic 'flights' (default 4)")
     demo.add_argument(
+        "--brokers",
+        type=int,
+        default=1,
+        help="size of the embedded cluster (default 1); with 3, topics are replicated 3 times",
+    )
+    demo.add_argument(
+        "--replication-factor", type=int, default=-1, help="of the demo topics (default: the cluster's default)"
+    )
+    demo.add_argument(
         "--max-offsets-per-trigger", type=int, default=50_000, help="micro-batch size (default 50000)"
     )
     demo.add_argument(
@@ -425,6 +434,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             watermark_delay=args.watermark_delay,
             show_progress=not args.quiet,
             force=args.force,
+            brokers=args.brokers,
+            replication_factor=args.replication_factor,
         )
     )
 

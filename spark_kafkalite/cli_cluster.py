@@ -81,13 +81,19 @@ def _read_state(data_dir: Path) -> dict[str, Any] | None:
 
 
 def _alive(pid: int) -> bool:
+    """True while process ``pid`` exists and is not a zombie (a killed broker whose parent, the
+    exited ``cluster up``, was reparented to an init that does not reap it)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return True  # no procfs: trust the signal check
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 def _running_nodes(state: dict[str, Any]) -> dict[int, dict[str, Any]]:

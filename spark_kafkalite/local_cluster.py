@@ -374,6 +374,10 @@ class LocalCluster:
             "log.dirs": str(node.log_dir),
             "num.partitions": "1",
             "default.replication.factor": "1",
+            # One broker hosts every group (Kafka's default of 3 would refuse __consumer_offsets).
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "4",
+            "group.initial.rebalance.delay.ms": "0",
         }
         if self.num_brokers > 1:
             rf = str(min(self.num_brokers, 3))

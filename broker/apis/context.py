@@ -23,8 +23,11 @@ from spark_kafkalite.protocol.errors import (
 
 if TYPE_CHECKING:
     from broker.controller.quorum_controller import QuorumController
+    from broker.coordinator.group.group_coordinator import GroupCoordinator
+    from broker.coordinator.group.service import GroupCoordinatorService
     from broker.log.log_manager import LogManager
     from broker.log.unified_log import UnifiedLog
+    from broker.replication.fetch_session_cache import FetchSessionCache
     from broker.replication.replica_manager import ReplicaManager
 
 __all__ = ["BrokerContext"]
@@ -44,6 +47,10 @@ class BrokerContext:
         fetch_purgatory: long-polling fetches waiting for data.
         replica_manager: leader/follower state of the local partitions, acks=all waits,
             replica fetchers (set by ``KafkaServer.startup``; None in bare test contexts).
+        fetch_session_cache: KIP-227 fetch sessions (created on first use by
+            ``broker.replication.fetch_session_cache.fetch_session_cache_for``).
+        group_coordinator / group_coordinator_service: the classic group coordinator and the
+            service that loads ``__consumer_offsets`` partitions (set when it starts).
     """
 
     config: KafkaConfig
@@ -53,6 +60,9 @@ class BrokerContext:
     log_manager: LogManager
     fetch_purgatory: FetchPurgatory
     replica_manager: ReplicaManager | None = None
+    fetch_session_cache: FetchSessionCache | None = None
+    group_coordinator: GroupCoordinator | None = None
+    group_coordinator_service: GroupCoordinatorService | None = None
 
     def leader_log(
         self, topic: str, partition: int, current_leader_epoch: int = -1

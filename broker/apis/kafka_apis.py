@@ -24,37 +24,37 @@ from broker.apis.alter_configs import alter_configs_error_response, handle_alter
 from broker.apis.context import BrokerContext
 from broker.apis.create_partitions import create_partitions_error_response, handle_create_partitions
 from broker.apis.create_topics import create_topics_error_response, handle_create_topics
+from broker.apis.delete_groups import delete_groups_error_response, handle_delete_groups
 from broker.apis.delete_records import delete_records_error_response, handle_delete_records
 from broker.apis.delete_topics import delete_topics_error_response, handle_delete_topics
 from broker.apis.describe_cluster import describe_cluster_error_response, handle_describe_cluster
 from broker.apis.describe_configs import describe_configs_error_response, handle_describe_configs
+from broker.apis.describe_groups import describe_groups_error_response, handle_describe_groups
 from broker.apis.describe_log_dirs import describe_log_dirs_error_response, handle_describe_log_dirs
 from broker.apis.elect_leaders import elect_leaders_error_response, handle_elect_leaders
 from broker.apis.errors import error_code_for
 from broker.apis.fetch import fetch_error_response, handle_fetch
+from broker.apis.find_coordinator import find_coordinator_error_response, handle_find_coordinator
+from broker.apis.heartbeat import handle_heartbeat, heartbeat_error_response
 from broker.apis.incremental_alter_configs import (
     handle_incremental_alter_configs,
     incremental_alter_configs_error_response,
 )
 from broker.apis.init_producer_id import handle_init_producer_id, init_producer_id_error_response
+from broker.apis.join_group import handle_join_group, join_group_error_response
+from broker.apis.leave_group import handle_leave_group, leave_group_error_response
+from broker.apis.list_groups import handle_list_groups, list_groups_error_response
 from broker.apis.list_offsets import handle_list_offsets, list_offsets_error_response
 from broker.apis.list_offsets_v0 import decode_list_offsets_v0, encode_list_offsets_v0_response
 from broker.apis.metadata import handle_metadata, metadata_error_response
+from broker.apis.offset_commit import handle_offset_commit, offset_commit_error_response
+from broker.apis.offset_delete import handle_offset_delete, offset_delete_error_response
+from broker.apis.offset_fetch import handle_offset_fetch, offset_fetch_error_response
 from broker.apis.offset_for_leader_epoch import (
     handle_offset_for_leader_epoch,
     offset_for_leader_epoch_error_response,
 )
 from broker.apis.produce import handle_produce, produce_error_response
-from broker.apis.delete_groups import delete_groups_error_response, handle_delete_groups
-from broker.apis.describe_groups import describe_groups_error_response, handle_describe_groups
-from broker.apis.find_coordinator import find_coordinator_error_response, handle_find_coordinator
-from broker.apis.heartbeat import handle_heartbeat, heartbeat_error_response
-from broker.apis.join_group import handle_join_group, join_group_error_response
-from broker.apis.leave_group import handle_leave_group, leave_group_error_response
-from broker.apis.list_groups import handle_list_groups, list_groups_error_response
-from broker.apis.offset_commit import handle_offset_commit, offset_commit_error_response
-from broker.apis.offset_delete import handle_offset_delete, offset_delete_error_response
-from broker.apis.offset_fetch import handle_offset_fetch, offset_fetch_error_response
 from broker.apis.sync_group import handle_sync_group, sync_group_error_response
 from broker.coordinator.group.api_support import GroupApiKey
 from broker.network.request_context import CloseConnection, RequestContext

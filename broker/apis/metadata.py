@@ -71,7 +71,7 @@ def _topic_response(cls: type[Any], topic: TopicImage, image: MetadataImage) -> 
         error_code=ErrorCode.none,
         name=topic.name,
         topic_id=topic.topic_id,
-        is_internal=False,
+        is_internal=topic.name == "__consumer_offsets",
         partitions=partitions,
         topic_authorized_operations=_NO_AUTHORIZED_OPERATIONS,
     )
@@ -136,6 +136,10 @@ async def handle_metadata(ctx: BrokerContext, rctx: RequestContext, request: Any
                 topics_out.append(_topic_response(cls, topic, ctx.image))
             elif validate_topic_name(name) is not None:
                 topics_out.append(_error_topic(cls, name, ErrorCode.invalid_topic_exception))
+            elif name == "__consumer_offsets" and ctx.group_coordinator_service is not None:
+                # The internal topic gets its own partitions/RF/compaction (Kafka's AutoTopicCreationManager).
+                await ctx.group_coordinator_service.ensure_offsets_topic()
+                topics_out.append(_error_topic(cls, name, ErrorCode.leader_not_available))
             elif allow_auto_create:
                 to_create.append(name)
             else:

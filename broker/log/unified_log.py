@@ -27,13 +27,13 @@ from spark_kafkalite.protocol.record_batch import (
     read_header,
 )
 
+from . import producer_state_manager as producer_state  # idempotence hooks
 from . import retention
 from .leader_epoch_cache import LeaderEpochFileCache, load_leader_epoch_cache
 from .log_config import LogConfig
 from .log_loader import load_segments
 from .log_results import FetchDataInfo, LogAppendInfo
 from .log_segment import LogSegment
-from . import producer_state_manager as producer_state  # idempotence hooks
 from .partition_metadata import (
     PARTITION_METADATA_FILE,
     format_topic_id,

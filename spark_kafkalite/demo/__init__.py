@@ -102,7 +102,8 @@ def main_from_config(config: DemoConfig) -> int:
         else:
             from spark_kafkalite import LocalCluster
 
-            cluster = LocalCluster(data_dir=base / "broker").start()
+            # brokers > 1: a Raft quorum with default.replication.factor = min(brokers, 3).
+            cluster = LocalCluster(brokers=config.brokers, data_dir=base / "broker").start()
             bootstrap = cluster.bootstrap_servers
         spark = create_spark_session(work_dir=str(base))
         try:

@@ -54,6 +54,8 @@ class DemoConfig:
     input_topic: str = "flights"
     output_topic: str = "delays_by_carrier"
     timeout_s: float = 600.0
+    brokers: int = 1  # embedded cluster size; topics get replication factor min(brokers, 3)
+    replication_factor: int = -1  # -1: the cluster's default.replication.factor
 
 
 @dataclass
@@ -97,14 +99,16 @@ def check_demo_topics_absent(bootstrap: str, config: DemoConfig) -> None:
         )
 
 
-def _recreate_topics(bootstrap: str, topics: dict[str, int]) -> None:
+def _recreate_topics(bootstrap: str, topics: dict[str, int], replication_factor: int = -1) -> None:
     from spark_kafkalite.client import KafkaAdminClient, NewTopic
 
     with KafkaAdminClient({"bootstrap.servers": bootstrap, "client.id": "kafkalite-demo"}) as admin:
         existing = set(admin.list_topics()) & set(topics)
         if existing:
             admin.delete_topics(sorted(existing))
-        admin.create_topics([NewTopic(name, partitions, 1) for name, partitions in topics.items()])
+        admin.create_topics(
+            [NewTopic(name, partitions, replication_factor) for name, partitions in topics.items()]
+        )
 
 
 def _end_offsets(consumer: Any, topic: str, partitions: int) -> dict[int, int]:
@@ -373,6 +377,7 @@ def run_demo(
             _recreate_topics(
                 bootstrap_servers,
                 {config.input_topic: config.partitions, config.output_topic: config.partitions},
+                config.replication_factor,
             )
             timings["prepare"] = time.monotonic() - started
 

@@ -294,8 +294,8 @@ def test_not_coordinator_before_offsets_topic_exists_then_found() -> None:
 
 
 def test_coordinator_not_available_while_offsets_topic_cannot_be_created() -> None:
-    overrides = {k: v for k, v in OVERRIDES.items() if k != "offsets.topic.replication.factor"}
-    with LocalCluster(brokers=1, config_overrides=overrides) as cluster:  # Kafka's default RF 3 > 1 broker
+    overrides = {**OVERRIDES, "offsets.topic.replication.factor": "3"}  # Kafka's default: 3 > 1 broker
+    with LocalCluster(brokers=1, config_overrides=overrides) as cluster:
         c = Conn(cluster.bootstrap_servers)
         try:
             r = find_coordinator(c, "g", version=1)

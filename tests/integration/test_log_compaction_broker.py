@@ -7,6 +7,7 @@ these tests (compaction is a supported feature)."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -126,7 +127,7 @@ def test_compacted_gzip_lz4_batches_read_by_kafka_python(local: LocalCluster) ->
             {"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 5, "acks": "all"}
         )
         for i in range(KEYS):
-            producer.produce(topic, key=b"k%d" % (i % 10), value=b"%d-%d" % (round_, i) * 20, partition=0)
+            producer.produce(topic, key=b"k%d" % (i % 10), value=b"%d-%d-" % (round_, i) + os.urandom(40).hex().encode(), partition=0)
             offset += 1
         assert producer.flush(15) == 0
     deadline = time.monotonic() + 30
