@@ -141,7 +141,7 @@ class LogManager:
                     raise KafkaStorageError(
                         f"partition {key[0]}-{key[1]} exists in both {self._log_dir_of[key]} and {log_dir}"
                     )
-                self._logs[key] = UnifiedLog.open(
+                self._logs[key] = UnifiedLog(
                     Path(entry.path),
                     self.config_for(key[0]),
                     recovery_point=recovery_points.get(key, 0),
@@ -223,7 +223,7 @@ class LogManager:
             counts[d] += 1
         candidates = [d for d in self.log_dirs if d not in self.offline_log_dirs] or self.log_dirs
         log_dir = min(candidates, key=lambda d: counts[d])
-        log = UnifiedLog.open(
+        log = UnifiedLog(
             log_dir / topic_partition_dir_name(topic, partition),
             self.config_for(topic),
             topic_id=topic_id,

@@ -65,11 +65,13 @@ def _wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-
 class UnifiedLog:
     """One partition's log. Single-threaded (one asyncio loop); calls never await.
 
-    Construct with ``UnifiedLog.open(...)`` (loads or creates the directory).
+    ``UnifiedLog(dir, config, ...)`` loads (or creates) the log in ``dir``. Without
+    ``had_clean_shutdown`` the segments from the one containing ``recovery_point`` onwards are
+    validated batch by batch; the log is truncated at the first invalid or partial batch and
+    later segments are deleted (Kafka's ``LogLoader.recoverLog``).
 
     Attributes:
         dir: the partition directory. topic / partition: parsed from its name.
@@ -80,6 +82,10 @@ class UnifiedLog:
         recovered_segments: how many segments ``recover()`` scanned while loading.
         time_ms: the wall clock in ms (injectable for tests; drives ``segment.ms`` rolls,
             retention and compaction lags).
+
+    Raises (on construction):
+        ValueError: ``dir`` is not named ``<topic>-<partition>``.
+        InconsistentTopicIdError: ``topic_id`` conflicts with ``partition.metadata``.
     """
 
     def __init__(
@@ -120,39 +126,6 @@ class UnifiedLog:
         self.producer_state = producer_state.load_producer_state(self)  # idempotence hook
         self.high_watermark = self.log_start_offset
         self.update_high_watermark(self.log_start_offset if high_watermark is None else high_watermark)
-
-    @classmethod
-    def open(
-        cls,
-        dir: Path,
-        config: LogConfig,
-        *,
-        topic_id: uuid.UUID | None = None,
-        recovery_point: int = 0,
-        log_start_offset: int | None = None,
-        high_watermark: int | None = None,
-        had_clean_shutdown: bool = True,
-        time_ms: Callable[[], int] | None = None,
-    ) -> UnifiedLog:
-        """Load (or create) the log in ``dir``. Without ``had_clean_shutdown`` the segments from
-        the one containing ``recovery_point`` onwards are validated batch by batch; the log is
-        truncated at the first invalid or partial batch and later segments are deleted
-        (Kafka's ``LogLoader.recoverLog``).
-
-        Raises:
-            ValueError: ``dir`` is not named ``<topic>-<partition>``.
-            InconsistentTopicIdError: ``topic_id`` conflicts with ``partition.metadata``.
-        """
-        return cls(
-            dir,
-            config,
-            topic_id=topic_id,
-            recovery_point=recovery_point,
-            log_start_offset=log_start_offset,
-            high_watermark=high_watermark,
-            had_clean_shutdown=had_clean_shutdown,
-            time_ms=time_ms,
-        )
 
     # -- loading ---------------------------------------------------------------------------
 

@@ -59,7 +59,7 @@ class _ReplicaManager:
 
 
 def test_local_adapter_appends_and_advances_the_high_watermark(tmp_path: Path) -> None:
-    log = UnifiedLog.open(tmp_path / f"{TOPIC}-0", LogConfig(cleanup_policy=("compact",)))
+    log = UnifiedLog(tmp_path / f"{TOPIC}-0", LogConfig(cleanup_policy=("compact",)))
     ctx = _Ctx(log)
     appender = LocalLogAppender(ctx)
     assert appender_for(ctx).__class__ is LocalLogAppender
@@ -105,7 +105,7 @@ def test_append_errors_become_coordinator_errors() -> None:
 
 def test_reload_from_a_real_log_after_reopen(tmp_path: Path) -> None:
     path = tmp_path / f"{TOPIC}-0"
-    log = UnifiedLog.open(path, LogConfig(cleanup_policy=("compact",)))
+    log = UnifiedLog(path, LogConfig(cleanup_policy=("compact",)))
     ctx = _Ctx(log)
 
     async def write() -> None:
@@ -121,7 +121,7 @@ def test_reload_from_a_real_log_after_reopen(tmp_path: Path) -> None:
 
     asyncio.run(write())
     log.close()
-    reopened = UnifiedLog.open(path, LogConfig(cleanup_policy=("compact",)))
+    reopened = UnifiedLog(path, LogConfig(cleanup_policy=("compact",)))
 
     async def load() -> GroupMetadataManager:
         manager = GroupMetadataManager(1, LocalLogAppender(_Ctx(reopened)), lambda: 2000)

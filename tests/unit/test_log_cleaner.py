@@ -106,13 +106,13 @@ def test_rewrite_batch_keeps_offsets_and_fields(codec: int) -> None:
 
 
 def test_keyless_records_rejected_on_compacted_logs_only(tmp_path: Path) -> None:
-    compacted = UnifiedLog.open(tmp_path / "c-0", LogConfig(cleanup_policy=("compact",)))
+    compacted = UnifiedLog(tmp_path / "c-0", LogConfig(cleanup_policy=("compact",)))
     with pytest.raises(InvalidRecordError, match="without key"):
         append(compacted, [(b"k", b"v", 1), (None, b"v", 2)])
     assert compacted.log_end_offset == 0
     append(compacted, [(b"k", b"v", 1)])
     assert compacted.log_end_offset == 1
-    plain = UnifiedLog.open(tmp_path / "p-0", LogConfig())
+    plain = UnifiedLog(tmp_path / "p-0", LogConfig())
     append(plain, [(None, b"v", 1)])
     assert plain.log_end_offset == 1
     compacted.close()

@@ -129,7 +129,7 @@ def test_crash_rescans_only_segments_from_the_recovery_point(tmp_path: Path, mon
 @pytest.mark.parametrize("damage", ["missing-index", "missing-timeindex", "garbage-index", "wrong-last-entry"])
 def test_corrupt_or_missing_indexes_are_rebuilt(tmp_path: Path, damage: str) -> None:
     config = LogConfig(segment_bytes=4000, index_interval_bytes=100)
-    log = UnifiedLog.open(tmp_path / "t-0", config)
+    log = UnifiedLog(tmp_path / "t-0", config)
     for i in range(60):
         log.append_as_leader(batch(i), 0)
     expected = offsets_of(log)
@@ -147,7 +147,7 @@ def test_corrupt_or_missing_indexes_are_rebuilt(tmp_path: Path, damage: str) -> 
         raw = bytearray(first.read_bytes())
         raw[-8:-4] = (int.from_bytes(raw[-8:-4], "big") + 1).to_bytes(4, "big")  # off by one
         first.write_bytes(bytes(raw))
-    again = UnifiedLog.open(part, config)
+    again = UnifiedLog(part, config)
     assert again.segments[0].rebuilt_indexes
     assert not any(s.rebuilt_indexes for s in again.segments[1:])
     assert offsets_of(again) == expected

@@ -95,7 +95,7 @@ def test_lookup_matches_brute_force(
 ) -> None:
     tmp = tmp_path_factory.mktemp("idx")
     config = LogConfig(segment_bytes=segment_bytes, index_interval_bytes=interval)
-    log = UnifiedLog.open(tmp / "t-0", config)
+    log = UnifiedLog(tmp / "t-0", config)
     all_bytes = bytearray()
     for i, n in enumerate(counts):
         batch = make_batch(n, value_sizes[i % len(value_sizes)])

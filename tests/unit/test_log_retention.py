@@ -47,7 +47,7 @@ def first_offset(log: UnifiedLog) -> int:
 def test_retention_ms_deletes_old_segments_only(tmp_path: Path) -> None:
     clock = Clock()
     config = LogConfig(segment_bytes=1000, retention_ms=HOUR_MS)
-    log = UnifiedLog.open(tmp_path / "t-0", config, time_ms=clock)
+    log = UnifiedLog(tmp_path / "t-0", config, time_ms=clock)
     now = clock.now_ms
     fill(log, [now - 3 * HOUR_MS] * 10 + [now - 30 * 60_000] * 10)
     assert len(log.segments) >= 4
@@ -73,7 +73,7 @@ def test_retention_ms_deletes_old_segments_only(tmp_path: Path) -> None:
 
 def test_retention_never_deletes_above_the_high_watermark(tmp_path: Path) -> None:
     clock = Clock()
-    log = UnifiedLog.open(tmp_path / "t-0", LogConfig(segment_bytes=500, retention_ms=HOUR_MS), time_ms=clock)
+    log = UnifiedLog(tmp_path / "t-0", LogConfig(segment_bytes=500, retention_ms=HOUR_MS), time_ms=clock)
     for _ in range(10):
         log.append_as_leader(batch(clock.now_ms - 2 * HOUR_MS), 0)
     log.update_high_watermark(log.segments[2].base_offset)  # only 2 segments are committed
@@ -84,7 +84,7 @@ def test_retention_never_deletes_above_the_high_watermark(tmp_path: Path) -> Non
 
 def test_retention_bytes(tmp_path: Path) -> None:
     clock = Clock()
-    log = UnifiedLog.open(tmp_path / "t-0", LogConfig(segment_bytes=1000, retention_bytes=2500), time_ms=clock)
+    log = UnifiedLog(tmp_path / "t-0", LogConfig(segment_bytes=1000, retention_bytes=2500), time_ms=clock)
     fill(log, [clock.now_ms] * 40)
     before = log.size_bytes
     assert before > 2500
@@ -98,7 +98,7 @@ def test_retention_bytes(tmp_path: Path) -> None:
 def test_compact_only_policy_ignores_time_and_size(tmp_path: Path) -> None:
     clock = Clock()
     config = LogConfig(segment_bytes=500, retention_ms=1, retention_bytes=1, cleanup_policy=("compact",))
-    log = UnifiedLog.open(tmp_path / "t-0", config, time_ms=clock)
+    log = UnifiedLog(tmp_path / "t-0", config, time_ms=clock)
     fill(log, [1000] * 10)
     assert log.delete_old_segments() == 0
     log.config = LogConfig(segment_bytes=500, retention_ms=1, cleanup_policy=("compact", "delete"))
@@ -108,7 +108,7 @@ def test_compact_only_policy_ignores_time_and_size(tmp_path: Path) -> None:
 
 def test_segments_without_timestamps_expire_by_file_mtime(tmp_path: Path) -> None:
     clock = Clock(now_ms=0)
-    log = UnifiedLog.open(tmp_path / "t-0", LogConfig(segment_bytes=500, retention_ms=HOUR_MS), time_ms=clock)
+    log = UnifiedLog(tmp_path / "t-0", LogConfig(segment_bytes=500, retention_ms=HOUR_MS), time_ms=clock)
     fill(log, [-1] * 10)
     import time
 
@@ -122,7 +122,7 @@ def test_segments_without_timestamps_expire_by_file_mtime(tmp_path: Path) -> Non
 
 
 def test_delete_records_moves_log_start_offset_and_deletes_segments(tmp_path: Path) -> None:
-    log = UnifiedLog.open(tmp_path / "t-0", LogConfig(segment_bytes=600))
+    log = UnifiedLog(tmp_path / "t-0", LogConfig(segment_bytes=600))
     fill(log, [1000 + i for i in range(30)])
     n_segments = len(log.segments)
     target = log.segments[3].base_offset + 2  # inside segment 3

@@ -86,7 +86,7 @@ def test_time_index_load_trims_invalid_tail(tmp_path: Path) -> None:
 
 
 def test_time_index_written_on_append_and_final_entry_on_roll(tmp_path: Path) -> None:
-    log = UnifiedLog.open(tmp_path / "t-0", LogConfig(segment_bytes=2000, index_interval_bytes=300))
+    log = UnifiedLog(tmp_path / "t-0", LogConfig(segment_bytes=2000, index_interval_bytes=300))
     for i in range(60):
         log.append_as_leader(batch_with_timestamps([1000 + 10 * i, 1005 + 10 * i]), 0)
     assert len(log.segments) > 2
@@ -100,7 +100,7 @@ def test_time_index_written_on_append_and_final_entry_on_roll(tmp_path: Path) ->
 
 def test_clean_reopen_needs_no_scan_and_missing_time_index_is_rebuilt(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes=100_000, index_interval_bytes=1024)
-    log = UnifiedLog.open(tmp_path / "t-0", config)
+    log = UnifiedLog(tmp_path / "t-0", config)
     for i in range(4000):
         log.append_as_leader(batch_with_timestamps([5000 - 7 * (i % 50), 9000 + (i * 37) % 500], 200), 0)
     before = all_records(log)
@@ -109,7 +109,7 @@ def test_clean_reopen_needs_no_scan_and_missing_time_index_is_rebuilt(tmp_path: 
     log.close()
 
     SEGMENT_READ_STATS.reset()
-    reopened = UnifiedLog.open(tmp_path / "t-0", config)
+    reopened = UnifiedLog(tmp_path / "t-0", config)
     assert [s.max_timestamp_ms for s in reopened.segments] == maxes
     assert not any(s.rebuilt_indexes for s in reopened.segments)
     # index sanity checks and the active segment's tail only: a few KB per segment, no scan
@@ -119,7 +119,7 @@ def test_clean_reopen_needs_no_scan_and_missing_time_index_is_rebuilt(tmp_path: 
 
     for p in (tmp_path / "t-0").glob("*.timeindex"):
         p.unlink()
-    rebuilt = UnifiedLog.open(tmp_path / "t-0", config)
+    rebuilt = UnifiedLog(tmp_path / "t-0", config)
     assert [s.max_timestamp_ms for s in rebuilt.segments] == maxes
     assert all(s.rebuilt_indexes for s in rebuilt.segments)
     for target in (0, 4700, 9000, 9250, 9499, 9500):
@@ -129,7 +129,7 @@ def test_clean_reopen_needs_no_scan_and_missing_time_index_is_rebuilt(tmp_path: 
 
 def test_corrupt_time_index_is_rebuilt(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes=3000, index_interval_bytes=100)
-    log = UnifiedLog.open(tmp_path / "t-0", config)
+    log = UnifiedLog(tmp_path / "t-0", config)
     for i in range(40):
         log.append_as_leader(batch_with_timestamps([100 * i]), 0)
     expected = all_records(log)
@@ -138,7 +138,7 @@ def test_corrupt_time_index_is_rebuilt(tmp_path: Path) -> None:
     raw = bytearray(victim.read_bytes())
     raw[12:24] = bytes(12)  # entry 1 no longer increases: the tail is invalid
     victim.write_bytes(bytes(raw))
-    again = UnifiedLog.open(tmp_path / "t-0", config)
+    again = UnifiedLog(tmp_path / "t-0", config)
     assert again.segments[0].rebuilt_indexes
     for target in range(-1, 4100, 50):
         assert again.fetch_offset_by_timestamp(target) == brute_force_by_timestamp(expected, target)
@@ -146,7 +146,7 @@ def test_corrupt_time_index_is_rebuilt(tmp_path: Path) -> None:
 
 
 def test_roll_by_segment_ms_uses_batch_timestamps(tmp_path: Path) -> None:
-    log = UnifiedLog.open(tmp_path / "t-0", LogConfig(segment_ms=1000))
+    log = UnifiedLog(tmp_path / "t-0", LogConfig(segment_ms=1000))
     for ts in (10_000, 10_500, 11_000, 11_001, 11_500, 12_100, 12_200):
         log.append_as_leader(batch_with_timestamps([ts]), 0)
     # rolls when the new batch is > 1000 ms after the active segment's first batch
@@ -156,7 +156,7 @@ def test_roll_by_segment_ms_uses_batch_timestamps(tmp_path: Path) -> None:
 
 def test_roll_by_segment_ms_without_timestamps_uses_the_clock(tmp_path: Path) -> None:
     now = [1_000_000]
-    log = UnifiedLog.open(tmp_path / "t-0", LogConfig(segment_ms=1000), time_ms=lambda: now[0])
+    log = UnifiedLog(tmp_path / "t-0", LogConfig(segment_ms=1000), time_ms=lambda: now[0])
     log.append_as_leader(batch_with_timestamps([-1]), 0)
     now[0] += 1000
     log.append_as_leader(batch_with_timestamps([-1]), 0)
@@ -193,7 +193,7 @@ def test_lookups_match_brute_force(
 ) -> None:
     config = LogConfig(segment_bytes=segment_bytes, index_interval_bytes=index_interval_bytes)
     with tempfile.TemporaryDirectory() as tmp:
-        log = UnifiedLog.open(Path(tmp) / "t-0", config)
+        log = UnifiedLog(Path(tmp) / "t-0", config)
         for ts in batches:
             log.append_as_leader(batch_with_timestamps(ts, value_size), 0)
         log.update_high_watermark(log.log_end_offset)
@@ -211,7 +211,7 @@ def test_lookups_match_brute_force(
                 for name in os.listdir(Path(tmp) / "t-0"):
                     if name.endswith("index"):
                         os.unlink(Path(tmp) / "t-0" / name)
-            again = UnifiedLog.open(Path(tmp) / "t-0", config, log_start_offset=lso)
+            again = UnifiedLog(Path(tmp) / "t-0", config, log_start_offset=lso)
             for target in targets:
                 assert again.fetch_offset_by_timestamp(target) == brute_force_by_timestamp(records, target)
             again.close()
@@ -222,7 +222,7 @@ def test_lookups_match_brute_force(
 
 def test_large_log_lookup_by_timestamp_reads_few_bytes(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes=1 << 20, index_interval_bytes=4096)
-    log = UnifiedLog.open(tmp_path / "big-0", config)
+    log = UnifiedLog(tmp_path / "big-0", config)
     per_batch = 20
     batches = 5000
     for b in range(batches):

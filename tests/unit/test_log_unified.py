@@ -49,7 +49,7 @@ def test_topic_id_formats() -> None:
 
 
 def test_append_read_across_rolls(tmp_path: Path) -> None:
-    log = UnifiedLog.open(tmp_path / "orders-0", LogConfig(segment_bytes=1000, index_interval_bytes=128))
+    log = UnifiedLog(tmp_path / "orders-0", LogConfig(segment_bytes=1000, index_interval_bytes=128))
     assert (log.topic, log.partition) == ("orders", 0)
     assert log.log_start_offset == log.log_end_offset == log.high_watermark == 0
     expected = []
@@ -84,7 +84,7 @@ def test_append_read_across_rolls(tmp_path: Path) -> None:
 
 
 def test_read_limits(tmp_path: Path) -> None:
-    log = UnifiedLog.open(tmp_path / "t-0", LogConfig(segment_bytes=10_000))
+    log = UnifiedLog(tmp_path / "t-0", LogConfig(segment_bytes=10_000))
     sizes = []
     for _ in range(10):
         batch = make_batch(5, value_size=100)
@@ -120,7 +120,7 @@ def test_read_limits(tmp_path: Path) -> None:
 
 
 def test_offset_out_of_range_below_log_start(tmp_path: Path) -> None:
-    log = UnifiedLog.open(tmp_path / "t-0", LogConfig(), log_start_offset=100)
+    log = UnifiedLog(tmp_path / "t-0", LogConfig(), log_start_offset=100)
     assert log.log_start_offset == log.log_end_offset == 100
     info = log.append_as_leader(make_batch(3), 0)
     assert info.first_offset == 100
@@ -132,7 +132,7 @@ def test_offset_out_of_range_below_log_start(tmp_path: Path) -> None:
 
 
 def test_fetch_offset_by_timestamp(tmp_path: Path) -> None:
-    log = UnifiedLog.open(tmp_path / "t-0", LogConfig(segment_bytes=500))
+    log = UnifiedLog(tmp_path / "t-0", LogConfig(segment_bytes=500))
     # batch i holds timestamps 1000*i + [0, 10, 20, 30]; offsets 4*i .. 4*i+3
     for i in range(20):
         batch = bytearray(encode_batch([(None, b"v", 1000 * i + 10 * j, []) for j in range(4)]))
@@ -149,18 +149,18 @@ def test_fetch_offset_by_timestamp(tmp_path: Path) -> None:
 
 
 def test_fetch_offset_by_timestamp_out_of_order(tmp_path: Path) -> None:
-    log = UnifiedLog.open(tmp_path / "t-0", LogConfig())
+    log = UnifiedLog(tmp_path / "t-0", LogConfig())
     log.append_as_leader(bytearray(encode_batch([(None, b"a", 500, []), (None, b"b", 100, [])])), 0)
     log.append_as_leader(bytearray(encode_batch([(None, b"c", 300, []), (None, b"d", 900, [])])), 0)
     assert log.fetch_offset_by_timestamp(200) == (0, 500)
     assert log.fetch_offset_by_timestamp(600) == (3, 900)
     assert log.latest_timestamp() == (3, 900)
-    assert UnifiedLog.open(tmp_path / "empty-0", LogConfig()).fetch_offset_by_timestamp(0) is None
+    assert UnifiedLog(tmp_path / "empty-0", LogConfig()).fetch_offset_by_timestamp(0) is None
     log.close()
 
 
 def test_log_append_time_batch(tmp_path: Path) -> None:
-    log = UnifiedLog.open(tmp_path / "t-0", LogConfig())
+    log = UnifiedLog(tmp_path / "t-0", LogConfig())
     batch = bytearray(encode_batch([(None, b"x", 1234, [])], timestamp_type=1))
     info = log.append_as_leader(batch, 0)
     assert info.log_append_time_ms == 1234 == info.max_timestamp_ms
@@ -168,11 +168,11 @@ def test_log_append_time_batch(tmp_path: Path) -> None:
 
 
 def test_append_as_follower(tmp_path: Path) -> None:
-    leader = UnifiedLog.open(tmp_path / "t-0", LogConfig())
+    leader = UnifiedLog(tmp_path / "t-0", LogConfig())
     for i in range(12):
         leader.append_as_leader(make_batch(3, tag=i), 4)
     fetched = leader.read(0, 10**6).records
-    follower = UnifiedLog.open(tmp_path / "f" / "t-0", LogConfig(segment_bytes=400, index_interval_bytes=64))
+    follower = UnifiedLog(tmp_path / "f" / "t-0", LogConfig(segment_bytes=400, index_interval_bytes=64))
     # a fetch response may end with a partial batch: it is ignored
     info = follower.append_as_follower(fetched[:-7])
     assert info is not None
@@ -191,7 +191,7 @@ def test_append_as_follower(tmp_path: Path) -> None:
 
 
 def test_truncate_to(tmp_path: Path) -> None:
-    log = UnifiedLog.open(tmp_path / "t-0", LogConfig(segment_bytes=400))
+    log = UnifiedLog(tmp_path / "t-0", LogConfig(segment_bytes=400))
     for i in range(20):
         log.append_as_leader(make_batch(5, tag=i), 0)
     log.update_high_watermark(100)
@@ -212,7 +212,7 @@ def test_truncate_to(tmp_path: Path) -> None:
 
 
 def test_flush_interval_messages(tmp_path: Path) -> None:
-    log = UnifiedLog.open(tmp_path / "t-0", LogConfig(flush_interval_messages=10))
+    log = UnifiedLog(tmp_path / "t-0", LogConfig(flush_interval_messages=10))
     log.append_as_leader(make_batch(4), 0)
     assert log.recovery_point == 0
     log.append_as_leader(make_batch(6), 0)
@@ -222,21 +222,21 @@ def test_flush_interval_messages(tmp_path: Path) -> None:
 
 def test_partition_metadata(tmp_path: Path) -> None:
     tid = uuid.uuid4()
-    log = UnifiedLog.open(tmp_path / "t-0", LogConfig(), topic_id=tid)
+    log = UnifiedLog(tmp_path / "t-0", LogConfig(), topic_id=tid)
     text = (tmp_path / "t-0" / "partition.metadata").read_text()
     assert text == f"version: 0\ntopic_id: {format_topic_id(tid)}\n"
     log.close()
-    assert UnifiedLog.open(tmp_path / "t-0", LogConfig()).topic_id == tid
+    assert UnifiedLog(tmp_path / "t-0", LogConfig()).topic_id == tid
     with pytest.raises(InconsistentTopicIdError):
-        UnifiedLog.open(tmp_path / "t-0", LogConfig(), topic_id=uuid.uuid4())
+        UnifiedLog(tmp_path / "t-0", LogConfig(), topic_id=uuid.uuid4())
     # a str(uuid) form written by hand is accepted too
     (tmp_path / "u-0").mkdir()
     (tmp_path / "u-0" / "partition.metadata").write_text(f"version: 0\ntopic_id: {tid}\n")
-    assert UnifiedLog.open(tmp_path / "u-0", LogConfig()).topic_id == tid
+    assert UnifiedLog(tmp_path / "u-0", LogConfig()).topic_id == tid
 
 
 def test_delete(tmp_path: Path) -> None:
-    log = UnifiedLog.open(tmp_path / "t-0", LogConfig())
+    log = UnifiedLog(tmp_path / "t-0", LogConfig())
     log.append_as_leader(make_batch(1), 0)
     log.delete()
     assert not (tmp_path / "t-0").exists()

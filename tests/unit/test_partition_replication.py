@@ -47,7 +47,7 @@ def clock() -> Clock:
 
 
 def _partition(tmp_path: Path, clock: Clock, min_isr: int = 2, fenced: set[int] | None = None) -> Partition:
-    log = UnifiedLog.open(tmp_path / "t-0", LogConfig(min_insync_replicas=min_isr))
+    log = UnifiedLog(tmp_path / "t-0", LogConfig(min_insync_replicas=min_isr))
     return Partition(
         "t", 0, None, 1, log, replica_lag_time_max_ms=LAG_MS,
         isr_eligible=lambda b: b not in (fenced or set()), time_ms=clock,

@@ -114,7 +114,7 @@ def log_dir(tmp_path: Path) -> Path:
 
 
 def open_log(d: Path, clean: bool = True, **cfg: int) -> UnifiedLog:
-    return UnifiedLog.open(d, LogConfig(**cfg), had_clean_shutdown=clean)
+    return UnifiedLog(d, LogConfig(**cfg), had_clean_shutdown=clean)
 
 
 def test_leader_dedups_retry_and_keeps_offsets(log_dir: Path) -> None:
