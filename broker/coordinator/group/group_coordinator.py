@@ -51,6 +51,19 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 
 
 @dataclass(frozen=True, slots=True)
+class JoinParams:
+    """What a JoinGroup says about the joining member (besides its ids): client id and host,
+    rebalance and session timeouts (ms), protocol type and ``(name, metadata)`` protocols."""
+
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+
+
+@dataclass(frozen=True, slots=True)
 class GroupConfig:
     """Broker keys: group.min/max.session.timeout.ms, group.initial.rebalance.delay.ms,
     group.max.size, offsets.retention.minutes (as ms), offsets.retention.check.interval.ms."""
@@ -151,11 +164,11 @@ class GroupCoordinator(RebalanceMixin, OffsetOpsMixin):
             group.pending_members.discard(member_id)
             callback(JoinResult("" if is_unknown else member_id, int(E.group_max_size_reached)))
             return
-        args = (client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
+        join = JoinParams(client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
         if is_unknown:
-            self._do_new_member_join(group, group_instance_id, require_known_member_id, *args, callback)
+            self._do_new_member_join(group, group_instance_id, require_known_member_id, join, callback)
         else:
-            self._do_current_member_join(group, member_id, group_instance_id, *args, callback)
+            self._do_current_member_join(group, member_id, group_instance_id, join, callback)
         if group.is_state(GroupState.PREPARING_REBALANCE):
             self._try_complete_join(group)
 
@@ -174,88 +187,53 @@ class GroupCoordinator(RebalanceMixin, OffsetOpsMixin):
         group: GroupMetadata,
         instance_id: str | None,
         require_known_member_id: bool,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
+        join: JoinParams,
         callback: JoinCallback,
     ) -> None:
-        if group.is_state(GroupState.DEAD):
-            callback(JoinResult("", int(E.coordinator_not_available)))
+        error = self._check_joinable(group, join)
+        if error:
+            callback(JoinResult("", error))
             return
-        if not group.supports_protocols(protocol_type, protocols):
-            callback(JoinResult("", int(E.inconsistent_group_protocol)))
-            return
-        new_member_id = group.generate_member_id(client_id, instance_id)
+        new_member_id = group.generate_member_id(join.client_id, instance_id)
         if instance_id is not None:
             old_member_id = group.current_static_member_id(instance_id)
             if old_member_id is not None:
-                self._update_static_member_and_rebalance(
-                    group,
-                    old_member_id,
-                    new_member_id,
-                    protocols,
-                    rebalance_timeout_ms,
-                    session_timeout_ms,
-                    callback,
-                )
+                self._update_static_member_and_rebalance(group, old_member_id, new_member_id, join, callback)
                 return
         elif require_known_member_id:
             # KIP-394: hand out the id; the client rejoins with it before the session timeout.
             group.pending_members.add(new_member_id)
-            self._schedule_heartbeat_expiration(group, new_member_id, session_timeout_ms, pending=True)
+            self._schedule_heartbeat_expiration(group, new_member_id, join.session_timeout_ms, pending=True)
             callback(JoinResult(new_member_id, int(E.member_id_required)))
             return
-        self._add_member_and_rebalance(
-            group,
-            new_member_id,
-            instance_id,
-            client_id,
-            client_host,
-            rebalance_timeout_ms,
-            session_timeout_ms,
-            protocol_type,
-            protocols,
-            callback,
-        )
+        self._add_member_and_rebalance(group, new_member_id, instance_id, join, callback)
+
+    @staticmethod
+    def _check_joinable(group: GroupMetadata, join: JoinParams) -> int:
+        """0, or COORDINATOR_NOT_AVAILABLE (group Dead) / INCONSISTENT_GROUP_PROTOCOL."""
+        if group.is_state(GroupState.DEAD):
+            return int(E.coordinator_not_available)
+        if not group.supports_protocols(join.protocol_type, join.protocols):
+            return int(E.inconsistent_group_protocol)
+        return 0
 
     def _do_current_member_join(
         self,
         group: GroupMetadata,
         member_id: str,
         instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
+        join: JoinParams,
         callback: JoinCallback,
     ) -> None:
-        if group.is_state(GroupState.DEAD):
-            callback(JoinResult(member_id, int(E.coordinator_not_available)))
-            return
-        if not group.supports_protocols(protocol_type, protocols):
-            callback(JoinResult(member_id, int(E.inconsistent_group_protocol)))
+        error = self._check_joinable(group, join)
+        if error:
+            callback(JoinResult(member_id, error))
             return
         if group.is_pending_member(member_id):
             if instance_id is not None:
                 callback(JoinResult(member_id, int(E.unknown_member_id)))
                 return
-            self._add_member_and_rebalance(
-                group,
-                member_id,
-                None,
-                client_id,
-                client_host,
-                rebalance_timeout_ms,
-                session_timeout_ms,
-                protocol_type,
-                protocols,
-                callback,
-            )
+            self._add_member_and_rebalance(group, member_id, None, join, callback)
             return
         error = self._validate_current_member(group, member_id, instance_id)
         if error:
@@ -264,23 +242,17 @@ class GroupCoordinator(RebalanceMixin, OffsetOpsMixin):
         member = group.get(member_id)
         state = group.state
         if state is GroupState.PREPARING_REBALANCE:
-            self._update_member_and_rebalance(
-                group, member, protocols, rebalance_timeout_ms, session_timeout_ms, callback
-            )
+            self._update_member_and_rebalance(group, member, join, callback)
         elif state is GroupState.COMPLETING_REBALANCE:
-            if member.matches(protocols):
+            if member.matches(join.protocols):
                 # a retried JoinGroup of the current generation: answer with its state again
                 callback(self._join_result(group, member, leader_members=group.is_leader(member_id)))
             else:
-                self._update_member_and_rebalance(
-                    group, member, protocols, rebalance_timeout_ms, session_timeout_ms, callback
-                )
+                self._update_member_and_rebalance(group, member, join, callback)
         elif state is GroupState.STABLE:
-            if group.is_leader(member_id) or not member.matches(protocols):
+            if group.is_leader(member_id) or not member.matches(join.protocols):
                 # the leader rejoining forces a rebalance (e.g. new topics matched its pattern)
-                self._update_member_and_rebalance(
-                    group, member, protocols, rebalance_timeout_ms, session_timeout_ms, callback
-                )
+                self._update_member_and_rebalance(group, member, join, callback)
             else:
                 callback(self._join_result(group, member, leader_members=False))
         else:
@@ -304,23 +276,18 @@ class GroupCoordinator(RebalanceMixin, OffsetOpsMixin):
         group: GroupMetadata,
         member_id: str,
         instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
+        join: JoinParams,
         callback: JoinCallback,
     ) -> None:
         member = MemberMetadata(
             member_id,
             instance_id,
-            client_id,
-            client_host,
-            rebalance_timeout_ms,
-            session_timeout_ms,
-            protocol_type,
-            protocols,
+            join.client_id,
+            join.client_host,
+            join.rebalance_timeout_ms,
+            join.session_timeout_ms,
+            join.protocol_type,
+            join.protocols,
         )
         member.is_new = True
         if group.is_state(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
@@ -334,12 +301,10 @@ class GroupCoordinator(RebalanceMixin, OffsetOpsMixin):
         self,
         group: GroupMetadata,
         member: MemberMetadata,
-        protocols: list[tuple[str, bytes]],
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
+        join: JoinParams,
         callback: JoinCallback,
     ) -> None:
-        group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, callback)
+        group.update_member(member, join.protocols, join.rebalance_timeout_ms, join.session_timeout_ms, callback)
         self._maybe_prepare_rebalance(group, f"updating metadata of member {member.member_id}")
 
     def _update_static_member_and_rebalance(
@@ -347,11 +312,11 @@ class GroupCoordinator(RebalanceMixin, OffsetOpsMixin):
         group: GroupMetadata,
         old_member_id: str,
         new_member_id: str,
-        protocols: list[tuple[str, bytes]],
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
+        join: JoinParams,
         callback: JoinCallback,
     ) -> None:
+        protocols = join.protocols
+        rebalance_timeout_ms, session_timeout_ms = join.rebalance_timeout_ms, join.session_timeout_ms
         old = group.get(old_member_id)
         assert old.group_instance_id is not None
         instance_id = old.group_instance_id
