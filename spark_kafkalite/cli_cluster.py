@@ -11,6 +11,11 @@ is a broker and a controller quorum voter; :class:`~spark_kafkalite.local_cluste
 writes their configs), waits until all are registered and unfenced, and records them in
 ``DIR/cluster.json`` (pids, ports). Brokers keep running after the command exits; their logs are
 ``DIR/broker-<id>.log``. Running ``up`` again on the same DIR reuses its ports and data.
+With several brokers, ``up`` also has the group coordinator create ``__consumer_offsets`` (one
+FindCoordinator, as the first consumer group would) while every broker is registered: Kafka
+creates it lazily with ``offsets.topic.replication.factor`` replicas and refuses while fewer
+brokers are live, so a cluster whose first group arrives after a broker died would have no
+group coordinator until that broker came back.
 
 ``status`` shows the nodes (process alive, address, Raft port, whether the controller lists the
 broker as live), the active controller, and every partition with leader, replicas, ISR and
@@ -161,10 +166,33 @@ def _up(args: argparse.Namespace, data_dir: Path, out: Any) -> int:
     tmp = _state_path(data_dir).with_suffix(".tmp")
     tmp.write_text(json.dumps(payload, indent=1), encoding="utf-8")
     os.replace(tmp, _state_path(data_dir))
+    if args.brokers > 1:  # after cluster.json: on failure, 'cluster down' still finds the brokers
+        _create_offsets_topic(cluster.bootstrap_servers, timeout_s=args.timeout)
     out.write(f"cluster of {args.brokers} broker(s) running in {data_dir}\n")
     out.write(f"bootstrap servers: {cluster.bootstrap_servers}\n")
     out.write(f"export KAFKALITE_BOOTSTRAP_SERVERS={cluster.bootstrap_servers}\n")
     return 0
+
+
+def _create_offsets_topic(bootstrap: str, timeout_s: float) -> None:
+    """Have the brokers create ``__consumer_offsets`` now: FindCoordinator (through OffsetFetch
+    of a group that commits nothing) makes the coordinator create it, retrying
+    COORDINATOR_NOT_AVAILABLE until every broker is registered (Kafka's GroupCoordinator
+    behaviour; KIP-115 forbids creating it with fewer replicas).
+
+    Raises:
+        ClusterCliError: the offsets topic did not come up within ``timeout_s``.
+    """
+    from spark_kafkalite.client.admin import KafkaAdminClient
+    from spark_kafkalite.protocol.errors import KafkaError
+
+    admin = KafkaAdminClient({"bootstrap.servers": bootstrap})
+    try:
+        admin.list_consumer_group_offsets("kafkalite-cluster-up", timeout_ms=timeout_s * 1000)
+    except KafkaError as exc:
+        raise ClusterCliError(f"the brokers are up but __consumer_offsets was not created: {exc}") from exc
+    finally:
+        admin.close()
 
 
 # ---------------------------------------------------------------------------------------- status

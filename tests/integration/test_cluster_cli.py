@@ -8,8 +8,10 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import confluent_kafka
 import pytest
 
 from spark_kafkalite.cli_cluster import _alive
@@ -52,19 +54,40 @@ def test_cluster_up_status_down(tmp_path: Path) -> None:
         assert status.returncode == 0, status.stderr
         assert "active controller" in status.stdout
         assert status.stdout.count("orders") == 3
-        assert "3 live broker(s), 3 partition(s), 0 under-replicated" in status.stdout
+        # 'up' had __consumer_offsets created (4 partitions, RF 3) while all brokers were live
+        assert status.stdout.count("__consumer_offsets") == 4
+        assert "3 live broker(s), 7 partition(s), 0 under-replicated" in status.stdout
         remote = kafkalite("cluster", "status", "--bootstrap-server", bootstrap.split(",")[0])
         assert remote.returncode == 0, remote.stderr
         assert "active controller" in remote.stdout and remote.stdout.count("orders") == 3
+
+        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        for i in range(30):
+            producer.produce("orders", value=b"o-%d" % i, partition=i % 3)
+        assert producer.flush(30) == 0
 
         os.kill(int(state["nodes"]["3"]["pid"]), signal.SIGKILL)
         # broker 3 is reported not running; its partitions become under-replicated once fenced
         for _ in range(100):
             status = kafkalite("cluster", "status", "--data-dir", str(data_dir))
-            if "2 live broker(s), 3 partition(s), 3 under-replicated" in status.stdout:
+            if "2 live broker(s), 7 partition(s), 7 under-replicated" in status.stdout:
                 break
         assert "not running" in status.stdout
-        assert "2 live broker(s), 3 partition(s), 3 under-replicated" in status.stdout
+        assert "2 live broker(s), 7 partition(s), 7 under-replicated" in status.stdout
+
+        # A consumer group that first appears after the failure still gets a coordinator.
+        consumer = confluent_kafka.Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "after-failure", "auto.offset.reset": "earliest"}
+        )
+        consumer.subscribe(["orders"])
+        got: set[bytes] = set()
+        deadline = time.monotonic() + 60
+        while len(got) < 30 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                got.add(message.value())
+        consumer.close()
+        assert got == {b"o-%d" % i for i in range(30)}
 
         down = kafkalite("cluster", "down", "--data-dir", str(data_dir))
         assert down.returncode == 0 and "stopped 2 broker(s)" in down.stdout
