@@ -52,7 +52,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-__all__ = ["LocalCluster", "free_port"]
+__all__ = ["LocalCluster", "free_port", "free_ports"]
 
 _ENDPOINTS_FILE = ".broker-endpoints.json"
 _LISTENER = "PLAINTEXT"
@@ -68,9 +68,19 @@ MULTI_NODE_DEFAULTS = {
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1, host)[0]
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct TCP ports that were free a moment ago. All are held bound until every
+    one is picked: picked one by one, the kernel may hand the same port out twice."""
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind((host, 0))
+            ports.append(int(sock.getsockname()[1]))
+        return ports
 
 
 class _Node:
@@ -123,8 +133,8 @@ class LocalCluster:
         self.num_brokers = brokers
         self.exit_with_parent = exit_with_parent
         if brokers > 1:
-            for node in self._nodes.values():
-                node.controller_port = free_port()
+            for node, port in zip(self._nodes.values(), free_ports(brokers), strict=True):
+                node.controller_port = port
         for node_id, (port, controller_port) in (ports or {}).items():
             node = self._node(node_id)
             node.port = port or node.port

@@ -136,9 +136,9 @@ def test_elect_leaders_on_a_balanced_cluster_is_not_needed(cluster3: LocalCluste
 def test_lone_voter_waits_for_a_quorum_and_stops_on_sigterm(tmp_path: Path) -> None:
     """``python -m broker --config conf/broker-2.properties`` alone: no quorum, so it waits
     (not serving) and still stops promptly on SIGTERM."""
-    from spark_kafkalite.local_cluster import free_port
+    from spark_kafkalite.local_cluster import free_ports
 
-    ports = {n: free_port() for n in (1, 2, 3)}
+    ports = dict(zip((1, 2, 3), free_ports(3), strict=True))
     voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in ports.items())
     conf = Path(__file__).resolve().parents[2] / "conf" / "broker-2.properties"
     process = subprocess.Popen(

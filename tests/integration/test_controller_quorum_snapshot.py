@@ -17,7 +17,7 @@ from broker.controller.controller_commands import CreateTopicsCmd, HeartbeatCmd,
 from broker.controller.metadata_image import MetadataImage
 from broker.controller.quorum import MetadataQuorum, QuorumSettings
 from broker.controller.replication_control import ControllerSettings, CreatableTopicSpec
-from spark_kafkalite.local_cluster import free_port
+from spark_kafkalite.local_cluster import free_ports
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -70,7 +70,7 @@ def wait(predicate: Any, timeout_s: float = 15.0) -> None:
 
 
 def test_commands_replicate_compact_and_recover(tmp_path: Path) -> None:
-    voters = {n: ("127.0.0.1", free_port()) for n in (1, 2, 3)}
+    voters = {n: ("127.0.0.1", port) for n, port in zip((1, 2, 3), free_ports(3), strict=True)}
     nodes = {n: Node(n, voters, tmp_path) for n in (1, 2, 3)}
     for node in nodes.values():
         node.quorum.start()
@@ -114,7 +114,7 @@ def test_commands_replicate_compact_and_recover(tmp_path: Path) -> None:
 
 
 def test_wrong_password_cannot_join(tmp_path: Path) -> None:
-    voters = {n: ("127.0.0.1", free_port()) for n in (1, 2)}
+    voters = {n: ("127.0.0.1", port) for n, port in zip((1, 2), free_ports(2), strict=True)}
     good = Node(1, voters, tmp_path, password="right")
     bad = Node(2, voters, tmp_path, password="wrong")
     good.quorum.start()

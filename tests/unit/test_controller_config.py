@@ -56,6 +56,8 @@ def test_standalone_without_voters() -> None:
         ({"controller.quorum.voters": "1@127.0.0.1"}, "controller.quorum.voters"),
         ({"controller.quorum.voters": "x@127.0.0.1:1"}, "controller.quorum.voters"),
         ({"controller.quorum.voters": "1@h:1,1@h:2"}, "controller.quorum.voters"),
+        ({"controller.quorum.voters": "1@127.0.0.1:19092,2@127.0.0.1:19093,3@127.0.0.1:19093"},
+         "controller.quorum.voters"),  # two voters on one address
         ({"controller.quorum.voters": "1@127.0.0.1:19092,3@127.0.0.1:19094"}, "controller.quorum.voters"),
         ({"controller.listener.names": None}, "controller.listener.names"),
         ({"controller.listener.names": "RAFT"}, "controller.listener.names"),
@@ -119,3 +121,11 @@ def test_raft_port_in_use_fails_startup(tmp_path: Path) -> None:
         )
     assert result.returncode == 1
     assert f"CONTROLLER (Raft) listener 127.0.0.1:{port}" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_free_ports_are_distinct() -> None:
+    from spark_kafkalite.local_cluster import free_ports
+
+    for _ in range(50):
+        ports = free_ports(5)
+        assert len(set(ports)) == 5
