@@ -258,14 +258,14 @@ class KafkaConfig:
                 raise ConfigError("controller.quorum.voters", f"invalid voter {item!r}; expected id@host:port")
             if voter_id in voters:
                 raise ConfigError("controller.quorum.voters", f"voter id {voter_id} is listed twice")
-            address_of = (host.strip("[]"), voter_port)
+            voter_address = (host.strip("[]"), voter_port)
             for other_id, other_address in voters.items():
-                if other_address == address_of:
+                if other_address == voter_address:
                     raise ConfigError(
                         "controller.quorum.voters",
                         f"voters {other_id} and {voter_id} share the address {address}; each needs its own",
                     )
-            voters[voter_id] = address_of
+            voters[voter_id] = voter_address
         self.quorum_voters = voters
         names = [n.upper() for n in v["controller.listener.names"] if n]
         self.controller_listener_names = names

@@ -121,11 +121,3 @@ def test_raft_port_in_use_fails_startup(tmp_path: Path) -> None:
         )
     assert result.returncode == 1
     assert f"CONTROLLER (Raft) listener 127.0.0.1:{port}" in result.stderr and "Traceback" not in result.stderr
-
-
-def test_free_ports_are_distinct() -> None:
-    from spark_kafkalite.local_cluster import free_ports
-
-    for _ in range(50):
-        ports = free_ports(5)
-        assert len(set(ports)) == 5
