@@ -191,7 +191,14 @@ def main() -> None:
                 console.print(f"{size}-byte values: running {name} ...")
                 cpu_before = broker_cpu.read()
                 run = Run(
-                    bootstrap_servers, topic, keys, warmup_keys, value, args.linger_ms, args.batch_size, args.timeout_s
+                    bootstrap_servers,
+                    topic,
+                    keys,
+                    warmup_keys,
+                    value,
+                    args.linger_ms,
+                    args.batch_size,
+                    args.timeout_s,
                 )
                 elapsed = fn(run)
                 written = topic_record_count(bootstrap_servers, topic, args.partitions) - before

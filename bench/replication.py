@@ -157,7 +157,9 @@ def main() -> None:
             for i in range(args.failovers):
                 seconds, killed = _failover_once(cluster)
                 times.append(seconds)
-                console.print(f"failover {i + 1}: kill -9 of leader {killed} -> first ack after {seconds:.2f} s")
+                console.print(
+                    f"failover {i + 1}: kill -9 of leader {killed} -> first ack after {seconds:.2f} s"
+                )
             if times:
                 console.print(
                     f"failover time (kill -9 of the leader -> first acknowledged produce on the new leader): "

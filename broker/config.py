@@ -255,7 +255,9 @@ class KafkaConfig:
             except ValueError:
                 voter_id = voter_port = -1
             if not sep or not colon or not host or voter_id < 0 or not 0 < voter_port <= 65535:
-                raise ConfigError("controller.quorum.voters", f"invalid voter {item!r}; expected id@host:port")
+                raise ConfigError(
+                    "controller.quorum.voters", f"invalid voter {item!r}; expected id@host:port"
+                )
             if voter_id in voters:
                 raise ConfigError("controller.quorum.voters", f"voter id {voter_id} is listed twice")
             voter_address = (host.strip("[]"), voter_port)
@@ -273,11 +275,14 @@ class KafkaConfig:
         for name in names:
             if name not in by_name:
                 raise ConfigError(
-                    "controller.listener.names", f"{name} is not one of listeners ({', '.join(sorted(by_name))})"
+                    "controller.listener.names",
+                    f"{name} is not one of listeners ({', '.join(sorted(by_name))})",
                 )
         self.broker_listeners = [e for e in self.listeners if e.listener_name not in names]
         if not self.broker_listeners:
-            raise ConfigError("listeners", "at least one listener besides the controller listener is required")
+            raise ConfigError(
+                "listeners", "at least one listener besides the controller listener is required"
+            )
         self.advertised_listeners = [e for e in self.advertised_listeners if e.listener_name not in names]
         if not self.advertised_listeners:
             self.advertised_listeners = list(self.broker_listeners)
@@ -287,10 +292,13 @@ class KafkaConfig:
                 raise ConfigError("process.roles", "broker-only nodes are not supported yet: add controller")
             if self.node_id not in voters:
                 raise ConfigError(
-                    "controller.quorum.voters", f"node.id {self.node_id} is not one of the voters {sorted(voters)}"
+                    "controller.quorum.voters",
+                    f"node.id {self.node_id} is not one of the voters {sorted(voters)}",
                 )
             if not names:
-                raise ConfigError("controller.listener.names", "required when controller.quorum.voters is set")
+                raise ConfigError(
+                    "controller.listener.names", "required when controller.quorum.voters is set"
+                )
             endpoint = by_name[names[0]]
             host, port = voters[self.node_id]
             if endpoint.port != port:
@@ -394,6 +402,7 @@ class KafkaConfig:
 
     def describe(self) -> str:
         """All values as ``key = value`` lines (Kafka logs this at startup)."""
+
         def shown(key: str) -> Any:
             value = self.values[key]
             return "[hidden]" if CONFIG_DEF[key].type == "password" and value is not None else value

@@ -264,8 +264,7 @@ _define(
     "inter.broker.listener.name",
     "string",
     None,
-    "Listener followers fetch from and brokers use between them; default: the first non-controller "
-    "listener.",
+    "Listener followers fetch from and brokers use between them; default: the first non-controller listener.",
 )
 _define(
     "security.inter.broker.protocol",
@@ -340,7 +339,13 @@ _define("log.index.interval.bytes", "int", 4096, "Bytes between offset index ent
 _define("log.index.size.max.bytes", "int", 10485760, "Maximum offset index size.", at_least(4))
 _define("log.flush.interval.messages", "long", LONG_MAX, "fsync after this many messages.", at_least(1))
 _define("log.flush.interval.ms", "long", None, "fsync after this many ms.", at_least(0))
-_define("log.flush.scheduler.interval.ms", "long", LONG_MAX, "How often logs are checked for a time-based flush (flush.ms).", at_least(0))
+_define(
+    "log.flush.scheduler.interval.ms",
+    "long",
+    LONG_MAX,
+    "How often logs are checked for a time-based flush (flush.ms).",
+    at_least(0),
+)
 _define(
     "log.flush.offset.checkpoint.interval.ms",
     "int",
@@ -362,8 +367,19 @@ _define(
     "Default cleanup policy: delete (retention), compact (keep the latest record per key), or both.",
     one_of("delete", "compact"),
 )
-_define("log.cleaner.enable", "boolean", True, "Run the log cleaner (compaction of cleanup.policy=compact topics).")
-_define("log.cleaner.backoff.ms", "long", 15000, "Sleep between log cleaner runs when there is nothing to clean.", at_least(0))
+_define(
+    "log.cleaner.enable",
+    "boolean",
+    True,
+    "Run the log cleaner (compaction of cleanup.policy=compact topics).",
+)
+_define(
+    "log.cleaner.backoff.ms",
+    "long",
+    15000,
+    "Sleep between log cleaner runs when there is nothing to clean.",
+    at_least(0),
+)
 _define("log.cleaner.threads", "int", 1, "Log cleaner threads" + _UNUSED, at_least(0))
 _define(
     "log.message.timestamp.type",
@@ -483,10 +499,10 @@ _define(
     "An offset commit / group metadata write waits this long for acks=all of __consumer_offsets.",
     at_least(1),
 )
-_define("offset.metadata.max.bytes", "int", 4096, "Largest metadata string of a committed offset.", at_least(0))
 _define(
-    "offsets.load.buffer.size", "int", 5242880, "Read size when loading __consumer_offsets.", at_least(1)
+    "offset.metadata.max.bytes", "int", 4096, "Largest metadata string of a committed offset.", at_least(0)
 )
+_define("offsets.load.buffer.size", "int", 5242880, "Read size when loading __consumer_offsets.", at_least(1))
 _define(
     "transaction.state.log.replication.factor", "short", 3, "__transaction_state RF" + _UNUSED, at_least(1)
 )

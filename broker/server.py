@@ -221,7 +221,9 @@ class KafkaServer:
         for (name, partition), log in self.log_manager.all_logs().items():
             topic = self.ctx.image.topic(name)
             if topic is None or (log.topic_id is not None and log.topic_id != topic.topic_id):
-                logger.warning("deleting stray log %s-%d: its topic is not in the cluster metadata", name, partition)
+                logger.warning(
+                    "deleting stray log %s-%d: its topic is not in the cluster metadata", name, partition
+                )
                 self.log_manager.delete_log(name, partition)
 
     def _publish(self, image: MetadataImage, delta: MetadataDelta) -> None:
@@ -332,7 +334,9 @@ class KafkaServer:
         cleaner = LogCleaner(self.log_manager) if config["log.cleaner.enable"] else None
         self._background.append(
             asyncio.create_task(
-                run_log_tasks(self.log_manager, log_task_settings_from(config), cleaner and cleaner.clean_once),
+                run_log_tasks(
+                    self.log_manager, log_task_settings_from(config), cleaner and cleaner.clean_once
+                ),
                 name="log-tasks",
             )
         )

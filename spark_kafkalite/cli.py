@@ -99,7 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="size of the embedded cluster (default 1); with 3, topics are replicated 3 times",
     )
     demo.add_argument(
-        "--replication-factor", type=int, default=-1, help="of the demo topics (default: the cluster's default)"
+        "--replication-factor",
+        type=int,
+        default=-1,
+        help="of the demo topics (default: the cluster's default)",
     )
     demo.add_argument(
         "--max-offsets-per-trigger", type=int, default=50_000, help="micro-batch size (default 50000)"
@@ -124,15 +127,22 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--config", action="append", metavar="KEY=VALUE", help="topic config (repeatable)")
     listing = topic_commands.add_parser("list", help="list topic names")
     _add_bootstrap(listing)
-    describe = topic_commands.add_parser("describe", help="config overrides, partitions and offsets of topics")
+    describe = topic_commands.add_parser(
+        "describe", help="config overrides, partitions and offsets of topics"
+    )
     _add_bootstrap(describe)
     describe.add_argument("--topic", help="one topic (default: all)")
     alter = topic_commands.add_parser("alter", help="set or delete topic configs (IncrementalAlterConfigs)")
     _add_bootstrap(alter)
     alter.add_argument("--topic", required=True)
-    alter.add_argument("--config", action="append", metavar="KEY=VALUE", help="set a topic config (repeatable)")
     alter.add_argument(
-        "--delete-config", action="append", metavar="KEY", help="remove an override: back to the default (repeatable)"
+        "--config", action="append", metavar="KEY=VALUE", help="set a topic config (repeatable)"
+    )
+    alter.add_argument(
+        "--delete-config",
+        action="append",
+        metavar="KEY",
+        help="remove an override: back to the default (repeatable)",
     )
     delete = topic_commands.add_parser("delete", help="delete a topic")
     _add_bootstrap(delete)
@@ -225,9 +235,10 @@ def _cmd_topics(args: argparse.Namespace) -> int:
             if not changes:
                 raise CliError("topics alter needs --config KEY=VALUE or --delete-config KEY")
             admin.incremental_alter_configs({args.topic: changes})
-            print(f"Altered configs of topic {args.topic}: " + ", ".join(
-                f"{k}={v}" if v is not None else f"-{k}" for k, v in changes.items()
-            ))
+            print(
+                f"Altered configs of topic {args.topic}: "
+                + ", ".join(f"{k}={v}" if v is not None else f"-{k}" for k, v in changes.items())
+            )
         else:
             names = [args.topic] if args.topic else admin.list_topics()
             described = admin.describe_topics(names) if names else {}
@@ -238,7 +249,9 @@ def _cmd_topics(args: argparse.Namespace) -> int:
                 for column in ("Config", "Value", "Source"):
                     config_table.add_column(column, no_wrap=True)
                 for entry in sorted(overrides, key=lambda e: e.name):
-                    config_table.add_row(entry.name, "" if entry.value is None else entry.value, entry.source.name)
+                    config_table.add_row(
+                        entry.name, "" if entry.value is None else entry.value, entry.source.name
+                    )
                 out.print(config_table)
             consumer = KafkaConsumer(
                 {"bootstrap.servers": servers, "client.id": "kafkalite-cli", **_CLIENT_TIMEOUTS}

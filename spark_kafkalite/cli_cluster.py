@@ -57,9 +57,15 @@ def add_cluster_parser(commands: Any) -> None:
     actions = cluster.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
     up = actions.add_parser("up", help="start brokers in the background")
     up.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
-    up.add_argument("--data-dir", type=Path, help=f"data directory (default ${_ENV_DIR} or ~/.kafkalite/cluster)")
-    up.add_argument("--config", action="append", metavar="KEY=VALUE", help="broker config for every node (repeatable)")
-    up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the brokers (default 60)")
+    up.add_argument(
+        "--data-dir", type=Path, help=f"data directory (default ${_ENV_DIR} or ~/.kafkalite/cluster)"
+    )
+    up.add_argument(
+        "--config", action="append", metavar="KEY=VALUE", help="broker config for every node (repeatable)"
+    )
+    up.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds to wait for the brokers (default 60)"
+    )
     status = actions.add_parser("status", help="nodes, active controller, partitions")
     status.add_argument("--data-dir", type=Path)
     status.add_argument(
@@ -200,7 +206,9 @@ def _fetch_metadata(bootstrap: str) -> tuple[Any, str]:
     """(Cluster metadata or None, error text) from one Metadata request."""
     from spark_kafkalite.client.admin import KafkaAdminClient
 
-    admin = KafkaAdminClient({"bootstrap.servers": bootstrap, "default.api.timeout.ms": 10000, "request.timeout.ms": 5000})
+    admin = KafkaAdminClient(
+        {"bootstrap.servers": bootstrap, "default.api.timeout.ms": 10000, "request.timeout.ms": 5000}
+    )
     try:
         return admin._describe(None, 10000), ""
     except Exception as exc:  # noqa: BLE001 - shown in the output
@@ -289,7 +297,9 @@ def _print_partitions(console: Any, metadata: Any) -> int:
                 str(p.leader) if p.leader >= 0 else "[red]none[/red]",
                 str(p.leader_epoch),
                 ",".join(map(str, p.replicas)),
-                ",".join(map(str, p.isr)) if len(p.isr) == len(p.replicas) else f"[yellow]{','.join(map(str, p.isr))}[/yellow]",
+                ",".join(map(str, p.isr))
+                if len(p.isr) == len(p.replicas)
+                else f"[yellow]{','.join(map(str, p.isr))}[/yellow]",
                 ",".join(map(str, p.offline_replicas)) or "-",
             )
     if total:

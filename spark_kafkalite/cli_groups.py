@@ -47,7 +47,9 @@ def _admin(args: argparse.Namespace) -> Any:
     from spark_kafkalite.cli import _CLIENT_TIMEOUTS, _bootstrap
     from spark_kafkalite.client import KafkaAdminClient
 
-    return KafkaAdminClient({"bootstrap.servers": _bootstrap(args), "client.id": "kafkalite-cli", **_CLIENT_TIMEOUTS})
+    return KafkaAdminClient(
+        {"bootstrap.servers": _bootstrap(args), "client.id": "kafkalite-cli", **_CLIENT_TIMEOUTS}
+    )
 
 
 def cmd_groups(args: argparse.Namespace) -> int:
@@ -71,7 +73,9 @@ def cmd_groups(args: argparse.Namespace) -> int:
                 for column in ("Group", "State", "Type"):
                     table.add_column(column, no_wrap=True)
                 for g in listings:
-                    table.add_row(g.group_id, g.state or "", "simple" if g.is_simple_consumer_group else "consumer")
+                    table.add_row(
+                        g.group_id, g.state or "", "simple" if g.is_simple_consumer_group else "consumer"
+                    )
                 out.print(table)
             else:
                 for g in listings:
@@ -102,22 +106,41 @@ def cmd_groups(args: argparse.Namespace) -> int:
                 for m in sorted(d.members, key=lambda m: m.member_id):
                     parts = sorted(m.assignment)
                     members.add_row(
-                        m.member_id, m.group_instance_id or "", m.client_id, m.host, str(len(parts)),
+                        m.member_id,
+                        m.group_instance_id or "",
+                        m.client_id,
+                        m.host,
+                        str(len(parts)),
                         ", ".join(f"{tp.topic}-{tp.partition}" for tp in parts),
                     )
                 out.print(members)
             offsets = Table(title=f"Offsets of {group}")
-            for column in ("Topic", "Partition", "Committed", "LogEndOffset", "Lag", "Member", "Host", "Client"):
-                offsets.add_column(column, justify="left" if column in ("Topic", "Member", "Host", "Client") else "right",
-                                   no_wrap=True)
+            for column in (
+                "Topic",
+                "Partition",
+                "Committed",
+                "LogEndOffset",
+                "Lag",
+                "Member",
+                "Host",
+                "Client",
+            ):
+                offsets.add_column(
+                    column,
+                    justify="left" if column in ("Topic", "Member", "Host", "Client") else "right",
+                    no_wrap=True,
+                )
             for tp, info in sorted(lag.items()):
                 m = owner.get(tp)
                 offsets.add_row(
-                    tp.topic, str(tp.partition),
+                    tp.topic,
+                    str(tp.partition),
                     "-" if info.committed is None else str(info.committed),
                     "-" if info.log_end_offset < 0 else str(info.log_end_offset),
                     "-" if info.lag is None else str(info.lag),
-                    m.member_id if m else "-", m.host if m else "-", m.client_id if m else "-",
+                    m.member_id if m else "-",
+                    m.host if m else "-",
+                    m.client_id if m else "-",
                 )
             out.print(offsets)
     return 0
@@ -144,7 +167,9 @@ def consume_with_group(args: argparse.Namespace, stdout: TextIO) -> int:
         **_CLIENT_TIMEOUTS,
     }
     config.update(_key_values(args.consumer_property, "--consumer-property"))
-    config["auto.offset.reset"] = "earliest" if args.from_beginning else config.get("auto.offset.reset", "latest")
+    config["auto.offset.reset"] = (
+        "earliest" if args.from_beginning else config.get("auto.offset.reset", "latest")
+    )
     consumer = KafkaConsumer(config)
     count = 0
     try:

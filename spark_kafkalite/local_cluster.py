@@ -234,7 +234,11 @@ class LocalCluster:
             raise RuntimeError("no running broker to ask for metadata")
         bootstrap = ",".join(self.broker_address(n) for n in targets)
         admin = KafkaAdminClient(
-            {"bootstrap.servers": bootstrap, "default.api.timeout.ms": int(timeout_s * 1000), "request.timeout.ms": 5000}
+            {
+                "bootstrap.servers": bootstrap,
+                "default.api.timeout.ms": int(timeout_s * 1000),
+                "request.timeout.ms": 5000,
+            }
         )
         try:
             return admin._describe(None, timeout_s * 1000)
@@ -252,7 +256,9 @@ class LocalCluster:
         leader_epoch, replicas, isr, offline_replicas), or None when unknown."""
         return self.metadata(timeout_s).partitions.get(topic, {}).get(partition)
 
-    def wait_until(self, predicate: Callable[[Any], Any], timeout_s: float = 30.0, interval_s: float = 0.1) -> Any:
+    def wait_until(
+        self, predicate: Callable[[Any], Any], timeout_s: float = 30.0, interval_s: float = 0.1
+    ) -> Any:
         """Poll metadata until ``predicate(cluster)`` returns a truthy value; returns it.
 
         Raises:

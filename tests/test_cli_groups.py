@@ -43,9 +43,20 @@ def _committed_by_confluent(bootstrap: str, group: str, topic: str) -> dict[int,
         ck.close()
 
 
-def test_consume_with_group_commits_and_resumes(bootstrap: str, topic: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_consume_with_group_commits_and_resumes(
+    bootstrap: str, topic: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     group = f"cli-g-{uuid.uuid4().hex[:8]}"
-    args = ["consume", "--bootstrap-server", bootstrap, "--topic", topic, "--group", group, "--from-beginning"]
+    args = [
+        "consume",
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        topic,
+        "--group",
+        group,
+        "--from-beginning",
+    ]
     assert main([*args, "--max-messages", "4", "--timeout-ms", "10000"]) == 0
     first = capsys.readouterr().out.split()
     assert len(first) == 4
@@ -57,18 +68,27 @@ def test_consume_with_group_commits_and_resumes(bootstrap: str, topic: str, caps
     assert _committed_by_confluent(bootstrap, group, topic) == {0: 5, 1: 5}
 
 
-def test_consume_group_rejects_partition_and_offset(bootstrap: str, topic: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["consume", "--bootstrap-server", bootstrap, "--topic", topic, "--group", "g", "--partition", "0"])
+def test_consume_group_rejects_partition_and_offset(
+    bootstrap: str, topic: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        ["consume", "--bootstrap-server", bootstrap, "--topic", topic, "--group", "g", "--partition", "0"]
+    )
     assert code == 1
     assert "cannot be used with --group" in capsys.readouterr().err
 
 
 def test_groups_list_describe_delete(bootstrap: str, topic: str, capsys: pytest.CaptureFixture[str]) -> None:
     group = f"cli-g-{uuid.uuid4().hex[:8]}"
-    member = KafkaConsumer({
-        "bootstrap.servers": bootstrap, "group.id": group, "client.id": "cli-member",
-        "auto.offset.reset": "earliest", "enable.auto.commit": "false",
-    })
+    member = KafkaConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": "cli-member",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": "false",
+        }
+    )
     try:
         member.subscribe([topic])
         got = 0

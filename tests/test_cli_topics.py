@@ -16,7 +16,9 @@ from spark_kafkalite.client.admin_configs import ConfigSource
 pytestmark = pytest.mark.timeout(60)
 
 
-def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[int, str, str]:
+def run(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *args: str
+) -> tuple[int, str, str]:
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
     code = main(list(args))
     captured = capsys.readouterr()
@@ -41,8 +43,19 @@ def test_create_with_config_describe_and_alter(bootstrap_servers: str, capsys, m
     topic = f"cli-cfg-{uuid.uuid4().hex[:8]}"
     bs = ["--bootstrap-server", bootstrap_servers]
     code, out, err = run(
-        capsys, monkeypatch, "topics", "create", *bs, "--topic", topic, "--partitions", "2",
-        "--config", "retention.ms=60000", "--config", "cleanup.policy=compact,delete",
+        capsys,
+        monkeypatch,
+        "topics",
+        "create",
+        *bs,
+        "--topic",
+        topic,
+        "--partitions",
+        "2",
+        "--config",
+        "retention.ms=60000",
+        "--config",
+        "cleanup.policy=compact,delete",
     )
     assert (code, out, err) == (0, f"Created topic {topic}.\n", "")
     with KafkaProducer({"bootstrap.servers": bootstrap_servers}) as producer:
@@ -58,7 +71,11 @@ def test_create_with_config_describe_and_alter(bootstrap_servers: str, capsys, m
     # Topic, Partition, Leader, Replicas, Isr, LogStartOffset, LogEndOffset, Records, Size
     assert "LogStartOffset" in out and "LogEndOffset" in out and "Size" in out
     rows = sorted(
-        (cells for cells in (_cells(line) for line in out.splitlines()) if len(cells) == 9 and cells[0] == topic),
+        (
+            cells
+            for cells in (_cells(line) for line in out.splitlines())
+            if len(cells) == 9 and cells[0] == topic
+        ),
         key=lambda cells: cells[1],
     )
     assert [(c[1], c[5], c[6], c[7]) for c in rows] == [("0", "0", "0", "0"), ("1", "0", "3", "3")], out
@@ -67,14 +84,31 @@ def test_create_with_config_describe_and_alter(bootstrap_servers: str, capsys, m
     assert size_bytes > 0 and [c[8] for c in rows] == ["0 B", f"{size_bytes} B"], out
 
     code, out, err = run(
-        capsys, monkeypatch, "topics", "alter", *bs, "--topic", topic,
-        "--config", "retention.ms=120000", "--config", "segment.ms=3600000", "--delete-config", "cleanup.policy",
+        capsys,
+        monkeypatch,
+        "topics",
+        "alter",
+        *bs,
+        "--topic",
+        topic,
+        "--config",
+        "retention.ms=120000",
+        "--config",
+        "segment.ms=3600000",
+        "--delete-config",
+        "cleanup.policy",
     )
     assert code == 0 and err == "" and f"Altered configs of topic {topic}" in out
     with KafkaAdminClient({"bootstrap.servers": bootstrap_servers}) as admin:
         entries = admin.describe_configs(topic)
-    assert (entries["retention.ms"].value, entries["retention.ms"].source) == ("120000", ConfigSource.DYNAMIC_TOPIC_CONFIG)
-    assert (entries["segment.ms"].value, entries["segment.ms"].source) == ("3600000", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+    assert (entries["retention.ms"].value, entries["retention.ms"].source) == (
+        "120000",
+        ConfigSource.DYNAMIC_TOPIC_CONFIG,
+    )
+    assert (entries["segment.ms"].value, entries["segment.ms"].source) == (
+        "3600000",
+        ConfigSource.DYNAMIC_TOPIC_CONFIG,
+    )
     assert (entries["cleanup.policy"].value, entries["cleanup.policy"].is_default) == ("delete", True)
 
     code, out, _ = run(capsys, monkeypatch, "topics", "describe", *bs, "--topic", topic)
@@ -87,10 +121,22 @@ def test_alter_errors_are_one_line(bootstrap_servers: str, capsys, monkeypatch) 
     topic = f"cli-cfg-{uuid.uuid4().hex[:8]}"
     bs = ["--bootstrap-server", bootstrap_servers]
     assert run(capsys, monkeypatch, "topics", "create", *bs, "--topic", topic)[0] == 0
-    code, _, err = run(capsys, monkeypatch, "topics", "alter", *bs, "--topic", topic, "--config", "retention.ms=abc")
+    code, _, err = run(
+        capsys, monkeypatch, "topics", "alter", *bs, "--topic", topic, "--config", "retention.ms=abc"
+    )
     assert code == 1 and err.startswith("kafkalite: error: INVALID_CONFIG") and "retention.ms" in err, err
     assert err.count("\n") == 1
     code, _, err = run(capsys, monkeypatch, "topics", "alter", *bs, "--topic", topic)
     assert code == 1 and "--config" in err
-    code, _, err = run(capsys, monkeypatch, "topics", "alter", *bs, "--topic", topic + "-missing", "--config", "retention.ms=1")
+    code, _, err = run(
+        capsys,
+        monkeypatch,
+        "topics",
+        "alter",
+        *bs,
+        "--topic",
+        topic + "-missing",
+        "--config",
+        "retention.ms=1",
+    )
     assert code == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in err, err

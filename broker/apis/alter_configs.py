@@ -57,11 +57,15 @@ async def alter_resources(
     if topic_indexes:
         errors = await alter_topics([resources[i] for i in topic_indexes])
         for i, err in zip(topic_indexes, errors, strict=True):
-            outcomes[i] = (ErrorCode.none, None) if err is None else (error_code_for(err), error_message_for(err))
+            outcomes[i] = (
+                (ErrorCode.none, None) if err is None else (error_code_for(err), error_message_for(err))
+            )
     return [o if o is not None else (ErrorCode.unknown_server_error, None) for o in outcomes]
 
 
-def build_alter_response(api_key: ApiKey, version: int, resources: Sequence[Any], outcomes: list[ResourceOutcome]) -> Any:
+def build_alter_response(
+    api_key: ApiKey, version: int, resources: Sequence[Any], outcomes: list[ResourceOutcome]
+) -> Any:
     """An AlterConfigs / IncrementalAlterConfigs response (same shape in every version)."""
     cls = response_class(api_key, version)
     entry_cls = nested(cls, "AlterConfigsResourceResponse")

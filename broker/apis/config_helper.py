@@ -112,7 +112,11 @@ def describe_topic_configs(
             if key in config.explicit
         )
         synonyms.extend(
-            (key, config_value_to_string(CONFIG_DEF[key].default, CONFIG_DEF[key].type), ConfigSource.DEFAULT_CONFIG)
+            (
+                key,
+                config_value_to_string(CONFIG_DEF[key].default, CONFIG_DEF[key].type),
+                ConfigSource.DEFAULT_CONFIG,
+            )
             for key in broker_keys
             if CONFIG_DEF[key].default is not None
         )
@@ -135,7 +139,9 @@ def describe_topic_configs(
     return out
 
 
-def describe_broker_configs(config: KafkaConfig, keys: Collection[str] | None = None) -> list[DescribedConfig]:
+def describe_broker_configs(
+    config: KafkaConfig, keys: Collection[str] | None = None
+) -> list[DescribedConfig]:
     """Every broker config (or only ``keys``), sorted by name; all read-only."""
     out: list[DescribedConfig] = []
     for name in sorted(CONFIG_DEF):

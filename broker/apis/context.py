@@ -79,7 +79,9 @@ class BrokerContext:
         registration = self.image.partition(topic, partition)
         if registration is not None and self.replica_manager is not None:
             # Leadership as applied locally (Partition.make_leader), same as the image's.
-            return registration, self.replica_manager.leader_partition(topic, partition, current_leader_epoch).log
+            return registration, self.replica_manager.leader_partition(
+                topic, partition, current_leader_epoch
+            ).log
         if registration is None:
             raise UnknownTopicOrPartitionError(
                 f"This server does not host this topic-partition {topic}-{partition}"

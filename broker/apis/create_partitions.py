@@ -33,7 +33,9 @@ async def handle_create_partitions(ctx: BrokerContext, rctx: RequestContext, req
     """Handle a CreatePartitionsRequest (v0-v3)."""
     cls = response_class(ApiKey.CREATE_PARTITIONS, rctx.api_version)
     result_cls = nested(cls, "CreatePartitionsTopicResult")
-    outcomes = await ctx.controller.create_partitions([_spec(t) for t in request.topics], bool(request.validate_only))
+    outcomes = await ctx.controller.create_partitions(
+        [_spec(t) for t in request.topics], bool(request.validate_only)
+    )
     results = []
     for name, error in outcomes:
         if error is None:

@@ -38,7 +38,9 @@ async def handle_create_topics(ctx: BrokerContext, rctx: RequestContext, request
     cls = response_class(ApiKey.CREATE_TOPICS, rctx.api_version)
     result_cls = nested(cls, "CreatableTopicResult")
     config_cls = nested(cls, "CreatableTopicConfigs") if has_field(result_cls, "configs") else None
-    outcomes = await ctx.controller.create_topics([_spec(t) for t in request.topics], bool(request.validate_only))
+    outcomes = await ctx.controller.create_topics(
+        [_spec(t) for t in request.topics], bool(request.validate_only)
+    )
     results = []
     for outcome in outcomes:
         if outcome.error is None:

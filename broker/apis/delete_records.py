@@ -63,7 +63,12 @@ async def handle_delete_records(ctx: BrokerContext, rctx: RequestContext, reques
             except Exception as exc:  # noqa: BLE001 - mapped to a wire error code
                 code = error_code_for(exc, f"DeleteRecords v{version} of {t.name}-{p.partition_index}")
             partitions_out.append(
-                build(partition_cls, partition_index=p.partition_index, low_watermark=low_watermark, error_code=code)
+                build(
+                    partition_cls,
+                    partition_index=p.partition_index,
+                    low_watermark=low_watermark,
+                    error_code=code,
+                )
             )
         topics_out.append(build(topic_cls, name=t.name, partitions=tuple(partitions_out)))
     if changed:

@@ -30,7 +30,11 @@ async def handle_describe_cluster(ctx: BrokerContext, rctx: RequestContext, requ
     for node_id in image.live_brokers():
         endpoint = image.brokers[node_id].endpoints.get(rctx.listener_name)
         if endpoint is not None:
-            brokers.append(broker_cls(broker_id=node_id, host=endpoint[0], port=endpoint[1], rack=image.brokers[node_id].rack))
+            brokers.append(
+                broker_cls(
+                    broker_id=node_id, host=endpoint[0], port=endpoint[1], rack=image.brokers[node_id].rack
+                )
+            )
     return build(
         cls,
         throttle_time=ZERO_DURATION,

@@ -74,7 +74,9 @@ async def handle_describe_configs(ctx: BrokerContext, rctx: RequestContext, requ
             code, message = ErrorCode.none, None
         except Exception as exc:  # noqa: BLE001 - one resource's error
             described = []
-            code = error_code_for(exc, f"DescribeConfigs of {resource.resource_type}/{resource.resource_name}")
+            code = error_code_for(
+                exc, f"DescribeConfigs of {resource.resource_type}/{resource.resource_name}"
+            )
             message = error_message_for(exc)
         entries = tuple(
             build(
@@ -84,9 +86,7 @@ async def handle_describe_configs(ctx: BrokerContext, rctx: RequestContext, requ
                 read_only=c.read_only,
                 config_source=int(c.source),
                 is_sensitive=c.is_sensitive,
-                synonyms=tuple(
-                    synonym_cls(name=n, value=v, source=int(s)) for n, v, s in c.synonyms
-                )
+                synonyms=tuple(synonym_cls(name=n, value=v, source=int(s)) for n, v, s in c.synonyms)
                 if include_synonyms
                 else (),
                 config_type=int(c.config_type),

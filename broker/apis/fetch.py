@@ -126,7 +126,11 @@ def _diverging_field(partition_cls: type[Any], diverging: tuple[int, int] | None
     """``diverging_epoch`` (Fetch v12+ tagged field) for a follower whose log diverges."""
     if diverging is None:
         return {}
-    return {"diverging_epoch": nested(partition_cls, "EpochEndOffset")(epoch=diverging[0], end_offset=diverging[1])}
+    return {
+        "diverging_epoch": nested(partition_cls, "EpochEndOffset")(
+            epoch=diverging[0], end_offset=diverging[1]
+        )
+    }
 
 
 async def handle_fetch(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
@@ -136,8 +140,13 @@ async def handle_fetch(ctx: BrokerContext, rctx: RequestContext, request: Any) -
     # partition of its session (request_view) and answers only the changed ones.
     session_context = fetch_session_cache_for(ctx).new_context(rctx.api_version, request)
     if session_context.error_code != ErrorCode.none:
-        return build(cls, throttle_time=ZERO_DURATION, error_code=session_context.error_code, session_id=0,
-                     responses=())
+        return build(
+            cls,
+            throttle_time=ZERO_DURATION,
+            error_code=session_context.error_code,
+            session_id=0,
+            responses=(),
+        )
     request = session_context.request_view
     max_wait_s = max(0.0, request.max_wait.total_seconds())
     deadline = time.monotonic() + max_wait_s
@@ -150,7 +159,10 @@ async def handle_fetch(ctx: BrokerContext, rctx: RequestContext, request: Any) -
         await ctx.fetch_purgatory.wait(keys, remaining)
     error_code, response_session_id, topics_out = session_context.update_and_generate_response(topics_out)
     return build(
-        cls, throttle_time=ZERO_DURATION, error_code=error_code, session_id=response_session_id,
+        cls,
+        throttle_time=ZERO_DURATION,
+        error_code=error_code,
+        session_id=response_session_id,
         responses=tuple(topics_out),
     )
 

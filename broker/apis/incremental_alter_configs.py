@@ -35,7 +35,9 @@ async def handle_incremental_alter_configs(ctx: BrokerContext, rctx: RequestCont
         )
 
     outcomes = await alter_resources(request.resources, alter_topics, "IncrementalAlterConfigs")
-    return build_alter_response(ApiKey.INCREMENTAL_ALTER_CONFIGS, rctx.api_version, request.resources, outcomes)
+    return build_alter_response(
+        ApiKey.INCREMENTAL_ALTER_CONFIGS, rctx.api_version, request.resources, outcomes
+    )
 
 
 def incremental_alter_configs_error_response(request: Any, version: int, code: ErrorCode) -> Any:

@@ -61,7 +61,13 @@ def producer_id_manager(ctx: BrokerContext) -> ProducerIdManager:
 
 def _response(version: int, code: ErrorCode, producer_id: int = -1, producer_epoch: int = -1) -> Any:
     cls = response_class(ApiKey.INIT_PRODUCER_ID, version)
-    return build(cls, throttle_time=ZERO_DURATION, error_code=code, producer_id=producer_id, producer_epoch=producer_epoch)
+    return build(
+        cls,
+        throttle_time=ZERO_DURATION,
+        error_code=code,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+    )
 
 
 async def handle_init_producer_id(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
@@ -74,7 +80,8 @@ async def handle_init_producer_id(ctx: BrokerContext, rctx: RequestContext, requ
         logger.warning(
             "InitProducerId from %s for transactional.id %r: transactions are not supported by this "
             "broker (answering COORDINATOR_NOT_AVAILABLE); use an idempotent producer without transactional.id",
-            rctx.connection_id, transactional_id,
+            rctx.connection_id,
+            transactional_id,
         )
         return _response(version, ErrorCode.coordinator_not_available)
     producer_id = int(getattr(request, "producer_id", -1))

@@ -127,8 +127,17 @@ DEFAULT_APIS: tuple[ApiSpec, ...] = (
     ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 5, handle_init_producer_id, init_producer_id_error_response),
     ApiSpec(ApiKey.API_VERSIONS, 0, 3, _not_dispatched, _api_versions_error),
     # group coordinator (classic protocol): OffsetCommit v0-1 / OffsetFetch v0 advertised only
-    ApiSpec(ApiKey.OFFSET_COMMIT, 2, 9, handle_offset_commit, offset_commit_error_response, advertised_min_version=0),
-    ApiSpec(ApiKey.OFFSET_FETCH, 1, 9, handle_offset_fetch, offset_fetch_error_response, advertised_min_version=0),
+    ApiSpec(
+        ApiKey.OFFSET_COMMIT,
+        2,
+        9,
+        handle_offset_commit,
+        offset_commit_error_response,
+        advertised_min_version=0,
+    ),
+    ApiSpec(
+        ApiKey.OFFSET_FETCH, 1, 9, handle_offset_fetch, offset_fetch_error_response, advertised_min_version=0
+    ),
     ApiSpec(ApiKey.FIND_COORDINATOR, 0, 6, handle_find_coordinator, find_coordinator_error_response),
     ApiSpec(ApiKey.JOIN_GROUP, 0, 9, handle_join_group, join_group_error_response),
     ApiSpec(ApiKey.HEARTBEAT, 0, 4, handle_heartbeat, heartbeat_error_response),

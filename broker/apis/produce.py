@@ -159,12 +159,19 @@ async def handle_produce(ctx: BrokerContext, rctx: RequestContext, request: Any)
                 outcomes[key] = (code, -1, -1, error_message_for(exc), -1)
         order.append((topic, indexes))
     if entries:
-        timeout_ms = int(request.timeout.total_seconds() * 1000) if hasattr(request.timeout, "total_seconds") else int(request.timeout)
+        timeout_ms = (
+            int(request.timeout.total_seconds() * 1000)
+            if hasattr(request.timeout, "total_seconds")
+            else int(request.timeout)
+        )
         results = await _append_records(ctx, entries, acks, timeout_ms)
         for key, result in results.items():
             outcomes[key] = (
-                result.error_code, result.base_offset if result.error_code == ErrorCode.none else -1,
-                result.log_start_offset, result.error_message, result.log_append_time_ms,
+                result.error_code,
+                result.base_offset if result.error_code == ErrorCode.none else -1,
+                result.log_start_offset,
+                result.error_message,
+                result.log_append_time_ms,
             )
     failed = any(outcome[0] != ErrorCode.none for outcome in outcomes.values())
     if acks == 0:

@@ -164,7 +164,12 @@ class Partition:
                 replica.reset(now, leo, broker_id in self.isr)
             logger.info(
                 "%s-%d: leader in epoch %d (start offset %d, ISR %s, HW %d)",
-                self.topic, self.partition, self.leader_epoch, leo, list(self.isr), log.high_watermark,
+                self.topic,
+                self.partition,
+                self.leader_epoch,
+                leo,
+                list(self.isr),
+                log.high_watermark,
             )
         self.maybe_increment_leader_hw(now)
         return is_new_epoch
@@ -181,8 +186,12 @@ class Partition:
         if changed or was_leader:
             logger.info(
                 "%s-%d: follower of %d in epoch %d (LEO %d, HW %d)",
-                self.topic, self.partition, self.leader_id, self.leader_epoch,
-                self.log.log_end_offset, self.log.high_watermark,
+                self.topic,
+                self.partition,
+                self.leader_id,
+                self.leader_epoch,
+                self.log.log_end_offset,
+                self.log.high_watermark,
             )
         return changed or was_leader
 

@@ -44,7 +44,13 @@ def partition_record(image: MetadataImage, topic: str, reg: PartitionRegistratio
     """The record that sets ``reg`` (KRaft's ``PartitionChangeRecord``, sent whole here)."""
     topic_image = image.topics[topic]
     return PartitionRecord(
-        topic_image.topic_id, reg.partition, reg.replicas, reg.isr, reg.leader, reg.leader_epoch, reg.partition_epoch
+        topic_image.topic_id,
+        reg.partition,
+        reg.replicas,
+        reg.isr,
+        reg.leader,
+        reg.leader_epoch,
+        reg.partition_epoch,
     )
 
 
@@ -106,7 +112,9 @@ def elect_leaderless_records(
     return records
 
 
-def unfence_broker_records(image: MetadataImage, node_id: int, unclean: UncleanLookup) -> list[MetadataRecord]:
+def unfence_broker_records(
+    image: MetadataImage, node_id: int, unclean: UncleanLookup
+) -> list[MetadataRecord]:
     """Unfence ``node_id`` and elect leaders for leaderless partitions it can lead."""
     broker = image.brokers.get(node_id)
     if broker is None or not broker.fenced:

@@ -133,14 +133,17 @@ class BrokerLifecycleManager:
         while time.monotonic() < deadline:
             try:
                 result = await self.heartbeat(
-                    want_shutdown=True, timeout_s=max(0.1, min(self.request_timeout_s, deadline - time.monotonic()))
+                    want_shutdown=True,
+                    timeout_s=max(0.1, min(self.request_timeout_s, deadline - time.monotonic())),
                 )
             except ControllerUnavailable:
                 continue
             if result.should_shutdown or result.error == ErrorCode.stale_broker_epoch:
                 logger.info("controlled shutdown of broker %d done: leaderships moved", self.node_id)
                 return True
-        logger.warning("controlled shutdown of broker %d not confirmed within %.1f s", self.node_id, timeout_s)
+        logger.warning(
+            "controlled shutdown of broker %d not confirmed within %.1f s", self.node_id, timeout_s
+        )
         return False
 
     async def _heartbeat_loop(self) -> None:
@@ -157,7 +160,8 @@ class BrokerLifecycleManager:
                 logger.exception("heartbeat failed")
                 continue
             if result.error == ErrorCode.stale_broker_epoch and not self._shutting_down:
-                logger.warning("broker %d was fenced out (stale broker epoch): registering again", self.node_id)
+                logger.warning(
+                    "broker %d was fenced out (stale broker epoch): registering again", self.node_id
+                )
                 with contextlib.suppress(ControllerUnavailable):
                     await self.register_broker(self._endpoints, self._rack)
-

@@ -117,5 +117,7 @@ def config_records(topic: str, old: Mapping[str, str], new: Mapping[str, str]) -
         for name, value in sorted(new.items())
         if old.get(name) != value
     ]
-    records.extend(ConfigRecord(RESOURCE_TYPE_TOPIC, topic, name, None) for name in sorted(old) if name not in new)
+    records.extend(
+        ConfigRecord(RESOURCE_TYPE_TOPIC, topic, name, None) for name in sorted(old) if name not in new
+    )
     return records

@@ -214,9 +214,15 @@ class MetadataStateMachine:
         if isinstance(cmd, RegisterBrokerCmd):
             previous = self.incarnations.get(cmd.node_id)
             current = image.brokers.get(cmd.node_id)
-            if previous is not None and current is not None and previous == (cmd.incarnation_id, current.epoch):
+            if (
+                previous is not None
+                and current is not None
+                and previous == (cmd.incarnation_id, current.epoch)
+            ):
                 return [], (ErrorCode.none, current.epoch)
-            records, epoch = register_broker_records(image, cmd.node_id, cmd.endpoints, cmd.rack, self._unclean(settings))
+            records, epoch = register_broker_records(
+                image, cmd.node_id, cmd.endpoints, cmd.rack, self._unclean(settings)
+            )
             self.shutdown_epochs.pop(cmd.node_id, None)
             self.incarnations[cmd.node_id] = (cmd.incarnation_id, epoch)
             return records, (ErrorCode.none, epoch)
@@ -232,7 +238,9 @@ class MetadataStateMachine:
         if isinstance(cmd, CreatePartitionsCmd):
             return control.create_partitions(image, cmd.specs, False, cmd.seed)
         if isinstance(cmd, AlterConfigsCmd):
-            return control.alter_topic_configs(image, cmd.incremental, cmd.resources, cmd.broker_values, False)
+            return control.alter_topic_configs(
+                image, cmd.incremental, cmd.resources, cmd.broker_values, False
+            )
         if isinstance(cmd, AllocateProducerIdsCmd):
             broker = image.brokers.get(cmd.broker_id)
             if broker is None or broker.epoch != cmd.broker_epoch:
@@ -257,11 +265,15 @@ class MetadataStateMachine:
             records = fence_broker_records(image, cmd.node_id, unclean)
             return records, HeartbeatResult(ErrorCode.none, caught_up, True, True)
         if cmd.want_fence:
-            return fence_broker_records(image, cmd.node_id, unclean), HeartbeatResult(ErrorCode.none, caught_up, True)
+            return fence_broker_records(image, cmd.node_id, unclean), HeartbeatResult(
+                ErrorCode.none, caught_up, True
+            )
         if self.shutdown_epochs.get(cmd.node_id) == cmd.epoch:
             return [], HeartbeatResult(ErrorCode.none, caught_up, True, True)
         if broker.fenced and caught_up:
-            return unfence_broker_records(image, cmd.node_id, unclean), HeartbeatResult(ErrorCode.none, True, False)
+            return unfence_broker_records(image, cmd.node_id, unclean), HeartbeatResult(
+                ErrorCode.none, True, False
+            )
         return [], HeartbeatResult(ErrorCode.none, caught_up, broker.fenced)
 
     # -- AlterPartition ------------------------------------------------------------------------
@@ -284,7 +296,11 @@ class MetadataStateMachine:
         if cmd.partition_epoch != reg.partition_epoch:
             return [], (ErrorCode.invalid_update_version, None)
         new_isr = tuple(cmd.new_isr)
-        if len(set(new_isr)) != len(new_isr) or any(b not in reg.replicas for b in new_isr) or reg.leader not in new_isr:
+        if (
+            len(set(new_isr)) != len(new_isr)
+            or any(b not in reg.replicas for b in new_isr)
+            or reg.leader not in new_isr
+        ):
             return [], (ErrorCode.invalid_request, None)
         if any(b not in reg.isr and not image.is_alive(b) for b in new_isr):
             return [], (ErrorCode.ineligible_replica, None)
@@ -294,7 +310,9 @@ class MetadataStateMachine:
         return [partition_record(image, topic.name, new)], (ErrorCode.none, new)
 
     # -- ElectLeaders ----------------------------------------------------------------------------
-    def _elect_leaders(self, settings: ControllerSettings, cmd: ElectLeadersCmd) -> tuple[list[MetadataRecord], Any]:
+    def _elect_leaders(
+        self, settings: ControllerSettings, cmd: ElectLeadersCmd
+    ) -> tuple[list[MetadataRecord], Any]:
         """Per partition: NONE (elected), ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE /
         ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION."""
         image = self.image
@@ -342,4 +360,3 @@ class MetadataStateMachine:
                 if reg.leader != preferred and preferred in reg.isr and image.is_alive(preferred):
                     out.append((name, reg.partition))
         return out
-

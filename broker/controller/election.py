@@ -46,7 +46,12 @@ def _elect(
     def eligible(b: int) -> bool:
         return alive(b) and b != not_leader
 
-    if election is Election.PREFERRED and reg.replicas and reg.replicas[0] in isr and eligible(reg.replicas[0]):
+    if (
+        election is Election.PREFERRED
+        and reg.replicas
+        and reg.replicas[0] in isr
+        and eligible(reg.replicas[0])
+    ):
         return reg.replicas[0], tuple(isr)
     if reg.leader != NO_LEADER and reg.leader in isr and eligible(reg.leader):
         return reg.leader, tuple(isr)

@@ -281,7 +281,9 @@ class MetadataImage:
             elif isinstance(record, BrokerRegistrationChangeRecord):
                 current = brokers.get(record.node_id)
                 if current is None or current.epoch != record.epoch:
-                    raise ValueError(f"registration change for unknown broker {record.node_id}/{record.epoch}")
+                    raise ValueError(
+                        f"registration change for unknown broker {record.node_id}/{record.epoch}"
+                    )
                 brokers[record.node_id] = replace(current, fenced=record.fenced)
                 changed_brokers[record.node_id] = None
             elif isinstance(record, ProducerIdsRecord):
@@ -374,7 +376,13 @@ def image_to_records(image: MetadataImage) -> list[MetadataRecord]:
         for p in topic.partitions.values():
             records.append(
                 PartitionRecord(
-                    topic.topic_id, p.partition, p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch
+                    topic.topic_id,
+                    p.partition,
+                    p.replicas,
+                    p.isr,
+                    p.leader,
+                    p.leader_epoch,
+                    p.partition_epoch,
                 )
             )
         for key, value in image.topic_config(name).items():
@@ -401,7 +409,10 @@ def diff_images(old: MetadataImage, new: MetadataImage) -> MetadataDelta:
     configs = tuple(
         name
         for name in new.topics
-        if new.topics[name].topic_id in old_ids and dict(new.topic_config(name)) != dict(old.topic_config(name))
+        if new.topics[name].topic_id in old_ids
+        and dict(new.topic_config(name)) != dict(old.topic_config(name))
     )
-    brokers = tuple(b for b in set(old.brokers) | set(new.brokers) if old.brokers.get(b) != new.brokers.get(b))
+    brokers = tuple(
+        b for b in set(old.brokers) | set(new.brokers) if old.brokers.get(b) != new.brokers.get(b)
+    )
     return MetadataDelta(created, deleted, tuple(changed), configs, tuple(sorted(brokers)))

@@ -60,7 +60,11 @@ class _MetadataLog(SyncObjConsumer):  # type: ignore[misc]
     """The replicated part: one ``execute`` command type; state = the metadata image."""
 
     def __init__(
-        self, cluster_id: str, on_records: RecordsListener, on_reset: ResetListener, on_executed: Callable[[Any], None]
+        self,
+        cluster_id: str,
+        on_records: RecordsListener,
+        on_reset: ResetListener,
+        on_executed: Callable[[Any], None],
     ) -> None:
         self._cluster_id = cluster_id
         self._on_records = on_records
@@ -116,7 +120,9 @@ def _check_bindable(host: str, port: int) -> None:
         try:
             probe.bind((host, port))
         except OSError as exc:
-            raise OSError(exc.errno, f"cannot bind the CONTROLLER (Raft) listener {host}:{port}: {exc.strerror}") from None
+            raise OSError(
+                exc.errno, f"cannot bind the CONTROLLER (Raft) listener {host}:{port}: {exc.strerror}"
+            ) from None
 
 
 class QuorumSettings:

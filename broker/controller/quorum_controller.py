@@ -178,7 +178,9 @@ class QuorumController(BrokerLifecycleManager):
         self._post(self._reset, image)
 
     def _on_executed(self, command: Any) -> None:
-        if isinstance(command, (HeartbeatCmd, RegisterBrokerCmd)) and not getattr(command, "want_shutdown", False):
+        if isinstance(command, (HeartbeatCmd, RegisterBrokerCmd)) and not getattr(
+            command, "want_shutdown", False
+        ):
             self._last_heartbeat[command.node_id] = time.monotonic()
 
     def _on_state_change(self, leader: bool) -> None:
@@ -237,7 +239,9 @@ class QuorumController(BrokerLifecycleManager):
                     future.set_result(result)
                 else:
                     future.set_exception(
-                        ControllerUnavailable(f"controller quorum: {_FAIL_REASONS.get(fail_reason, fail_reason)}")
+                        ControllerUnavailable(
+                            f"controller quorum: {_FAIL_REASONS.get(fail_reason, fail_reason)}"
+                        )
                     )
 
             with contextlib.suppress(RuntimeError):  # loop closed: nobody waits any more
@@ -318,8 +322,12 @@ class QuorumController(BrokerLifecycleManager):
     ) -> list[KafkaError | None]:
         frozen = tuple((topic, tuple(tuple(e) for e in entries)) for topic, entries in resources)
         if validate_only:
-            return self._control().alter_topic_configs(self._broker_image(), incremental, frozen, broker_values, True)[1]
-        values = {k: v for k, v in broker_values.items() if isinstance(v, (str, int, float, bool, list, type(None)))}
+            return self._control().alter_topic_configs(
+                self._broker_image(), incremental, frozen, broker_values, True
+            )[1]
+        values = {
+            k: v for k, v in broker_values.items() if isinstance(v, (str, int, float, bool, list, type(None)))
+        }
         try:
             result = await self._submit(AlterConfigsCmd(incremental, frozen, values))
         except ControllerUnavailable as exc:
@@ -426,7 +434,10 @@ class QuorumController(BrokerLifecycleManager):
                 continue
             self._fencing[broker_id] = registration.epoch
             logger.warning(
-                "fencing broker %d (epoch %d): no heartbeat for %.1f s", broker_id, registration.epoch, now - last
+                "fencing broker %d (epoch %d): no heartbeat for %.1f s",
+                broker_id,
+                registration.epoch,
+                now - last,
             )
             try:
                 await self._submit(FenceBrokerCmd(broker_id, registration.epoch))

@@ -232,7 +232,8 @@ class ReplicationControl:
                 brokers = list(spec.assignments[p])
                 if not brokers or len(set(brokers)) != len(brokers):
                     raise error_for_code(
-                        _INVALID_REPLICA_ASSIGNMENT, f"Invalid replica assignment for partition {p}: {brokers}"
+                        _INVALID_REPLICA_ASSIGNMENT,
+                        f"Invalid replica assignment for partition {p}: {brokers}",
                     )
                 unknown = [b for b in brokers if b not in image.brokers]
                 if unknown:
@@ -241,7 +242,9 @@ class ReplicationControl:
                         f"Replica assignment of partition {p} names unknown brokers {unknown}",
                     )
             if len(sizes) != 1:
-                raise error_for_code(_INVALID_REPLICA_ASSIGNMENT, "All partitions should have the same number of replicas")
+                raise error_for_code(
+                    _INVALID_REPLICA_ASSIGNMENT, "All partitions should have the same number of replicas"
+                )
             return [tuple(spec.assignments[p]) for p in partitions]
         num_partitions = spec.num_partitions
         if num_partitions == -1:
@@ -289,12 +292,16 @@ class ReplicationControl:
             )
             if topic is None:
                 if name is None and topic_id is not None:
-                    results.append((None, topic_id, error_for_code(_UNKNOWN_TOPIC_ID, f"Topic id {topic_id} not found")))
+                    results.append(
+                        (None, topic_id, error_for_code(_UNKNOWN_TOPIC_ID, f"Topic id {topic_id} not found"))
+                    )
                 else:
                     results.append((name, topic_id, UnknownTopicOrPartitionError(f"Topic {name} not found")))
                 continue
             if topic.name in seen:
-                results.append((topic.name, topic.topic_id, InvalidRequestError("Duplicate topic in request")))
+                results.append(
+                    (topic.name, topic.topic_id, InvalidRequestError("Duplicate topic in request"))
+                )
                 continue
             seen.add(topic.name)
             records.append(RemoveTopicRecord(topic.topic_id))
@@ -321,7 +328,9 @@ class ReplicationControl:
         records: list[MetadataRecord] = []
         for index, spec in enumerate(specs):
             if counts[spec.name] > 1:
-                results.append((spec.name, InvalidRequestError(f"Duplicate topic name {spec.name} in the request")))
+                results.append(
+                    (spec.name, InvalidRequestError(f"Duplicate topic name {spec.name} in the request"))
+                )
                 continue
             try:
                 new_records = self._new_partition_records(image, spec, seed + index)

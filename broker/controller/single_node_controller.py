@@ -86,7 +86,9 @@ class SingleNodeController:
 
     def _control(self) -> ReplicationControl:
         return ReplicationControl(
-            ControllerSettings(self.default_num_partitions, self.default_replication_factor, self.delete_topic_enable)
+            ControllerSettings(
+                self.default_num_partitions, self.default_replication_factor, self.delete_topic_enable
+            )
         )
 
     # -- startup ---------------------------------------------------------------------------
@@ -167,7 +169,10 @@ class SingleNodeController:
         )
         if records:
             self._commit(records)
-            logger.info("added partitions: %s", {s.name: s.count for s, (_, e) in zip(specs, results, strict=True) if e is None})
+            logger.info(
+                "added partitions: %s",
+                {s.name: s.count for s, (_, e) in zip(specs, results, strict=True) if e is None},
+            )
         return results
 
     # -- topic configs (IncrementalAlterConfigs / AlterConfigs) -------------------------------
@@ -205,7 +210,9 @@ class SingleNodeController:
         )
         if records:
             self._commit(records)
-            logger.info("altered topic configs: %s", sorted({getattr(r, "resource_name", "") for r in records}))
+            logger.info(
+                "altered topic configs: %s", sorted({getattr(r, "resource_name", "") for r in records})
+            )
         return results
 
     # -- replication (one node: nothing to elect) ----------------------------------------------
@@ -237,7 +244,9 @@ class SingleNodeController:
         if partitions is None:
             return {}
         return {
-            (t, p): ErrorCode.election_not_needed if image.partition(t, p) is not None else ErrorCode.unknown_topic_or_partition
+            (t, p): ErrorCode.election_not_needed
+            if image.partition(t, p) is not None
+            else ErrorCode.unknown_topic_or_partition
             for t, p in partitions
         }
 

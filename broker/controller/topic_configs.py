@@ -99,7 +99,9 @@ def _define(
     unsupported: Callable[[Any], str | None] | None = None,
 ) -> None:
     pairs = tuple((s, 1) if isinstance(s, str) else s for s in synonyms)
-    TOPIC_CONFIG_DEF[name] = TopicConfigKey(ConfigKey(name, type_, default, doc, validator), pairs, unsupported)
+    TOPIC_CONFIG_DEF[name] = TopicConfigKey(
+        ConfigKey(name, type_, default, doc, validator), pairs, unsupported
+    )
 
 
 def _no_compaction(value: Any) -> str | None:
@@ -138,68 +140,240 @@ def _throttled_replicas(value: Any) -> str | None:
     return None
 
 
-_define("cleanup.policy", "list", ["delete"], "delete and/or compact: how old log segments are discarded.",
-        one_of("compact", "delete"), ("log.cleanup.policy",), _no_compaction)
-_define("compression.type", "string", "producer", "Final compression of the topic's batches.",
-        one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), ("compression.type",), _only_producer)
-_define("compression.gzip.level", "int", -1, "gzip level when compression.type=gzip.", _gzip_level,
-        ("compression.gzip.level",))
-_define("compression.lz4.level", "int", 9, "lz4 level when compression.type=lz4.", between(1, 17),
-        ("compression.lz4.level",))
-_define("compression.zstd.level", "int", 3, "zstd level when compression.type=zstd.", between(-131072, 22),
-        ("compression.zstd.level",))
-_define("delete.retention.ms", "long", 86400000, "How long tombstones are kept on compacted topics.",
-        at_least(0), ("log.cleaner.delete.retention.ms",))
-_define("file.delete.delay.ms", "long", 60000, "Delay before a deleted segment file is removed.",
-        at_least(0), ("log.segment.delete.delay.ms",))
-_define("flush.messages", "long", LONG_MAX, "fsync after this many messages.", at_least(1),
-        ("log.flush.interval.messages",))
-_define("flush.ms", "long", LONG_MAX, "fsync when the oldest unflushed append is this old.", at_least(0),
-        ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"))
-_define("follower.replication.throttled.replicas", "list", [], "Replicas throttled on the follower side.",
-        _throttled_replicas)
-_define("index.interval.bytes", "int", 4096, "Bytes between two index entries.", at_least(0),
-        ("log.index.interval.bytes",))
-_define("leader.replication.throttled.replicas", "list", [], "Replicas throttled on the leader side.",
-        _throttled_replicas)
-_define("local.retention.bytes", "long", -2, "Local retention size with tiered storage (-2 = retention.bytes).",
-        at_least(-2), ("log.local.retention.bytes",))
-_define("local.retention.ms", "long", -2, "Local retention time with tiered storage (-2 = retention.ms).",
-        at_least(-2), ("log.local.retention.ms",))
-_define("max.compaction.lag.ms", "long", LONG_MAX, "Longest time a record stays uncompacted.", at_least(1),
-        ("log.cleaner.max.compaction.lag.ms",))
-_define("max.message.bytes", "int", 1048588, "Largest record batch the topic accepts.", at_least(0),
-        ("message.max.bytes",))
-_define("message.timestamp.after.max.ms", "long", 3600000, "Max future skew of a produced timestamp.",
-        at_least(0), ("log.message.timestamp.after.max.ms",))
-_define("message.timestamp.before.max.ms", "long", LONG_MAX, "Max age of a produced timestamp.",
-        at_least(0), ("log.message.timestamp.before.max.ms",))
-_define("message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.",
-        one_of("CreateTime", "LogAppendTime"), ("log.message.timestamp.type",), _only_create_time)
-_define("min.cleanable.dirty.ratio", "double", 0.5, "Dirty ratio that makes a log eligible for cleaning.",
-        between(0, 1), ("log.cleaner.min.cleanable.ratio",))
-_define("min.compaction.lag.ms", "long", 0, "Minimum age of a record before it can be compacted.",
-        at_least(0), ("log.cleaner.min.compaction.lag.ms",))
-_define("min.insync.replicas", "int", 1, "Minimum ISR size for acks=all writes.", at_least(1),
-        ("min.insync.replicas",))
+_define(
+    "cleanup.policy",
+    "list",
+    ["delete"],
+    "delete and/or compact: how old log segments are discarded.",
+    one_of("compact", "delete"),
+    ("log.cleanup.policy",),
+    _no_compaction,
+)
+_define(
+    "compression.type",
+    "string",
+    "producer",
+    "Final compression of the topic's batches.",
+    one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    ("compression.type",),
+    _only_producer,
+)
+_define(
+    "compression.gzip.level",
+    "int",
+    -1,
+    "gzip level when compression.type=gzip.",
+    _gzip_level,
+    ("compression.gzip.level",),
+)
+_define(
+    "compression.lz4.level",
+    "int",
+    9,
+    "lz4 level when compression.type=lz4.",
+    between(1, 17),
+    ("compression.lz4.level",),
+)
+_define(
+    "compression.zstd.level",
+    "int",
+    3,
+    "zstd level when compression.type=zstd.",
+    between(-131072, 22),
+    ("compression.zstd.level",),
+)
+_define(
+    "delete.retention.ms",
+    "long",
+    86400000,
+    "How long tombstones are kept on compacted topics.",
+    at_least(0),
+    ("log.cleaner.delete.retention.ms",),
+)
+_define(
+    "file.delete.delay.ms",
+    "long",
+    60000,
+    "Delay before a deleted segment file is removed.",
+    at_least(0),
+    ("log.segment.delete.delay.ms",),
+)
+_define(
+    "flush.messages",
+    "long",
+    LONG_MAX,
+    "fsync after this many messages.",
+    at_least(1),
+    ("log.flush.interval.messages",),
+)
+_define(
+    "flush.ms",
+    "long",
+    LONG_MAX,
+    "fsync when the oldest unflushed append is this old.",
+    at_least(0),
+    ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+)
+_define(
+    "follower.replication.throttled.replicas",
+    "list",
+    [],
+    "Replicas throttled on the follower side.",
+    _throttled_replicas,
+)
+_define(
+    "index.interval.bytes",
+    "int",
+    4096,
+    "Bytes between two index entries.",
+    at_least(0),
+    ("log.index.interval.bytes",),
+)
+_define(
+    "leader.replication.throttled.replicas",
+    "list",
+    [],
+    "Replicas throttled on the leader side.",
+    _throttled_replicas,
+)
+_define(
+    "local.retention.bytes",
+    "long",
+    -2,
+    "Local retention size with tiered storage (-2 = retention.bytes).",
+    at_least(-2),
+    ("log.local.retention.bytes",),
+)
+_define(
+    "local.retention.ms",
+    "long",
+    -2,
+    "Local retention time with tiered storage (-2 = retention.ms).",
+    at_least(-2),
+    ("log.local.retention.ms",),
+)
+_define(
+    "max.compaction.lag.ms",
+    "long",
+    LONG_MAX,
+    "Longest time a record stays uncompacted.",
+    at_least(1),
+    ("log.cleaner.max.compaction.lag.ms",),
+)
+_define(
+    "max.message.bytes",
+    "int",
+    1048588,
+    "Largest record batch the topic accepts.",
+    at_least(0),
+    ("message.max.bytes",),
+)
+_define(
+    "message.timestamp.after.max.ms",
+    "long",
+    3600000,
+    "Max future skew of a produced timestamp.",
+    at_least(0),
+    ("log.message.timestamp.after.max.ms",),
+)
+_define(
+    "message.timestamp.before.max.ms",
+    "long",
+    LONG_MAX,
+    "Max age of a produced timestamp.",
+    at_least(0),
+    ("log.message.timestamp.before.max.ms",),
+)
+_define(
+    "message.timestamp.type",
+    "string",
+    "CreateTime",
+    "CreateTime or LogAppendTime.",
+    one_of("CreateTime", "LogAppendTime"),
+    ("log.message.timestamp.type",),
+    _only_create_time,
+)
+_define(
+    "min.cleanable.dirty.ratio",
+    "double",
+    0.5,
+    "Dirty ratio that makes a log eligible for cleaning.",
+    between(0, 1),
+    ("log.cleaner.min.cleanable.ratio",),
+)
+_define(
+    "min.compaction.lag.ms",
+    "long",
+    0,
+    "Minimum age of a record before it can be compacted.",
+    at_least(0),
+    ("log.cleaner.min.compaction.lag.ms",),
+)
+_define(
+    "min.insync.replicas",
+    "int",
+    1,
+    "Minimum ISR size for acks=all writes.",
+    at_least(1),
+    ("min.insync.replicas",),
+)
 _define("preallocate", "boolean", False, "Preallocate segment files.", None, ("log.preallocate",))
 _define("remote.log.copy.disable", "boolean", False, "Stop copying segments to remote storage.")
-_define("remote.log.delete.on.disable", "boolean", False, "Delete remote data when tiered storage is disabled.")
-_define("remote.storage.enable", "boolean", False, "Tiered storage for the topic.", None, (),
-        _no_tiered_storage)
-_define("retention.bytes", "long", -1, "Partition size above which old segments are deleted (-1 = no limit).",
-        None, ("log.retention.bytes",))
-_define("retention.ms", "long", 604800000, "Age after which segments are deleted (-1 = forever).",
-        at_least(-1), ("log.retention.ms", ("log.retention.minutes", _MINUTES), ("log.retention.hours", _HOURS)))
+_define(
+    "remote.log.delete.on.disable", "boolean", False, "Delete remote data when tiered storage is disabled."
+)
+_define(
+    "remote.storage.enable", "boolean", False, "Tiered storage for the topic.", None, (), _no_tiered_storage
+)
+_define(
+    "retention.bytes",
+    "long",
+    -1,
+    "Partition size above which old segments are deleted (-1 = no limit).",
+    None,
+    ("log.retention.bytes",),
+)
+_define(
+    "retention.ms",
+    "long",
+    604800000,
+    "Age after which segments are deleted (-1 = forever).",
+    at_least(-1),
+    ("log.retention.ms", ("log.retention.minutes", _MINUTES), ("log.retention.hours", _HOURS)),
+)
 _define("segment.bytes", "int", 1073741824, "Segment file size.", at_least(14), ("log.segment.bytes",))
-_define("segment.index.bytes", "int", 10485760, "Offset index size of a segment.", at_least(8),
-        ("log.index.size.max.bytes",))
-_define("segment.jitter.ms", "long", 0, "Random jitter subtracted from segment.ms.", at_least(0),
-        ("log.roll.jitter.ms", ("log.roll.jitter.hours", _HOURS)))
-_define("segment.ms", "long", 604800000, "Roll a segment after this time.", at_least(1),
-        ("log.roll.ms", ("log.roll.hours", _HOURS)))
-_define("unclean.leader.election.enable", "boolean", False, "Allow out-of-sync replicas to become leader.",
-        None, ("unclean.leader.election.enable",))
+_define(
+    "segment.index.bytes",
+    "int",
+    10485760,
+    "Offset index size of a segment.",
+    at_least(8),
+    ("log.index.size.max.bytes",),
+)
+_define(
+    "segment.jitter.ms",
+    "long",
+    0,
+    "Random jitter subtracted from segment.ms.",
+    at_least(0),
+    ("log.roll.jitter.ms", ("log.roll.jitter.hours", _HOURS)),
+)
+_define(
+    "segment.ms",
+    "long",
+    604800000,
+    "Roll a segment after this time.",
+    at_least(1),
+    ("log.roll.ms", ("log.roll.hours", _HOURS)),
+)
+_define(
+    "unclean.leader.election.enable",
+    "boolean",
+    False,
+    "Allow out-of-sync replicas to become leader.",
+    None,
+    ("unclean.leader.election.enable",),
+)
 
 TOPIC_CONFIG_NAMES: frozenset[str] = frozenset(TOPIC_CONFIG_DEF)
 
@@ -248,7 +422,7 @@ def _reason(exc: ConfigError) -> str:
     text = str(exc)
     prefix = f"{exc.key}: "
     if text.startswith(prefix):
-        text = text[len(prefix):]
+        text = text[len(prefix) :]
     if text.startswith("invalid value ") and ": " in text:
         text = text.split(": ", 1)[1]
     return text
@@ -303,9 +477,7 @@ def broker_default(name: str, broker_values: Mapping[str, Any]) -> tuple[Any, st
     return spec.key.default, None
 
 
-def effective_topic_config(
-    broker_values: Mapping[str, Any], overrides: Mapping[str, str]
-) -> dict[str, Any]:
+def effective_topic_config(broker_values: Mapping[str, Any], overrides: Mapping[str, str]) -> dict[str, Any]:
     """Every topic config's typed effective value: override, else broker synonym, else default.
 
     Raises:

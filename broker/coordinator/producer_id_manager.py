@@ -113,11 +113,7 @@ class ProducerIdManager:
 
     def _maybe_prefetch(self) -> None:
         used = self._block_size - (self._block_end - self._next_id)
-        if (
-            self._fetching is None
-            and self._block_size
-            and used >= self._block_size * _PREFETCH_FRACTION
-        ):
+        if self._fetching is None and self._block_size and used >= self._block_size * _PREFETCH_FRACTION:
             self._fetching = asyncio.get_running_loop().create_task(self._fetch_block())
 
     async def generate_producer_id(self) -> int:

@@ -55,7 +55,9 @@ def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
         return {}
 
 
-def write_offset_checkpoint(path: Path, offsets: Mapping[tuple[str, int], int], *, sync: bool = False) -> None:
+def write_offset_checkpoint(
+    path: Path, offsets: Mapping[tuple[str, int], int], *, sync: bool = False
+) -> None:
     """Atomically replace ``path`` (write ``path.tmp`` then rename); fsync it when ``sync``."""
     path = Path(path)
     body = [str(_VERSION), str(len(offsets))]

@@ -22,7 +22,12 @@ from bisect import bisect_right
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["LeaderEpochFileCache", "LEADER_EPOCH_CHECKPOINT_FILE", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET"]
+__all__ = [
+    "LeaderEpochFileCache",
+    "LEADER_EPOCH_CHECKPOINT_FILE",
+    "UNDEFINED_EPOCH",
+    "UNDEFINED_EPOCH_OFFSET",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -150,7 +155,10 @@ class LeaderEpochFileCache:
         if self._epochs and epoch < self._epochs[-1]:
             logger.warning(
                 "%s: epoch %d at offset %d is older than the latest epoch %d; ignored",
-                self.path, epoch, start_offset, self._epochs[-1],
+                self.path,
+                epoch,
+                start_offset,
+                self._epochs[-1],
             )
             return False
         changed = self._add(epoch, start_offset)

@@ -128,7 +128,9 @@ class LogCleaner:
         if self._first_dirty is None:
             self._first_dirty = {}
             for log_dir in self.log_manager.log_dirs:
-                self._first_dirty.update(read_offset_checkpoint(Path(log_dir) / CLEANER_OFFSET_CHECKPOINT_FILE))
+                self._first_dirty.update(
+                    read_offset_checkpoint(Path(log_dir) / CLEANER_OFFSET_CHECKPOINT_FILE)
+                )
         return self._first_dirty
 
     def _write_checkpoint(self, log_dir: Path) -> None:
@@ -188,7 +190,11 @@ class LogCleaner:
         best: CleaningPlan | None = None
         for log in self.log_manager.all_logs().values():
             plan = self.plan(log)
-            if plan is None or plan.dirty_ratio < log.config.min_cleanable_dirty_ratio or not plan.dirty_bytes:
+            if (
+                plan is None
+                or plan.dirty_ratio < log.config.min_cleanable_dirty_ratio
+                or not plan.dirty_bytes
+            ):
                 continue
             if best is None or plan.dirty_ratio > best.dirty_ratio:
                 best = plan
@@ -231,7 +237,11 @@ class LogCleaner:
             delete_horizon_ms = now_ms - plan.log.config.delete_retention_ms
             for group in groups:
                 group.cleaned = _write_cleaned(
-                    plan.log, [by_segment[id(seg)] for seg in group.old], offset_map, delete_horizon_ms, group.stats
+                    plan.log,
+                    [by_segment[id(seg)] for seg in group.old],
+                    offset_map,
+                    delete_horizon_ms,
+                    group.stats,
                 )
         except BaseException:
             for group in groups:
@@ -264,8 +274,13 @@ class LogCleaner:
         self._write_checkpoint(log.dir.parent)
         logger.info(
             "%s: cleaned %d segment(s) below offset %d: %d of %d records kept, %d -> %d bytes",
-            log.dir.name, total.segments_cleaned, plan.first_uncleanable_offset, total.records_retained,
-            total.records_read, total.bytes_read, total.bytes_written,
+            log.dir.name,
+            total.segments_cleaned,
+            plan.first_uncleanable_offset,
+            total.records_retained,
+            total.records_read,
+            total.bytes_read,
+            total.bytes_written,
         )
         return total
 

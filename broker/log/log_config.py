@@ -85,7 +85,9 @@ class LogConfig:
         if self.segment_ms < 1:
             raise ValueError(f"segment_ms must be >= 1, got {self.segment_ms}")
         if self.retention_ms < -1 or self.retention_bytes < -1:
-            raise ValueError(f"retention_ms/retention_bytes must be >= -1, got {self.retention_ms}/{self.retention_bytes}")
+            raise ValueError(
+                f"retention_ms/retention_bytes must be >= -1, got {self.retention_ms}/{self.retention_bytes}"
+            )
         if isinstance(self.cleanup_policy, str):  # tolerate "compact,delete"
             object.__setattr__(
                 self, "cleanup_policy", tuple(p.strip() for p in self.cleanup_policy.split(",") if p.strip())
@@ -96,7 +98,9 @@ class LogConfig:
         if self.delete_retention_ms < 0 or self.min_compaction_lag_ms < 0:
             raise ValueError("delete_retention_ms and min_compaction_lag_ms must be >= 0")
         if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
-            raise ValueError(f"min_cleanable_dirty_ratio must be in [0, 1], got {self.min_cleanable_dirty_ratio}")
+            raise ValueError(
+                f"min_cleanable_dirty_ratio must be in [0, 1], got {self.min_cleanable_dirty_ratio}"
+            )
         if self.flush_ms is not None and self.flush_ms < 0:
             raise ValueError(f"flush_ms must be >= 0 or None, got {self.flush_ms}")
 

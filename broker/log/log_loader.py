@@ -38,6 +38,7 @@ __all__ = ["LoadedSegments", "load_segments"]
 
 logger = logging.getLogger(__name__)
 
+
 @dataclass(slots=True)
 class LoadedSegments:
     """Outcome of :func:`load_segments`: segments in base-offset order (at least one; the last

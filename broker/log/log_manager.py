@@ -171,7 +171,9 @@ class LogManager:
         self._log_dir_of.clear()
         for log_dir in self.log_dirs:
             if log_dir in self.offline_log_dirs:
-                logger.warning("log dir %s is offline: no clean-shutdown marker, it recovers on restart", log_dir)
+                logger.warning(
+                    "log dir %s is offline: no clean-shutdown marker, it recovers on restart", log_dir
+                )
                 continue
             marker = log_dir / CLEAN_SHUTDOWN_FILE
             with open(marker, "w") as f:
@@ -268,7 +270,10 @@ class LogManager:
             logger.error(
                 "log dir %s is offline after an I/O error on %s-%d: %s (produce to its %d log(s) "
                 "now fails with KAFKA_STORAGE_ERROR)",
-                log_dir, topic, partition, error,
+                log_dir,
+                topic,
+                partition,
+                error,
                 sum(1 for d in self._log_dir_of.values() if d == log_dir),
             )
         return log_dir

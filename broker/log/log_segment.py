@@ -188,7 +188,9 @@ class LogSegment:
                 nxt = header.next_offset
                 end = p + header.size_bytes
             if end < self._size:
-                logger.warning("segment %s: %d bytes of partial batch at the tail", self.log_path, self._size - end)
+                logger.warning(
+                    "segment %s: %d bytes of partial batch at the tail", self.log_path, self._size - end
+                )
             self._next_offset = nxt
         return self._next_offset
 
@@ -217,7 +219,9 @@ class LogSegment:
         if self._first_batch_timestamp_ms is None:
             if self._size < RECORD_BATCH_OVERHEAD:
                 return -1
-            self._first_batch_timestamp_ms = read_header(_pread(self._fd, RECORD_BATCH_OVERHEAD, 0)).max_timestamp
+            self._first_batch_timestamp_ms = read_header(
+                _pread(self._fd, RECORD_BATCH_OVERHEAD, 0)
+            ).max_timestamp
         return self._first_batch_timestamp_ms
 
     def time_waited_for_roll_ms(self, now_ms: int, batch_max_timestamp_ms: int) -> int:
@@ -302,7 +306,9 @@ class LogSegment:
         """Called when the segment is rolled (or closed cleanly): write the final time-index
         entry so the last entry is the segment's max timestamp, and release index handles."""
         if self._max_timestamp_ms >= 0:
-            self.time_index.maybe_append(self._max_timestamp_ms, self._offset_of_max_timestamp, skip_full_check=True)
+            self.time_index.maybe_append(
+                self._max_timestamp_ms, self._offset_of_max_timestamp, skip_full_check=True
+            )
         self.index.close()
         self.time_index.close()
 
@@ -436,7 +442,9 @@ class LogSegment:
 
     def _finish_rebuild(self) -> None:
         if self._max_timestamp_ms >= 0:
-            self.time_index.maybe_append(self._max_timestamp_ms, self._offset_of_max_timestamp, skip_full_check=True)
+            self.time_index.maybe_append(
+                self._max_timestamp_ms, self._offset_of_max_timestamp, skip_full_check=True
+            )
 
     def rebuild_index(self) -> None:
         """Rebuild the offset and time indexes from batch headers (no CRC check)."""
@@ -541,4 +549,3 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size_bytes={self._size})"
-

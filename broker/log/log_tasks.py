@@ -48,7 +48,9 @@ class LogTaskSettings:
 
 
 class _Job:
-    def __init__(self, name: str, interval_s: float, first_s: float, fn: Callable[[], Awaitable[object] | object]):
+    def __init__(
+        self, name: str, interval_s: float, first_s: float, fn: Callable[[], Awaitable[object] | object]
+    ):
         self.name = name
         self.interval_s = interval_s
         self.due = time.monotonic() + first_s

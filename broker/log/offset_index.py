@@ -149,7 +149,9 @@ class OffsetIndex(IndexFile):
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= ``offset`` (Kafka's ``OffsetIndex.truncateTo``)."""
-        keep = bisect_left(self._relative_offsets, offset - self.base_offset) if offset > self.base_offset else 0
+        keep = (
+            bisect_left(self._relative_offsets, offset - self.base_offset) if offset > self.base_offset else 0
+        )
         self._truncate_entries(keep)
 
     def truncate_to_position(self, position: int) -> None:
@@ -171,4 +173,3 @@ class OffsetIndex(IndexFile):
 
     def __repr__(self) -> str:
         return f"OffsetIndex({self.path.name}, entries={self.entries})"
-

@@ -152,7 +152,9 @@ class ProducerStateEntry:
         )
 
 
-def check_client_batch(entry: ProducerStateEntry | None, header: BatchHeader, where: str = "") -> BatchMetadata | None:
+def check_client_batch(
+    entry: ProducerStateEntry | None, header: BatchHeader, where: str = ""
+) -> BatchMetadata | None:
     """Validate a client batch of an idempotent producer against its state (pure; see module
     docstring). Returns the retained metadata when the batch is a duplicate, else None.
 
@@ -243,8 +245,12 @@ class ProducerStateManager:
         if duplicate is not None:
             logger.debug(
                 "%s: duplicate batch of producer %d (epoch %d, sequences %d-%d) at offset %d",
-                self.dir.name, header.producer_id, header.producer_epoch, duplicate.first_seq,
-                duplicate.last_seq, duplicate.first_offset,
+                self.dir.name,
+                header.producer_id,
+                header.producer_epoch,
+                duplicate.first_seq,
+                duplicate.last_seq,
+                duplicate.first_offset,
             )
         return duplicate
 
@@ -262,7 +268,11 @@ class ProducerStateManager:
         elif header.producer_epoch < entry.producer_epoch:
             logger.warning(
                 "%s: replicated batch at offset %d of producer %d has epoch %d < %d",
-                self.dir.name, first_offset, pid, header.producer_epoch, entry.producer_epoch,
+                self.dir.name,
+                first_offset,
+                pid,
+                header.producer_epoch,
+                entry.producer_epoch,
             )
         first_seq = header.base_sequence
         entry.add_batch(
@@ -284,7 +294,9 @@ class ProducerStateManager:
         now = self.time_ms() if now_ms is None else now_ms
         self._last_expiration_check_ms = now
         doomed = [
-            pid for pid, e in self.producers.items() if now - e.last_timestamp_ms >= self.producer_id_expiration_ms
+            pid
+            for pid, e in self.producers.items()
+            if now - e.last_timestamp_ms >= self.producer_id_expiration_ms
         ]
         for pid in doomed:
             del self.producers[pid]
@@ -408,7 +420,10 @@ class ProducerStateManager:
         if self.producers or replayed:
             logger.info(
                 "%s: producer state loaded: %d producer(s), snapshot at %d, %d batch(es) replayed",
-                self.dir.name, len(self.producers), start, replayed,
+                self.dir.name,
+                len(self.producers),
+                start,
+                replayed,
             )
         self.remove_expired()
 

@@ -161,7 +161,9 @@ def validate_stored_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> 
         raise CorruptRecordError(f"record batch of {total} bytes is truncated or too short")
     crc = crc32c.crc32c(memoryview(buf)[pos + _CRC_START : pos + total])
     if crc != header.crc:
-        raise CorruptRecordError(f"record batch CRC mismatch: stored {header.crc:#010x}, computed {crc:#010x}")
+        raise CorruptRecordError(
+            f"record batch CRC mismatch: stored {header.crc:#010x}, computed {crc:#010x}"
+        )
     if not 0 < header.records_count <= header.last_offset_delta + 1:
         raise InvalidRecordError(
             f"record batch count {header.records_count} does not fit lastOffsetDelta {header.last_offset_delta}"
@@ -207,7 +209,9 @@ def check_keys_for_compaction(batch: bytes | bytearray | memoryview, log_name: s
     if read_header(batch).is_control:
         return
     if any(key is None for key in decode_batch(batch, verify_crc=False).keys):
-        raise InvalidRecordError(f"Compacted topic cannot accept message without key in topic partition {log_name}.")
+        raise InvalidRecordError(
+            f"Compacted topic cannot accept message without key in topic partition {log_name}."
+        )
 
 
 def scan_valid_batches(

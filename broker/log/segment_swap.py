@@ -83,7 +83,9 @@ def complete_interrupted_swaps(directory: Path) -> None:
             if parsed is None or parsed[1] not in _SEGMENT_SUFFIXES:
                 continue
             if parsed[0] == base or base <= parsed[0] < next_offset:
-                logger.warning("%s: completing a cleaner swap, deleting replaced %s", directory.name, entry.name)
+                logger.warning(
+                    "%s: completing a cleaner swap, deleting replaced %s", directory.name, entry.name
+                )
                 os.unlink(entry.path)
         for name in segment_file_names(base):
             swapped = directory / (name + SWAP_SUFFIX)

@@ -147,7 +147,9 @@ class TimeIndex(IndexFile):
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= ``offset`` (Kafka's ``TimeIndex.truncateTo``)."""
-        keep = bisect_left(self._relative_offsets, offset - self.base_offset) if offset > self.base_offset else 0
+        keep = (
+            bisect_left(self._relative_offsets, offset - self.base_offset) if offset > self.base_offset else 0
+        )
         if keep >= len(self._timestamps):
             return
         del self._timestamps[keep:]

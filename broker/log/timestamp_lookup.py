@@ -91,7 +91,9 @@ def _scan_max_timestamp(segments: Sequence[LogSegment], log_start_offset: int) -
         if best is not None and seg.max_timestamp_ms <= best[0]:
             continue
         for pos, header in seg.iter_batches(seg.index.lookup(log_start_offset)[1]):
-            if header.last_offset < log_start_offset or (best is not None and header.max_timestamp <= best[0]):
+            if header.last_offset < log_start_offset or (
+                best is not None and header.max_timestamp <= best[0]
+            ):
                 continue
             decoded = decode_batch(seg.read_bytes(pos, header.size_bytes), verify_crc=False)
             for offset, ts in zip(decoded.offsets, decoded.timestamps_ms, strict=True):

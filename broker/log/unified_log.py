@@ -119,7 +119,11 @@ class UnifiedLog:
         self._load_segments(recovery_point, log_start_offset, had_clean_shutdown)
         self.leader_epoch_cache: LeaderEpochFileCache = load_leader_epoch_cache(  # replication hook
             self.dir,
-            ((h.partition_leader_epoch, h.base_offset) for seg in self.segments for _, h in seg.iter_batches()),
+            (
+                (h.partition_leader_epoch, h.base_offset)
+                for seg in self.segments
+                for _, h in seg.iter_batches()
+            ),
             self.log_start_offset,
             self.log_end_offset,
         )
@@ -157,7 +161,10 @@ class UnifiedLog:
         self.recovery_point = loaded.recovery_point
         logger.info(
             "loaded log %s: %d segment(s), log_start_offset=%d log_end_offset=%d (%s)",
-            self.dir.name, len(self.segments), self.log_start_offset, self.log_end_offset,
+            self.dir.name,
+            len(self.segments),
+            self.log_start_offset,
+            self.log_end_offset,
             "clean" if clean else f"recovered {self.recovered_segments} segment(s)",
         )
 
@@ -272,7 +279,9 @@ class UnifiedLog:
             j = i + 1
             while j < len(batches):
                 hj = batches[j][1]
-                if seg.size_bytes + run + hj.size_bytes > segment_bytes or not seg.index.can_append(hj.last_offset):
+                if seg.size_bytes + run + hj.size_bytes > segment_bytes or not seg.index.can_append(
+                    hj.last_offset
+                ):
                     break
                 run += hj.size_bytes
                 j += 1
@@ -446,9 +455,13 @@ class UnifiedLog:
         the log start offset, then (with ``cleanup.policy`` ``delete``) those beyond
         ``retention.bytes`` and those older than ``retention.ms`` (by ``time_ms``). Returns the
         number of segments deleted."""
-        deleted = self.delete_leading_segments(retention.log_start_offset_breached(self), "log start offset breach")
+        deleted = self.delete_leading_segments(
+            retention.log_start_offset_breached(self), "log start offset breach"
+        )
         if self.config.delete:
-            deleted += self.delete_leading_segments(retention.retention_size_breached(self), "retention size breach")
+            deleted += self.delete_leading_segments(
+                retention.retention_size_breached(self), "retention size breach"
+            )
             deleted += self.delete_leading_segments(
                 retention.retention_ms_breached(self, self.time_ms()), "retention time breach"
             )
@@ -498,7 +511,9 @@ class UnifiedLog:
         if j >= len(self.segments) or any(a is not b for a, b in zip(self.segments[i:j], old, strict=True)):
             raise ValueError(f"{self.dir.name}: segments {[s.base_offset for s in old]} changed")
         if cleaned.base_offset != old[0].base_offset:
-            raise ValueError(f"{self.dir.name}: cleaned segment base {cleaned.base_offset} != {old[0].base_offset}")
+            raise ValueError(
+                f"{self.dir.name}: cleaned segment base {cleaned.base_offset} != {old[0].base_offset}"
+            )
         commit_swap(self.dir, old, cleaned)
         new = LogSegment.open(self.dir, cleaned.base_offset, self._config, self.time_ms())
         new.on_become_inactive()

@@ -76,7 +76,9 @@ class ProducePurgatory:
     def num_delayed(self) -> int:
         return len({op for ops in self._watchers.values() for op in ops})
 
-    async def try_complete_else_watch(self, op: DelayedProduce, timeout_ms: int) -> dict[TopicPartitionKey, ErrorCode]:
+    async def try_complete_else_watch(
+        self, op: DelayedProduce, timeout_ms: int
+    ) -> dict[TopicPartitionKey, ErrorCode]:
         """Complete ``op`` now if possible, else park it until completed or ``timeout_ms``
         elapses. Returns the error per partition."""
         if op.try_complete(self._lookup):

@@ -72,8 +72,16 @@ class CachedPartition:
     values sent for it (Kafka ``CachedPartition``)."""
 
     __slots__ = (
-        "topic", "partition", "topic_id", "fetch_offset", "max_bytes", "current_leader_epoch",
-        "last_fetched_epoch", "fetcher_log_start_offset", "high_watermark", "last_stable_offset",
+        "topic",
+        "partition",
+        "topic_id",
+        "fetch_offset",
+        "max_bytes",
+        "current_leader_epoch",
+        "last_fetched_epoch",
+        "fetcher_log_start_offset",
+        "high_watermark",
+        "last_stable_offset",
         "local_log_start_offset",
     )
 
@@ -126,9 +134,12 @@ class CachedPartition:
 
     def as_fetch_partition(self) -> _FetchPartitionView:
         return _FetchPartitionView(
-            partition=self.partition, current_leader_epoch=self.current_leader_epoch,
-            fetch_offset=self.fetch_offset, last_fetched_epoch=self.last_fetched_epoch,
-            log_start_offset=self.fetcher_log_start_offset, partition_max_bytes=self.max_bytes,
+            partition=self.partition,
+            current_leader_epoch=self.current_leader_epoch,
+            fetch_offset=self.fetch_offset,
+            last_fetched_epoch=self.last_fetched_epoch,
+            log_start_offset=self.fetcher_log_start_offset,
+            partition_max_bytes=self.max_bytes,
             topic_id=self.topic_id,
         )
 
@@ -169,11 +180,25 @@ class FetchSession:
     """A cached session (Kafka ``FetchSession``): id, privileged (follower), partitions in
     fetch order, epoch expected next, creation / last-use times (ms)."""
 
-    __slots__ = ("id", "privileged", "partitions", "creation_ms", "last_used_ms", "epoch", "cached_size",
-                 "uses_topic_ids")
+    __slots__ = (
+        "id",
+        "privileged",
+        "partitions",
+        "creation_ms",
+        "last_used_ms",
+        "epoch",
+        "cached_size",
+        "uses_topic_ids",
+    )
 
-    def __init__(self, session_id: int, privileged: bool, partitions: dict[PartitionKey, CachedPartition],
-                 uses_topic_ids: bool, now_ms: float) -> None:
+    def __init__(
+        self,
+        session_id: int,
+        privileged: bool,
+        partitions: dict[PartitionKey, CachedPartition],
+        uses_topic_ids: bool,
+        now_ms: float,
+    ) -> None:
         self.id = session_id
         self.privileged = privileged
         self.partitions = partitions
@@ -213,8 +238,10 @@ class FetchSession:
         return added, updated, removed
 
     def __repr__(self) -> str:
-        return (f"FetchSession(id={self.id}, privileged={self.privileged}, partitions={self.size}, "
-                f"epoch={self.epoch})")
+        return (
+            f"FetchSession(id={self.id}, privileged={self.privileged}, partitions={self.size}, "
+            f"epoch={self.epoch})"
+        )
 
 
 # ------------------------------------------------------------------ contexts
@@ -254,7 +281,9 @@ class SessionErrorContext(FetchContext):
 class FullFetchContext(FetchContext):
     """A full fetch that tries to create a session once the response data is known."""
 
-    def __init__(self, request: Any, cache: FetchSessionCache, privileged: bool, uses_topic_ids: bool) -> None:
+    def __init__(
+        self, request: Any, cache: FetchSessionCache, privileged: bool, uses_topic_ids: bool
+    ) -> None:
         super().__init__(request)
         self._cache = cache
         self._privileged = privileged
@@ -298,8 +327,12 @@ class IncrementalFetchContext(FetchContext):
     def update_and_generate_response(self, topics: list[Any]) -> tuple[int, int, list[Any]]:
         session = self.session
         if session.epoch != next_epoch(self._request_epoch):
-            log.info("incremental fetch session %s expected epoch %s, but got %s: possible duplicate request",
-                     session.id, next_epoch(self._request_epoch), session.epoch)
+            log.info(
+                "incremental fetch session %s expected epoch %s, but got %s: possible duplicate request",
+                session.id,
+                next_epoch(self._request_epoch),
+                session.epoch,
+            )
             return ErrorCode.invalid_fetch_session_epoch, INVALID_SESSION_ID, []
         out: list[Any] = []
         moved: list[PartitionKey] = []
@@ -392,7 +425,9 @@ class FetchSessionCache:
             return SessionErrorContext(request, ErrorCode.invalid_fetch_session_epoch)
         if session.uses_topic_ids != (version >= _TOPIC_ID_VERSION):
             return SessionErrorContext(request, ErrorCode.fetch_session_topic_id_error)
-        added, updated, removed = session.update(request.topics, getattr(request, "forgotten_topics_data", ()) or ())
+        added, updated, removed = session.update(
+            request.topics, getattr(request, "forgotten_topics_data", ()) or ()
+        )
         if not session.partitions:
             log.debug("closing fetch session %s: no partitions left after removing %d", session_id, removed)
             self.remove(session_id)
@@ -400,14 +435,23 @@ class FetchSessionCache:
         self.touch(session, self._clock_ms())
         session.epoch = next_epoch(session.epoch)
         if log.isEnabledFor(logging.DEBUG):
-            log.debug("incremental fetch in session %s, next epoch %s: %d added, %d updated, %d removed",
-                      session_id, session.epoch, added, updated, removed)
+            log.debug(
+                "incremental fetch in session %s, next epoch %s: %d added, %d updated, %d removed",
+                session_id,
+                session.epoch,
+                added,
+                updated,
+                removed,
+            )
         return IncrementalFetchContext(request, session, epoch)
 
     # -------------------------------------------------------------- cache management
 
     def maybe_create_session(
-        self, privileged: bool, size: int, uses_topic_ids: bool,
+        self,
+        privileged: bool,
+        size: int,
+        uses_topic_ids: bool,
         create_partitions: Callable[[], dict[PartitionKey, CachedPartition]],
     ) -> int:
         """Create a session if there is room or an entry can be evicted; its id, or 0."""
@@ -415,7 +459,9 @@ class FetchSessionCache:
             return INVALID_SESSION_ID
         now = self._clock_ms()
         if len(self._sessions) < self.max_entries or self.try_evict(privileged, (privileged, size, 0), now):
-            session = FetchSession(self._new_session_id(), privileged, create_partitions(), uses_topic_ids, now)
+            session = FetchSession(
+                self._new_session_id(), privileged, create_partitions(), uses_topic_ids, now
+            )
             self._sessions[session.id] = session
             self.touch(session, now)
             self.sessions_created += 1

@@ -190,7 +190,9 @@ class ReplicaFetcher:
             if partition is None or partition.is_leader:
                 continue
             if state.delayed_until > now:
-                next_ready = state.delayed_until if next_ready is None else min(next_ready, state.delayed_until)
+                next_ready = (
+                    state.delayed_until if next_ready is None else min(next_ready, state.delayed_until)
+                )
                 continue
             fetchable[key] = (state, partition)
         if not fetchable:
@@ -235,7 +237,10 @@ class ReplicaFetcher:
             if self._connection is not None:
                 await self._connection.close()
             self._connection = BrokerConnection(
-                host, port, f"broker-{self.node_id}-fetcher-{self.fetcher_id}", self.settings.socket_timeout_ms
+                host,
+                port,
+                f"broker-{self.node_id}-fetcher-{self.fetcher_id}",
+                self.settings.socket_timeout_ms,
             )
         return self._connection
 
@@ -294,7 +299,9 @@ class ReplicaFetcher:
         return request, data
 
     # -- responses -------------------------------------------------------------------------------
-    async def _process_partition(self, key: TopicPartitionKey, pd: Any, sent: PartitionFetchData | None) -> None:
+    async def _process_partition(
+        self, key: TopicPartitionKey, pd: Any, sent: PartitionFetchData | None
+    ) -> None:
         state = self.partitions.get(key)
         partition = self._lookup(key)
         if state is None or partition is None or partition.is_leader or sent is None:
@@ -326,7 +333,11 @@ class ReplicaFetcher:
             except KafkaError as exc:
                 logger.error(
                     "%s: %s-%d: cannot append fetched records at %d: %s",
-                    self.name, partition.topic, partition.partition, log.log_end_offset, exc,
+                    self.name,
+                    partition.topic,
+                    partition.partition,
+                    log.log_end_offset,
+                    exc,
                 )
                 state = self.partitions.get(partition.key)
                 if state is not None:
@@ -348,13 +359,24 @@ class ReplicaFetcher:
                 return
             logger.info(
                 "%s: %s-%d: diverging epoch (%d, %d) needs no truncation at LEO %d",
-                self.name, partition.topic, partition.partition, epoch, end_offset, log.log_end_offset,
+                self.name,
+                partition.topic,
+                partition.partition,
+                epoch,
+                end_offset,
+                log.log_end_offset,
             )
             return
         logger.warning(
             "%s: %s-%d: truncating from %d to %d (leader's end of epoch %d is %d%s)",
-            self.name, partition.topic, partition.partition, log.log_end_offset, offset,
-            epoch, end_offset, "" if complete else "; will check again",
+            self.name,
+            partition.topic,
+            partition.partition,
+            log.log_end_offset,
+            offset,
+            epoch,
+            end_offset,
+            "" if complete else "; will check again",
         )
         log.truncate_to(offset)
         if self._on_appended is not None:
@@ -368,7 +390,11 @@ class ReplicaFetcher:
             if leader_end is not None and leader_end < log.log_end_offset:
                 logger.warning(
                     "%s: %s-%d: leader's log end %d is below ours %d: truncating (unclean leader election?)",
-                    self.name, partition.topic, partition.partition, leader_end, log.log_end_offset,
+                    self.name,
+                    partition.topic,
+                    partition.partition,
+                    leader_end,
+                    log.log_end_offset,
                 )
                 log.truncate_to(leader_end)
                 return
@@ -376,7 +402,10 @@ class ReplicaFetcher:
             if leader_start is not None and leader_start > log.log_end_offset:
                 logger.warning(
                     "%s: %s-%d: behind the leader's log start %d: restarting the log there",
-                    self.name, partition.topic, partition.partition, leader_start,
+                    self.name,
+                    partition.topic,
+                    partition.partition,
+                    leader_start,
                 )
                 log.truncate_fully_and_start_at(leader_start)
                 return
@@ -384,7 +413,9 @@ class ReplicaFetcher:
             logger.info("%s: ListOffsets failed: %s", self.name, exc)
         state.delayed_until = time.monotonic() + self.settings.backoff_ms / 1000
 
-    async def _list_offset(self, partition: Partition, state: PartitionFetchState, timestamp: int) -> int | None:
+    async def _list_offset(
+        self, partition: Partition, state: PartitionFetchState, timestamp: int
+    ) -> int | None:
         connection = await self._connect()
         if connection is None:
             return None
@@ -414,6 +445,11 @@ class ReplicaFetcher:
             for p in t.partitions:
                 if p.error_code == ErrorCode.none:
                     return int(p.offset)
-                logger.info("%s: ListOffsets %s-%d: %s", self.name, t.name, p.partition_index,
-                            ErrorCode(p.error_code).name)
+                logger.info(
+                    "%s: ListOffsets %s-%d: %s",
+                    self.name,
+                    t.name,
+                    p.partition_index,
+                    ErrorCode(p.error_code).name,
+                )
         return None

@@ -102,7 +102,9 @@ class ReplicaFetcherManager:
             fetcher.add_partitions(states)
             logger.info(
                 "added fetcher to broker %d (fetcher %d) for %s",
-                fetcher_key[0], fetcher_key[1], sorted(f"{t}-{p}@{s.leader_epoch}" for (t, p), s in states.items()),
+                fetcher_key[0],
+                fetcher_key[1],
+                sorted(f"{t}-{p}@{s.leader_epoch}" for (t, p), s in states.items()),
             )
 
     def remove_fetcher_for_partitions(self, keys: set[TopicPartitionKey] | list[TopicPartitionKey]) -> None:

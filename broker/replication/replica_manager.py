@@ -155,7 +155,9 @@ class ReplicaManager:
             if p.is_leader:
                 self._call_listener(cb, p.topic, p.partition, True, p.leader_epoch)
 
-    def _call_listener(self, cb: LeadershipListener, topic: str, partition: int, leader: bool, epoch: int) -> None:
+    def _call_listener(
+        self, cb: LeadershipListener, topic: str, partition: int, leader: bool, epoch: int
+    ) -> None:
         try:
             cb(topic, partition, leader, epoch)
         except Exception:
@@ -270,7 +272,9 @@ class ReplicaManager:
     def startup(self) -> None:
         """Start the ISR-expiration task (every ``replica.lag.time.max.ms / 2``)."""
         if self._shrink_task is None:
-            self._shrink_task = asyncio.get_running_loop().create_task(self._isr_expiration_loop(), name="isr-expiration")
+            self._shrink_task = asyncio.get_running_loop().create_task(
+                self._isr_expiration_loop(), name="isr-expiration"
+            )
 
     async def shutdown(self) -> None:
         for task in [self._shrink_task, *self._tasks]:
@@ -386,15 +390,25 @@ class ReplicaManager:
         if self._isr_retry_at_ms.get(p.key, 0) > now:
             return
         p.pending_isr = new_isr
-        self._spawn(self._send_alter_partition(alter, p, new_isr, reason), f"alter-partition-{p.topic}-{p.partition}")
+        self._spawn(
+            self._send_alter_partition(alter, p, new_isr, reason), f"alter-partition-{p.topic}-{p.partition}"
+        )
 
-    async def _send_alter_partition(self, alter: Any, p: Partition, new_isr: tuple[int, ...], reason: str) -> None:
+    async def _send_alter_partition(
+        self, alter: Any, p: Partition, new_isr: tuple[int, ...], reason: str
+    ) -> None:
         epoch, partition_epoch = p.leader_epoch, p.partition_epoch
         broker = self._image().brokers.get(self.node_id)
         broker_epoch = int(getattr(broker, "epoch", -1)) if broker is not None else -1
         logger.info(
             "%s-%d: %s ISR %s -> %s (leader epoch %d, partition epoch %d)",
-            p.topic, p.partition, reason, list(p.isr), list(new_isr), epoch, partition_epoch,
+            p.topic,
+            p.partition,
+            reason,
+            list(p.isr),
+            list(new_isr),
+            epoch,
+            partition_epoch,
         )
         code: Any = ErrorCode.unknown_server_error
         try:
@@ -410,7 +424,9 @@ class ReplicaManager:
             if p.pending_isr == new_isr and p.partition_epoch == partition_epoch:
                 p.pending_isr = None
         if code != ErrorCode.none:
-            logger.info("%s-%d: AlterPartition %s -> %s", p.topic, p.partition, list(new_isr), ErrorCode(code).name)
+            logger.info(
+                "%s-%d: AlterPartition %s -> %s", p.topic, p.partition, list(new_isr), ErrorCode(code).name
+            )
             self._isr_retry_at_ms[p.key] = self.time_ms() + _ISR_RETRY_BACKOFF_MS
         else:
             self._isr_retry_at_ms.pop(p.key, None)
@@ -428,7 +444,10 @@ class ReplicaManager:
             if out:
                 new_isr = tuple(b for b in p.isr if b not in out)
                 logger.info(
-                    "%s-%d: followers %s not caught up within %d ms", p.topic, p.partition, out,
+                    "%s-%d: followers %s not caught up within %d ms",
+                    p.topic,
+                    p.partition,
+                    out,
                     self.replica_lag_time_max_ms,
                 )
                 self._alter_isr(p, new_isr, "shrink")

@@ -87,23 +87,33 @@ class KafkaAdminClient(AdminGroupsMixin):
             if node is not None:
                 future = self._client.send(node, metadata_request(topics, False))
                 try:
-                    return parse_metadata_response(self._client.wait_for(future, max(1.0, deadline - now_ms())))
+                    return parse_metadata_response(
+                        self._client.wait_for(future, max(1.0, deadline - now_ms()))
+                    )
                 except (KafkaConnectionError, KafkaTimeoutError) as exc:
                     last_error = exc
             if now_ms() >= deadline:
                 raise KafkaTimeoutError(f"cannot fetch metadata in time (last error: {last_error})")
             self._client.poll(min(self._retry_backoff_ms, max(0.0, deadline - now_ms())))
 
-    def _call_controller(self, builder: RequestBuilder, results_of: Any, timeout_ms: float) -> dict[str, tuple[int, str | None]]:
+    def _call_controller(
+        self, builder: RequestBuilder, results_of: Any, timeout_ms: float
+    ) -> dict[str, tuple[int, str | None]]:
         """Send to the controller until no topic result says NOT_CONTROLLER (or time is up);
         returns ``{topic: (error_code, error_message)}``."""
         deadline = now_ms() + timeout_ms + self._client.request_timeout_ms
         while True:
             cluster = self._describe([], max(1.0, deadline - now_ms()))
-            node = cluster.controller_id if cluster.controller_id in cluster.nodes else self._client.least_loaded_node()
+            node = (
+                cluster.controller_id
+                if cluster.controller_id in cluster.nodes
+                else self._client.least_loaded_node()
+            )
             retry_error: BaseException | None = None
             if node is not None:
-                future = self._client.send(node, builder, timeout_ms=timeout_ms + self._client.request_timeout_ms)
+                future = self._client.send(
+                    node, builder, timeout_ms=timeout_ms + self._client.request_timeout_ms
+                )
                 try:
                     response = self._client.wait_for(future, max(1.0, deadline - now_ms()))
                 except (KafkaConnectionError, KafkaTimeoutError) as exc:
@@ -126,7 +136,9 @@ class KafkaAdminClient(AdminGroupsMixin):
 
     # -------------------------------------------------------------- topics
 
-    def create_topics(self, new_topics: Iterable[NewTopic], timeout_ms: int = 30000, validate_only: bool = False) -> None:
+    def create_topics(
+        self, new_topics: Iterable[NewTopic], timeout_ms: int = 30000, validate_only: bool = False
+    ) -> None:
         """Create topics; returns when the controller created them and the metadata shows a
         leader for every partition (bounded by ``timeout_ms``).
 
@@ -148,9 +160,14 @@ class KafkaAdminClient(AdminGroupsMixin):
                 cls,
                 topics=tuple(
                     topic_cls(
-                        name=t.name, num_partitions=int(t.num_partitions), replication_factor=int(t.replication_factor),
+                        name=t.name,
+                        num_partitions=int(t.num_partitions),
+                        replication_factor=int(t.replication_factor),
                         assignments=(),
-                        configs=tuple(config_cls(name=k, value=None if v is None else str(v)) for k, v in t.config.items()),
+                        configs=tuple(
+                            config_cls(name=k, value=None if v is None else str(v))
+                            for k, v in t.config.items()
+                        ),
                     )
                     for t in topics
                 ),
@@ -183,11 +200,17 @@ class KafkaAdminClient(AdminGroupsMixin):
             return
 
         def build(version: int) -> Any:
-            return make(request_class(ApiKey.DELETE_TOPICS, version), topic_names=tuple(names), timeout=int(timeout_ms))
+            return make(
+                request_class(ApiKey.DELETE_TOPICS, version),
+                topic_names=tuple(names),
+                timeout=int(timeout_ms),
+            )
 
         results = self._call_controller(
             RequestBuilder(ApiKey.DELETE_TOPICS, build),
-            lambda r: {str(t.name): (int(t.error_code), getattr(t, "error_message", None)) for t in r.responses},
+            lambda r: {
+                str(t.name): (int(t.error_code), getattr(t, "error_message", None)) for t in r.responses
+            },
             timeout_ms,
         )
         self._raise_first(results, names)
@@ -199,7 +222,8 @@ class KafkaAdminClient(AdminGroupsMixin):
             cluster = self._describe(names, max(1.0, deadline - now_ms()))
             if present:
                 done = all(
-                    name in cluster.partitions and cluster.partitions[name]
+                    name in cluster.partitions
+                    and cluster.partitions[name]
                     and all(pm.leader >= 0 for pm in cluster.partitions[name].values())
                     for name in names
                 )
@@ -208,7 +232,12 @@ class KafkaAdminClient(AdminGroupsMixin):
             if done:
                 return
             if now_ms() >= deadline:
-                log.warning("topics %s not %s in metadata after %s ms", names, "ready" if present else "gone", timeout_ms)
+                log.warning(
+                    "topics %s not %s in metadata after %s ms",
+                    names,
+                    "ready" if present else "gone",
+                    timeout_ms,
+                )
                 return
             self._client.poll(self._retry_backoff_ms)
 
@@ -218,7 +247,9 @@ class KafkaAdminClient(AdminGroupsMixin):
         exclude = bool(self.config["exclude.internal.topics"])
         return sorted(t for t in cluster.partitions if not (exclude and t in cluster.internal_topics))
 
-    def describe_topics(self, topics: Iterable[str], timeout_ms: float | None = None) -> dict[str, list[PartitionInfo]]:
+    def describe_topics(
+        self, topics: Iterable[str], timeout_ms: float | None = None
+    ) -> dict[str, list[PartitionInfo]]:
         """Partitions of each topic, sorted by partition id.
 
         Raises:
@@ -271,14 +302,20 @@ class KafkaAdminClient(AdminGroupsMixin):
 
     @overload
     def describe_configs(  # type: ignore[overload-overlap]  # a str is one topic, not an iterable
-        self, resources: str | ConfigResource, keys: Iterable[str] | None = None,
-        include_synonyms: bool = False, timeout_ms: float | None = None,
+        self,
+        resources: str | ConfigResource,
+        keys: Iterable[str] | None = None,
+        include_synonyms: bool = False,
+        timeout_ms: float | None = None,
     ) -> dict[str, ConfigEntry]: ...
 
     @overload
     def describe_configs(
-        self, resources: Iterable[str | ConfigResource], keys: Iterable[str] | None = None,
-        include_synonyms: bool = False, timeout_ms: float | None = None,
+        self,
+        resources: Iterable[str | ConfigResource],
+        keys: Iterable[str] | None = None,
+        include_synonyms: bool = False,
+        timeout_ms: float | None = None,
     ) -> dict[ConfigResource, dict[str, ConfigEntry]]: ...
 
     def describe_configs(
@@ -310,7 +347,9 @@ class KafkaAdminClient(AdminGroupsMixin):
             groups.setdefault(node, []).append(r)
         found: dict[ConfigResource, tuple[int, str | None, dict[str, ConfigEntry]]] = {}
         for node, group in groups.items():
-            response = self._send_any(describe_configs_builder(group, key_list, include_synonyms), node, timeout_ms)
+            response = self._send_any(
+                describe_configs_builder(group, key_list, include_synonyms), node, timeout_ms
+            )
             found.update(parse_describe_configs(response))
         out: dict[ConfigResource, dict[str, ConfigEntry]] = {}
         for r in items:
@@ -342,7 +381,9 @@ class KafkaAdminClient(AdminGroupsMixin):
         resolved = {as_resource(r): dict(entries) for r, entries in changes.items()}
         if not resolved:
             return
-        response = self._send_any(incremental_alter_configs_builder(resolved, validate_only), None, timeout_ms)
+        response = self._send_any(
+            incremental_alter_configs_builder(resolved, validate_only), None, timeout_ms
+        )
         self._raise_first_resource(parse_alter_configs(response), list(resolved))
 
     def alter_configs(
@@ -427,12 +468,16 @@ class KafkaAdminClient(AdminGroupsMixin):
             wanted = {t: [p.partition for p in parts] for t, parts in described.items()}
         sizes: dict[TopicPartition, int] = {}
         for node_id, _, _ in self.describe_cluster(timeout_ms)["brokers"]:
-            code, dirs = parse_describe_log_dirs(self._send_any(describe_log_dirs_builder(wanted), node_id, timeout_ms))
+            code, dirs = parse_describe_log_dirs(
+                self._send_any(describe_log_dirs_builder(wanted), node_id, timeout_ms)
+            )
             if code != ErrorCode.none:
                 raise error_for_code(code, f"DescribeLogDirs on broker {node_id}")
             for d in dirs:
                 if d.error_code != ErrorCode.none:
-                    log.warning("log dir %s of broker %d: %s", d.log_dir, node_id, error_for_code(d.error_code))
+                    log.warning(
+                        "log dir %s of broker %d: %s", d.log_dir, node_id, error_for_code(d.error_code)
+                    )
                 for tp, size in d.replica_sizes_bytes.items():
                     sizes[tp] = sizes.get(tp, 0) + size
         return sizes
@@ -451,7 +496,9 @@ class KafkaAdminClient(AdminGroupsMixin):
         """
         self._ensure_open()
         query = {TopicPartition(str(tp[0]), int(tp[1])): int(spec) for tp, spec in specs.items()}
-        found = self._offsets.list_offsets(query, self._default_timeout_ms if timeout_ms is None else timeout_ms)
+        found = self._offsets.list_offsets(
+            query, self._default_timeout_ms if timeout_ms is None else timeout_ms
+        )
         return {
             tp: OffsetAndTimestamp(-1, -1) if value is None else OffsetAndTimestamp(value[0], value[1])
             for tp, value in found.items()

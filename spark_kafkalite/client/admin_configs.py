@@ -145,7 +145,9 @@ def describe_configs_builder(
     return RequestBuilder(ApiKey.DESCRIBE_CONFIGS, build)
 
 
-def parse_describe_configs(response: Any) -> dict[ConfigResource, tuple[int, str | None, dict[str, ConfigEntry]]]:
+def parse_describe_configs(
+    response: Any,
+) -> dict[ConfigResource, tuple[int, str | None, dict[str, ConfigEntry]]]:
     """``{resource: (error_code, error_message, {name: ConfigEntry})}``."""
     out: dict[ConfigResource, tuple[int, str | None, dict[str, ConfigEntry]]] = {}
     for result in response.results:
@@ -159,7 +161,9 @@ def parse_describe_configs(response: Any) -> dict[ConfigResource, tuple[int, str
                 is_default=source == ConfigSource.DEFAULT_CONFIG,
                 read_only=bool(c.read_only),
                 is_sensitive=bool(c.is_sensitive),
-                synonyms=tuple(ConfigSynonym(str(s.name), s.value, _source(int(s.source))) for s in c.synonyms),
+                synonyms=tuple(
+                    ConfigSynonym(str(s.name), s.value, _source(int(s.source))) for s in c.synonyms
+                ),
                 config_type=int(getattr(c, "config_type", 0)),
             )
         resource = ConfigResource(int(result.resource_type), str(result.resource_name))
@@ -170,7 +174,9 @@ def parse_describe_configs(response: Any) -> dict[ConfigResource, tuple[int, str
 # -------------------------------------------------------------- (Incremental)AlterConfigs
 
 
-def alter_configs_builder(changes: Mapping[ConfigResource, Mapping[str, str]], validate_only: bool) -> RequestBuilder:
+def alter_configs_builder(
+    changes: Mapping[ConfigResource, Mapping[str, str]], validate_only: bool
+) -> RequestBuilder:
     """A legacy AlterConfigs request: each resource's entries replace its whole override set."""
     items = [(r, dict(entries)) for r, entries in changes.items()]
 

@@ -119,7 +119,9 @@ class AdminGroupsMixin:
     def _describe(self, topics: list[str] | None, timeout_ms: float | None = None) -> Cluster:
         raise NotImplementedError
 
-    def list_offsets(self, specs: Mapping[TopicPartition, int], timeout_ms: float | None = None) -> dict[TopicPartition, OffsetAndTimestamp]:
+    def list_offsets(
+        self, specs: Mapping[TopicPartition, int], timeout_ms: float | None = None
+    ) -> dict[TopicPartition, OffsetAndTimestamp]:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ plumbing
@@ -135,12 +137,17 @@ class AdminGroupsMixin:
                 found: tuple[int, str, int] = self._client.wait_for(future, max(1.0, deadline - now_ms()))
                 return found
             except KafkaError as exc:
-                if not (exc.retriable or isinstance(exc, (KafkaConnectionError, KafkaTimeoutError))
-                        or exc.error_code in _COORDINATOR_RETRY):
+                if not (
+                    exc.retriable
+                    or isinstance(exc, (KafkaConnectionError, KafkaTimeoutError))
+                    or exc.error_code in _COORDINATOR_RETRY
+                ):
                     raise
                 last = exc
             if now_ms() >= deadline:
-                raise KafkaTimeoutError(f"cannot find the coordinator of group {group_id} (last error: {last})")
+                raise KafkaTimeoutError(
+                    f"cannot find the coordinator of group {group_id} (last error: {last})"
+                )
             self._client.poll(min(self._retry_backoff_ms, max(0.0, deadline - now_ms())))
 
     def _call_coordinator(
@@ -190,7 +197,9 @@ class AdminGroupsMixin:
                 if protocol_type not in (CONSUMER_PROTOCOL_TYPE, ""):
                     continue
                 state = getattr(g, "group_state", None)
-                found[str(g.group_id)] = ConsumerGroupListing(str(g.group_id), protocol_type == "", state, protocol_type)
+                found[str(g.group_id)] = ConsumerGroupListing(
+                    str(g.group_id), protocol_type == "", state, protocol_type
+                )
         return [found[k] for k in sorted(found)]
 
     def _send_to_broker(self, broker_id: int, builder: RequestBuilder, deadline: float) -> Any:
@@ -216,7 +225,8 @@ class AdminGroupsMixin:
         out: dict[str, ConsumerGroupDescription] = {}
         for group_id in dict.fromkeys(group_ids):
             response, coordinator = self._call_coordinator(
-                group_id, describe_groups_request([group_id]),
+                group_id,
+                describe_groups_request([group_id]),
                 lambda r, g=group_id: next((d.error_code for d in r.groups if d.group_id == g), 0),
                 timeout_ms,
             )
@@ -237,31 +247,51 @@ class AdminGroupsMixin:
                         try:
                             assignment = frozenset(decode_assignment(bytes(m.member_assignment)).partitions)
                         except ConsumerProtocolError as exc:
-                            log.warning("group %s member %s: undecodable assignment: %s", group_id, m.member_id, exc)
-                    members.append(MemberDescription(
-                        str(m.member_id), getattr(m, "group_instance_id", None), str(m.client_id),
-                        str(m.client_host), assignment,
-                    ))
+                            log.warning(
+                                "group %s member %s: undecodable assignment: %s", group_id, m.member_id, exc
+                            )
+                    members.append(
+                        MemberDescription(
+                            str(m.member_id),
+                            getattr(m, "group_instance_id", None),
+                            str(m.client_id),
+                            str(m.client_host),
+                            assignment,
+                        )
+                    )
                 out[group_id] = ConsumerGroupDescription(
-                    group_id, protocol_type == "", members, str(d.protocol_data or ""), str(d.group_state), coordinator,
+                    group_id,
+                    protocol_type == "",
+                    members,
+                    str(d.protocol_data or ""),
+                    str(d.group_state),
+                    coordinator,
                 )
         return out
 
     # ------------------------------------------------------------------ offsets
-    def list_consumer_group_offsets(self, group_id: str, timeout_ms: float | None = None) -> dict[TopicPartition, int]:
+    def list_consumer_group_offsets(
+        self, group_id: str, timeout_ms: float | None = None
+    ) -> dict[TopicPartition, int]:
         """Committed offsets of every partition the group committed (OffsetFetch, all topics).
 
         Raises:
             KafkaError: e.g. GROUP_AUTHORIZATION_FAILED. KafkaTimeoutError.
         """
-        return {tp: om.offset for tp, om in self.list_consumer_group_offsets_and_metadata(group_id, timeout_ms).items()}
+        return {
+            tp: om.offset
+            for tp, om in self.list_consumer_group_offsets_and_metadata(group_id, timeout_ms).items()
+        }
 
     def list_consumer_group_offsets_and_metadata(
         self, group_id: str, timeout_ms: float | None = None
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """Like ``list_consumer_group_offsets`` with the metadata string and leader epoch."""
         response, _ = self._call_coordinator(
-            group_id, offset_fetch_request(group_id, None), lambda r: getattr(r, "error_code", 0) or 0, timeout_ms
+            group_id,
+            offset_fetch_request(group_id, None),
+            lambda r: getattr(r, "error_code", 0) or 0,
+            timeout_ms,
         )
         top, found = parse_offset_fetch_response(response)
         if top != ErrorCode.none:
@@ -314,7 +344,8 @@ class AdminGroupsMixin:
         first: KafkaError | None = None
         for group_id in dict.fromkeys(group_ids):
             response, _ = self._call_coordinator(
-                group_id, delete_groups_request([group_id]),
+                group_id,
+                delete_groups_request([group_id]),
                 lambda r, g=group_id: next((x.error_code for x in r.results if x.group_id == g), 0),
                 timeout_ms,
             )

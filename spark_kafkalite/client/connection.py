@@ -196,10 +196,10 @@ class Connection:
         while sock is not None:
             try:
                 if self.payload is None:
-                    n = sock.recv_into(memoryview(self.size_buf)[self.size_pos:])
+                    n = sock.recv_into(memoryview(self.size_buf)[self.size_pos :])
                 else:
                     want = min(len(self.payload) - self.payload_pos, _RECV_CHUNK)
-                    n = sock.recv_into(memoryview(self.payload)[self.payload_pos:self.payload_pos + want])
+                    n = sock.recv_into(memoryview(self.payload)[self.payload_pos : self.payload_pos + want])
             except (BlockingIOError, InterruptedError):
                 break
             if n == 0:

@@ -150,8 +150,13 @@ def parse_metadata_response(response: Any, previous: Cluster | None = None) -> C
             )
             old = old_parts.get(pm.partition)
             if old is not None and 0 <= pm.leader_epoch < old.leader_epoch:
-                log.debug("ignoring stale metadata for %s-%s (epoch %s < %s)", name, pm.partition,
-                          pm.leader_epoch, old.leader_epoch)
+                log.debug(
+                    "ignoring stale metadata for %s-%s (epoch %s < %s)",
+                    name,
+                    pm.partition,
+                    pm.leader_epoch,
+                    old.leader_epoch,
+                )
                 pm = old
             parts[pm.partition] = pm
         partitions[name] = parts
@@ -176,7 +181,9 @@ class Metadata:
     """
 
     def __init__(self, config: Mapping[str, Any], allow_auto_topic_creation: bool = False) -> None:
-        self._bootstrap = {-(i + 1): addr for i, addr in enumerate(parse_bootstrap_servers(config["bootstrap.servers"]))}
+        self._bootstrap = {
+            -(i + 1): addr for i, addr in enumerate(parse_bootstrap_servers(config["bootstrap.servers"]))
+        }
         self._max_age_ms = float(config.get("metadata.max.age.ms", 300000))
         self._retry_backoff_ms = float(config.get("retry.backoff.ms", 100))
         self._allow_auto_topic_creation = allow_auto_topic_creation
@@ -270,8 +277,10 @@ class Metadata:
         """Install a MetadataResponse. Topics with retriable errors (e.g. LEADER_NOT_AVAILABLE
         while being created) or leaderless partitions schedule another refresh."""
         cluster = parse_metadata_response(response, self._cluster)
-        retry = any(code in _RETRIABLE_TOPIC_ERRORS and code != ErrorCode.unknown_topic_or_partition
-                    for code in cluster.topic_errors.values())
+        retry = any(
+            code in _RETRIABLE_TOPIC_ERRORS and code != ErrorCode.unknown_topic_or_partition
+            for code in cluster.topic_errors.values()
+        )
         retry = retry or any(pm.leader < 0 for parts in cluster.partitions.values() for pm in parts.values())
         with self._cond:
             self._cluster = cluster
@@ -294,7 +303,10 @@ class Metadata:
         """Block until ``version > last_version`` (True) or ``timeout_s`` elapses (False).
         Someone else (the producer's Sender thread) must be polling the network."""
         with self._cond:
-            return self._cond.wait_for(lambda: self._version > last_version or self._closed, timeout_s) and not self._closed
+            return (
+                self._cond.wait_for(lambda: self._version > last_version or self._closed, timeout_s)
+                and not self._closed
+            )
 
     def close(self) -> None:
         with self._cond:

@@ -125,13 +125,17 @@ class NetworkClient:
             delay = self.connection_delay_ms(node_id, now)
             if delay > 0:
                 self._complete(
-                    future, None, KafkaConnectionError(f"node {node_id} is in reconnect backoff ({delay:.0f} ms)")
+                    future,
+                    None,
+                    KafkaConnectionError(f"node {node_id} is in reconnect backoff ({delay:.0f} ms)"),
                 )
                 return future
             conn = self._connect(node_id, now)
             if conn is None or conn.state is ConnectionState.DISCONNECTED:
                 reason = conn.last_error if conn is not None else f"unknown node {node_id}"
-                self._complete(future, None, KafkaConnectionError(f"cannot connect to node {node_id}: {reason}"))
+                self._complete(
+                    future, None, KafkaConnectionError(f"cannot connect to node {node_id}: {reason}")
+                )
                 return future
         timeout = self._request_timeout_ms if timeout_ms is None else timeout_ms
         conn.pending.append(PendingRequest(request, future, now + timeout, expect_response))
@@ -175,7 +179,9 @@ class NetworkClient:
                     if conn.eof:
                         raise ConnectionError(f"node {conn.node_id} closed the connection")
             except (OSError, ValueError) as exc:
-                self._fail_connection(conn, KafkaConnectionError(f"I/O with node {conn.node_id} failed: {exc}"))
+                self._fail_connection(
+                    conn, KafkaConnectionError(f"I/O with node {conn.node_id} failed: {exc}")
+                )
         now = now_ms()
         self._expire(now)
         for conn in list(self._conns.values()):
@@ -331,8 +337,9 @@ class NetworkClient:
         correlation_id = self._next_correlation_id()
         frame = encode_request(api_versions_request(version), correlation_id, self._client_id)
         conn.in_flight.append(
-            InFlightRequest(correlation_id, ApiKey.API_VERSIONS, version, None,
-                            now_ms() + self._request_timeout_ms, True)
+            InFlightRequest(
+                correlation_id, ApiKey.API_VERSIONS, version, None, now_ms() + self._request_timeout_ms, True
+            )
         )
         conn.write(frame, self._selector)
 
@@ -348,7 +355,9 @@ class NetworkClient:
             self._send_api_versions(conn, max(0, min(version - 1, broker_max)))
             return
         if error_code != ErrorCode.none:
-            self._fail_connection(conn, KafkaConnectionError(f"ApiVersions failed: {error_for_code(error_code)}"))
+            self._fail_connection(
+                conn, KafkaConnectionError(f"ApiVersions failed: {error_for_code(error_code)}")
+            )
             return
         conn.api_versions = ranges
         conn.state = ConnectionState.READY
@@ -389,7 +398,9 @@ class NetworkClient:
         return cid
 
     def _flush_pending(self, conn: Connection, now: float) -> None:
-        while conn.pending and len(conn.in_flight) < self._max_in_flight and conn.state is ConnectionState.READY:
+        while (
+            conn.pending and len(conn.in_flight) < self._max_in_flight and conn.state is ConnectionState.READY
+        ):
             pending = conn.pending.popleft()
             try:
                 if isinstance(pending.request, RequestBuilder):
@@ -405,13 +416,21 @@ class NetworkClient:
                 continue
             if pending.expect_response:
                 conn.in_flight.append(
-                    InFlightRequest(correlation_id, int(entity.__api_key__), int(entity.__version__),
-                                    pending.future, pending.deadline_ms, False)
+                    InFlightRequest(
+                        correlation_id,
+                        int(entity.__api_key__),
+                        int(entity.__version__),
+                        pending.future,
+                        pending.deadline_ms,
+                        False,
+                    )
                 )
             try:
                 conn.write(frame, self._selector)
             except OSError as exc:
-                self._fail_connection(conn, KafkaConnectionError(f"send to node {conn.node_id} failed: {exc}"))
+                self._fail_connection(
+                    conn, KafkaConnectionError(f"send to node {conn.node_id} failed: {exc}")
+                )
                 if not pending.expect_response:
                     self._complete(pending.future, None, KafkaConnectionError(str(exc)))
                 return
@@ -456,21 +475,33 @@ class NetworkClient:
                 continue
             if conn.node_id < 0 and have_brokers and not conn.load and conn.node_id not in self._extra_nodes:
                 # a bootstrap pseudo-node: the real brokers are known now
-                self._fail_connection(conn, KafkaConnectionError("bootstrap connection no longer needed"), backoff=False)
+                self._fail_connection(
+                    conn, KafkaConnectionError("bootstrap connection no longer needed"), backoff=False
+                )
                 continue
             if conn.state is ConnectionState.CONNECTING and now >= conn.connect_deadline_ms:
-                self._fail_connection(conn, KafkaConnectionError(f"connection setup to node {conn.node_id} timed out"))
+                self._fail_connection(
+                    conn, KafkaConnectionError(f"connection setup to node {conn.node_id} timed out")
+                )
                 continue
             expired = [r for r in conn.in_flight if now >= r.deadline_ms]
             for request in expired:  # Java closes the connection of a timed-out request
                 if request.future is not None:
                     name = ApiKey(request.api_key).name
-                    self._complete(request.future, None, KafkaTimeoutError(f"{name} to node {conn.node_id} timed out"))
+                    self._complete(
+                        request.future, None, KafkaTimeoutError(f"{name} to node {conn.node_id} timed out")
+                    )
             if expired:
-                self._fail_connection(conn, KafkaConnectionError(f"node {conn.node_id} disconnected after a request timed out"))
+                self._fail_connection(
+                    conn, KafkaConnectionError(f"node {conn.node_id} disconnected after a request timed out")
+                )
                 continue
             for pending in conn.take_expired_pending(now):
-                self._complete(pending.future, None, KafkaTimeoutError(f"request to node {conn.node_id} timed out before it was sent"))
+                self._complete(
+                    pending.future,
+                    None,
+                    KafkaTimeoutError(f"request to node {conn.node_id} timed out before it was sent"),
+                )
 
     def _complete(self, future: RequestFuture, value: Any, exc: BaseException | None) -> None:
         self._completions.append((future, value, exc))

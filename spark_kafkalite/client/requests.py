@@ -109,7 +109,9 @@ def datetime_to_ms(value: datetime.datetime | None) -> int:
     return (value - _EPOCH) // _ONE_MS
 
 
-def choose_version(node_id: int, broker_ranges: dict[int, tuple[int, int]] | None, builder: RequestBuilder) -> int:
+def choose_version(
+    node_id: int, broker_ranges: dict[int, tuple[int, int]] | None, builder: RequestBuilder
+) -> int:
     """``min(our max, broker max)`` for the builder's API, checked against both minimums.
 
     Raises:

@@ -251,7 +251,9 @@ class FetchSessionHandler:
         """A builder for the next request."""
         return FetchSessionBuilder(self)
 
-    def build(self, partitions: Mapping[Any, PartitionFetchData] | Iterable[tuple[Any, PartitionFetchData]]) -> FetchRequestData:
+    def build(
+        self, partitions: Mapping[Any, PartitionFetchData] | Iterable[tuple[Any, PartitionFetchData]]
+    ) -> FetchRequestData:
         """Shortcut: ``builder()``, ``add`` each item, ``build()``."""
         items = partitions.items() if isinstance(partitions, Mapping) else partitions
         return self._build(dict(items))
@@ -261,7 +263,9 @@ class FetchSessionHandler:
         if meta.is_full:
             self._session_partitions = wanted
             return FetchRequestData(
-                session_id=meta.session_id, epoch=meta.epoch, to_send=dict(wanted),
+                session_id=meta.session_id,
+                epoch=meta.epoch,
+                to_send=dict(wanted),
                 session_partitions=dict(wanted),
             )
         session = self._session_partitions
@@ -289,11 +293,21 @@ class FetchSessionHandler:
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "incremental fetch to node %s (session %s, epoch %s): %d added, %d altered, %d removed, %d replaced",
-                self.node_id, meta.session_id, meta.epoch, len(added), len(altered), len(removed), len(replaced),
+                self.node_id,
+                meta.session_id,
+                meta.epoch,
+                len(added),
+                len(altered),
+                len(removed),
+                len(replaced),
             )
         return FetchRequestData(
-            session_id=meta.session_id, epoch=meta.epoch, to_send=to_send, to_forget=removed,
-            to_replace=replaced, session_partitions=dict(session),
+            session_id=meta.session_id,
+            epoch=meta.epoch,
+            to_send=to_send,
+            to_forget=removed,
+            to_replace=replaced,
+            session_partitions=dict(session),
         )
 
     def close_request(self) -> FetchRequestData | None:
@@ -321,7 +335,9 @@ class FetchSessionHandler:
         error_code = int(getattr(response, "error_code", 0))
         session_id = int(getattr(response, "session_id", INVALID_SESSION_ID))
         throttle = getattr(response, "throttle_time", 0)
-        throttle_ms = int(throttle.total_seconds() * 1000) if hasattr(throttle, "total_seconds") else int(throttle or 0)
+        throttle_ms = (
+            int(throttle.total_seconds() * 1000) if hasattr(throttle, "total_seconds") else int(throttle or 0)
+        )
         keys = response_partition_keys(response, self.session_topic_names) if error_code == 0 else []
         return self.handle_response_keys(error_code, session_id, keys, throttle_ms)
 
@@ -333,11 +349,20 @@ class FetchSessionHandler:
         meta = self._next_metadata
         if error_code != ErrorCode.none:
             if error_code == ErrorCode.fetch_session_id_not_found:
-                log.info("node %s: fetch session %s not found; starting a new session", self.node_id, meta.session_id)
+                log.info(
+                    "node %s: fetch session %s not found; starting a new session",
+                    self.node_id,
+                    meta.session_id,
+                )
                 self._next_metadata = _INITIAL if self.use_sessions else _LEGACY
             else:
-                log.info("node %s: fetch session %s epoch %s failed with error %s; closing it and opening a new one",
-                         self.node_id, meta.session_id, meta.epoch, _code_name(error_code))
+                log.info(
+                    "node %s: fetch session %s epoch %s failed with error %s; closing it and opening a new one",
+                    self.node_id,
+                    meta.session_id,
+                    meta.epoch,
+                    _code_name(error_code),
+                )
                 self._close_existing()
             return False
         response_keys = set(keys)
@@ -348,21 +373,32 @@ class FetchSessionHandler:
                 return False
             problem = self._verify_full(response_keys)
             if problem:
-                log.info("node %s: invalid full fetch response (%s); the next fetch is full", self.node_id, problem)
+                log.info(
+                    "node %s: invalid full fetch response (%s); the next fetch is full", self.node_id, problem
+                )
                 self._next_metadata = _INITIAL if self.use_sessions else _LEGACY
                 return False
             if not self.use_sessions or session_id == INVALID_SESSION_ID:
                 self._next_metadata = _INITIAL if self.use_sessions else _LEGACY
             else:
                 if log.isEnabledFor(logging.DEBUG):
-                    log.debug("node %s: created fetch session %s with %d partitions", self.node_id, session_id,
-                              len(self._session_partitions))
+                    log.debug(
+                        "node %s: created fetch session %s with %d partitions",
+                        self.node_id,
+                        session_id,
+                        len(self._session_partitions),
+                    )
                 self._next_metadata = FetchMetadata.new_incremental(session_id)
             return True
         extra = response_keys.difference(self._session_partitions)
         if extra:
-            log.info("node %s: invalid incremental fetch response for session %s: partitions %s are not in the "
-                     "session; closing it", self.node_id, meta.session_id, sorted(map(str, extra)))
+            log.info(
+                "node %s: invalid incremental fetch response for session %s: partitions %s are not in the "
+                "session; closing it",
+                self.node_id,
+                meta.session_id,
+                sorted(map(str, extra)),
+            )
             self._close_existing()
             return False
         if session_id == INVALID_SESSION_ID:

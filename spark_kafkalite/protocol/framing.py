@@ -204,9 +204,7 @@ def decode_response_header(frame: bytes | bytearray | memoryview) -> int:
     return int(struct.unpack_from(">i", frame, 0)[0])
 
 
-def decode_response(
-    api_key: int, api_version: int, frame: bytes | bytearray | memoryview
-) -> tuple[int, Any]:
+def decode_response(api_key: int, api_version: int, frame: bytes | bytearray | memoryview) -> tuple[int, Any]:
     """Decode a response frame (without size prefix) into (correlation_id, kio entity).
 
     Raises:

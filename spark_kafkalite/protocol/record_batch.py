@@ -434,9 +434,21 @@ def encode_batch(
     total = RECORD_BATCH_OVERHEAD + len(payload)
     out = bytearray(total)
     _HEADER.pack_into(
-        out, 0, base_offset, total - _LOG_OVERHEAD, partition_leader_epoch, MAGIC_V2, 0,
-        attributes, len(records) - 1, base_ts, max_ts, producer_id, producer_epoch,
-        base_sequence, len(records),
+        out,
+        0,
+        base_offset,
+        total - _LOG_OVERHEAD,
+        partition_leader_epoch,
+        MAGIC_V2,
+        0,
+        attributes,
+        len(records) - 1,
+        base_ts,
+        max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
     )
     out[RECORD_BATCH_OVERHEAD:] = payload
     struct.pack_into(">I", out, 17, _crc32c.crc32c(memoryview(out)[_CRC_START:]))
@@ -488,7 +500,11 @@ def decode_batch(buf: Buffer, pos: int = 0, *, verify_crc: bool = True) -> Decod
     log_append = header.timestamp_type == 1
     max_ts = header.max_timestamp
     offsets, timestamps, keys, values, headers_col = (
-        out.offsets, out.timestamps_ms, out.keys, out.values, out.headers,
+        out.offsets,
+        out.timestamps_ms,
+        out.keys,
+        out.values,
+        out.headers,
     )
     rv = _read_varint
     # Single-byte varints are the common case for lengths and deltas: decode them inline.

@@ -22,7 +22,9 @@ FAULT_OVERRIDES = {
 
 
 def start_cluster(tmp_path: Path, **overrides: str) -> LocalCluster:
-    return LocalCluster(brokers=3, data_dir=tmp_path / "cluster", config_overrides={**FAULT_OVERRIDES, **overrides}).start()
+    return LocalCluster(
+        brokers=3, data_dir=tmp_path / "cluster", config_overrides={**FAULT_OVERRIDES, **overrides}
+    ).start()
 
 
 def create_topic(cluster: LocalCluster, partitions: int = 1, min_isr: int = 2, **configs: str) -> str:
@@ -73,7 +75,9 @@ def confluent_producer(cluster: LocalCluster, **extra: object) -> Producer:
     return Producer(conf)
 
 
-def consume_all(cluster: LocalCluster, topic: str, partitions: int = 1, timeout_s: float = 30.0) -> dict[int, list[tuple[int, bytes]]]:
+def consume_all(
+    cluster: LocalCluster, topic: str, partitions: int = 1, timeout_s: float = 30.0
+) -> dict[int, list[tuple[int, bytes]]]:
     """Every record of ``topic`` up to the current high watermark: {partition: [(offset, value)]}."""
     consumer = Consumer(
         {
@@ -106,7 +110,9 @@ def consume_all(cluster: LocalCluster, topic: str, partitions: int = 1, timeout_
             out[msg.partition()].append((msg.offset(), msg.value()))
             if msg.offset() + 1 >= ends[msg.partition()]:
                 done.add(msg.partition())
-        assert len(done) == partitions, f"did not reach the ends {ends}: {[(p, len(v)) for p, v in out.items()]}"
+        assert len(done) == partitions, (
+            f"did not reach the ends {ends}: {[(p, len(v)) for p, v in out.items()]}"
+        )
         return out
     finally:
         consumer.close()

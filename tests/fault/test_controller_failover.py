@@ -72,7 +72,10 @@ def test_kill_broker_moves_leaderships_and_restart_unfences(cluster3: LocalClust
     assert _led_by(cluster3, topic, victim), "round-robin placement gives every broker leaderships"
     killed_at = time.monotonic()
     cluster3.kill(victim)
-    cluster3.wait_until(lambda c: not any(p.leader == victim for p in c.partitions[topic].values()), SESSION_TIMEOUT_S + MARGIN_S)
+    cluster3.wait_until(
+        lambda c: not any(p.leader == victim for p in c.partitions[topic].values()),
+        SESSION_TIMEOUT_S + MARGIN_S,
+    )
     moved_in = time.monotonic() - killed_at
     assert moved_in >= SESSION_TIMEOUT_S - 1.0, "leadership must not move before the session expires"
     metadata = cluster3.metadata()
@@ -93,7 +96,11 @@ def test_controlled_shutdown_moves_leaders_before_exit(cluster3: LocalCluster) -
     # no session timeout to wait for: leadership moved during the controlled shutdown (the
     # other brokers apply the committed change within a Raft heartbeat)
     metadata = cluster3.wait_until(
-        lambda c: c if victim not in c.nodes and not any(p.leader == victim for p in c.partitions[topic].values()) else None,
+        lambda c: (
+            c
+            if victim not in c.nodes and not any(p.leader == victim for p in c.partitions[topic].values())
+            else None
+        ),
         2.0,
     )
     assert metadata is not None and time.monotonic() - stopped_at < SESSION_TIMEOUT_S + MARGIN_S
@@ -154,7 +161,12 @@ def test_auto_preferred_leader_rebalance() -> None:
         preferred = _led_by(cluster, topic, victim)
         cluster.terminate(victim)
         cluster.restart(victim)
-        cluster.wait_until(lambda c: sorted(i for i, p in c.partitions[topic].items() if p.leader == victim) == sorted(preferred), 60)
+        cluster.wait_until(
+            lambda c: (
+                sorted(i for i, p in c.partitions[topic].items() if p.leader == victim) == sorted(preferred)
+            ),
+            60,
+        )
 
 
 def test_whole_cluster_killed_and_restarted_keeps_its_metadata(cluster3: LocalCluster) -> None:
@@ -165,7 +177,10 @@ def test_whole_cluster_killed_and_restarted_keeps_its_metadata(cluster3: LocalCl
         cluster3.kill(node_id)
     cluster3.start_nodes()  # the Raft journals bring every topic back
     after = cluster3.wait_until(
-        lambda c: c if len(c.nodes) == 3 and all(p.leader >= 0 for p in c.partitions[topic].values()) else None, 30
+        lambda c: (
+            c if len(c.nodes) == 3 and all(p.leader >= 0 for p in c.partitions[topic].values()) else None
+        ),
+        30,
     )
     assert after.cluster_id == before.cluster_id
     for name in (topic, compact):
@@ -182,7 +197,10 @@ def test_last_isr_member_down_then_unclean_election_only_when_enabled(unclean: b
     with unclean.leader.election.enable; restarting the last ISR member always does."""
     from kafka import KafkaAdminClient
 
-    overrides = {"unclean.leader.election.enable": str(unclean).lower(), "auto.leader.rebalance.enable": "false"}
+    overrides = {
+        "unclean.leader.election.enable": str(unclean).lower(),
+        "auto.leader.rebalance.enable": "false",
+    }
     # five voters: the quorum survives the two dead replicas
     with LocalCluster(brokers=5, config_overrides=overrides) as cluster:
         topic = _create(cluster, partitions=1, rf=2)

@@ -51,7 +51,9 @@ def _wait_isr(admin: AdminClient, topic: str, expected: tuple[int, ...], timeout
     raise AssertionError(f"ISR of {topic}-0 not {expected} within {timeout_s} s; last (leader, isr): {last}")
 
 
-def _produce_sync(producer: Producer, topic: str, value: bytes, acks: AckLog, timeout_s: float) -> KafkaError | None:
+def _produce_sync(
+    producer: Producer, topic: str, value: bytes, acks: AckLog, timeout_s: float
+) -> KafkaError | None:
     """Send one record to partition 0 and wait for its delivery report; returns its error."""
     result: list[KafkaError | None] = []
 
@@ -91,21 +93,32 @@ def _raw_produce_acks_all(address: str, topic: str, value: bytes) -> int:
 
 
 def test_acks_all_below_min_isr_is_not_enough_replicas(tmp_path: Path) -> None:
-    cluster = LocalCluster(brokers=5, data_dir=tmp_path / "cluster", config_overrides=dict(FAULT_OVERRIDES)).start()
+    cluster = LocalCluster(
+        brokers=5, data_dir=tmp_path / "cluster", config_overrides=dict(FAULT_OVERRIDES)
+    ).start()
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     try:
         topic = create_topic(cluster, partitions=1, min_isr=2)
         leader, isr = _isr(admin, topic)
-        replicas = tuple(sorted(admin.list_topics(topic=topic, timeout=5).topics[topic].partitions[0].replicas))
+        replicas = tuple(
+            sorted(admin.list_topics(topic=topic, timeout=5).topics[topic].partitions[0].replicas)
+        )
         assert len(replicas) == 3 and isr == replicas and leader in replicas
         followers = [r for r in replicas if r != leader]
 
         acks = AckLog()
         producer = confluent_producer(cluster)
         for i in range(20):
-            producer.produce(topic, value=b"before-%03d" % i, partition=0,
-                             callback=lambda err, msg: acks.on_ack(msg.value(), msg.partition(), msg.offset())
-                             if err is None else acks.on_fail(msg.value(), str(err)))
+            producer.produce(
+                topic,
+                value=b"before-%03d" % i,
+                partition=0,
+                callback=lambda err, msg: (
+                    acks.on_ack(msg.value(), msg.partition(), msg.offset())
+                    if err is None
+                    else acks.on_fail(msg.value(), str(err))
+                ),
+            )
         assert producer.flush(30) == 0
         assert len(acks.acked) == 20 and not acks.failed, acks.failed[:3]
 
@@ -115,10 +128,16 @@ def test_acks_all_below_min_isr_is_not_enough_replicas(tmp_path: Path) -> None:
         assert cluster.partition(topic, 0).leader == leader
 
         # librdkafka, no retries: the delivery report carries the broker's error as is.
-        strict = Producer({
-            "bootstrap.servers": cluster.broker_address(leader), "acks": "all", "retries": 0,
-            "enable.idempotence": False, "message.timeout.ms": 5000, "linger.ms": 0,
-        })
+        strict = Producer(
+            {
+                "bootstrap.servers": cluster.broker_address(leader),
+                "acks": "all",
+                "retries": 0,
+                "enable.idempotence": False,
+                "message.timeout.ms": 5000,
+                "linger.ms": 0,
+            }
+        )
         err = _produce_sync(strict, topic, b"rejected-ck", acks, timeout_s=20)
         assert err is not None and err.code() == KafkaError.NOT_ENOUGH_REPLICAS, err
         # The raw Produce response: error 19 exactly (not 20, NOT_ENOUGH_REPLICAS_AFTER_APPEND:
@@ -127,10 +146,15 @@ def test_acks_all_below_min_isr_is_not_enough_replicas(tmp_path: Path) -> None:
         assert code == ErrorCode.not_enough_replicas == 19
 
         # acks=1 only needs the leader.
-        acks_one = Producer({
-            "bootstrap.servers": cluster.broker_address(leader), "acks": 1, "enable.idempotence": False,
-            "message.timeout.ms": 20000, "linger.ms": 0,
-        })
+        acks_one = Producer(
+            {
+                "bootstrap.servers": cluster.broker_address(leader),
+                "acks": 1,
+                "enable.idempotence": False,
+                "message.timeout.ms": 20000,
+                "linger.ms": 0,
+            }
+        )
         for i in range(5):
             assert _produce_sync(acks_one, topic, b"acks1-%03d" % i, acks, timeout_s=30) is None
 

@@ -69,12 +69,16 @@ def test_leader_kill_under_acks_all_load_loses_nothing(tmp_path: Path) -> None:
         acks = AckLog()
         stop = threading.Event()
         sent = [0]
-        thread = threading.Thread(target=_produce_with_confluent, args=(cluster, topic, acks, stop, sent), daemon=True)
+        thread = threading.Thread(
+            target=_produce_with_confluent, args=(cluster, topic, acks, stop, sent), daemon=True
+        )
         thread.start()
         deadline = time.monotonic() + 20
         while len(acks.acked) < 2000 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert len(acks.acked) >= 2000, f"load did not start: {len(acks.acked)} acks, failures {acks.failed[:3]}"
+        assert len(acks.acked) >= 2000, (
+            f"load did not start: {len(acks.acked)} acks, failures {acks.failed[:3]}"
+        )
         killed_at = time.monotonic()
         cluster.kill(leader)
         sent_at_kill = sent[0]
@@ -85,8 +89,11 @@ def test_leader_kill_under_acks_all_load_loses_nothing(tmp_path: Path) -> None:
             time.sleep(0.05)
         stop.set()
         thread.join(90)
-        after = [t for (v, p, _o), (t, _) in zip(acks.acked, acks.ack_times, strict=True)
-                 if p == 0 and int(v.split(b"-")[1]) >= sent_at_kill]
+        after = [
+            t
+            for (v, p, _o), (t, _) in zip(acks.acked, acks.ack_times, strict=True)
+            if p == 0 and int(v.split(b"-")[1]) >= sent_at_kill
+        ]
         assert after, "nothing sent after the leader was killed was acknowledged"
         first_after = after[0]
         assert not acks.failed, f"{len(acks.failed)} records failed, e.g. {acks.failed[:3]}"
@@ -182,8 +189,14 @@ def test_divergent_follower_tail_is_truncated(tmp_path: Path) -> None:
         for n in followers:
             cluster.pause(n)
         time.sleep(1.0)  # fetches parked on the leader (replica.fetch.wait.max.ms) answer empty first
-        direct = confluent_producer(cluster, **{"acks": 1, "enable.idempotence": False,
-                                               "bootstrap.servers": cluster.broker_address(old_leader)})
+        direct = confluent_producer(
+            cluster,
+            **{
+                "acks": 1,
+                "enable.idempotence": False,
+                "bootstrap.servers": cluster.broker_address(old_leader),
+            },
+        )
         for i in range(100, 150):
             direct.produce(topic, b"divergent-%08d" % i)
         assert direct.flush(10) == 0  # acks=1: stored on the old leader only
@@ -204,7 +217,9 @@ def test_divergent_follower_tail_is_truncated(tmp_path: Path) -> None:
         old_files = _leader_files(cluster, topic, old_leader)
         assert b"divergent-" not in old_files
         assert old_files == _leader_files(cluster, topic, new_leader)
-        epochs = (cluster.log_dir(old_leader) / f"{topic}-0" / "leader-epoch-checkpoint").read_text().split("\n")
+        epochs = (
+            (cluster.log_dir(old_leader) / f"{topic}-0" / "leader-epoch-checkpoint").read_text().split("\n")
+        )
         assert epochs[0] == "0" and int(epochs[1]) >= 2  # epoch 0 then the new leader's epoch
     finally:
         cluster.stop()
@@ -220,8 +235,15 @@ def test_two_of_three_brokers_down_acknowledges_nothing_unstored(tmp_path: Path)
         topic = create_topic(cluster)
         leader = cluster.wait_for_leader(topic, 0)
         followers = [n for n in (1, 2, 3) if n != leader]
-        producer = confluent_producer(cluster, **{"message.timeout.ms": 8000, "enable.idempotence": False,
-                                                  "retries": 0, "request.timeout.ms": 4000})
+        producer = confluent_producer(
+            cluster,
+            **{
+                "message.timeout.ms": 8000,
+                "enable.idempotence": False,
+                "retries": 0,
+                "request.timeout.ms": 4000,
+            },
+        )
         acks = AckLog()
 
         def cb(err, msg) -> None:  # type: ignore[no-untyped-def]

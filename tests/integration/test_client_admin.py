@@ -29,7 +29,9 @@ def test_create_describe_list_delete(admin: KafkaAdminClient, unique_topic: str)
     described = admin.describe_topics([unique_topic])[unique_topic]
     assert [p.partition for p in described] == [0, 1, 2]
     node_id = admin.describe_cluster()["brokers"][0][0]
-    assert all(p == PartitionInfo(p.partition, node_id, [node_id], [node_id], p.leader_epoch) for p in described)
+    assert all(
+        p == PartitionInfo(p.partition, node_id, [node_id], [node_id], p.leader_epoch) for p in described
+    )
     admin.delete_topics([unique_topic])
     assert unique_topic not in admin.list_topics()
     with pytest.raises(UnknownTopicOrPartitionError):

@@ -24,8 +24,9 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def test_producer_to_unknown_topic_without_auto_creation(bootstrap_servers: str, unique_topic: str) -> None:
-    with KafkaProducer({"bootstrap.servers": bootstrap_servers, "allow.auto.create.topics": False,
-                        "max.block.ms": 500}) as producer:
+    with KafkaProducer(
+        {"bootstrap.servers": bootstrap_servers, "allow.auto.create.topics": False, "max.block.ms": 500}
+    ) as producer:
         started = time.monotonic()
         future = producer.send(unique_topic, value=b"x")
         with pytest.raises(UnknownTopicOrPartitionError, match="not present in metadata"):
@@ -34,7 +35,9 @@ def test_producer_to_unknown_topic_without_auto_creation(bootstrap_servers: str,
 
 
 def test_consumer_lookups_on_unknown_topic(bootstrap_servers: str, unique_topic: str) -> None:
-    with KafkaConsumer({"bootstrap.servers": bootstrap_servers, "default.api.timeout.ms": 10_000}) as consumer:
+    with KafkaConsumer(
+        {"bootstrap.servers": bootstrap_servers, "default.api.timeout.ms": 10_000}
+    ) as consumer:
         assert consumer.partitions_for_topic(unique_topic) is None
         assert unique_topic not in consumer.list_topics()
         with pytest.raises(UnknownTopicOrPartitionError):
@@ -47,7 +50,9 @@ def test_consumer_lookups_on_unknown_topic(bootstrap_servers: str, unique_topic:
 def test_unknown_partition_of_existing_topic(bootstrap_servers: str, unique_topic: str) -> None:
     with KafkaAdminClient({"bootstrap.servers": bootstrap_servers}) as admin:
         admin.create_topics([NewTopic(unique_topic, 1, 1)])
-    with KafkaConsumer({"bootstrap.servers": bootstrap_servers, "default.api.timeout.ms": 10_000}) as consumer:
+    with KafkaConsumer(
+        {"bootstrap.servers": bootstrap_servers, "default.api.timeout.ms": 10_000}
+    ) as consumer:
         with pytest.raises(UnknownTopicOrPartitionError, match="partition 3"):
             consumer.beginning_offsets([TopicPartition(unique_topic, 3)])
 
@@ -102,10 +107,17 @@ def test_clients_survive_a_broker_restart(tmp_path) -> None:  # type: ignore[no-
         bootstrap = cluster.bootstrap_servers
         with KafkaAdminClient({"bootstrap.servers": bootstrap}) as admin:
             admin.create_topics([NewTopic("restart", 1, 1)])
-        producer = KafkaProducer({"bootstrap.servers": bootstrap, "linger.ms": 0, "retry.backoff.ms": 50,
-                                  "reconnect.backoff.max.ms": 200})
-        consumer = KafkaConsumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest",
-                                  "reconnect.backoff.max.ms": 200})
+        producer = KafkaProducer(
+            {
+                "bootstrap.servers": bootstrap,
+                "linger.ms": 0,
+                "retry.backoff.ms": 50,
+                "reconnect.backoff.max.ms": 200,
+            }
+        )
+        consumer = KafkaConsumer(
+            {"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest", "reconnect.backoff.max.ms": 200}
+        )
         tp = TopicPartition("restart", 0)
         consumer.assign([tp])
         try:
@@ -127,8 +139,15 @@ def test_clients_survive_a_broker_restart(tmp_path) -> None:  # type: ignore[no-
 def test_delivery_timeout_and_forced_close_when_the_broker_is_gone(tmp_path) -> None:  # type: ignore[no-untyped-def]
     with LocalCluster(data_dir=tmp_path) as cluster:
         bootstrap = cluster.bootstrap_servers
-        producer = KafkaProducer({"bootstrap.servers": bootstrap, "linger.ms": 0, "delivery.timeout.ms": 1500,
-                                  "request.timeout.ms": 1000, "retry.backoff.ms": 50})
+        producer = KafkaProducer(
+            {
+                "bootstrap.servers": bootstrap,
+                "linger.ms": 0,
+                "delivery.timeout.ms": 1500,
+                "request.timeout.ms": 1000,
+                "retry.backoff.ms": 50,
+            }
+        )
         try:
             assert producer.send("gone", value=b"first").result(timeout=10).offset == 0
             cluster.kill(1)

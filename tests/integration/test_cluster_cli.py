@@ -46,8 +46,16 @@ def test_cluster_up_status_down(tmp_path: Path) -> None:
         assert again.returncode == 1 and "already running" in again.stderr
 
         created = kafkalite(
-            "topics", "create", "--bootstrap-server", bootstrap, "--topic", "orders",
-            "--partitions", "3", "--replication-factor", "3",
+            "topics",
+            "create",
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            "orders",
+            "--partitions",
+            "3",
+            "--replication-factor",
+            "3",
         )
         assert created.returncode == 0, created.stderr
         status = kafkalite("cluster", "status", "--data-dir", str(data_dir))

@@ -128,7 +128,9 @@ def test_elect_leaders_on_a_balanced_cluster_is_not_needed(cluster3: LocalCluste
     topic = _topic()
     admin = AdminClient({"bootstrap.servers": cluster3.bootstrap_servers})
     admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=3)])[topic].result(30)
-    results = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0), TopicPartition(topic, 7)]).result(20)
+    results = admin.elect_leaders(
+        ElectionType.PREFERRED, [TopicPartition(topic, 0), TopicPartition(topic, 7)]
+    ).result(20)
     errors = {tp.partition: str(err) for tp, err in results.items()}
     assert "ELECTION_NOT_NEEDED" in errors[0] and "UNKNOWN_TOPIC_OR_PART" in errors[7]
 
@@ -143,10 +145,17 @@ def test_lone_voter_waits_for_a_quorum_and_stops_on_sigterm(tmp_path: Path) -> N
     conf = Path(__file__).resolve().parents[2] / "conf" / "broker-2.properties"
     process = subprocess.Popen(
         [
-            sys.executable, "-m", "broker", "--config", str(conf),
-            "--override", f"listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{ports[2]}",
-            "--override", f"controller.quorum.voters={voters}",
-            "--override", f"log.dirs={tmp_path / 'b2'}",
+            sys.executable,
+            "-m",
+            "broker",
+            "--config",
+            str(conf),
+            "--override",
+            f"listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{ports[2]}",
+            "--override",
+            f"controller.quorum.voters={voters}",
+            "--override",
+            f"log.dirs={tmp_path / 'b2'}",
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -178,7 +187,10 @@ def test_kcat_lists_brokers_controller_and_isr(cluster3: LocalCluster) -> None:
     admin = AdminClient({"bootstrap.servers": cluster3.bootstrap_servers})
     admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=3)])[topic].result(30)
     out = subprocess.run(
-        [kcat, "-b", cluster3.bootstrap_servers, "-L", "-J", "-t", topic], capture_output=True, text=True, timeout=30
+        [kcat, "-b", cluster3.bootstrap_servers, "-L", "-J", "-t", topic],
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert out.returncode == 0, out.stderr
     listing = json.loads(out.stdout)

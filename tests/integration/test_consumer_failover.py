@@ -19,8 +19,9 @@ pytestmark = pytest.mark.timeout(150)
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                                         "message.timeout.ms": 60000})
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "message.timeout.ms": 60000}
+    )
     for value in values:
         producer.produce(topic, value=value, partition=0)
     assert producer.flush(60) == 0
@@ -36,9 +37,16 @@ def test_consumer_follows_the_new_leader_after_a_kill() -> None:
         first = [f"a-{i}".encode() for i in range(50)]
         produce(bootstrap, topic, first)
         tp = TopicPartition(topic, 0)
-        consumer = KafkaConsumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest",
-                                  "fetch.max.wait.ms": 200, "retry.backoff.ms": 100, "reconnect.backoff.ms": 50,
-                                  "request.timeout.ms": 10000})
+        consumer = KafkaConsumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "auto.offset.reset": "earliest",
+                "fetch.max.wait.ms": 200,
+                "retry.backoff.ms": 100,
+                "reconnect.backoff.ms": 50,
+                "request.timeout.ms": 10000,
+            }
+        )
         got: list[tuple[int, bytes]] = []
         with consumer:
             consumer.assign([tp])

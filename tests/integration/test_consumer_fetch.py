@@ -29,8 +29,16 @@ def new_topic(bootstrap: str, partitions: int = 1) -> str:
     return topic
 
 
-def produce(bootstrap: str, topic: str, count: int, partition: int = 0, size: int = 0, tag: str = "v",
-            timestamps: list[int] | None = None, batch_per_record: bool = False) -> None:
+def produce(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    partition: int = 0,
+    size: int = 0,
+    tag: str = "v",
+    timestamps: list[int] | None = None,
+    batch_per_record: bool = False,
+) -> None:
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for i in range(count):
         value = f"{tag}-{i}".encode().ljust(size, b".")
@@ -48,7 +56,11 @@ def consumer_factory(bootstrap_servers: str) -> Iterator[object]:
     made: list[KafkaConsumer] = []
 
     def make(**config: object) -> KafkaConsumer:
-        cfg = {"bootstrap.servers": bootstrap_servers, "auto.offset.reset": "earliest", "fetch.max.wait.ms": 100}
+        cfg = {
+            "bootstrap.servers": bootstrap_servers,
+            "auto.offset.reset": "earliest",
+            "fetch.max.wait.ms": 100,
+        }
         cfg.update({k.replace("_", "."): v for k, v in config.items()})
         consumer = KafkaConsumer(cfg)
         made.append(consumer)
@@ -130,7 +142,9 @@ def test_byte_limits_still_deliver_everything_in_order(bootstrap_servers: str, c
     assert consumer.metrics["fetch_requests"] >= 120_000 // 8192
 
 
-def test_next_fetch_is_pipelined_while_records_are_handed_out(bootstrap_servers: str, consumer_factory) -> None:  # type: ignore[no-untyped-def]
+def test_next_fetch_is_pipelined_while_records_are_handed_out(
+    bootstrap_servers: str, consumer_factory
+) -> None:  # type: ignore[no-untyped-def]
     topic = new_topic(bootstrap_servers)
     produce(bootstrap_servers, topic, 40, size=100, batch_per_record=True)
     consumer = consumer_factory(max_poll_records=2, max_partition_fetch_bytes=1024)

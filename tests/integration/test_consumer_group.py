@@ -54,8 +54,12 @@ def _consumer(bootstrap: str, group: str, **extra: str) -> KafkaConsumer:
     return KafkaConsumer({"bootstrap.servers": bootstrap, "group.id": group, **FAST_GROUP, **extra})
 
 
-def _poll_until(consumers: list[KafkaConsumer], done: Callable[[], bool], timeout_s: float = 30.0,
-                sink: dict[KafkaConsumer, list] | None = None) -> None:
+def _poll_until(
+    consumers: list[KafkaConsumer],
+    done: Callable[[], bool],
+    timeout_s: float = 30.0,
+    sink: dict[KafkaConsumer, list] | None = None,
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for c in consumers:
@@ -94,7 +98,9 @@ def test_subscribe_consume_commit_and_resume(bootstrap: str) -> None:
         assert sorted(r.value for r in records[consumer]) == sorted(f"v{i}".encode() for i in range(30))
         consumer.commit_sync()
         committed = consumer.committed([TopicPartition(topic, p) for p in range(3)])
-        assert {tp: om.offset for tp, om in committed.items() if om} == {TopicPartition(topic, p): 10 for p in range(3)}
+        assert {tp: om.offset for tp, om in committed.items() if om} == {
+            TopicPartition(topic, p): 10 for p in range(3)
+        }
     finally:
         consumer.close()
     # confluent-kafka reads the same committed offsets
@@ -191,7 +197,9 @@ def test_auto_commit_and_async_commit_callback(bootstrap: str) -> None:
         expected = {TopicPartition(topic, p): 5 for p in range(2)}
         _poll_until([consumer], lambda: admin.list_consumer_group_offsets(group) == expected, timeout_s=15)
         results: list = []
-        consumer.commit_async({TopicPartition(topic, 0): 3}, lambda offsets, exc: results.append((offsets, exc)))
+        consumer.commit_async(
+            {TopicPartition(topic, 0): 3}, lambda offsets, exc: results.append((offsets, exc))
+        )
         _poll_until([consumer], lambda: bool(results))
         offsets, exc = results[0]
         assert exc is None and offsets[TopicPartition(topic, 0)].offset == 3
@@ -232,7 +240,11 @@ def test_pattern_subscription_picks_up_new_topics(bootstrap: str) -> None:
         consumer.subscribe(pattern=re.compile(re.escape(prefix) + r"-.*"))
         _poll_until([consumer], lambda: consumer.assignment() == {TopicPartition(f"{prefix}-a", 0)})
         _create(bootstrap, f"{prefix}-b", 2)
-        want = {TopicPartition(f"{prefix}-a", 0), TopicPartition(f"{prefix}-b", 0), TopicPartition(f"{prefix}-b", 1)}
+        want = {
+            TopicPartition(f"{prefix}-a", 0),
+            TopicPartition(f"{prefix}-b", 0),
+            TopicPartition(f"{prefix}-b", 1),
+        }
         _poll_until([consumer], lambda: consumer.assignment() == want)
         assert consumer.subscription() == {f"{prefix}-a", f"{prefix}-b"}
     finally:
@@ -266,7 +278,9 @@ def test_admin_describe_list_and_delete(bootstrap: str) -> None:
         assert listed[group].state == "Stable" and not listed[group].is_simple_consumer_group
         d = admin.describe_consumer_groups([group])[group]
         assert d.state == "Stable" and d.partition_assignor == "range"
-        assert [(m.client_id, m.assignment) for m in d.members] == [("describe-me", frozenset(consumer.assignment()))]
+        assert [(m.client_id, m.assignment) for m in d.members] == [
+            ("describe-me", frozenset(consumer.assignment()))
+        ]
         assert d.members[0].member_id == consumer.group_metadata()["member_id"]
         with pytest.raises(Exception, match="NON_EMPTY_GROUP|GROUP_NOT_EMPTY"):
             admin.delete_consumer_groups([group])
@@ -277,7 +291,8 @@ def test_admin_describe_list_and_delete(bootstrap: str) -> None:
         _produce(bootstrap, topic, 4, 2)
         lag = admin.consumer_group_lag(group)
         assert {tp: (x.committed, x.log_end_offset, x.lag) for tp, x in lag.items()} == {
-            TopicPartition(topic, 0): (0, 2, 2), TopicPartition(topic, 1): (0, 2, 2)
+            TopicPartition(topic, 0): (0, 2, 2),
+            TopicPartition(topic, 1): (0, 2, 2),
         }
         admin.delete_consumer_groups([group])
         assert group not in {g.group_id for g in admin.list_consumer_groups()}
@@ -332,7 +347,9 @@ def test_max_poll_interval_exceeded_leaves_group_and_partitions_are_lost(bootstr
         _poll_until([other], lambda: len(other.assignment()) == 2)
         # the slow member polls again: its partitions were lost (not revoked), it rejoins
         _poll_until([slow, other], lambda: len(slow.assignment()) == 1 and len(other.assignment()) == 1)
-        assert events.events[1][0] == "lost" and events.events[1][1] == {TopicPartition(topic, p) for p in range(2)}
+        assert events.events[1][0] == "lost" and events.events[1][1] == {
+            TopicPartition(topic, p) for p in range(2)
+        }
         assert slow.group_metadata()["member_id"] != member_id
     finally:
         slow.close()
@@ -352,7 +369,9 @@ def test_static_member_rejoins_with_its_instance_id(bootstrap: str) -> None:
         described = admin.describe_consumer_groups([group])[group]
         assert [m.group_instance_id for m in described.members] == ["instance-1"]
         first.close()  # a static member does not send LeaveGroup (KIP-345)
-        assert [m.group_instance_id for m in admin.describe_consumer_groups([group])[group].members] == ["instance-1"]
+        assert [m.group_instance_id for m in admin.describe_consumer_groups([group])[group].members] == [
+            "instance-1"
+        ]
         second = _consumer(bootstrap, group, **{"group.instance.id": "instance-1"})
         try:
             second.subscribe([topic])

@@ -28,9 +28,15 @@ def test_our_group_survives_coordinator_kill_9() -> None:
                 producer.send(topic, value=f"v{i}".encode(), partition=i % PARTITIONS)
             producer.flush()
         config = {
-            "bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-            "enable.auto.commit": "false", "max.poll.records": "20", "session.timeout.ms": "30000",
-            "heartbeat.interval.ms": "500", "request.timeout.ms": "5000", "default.api.timeout.ms": "60000",
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": "false",
+            "max.poll.records": "20",
+            "session.timeout.ms": "30000",
+            "heartbeat.interval.ms": "500",
+            "request.timeout.ms": "5000",
+            "default.api.timeout.ms": "60000",
         }
         consumed: list[tuple[int, int]] = []
         committed: dict[int, int] = {}
@@ -40,7 +46,9 @@ def test_our_group_survives_coordinator_kill_9() -> None:
             for tp, records in consumer.poll(200).items():
                 for r in records:
                     if r.offset < committed.get(tp.partition, 0):
-                        violations.append(f"{tp.partition}@{r.offset} below committed {committed[tp.partition]}")
+                        violations.append(
+                            f"{tp.partition}@{r.offset} below committed {committed[tp.partition]}"
+                        )
                     consumed.append((tp.partition, r.offset))
                 offsets = {tp: records[-1].offset + 1}
                 consumer.commit_sync(offsets)
@@ -65,7 +73,9 @@ def test_our_group_survives_coordinator_kill_9() -> None:
         assert violations == []
         with KafkaAdminClient({"bootstrap.servers": bootstrap}) as admin:
             assert admin.describe_consumer_groups([group])[group].coordinator[0] != coordinator
-            assert admin.list_consumer_group_offsets(group) == {TopicPartition(topic, p): 100 for p in range(PARTITIONS)}
+            assert admin.list_consumer_group_offsets(group) == {
+                TopicPartition(topic, p): 100 for p in range(PARTITIONS)
+            }
         # a new member resumes from the committed offsets: nothing left to read
         resumed = KafkaConsumer(config)
         try:

@@ -61,10 +61,19 @@ def leader_change(broker: InProcessBroker, topic: str, truncate_to: int | None =
         if truncate_to is not None:
             server.ctx.log_manager.get_log(topic, 0).truncate_to(truncate_to)
         new_epoch = registration.leader_epoch + 1
-        server._commit([PartitionRecord(
-            image.topics[topic].topic_id, 0, registration.replicas, registration.isr, registration.leader,
-            new_epoch, registration.partition_epoch + 1,
-        )])
+        server._commit(
+            [
+                PartitionRecord(
+                    image.topics[topic].topic_id,
+                    0,
+                    registration.replicas,
+                    registration.isr,
+                    registration.leader,
+                    new_epoch,
+                    registration.partition_epoch + 1,
+                )
+            ]
+        )
         return new_epoch
 
     return broker.call(run)
@@ -77,8 +86,15 @@ def new_topic(broker: InProcessBroker, count: int) -> str:
 
 
 def make_consumer(broker: InProcessBroker, policy: str) -> KafkaConsumer:
-    return KafkaConsumer({"bootstrap.servers": broker.bootstrap_servers, "auto.offset.reset": "earliest",
-                          "fetch.max.wait.ms": 100, "retry.backoff.ms": 50, **({"auto.offset.reset": policy})})
+    return KafkaConsumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "auto.offset.reset": "earliest",
+            "fetch.max.wait.ms": 100,
+            "retry.backoff.ms": 50,
+            **({"auto.offset.reset": policy}),
+        }
+    )
 
 
 def test_leader_change_without_truncation_keeps_the_position(broker: InProcessBroker) -> None:
@@ -197,14 +213,21 @@ def test_disconnects_are_retried_without_loss_or_duplicates(tmp_path: Path) -> N
     try:
         produce(direct, topic, [b"warmup"])
         expected = [b"warmup"] + [f"r{i}".encode() for i in range(60)]
-        consumer = KafkaConsumer({"bootstrap.servers": f"127.0.0.1:{proxy.port}", "auto.offset.reset": "earliest",
-                                  "fetch.max.wait.ms": 200, "max.poll.records": 7, "reconnect.backoff.ms": 20,
-                                  "retry.backoff.ms": 20})
+        consumer = KafkaConsumer(
+            {
+                "bootstrap.servers": f"127.0.0.1:{proxy.port}",
+                "auto.offset.reset": "earliest",
+                "fetch.max.wait.ms": 200,
+                "max.poll.records": 7,
+                "reconnect.backoff.ms": 20,
+                "retry.backoff.ms": 20,
+            }
+        )
         got: list[tuple[int, bytes]] = []
         with consumer:
             consumer.assign([TopicPartition(topic, 0)])
             for round_ in range(6):
-                produce(direct, topic, expected[1 + round_ * 10: 1 + (round_ + 1) * 10])
+                produce(direct, topic, expected[1 + round_ * 10 : 1 + (round_ + 1) * 10])
                 got += consume(consumer, 1 + (round_ + 1) * 10 - len(got), timeout_s=20)
                 proxy.cut()
         assert [o for o, _ in got] == list(range(len(expected)))

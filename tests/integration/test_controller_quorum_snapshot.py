@@ -25,7 +25,9 @@ SETTINGS = ControllerSettings()
 
 
 class Node:
-    def __init__(self, node_id: int, voters: dict[int, tuple[str, int]], root: Path, password: str = "pw") -> None:
+    def __init__(
+        self, node_id: int, voters: dict[int, tuple[str, int]], root: Path, password: str = "pw"
+    ) -> None:
         self.records: list[Any] = []
         self.resets: list[MetadataImage] = []
         settings = QuorumSettings(300, password)
@@ -79,7 +81,9 @@ def test_commands_replicate_compact_and_recover(tmp_path: Path) -> None:
         leaders = {n.quorum.leader_id for n in nodes.values()}
         assert len(leaders) == 1
         follower = next(n for n in (1, 2, 3) if n not in leaders)
-        code, epoch = nodes[follower].propose(RegisterBrokerCmd(1, {"PLAINTEXT": ("h", 1)}, None, uuid.uuid4()))
+        code, epoch = nodes[follower].propose(
+            RegisterBrokerCmd(1, {"PLAINTEXT": ("h", 1)}, None, uuid.uuid4())
+        )
         assert code == 0 and epoch == 0
         result = nodes[follower].propose(HeartbeatCmd(1, epoch, 1))
         assert not result.is_fenced

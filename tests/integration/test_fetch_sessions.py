@@ -102,17 +102,29 @@ class Wire:
 
 
 def fetch_request(
-    session_id: int, epoch: int, parts: dict[tuple[str, int], int] | None = None,
-    forget: list[tuple[str, int]] | None = None, version: int = 12, max_wait_ms: int = 0, replica_id: int = -1,
+    session_id: int,
+    epoch: int,
+    parts: dict[tuple[str, int], int] | None = None,
+    forget: list[tuple[str, int]] | None = None,
+    version: int = 12,
+    max_wait_ms: int = 0,
+    replica_id: int = -1,
 ) -> Any:
     cls = request_class(ApiKey.FETCH, version)
     topic_cls, part_cls = nested(cls, "FetchTopic"), nested(cls, "FetchPartition")
     by_topic: dict[str, list[Any]] = {}
     for (t, p), offset in (parts or {}).items():
-        by_topic.setdefault(t, []).append(make(
-            part_cls, partition=p, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
-            log_start_offset=-1, partition_max_bytes=1 << 20,
-        ))
+        by_topic.setdefault(t, []).append(
+            make(
+                part_cls,
+                partition=p,
+                current_leader_epoch=-1,
+                fetch_offset=offset,
+                last_fetched_epoch=-1,
+                log_start_offset=-1,
+                partition_max_bytes=1 << 20,
+            )
+        )
     forgotten: dict[str, list[int]] = {}
     for t, p in forget or []:
         forgotten.setdefault(t, []).append(p)
@@ -121,10 +133,17 @@ def fetch_request(
         f_cls = nested(cls, "ForgottenTopic")
         forgotten_entities = tuple(f_cls(topic=t, partitions=tuple(ps)) for t, ps in forgotten.items())
     return make(
-        cls, replica_id=replica_id, max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1,
-        max_bytes=50 << 20, isolation_level=0, session_id=session_id, session_epoch=epoch,
+        cls,
+        replica_id=replica_id,
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms),
+        min_bytes=1,
+        max_bytes=50 << 20,
+        isolation_level=0,
+        session_id=session_id,
+        session_epoch=epoch,
         topics=tuple(topic_cls(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
-        forgotten_topics_data=forgotten_entities, rack_id="",
+        forgotten_topics_data=forgotten_entities,
+        rack_id="",
     )
 
 
@@ -133,8 +152,11 @@ def keys_of(response: Any) -> set[tuple[str, int]]:
 
 
 def records_of(response: Any) -> dict[tuple[str, int], bytes]:
-    return {(str(t.topic), int(p.partition_index)): bytes(p.records or b"") for t in response.responses
-            for p in t.partitions}
+    return {
+        (str(t.topic), int(p.partition_index)): bytes(p.records or b"")
+        for t in response.responses
+        for p in t.partitions
+    }
 
 
 @pytest.fixture
@@ -177,7 +199,10 @@ def test_unknown_session_id(wire: Wire, broker: InProcessBroker) -> None:
     topic = create_topic(broker.bootstrap_servers, 1)
     response = wire.request(fetch_request(987654, 1, {(topic, 0): 0}))
     assert (response.error_code, response.session_id, keys_of(response)) == (
-        ErrorCode.fetch_session_id_not_found, 0, set())
+        ErrorCode.fetch_session_id_not_found,
+        0,
+        set(),
+    )
     # epoch > 0 without a session id is the same error
     response = wire.request(fetch_request(0, 3, {(topic, 0): 0}))
     assert response.error_code == ErrorCode.fetch_session_id_not_found
@@ -190,7 +215,10 @@ def test_wrong_epoch(wire: Wire, broker: InProcessBroker) -> None:
     for bad in (1, 3, 2**31 - 1):  # a replay of epoch 1, a jump ahead, garbage
         response = wire.request(fetch_request(sid, bad))
         assert (response.error_code, response.session_id, keys_of(response)) == (
-            ErrorCode.invalid_fetch_session_epoch, 0, set())
+            ErrorCode.invalid_fetch_session_epoch,
+            0,
+            set(),
+        )
     assert cache_state(broker)[sid][0] == 2  # errors leave the session as it was
     assert wire.request(fetch_request(sid, 2)).error_code == 0
 
@@ -274,7 +302,9 @@ def test_cache_full_gives_sessionless_responses(tmp_path: Path) -> None:
         assert sid != 0
         other = b.request(fetch_request(0, 0, {(topic, 0): 0}))
         assert (other.error_code, other.session_id) == (0, 0)  # no room, the young session stays
-        assert b.request(fetch_request(0, 0, {(topic, 0): 0}, replica_id=1)).session_id != 0  # privileged evicts
+        assert (
+            b.request(fetch_request(0, 0, {(topic, 0): 0}, replica_id=1)).session_id != 0
+        )  # privileged evicts
         assert a.request(fetch_request(sid, 1)).error_code == ErrorCode.fetch_session_id_not_found
         a.close()
         b.close()
@@ -287,21 +317,29 @@ def test_kafka_python_consumer_uses_incremental_sessions(broker: InProcessBroker
     topic = create_topic(broker.bootstrap_servers, 2)
     produce(broker.bootstrap_servers, topic, {0: 50, 1: 50})
     before = set(cache_state(broker))
-    consumer = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest",
-                                   enable_auto_commit=False, fetch_max_wait_ms=100)
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=broker.bootstrap_servers,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        fetch_max_wait_ms=100,
+    )
     try:
         consumer.assign([kafka.TopicPartition(topic, 0), kafka.TopicPartition(topic, 1)])
         got = _drain_kafka_python(consumer, 100)
         produce(broker.bootstrap_servers, topic, {0: 10}, tag="late")
         got += _drain_kafka_python(consumer, 10)
-        assert sorted(got) == sorted([f"v-{p}-{i}" for p in range(2) for i in range(50)]
-                                     + [f"late-0-{i}" for i in range(10)])
+        assert sorted(got) == sorted(
+            [f"v-{p}-{i}" for p in range(2) for i in range(50)] + [f"late-0-{i}" for i in range(10)]
+        )
         for _ in range(5):  # idle polls: empty incremental fetches in the same session
             consumer.poll(timeout_ms=150)
-        mine = {sid: s for sid, s in cache_state(broker).items() if sid not in before
-                and s[1] == frozenset({(topic, 0), (topic, 1)})}
+        mine = {
+            sid: s
+            for sid, s in cache_state(broker).items()
+            if sid not in before and s[1] == frozenset({(topic, 0), (topic, 1)})
+        }
         assert len(mine) == 1, mine
-        (epoch, _, privileged), = mine.values()
+        ((epoch, _, privileged),) = mine.values()
         assert epoch > 3 and not privileged
         # evict its session behind its back: it gets FETCH_SESSION_ID_NOT_FOUND and recovers
         sid = next(iter(mine))
@@ -311,8 +349,11 @@ def test_kafka_python_consumer_uses_incremental_sessions(broker: InProcessBroker
         for _ in range(5):  # a fetch parked before the removal may have answered in the old session
             consumer.poll(timeout_ms=150)
         state = cache_state(broker)
-        assert any(s[1] == frozenset({(topic, 0), (topic, 1)}) for k, s in state.items()
-                   if k not in before and k != sid), (sid, state)
+        assert any(
+            s[1] == frozenset({(topic, 0), (topic, 1)})
+            for k, s in state.items()
+            if k not in before and k != sid
+        ), (sid, state)
     finally:
         consumer.close()
 
@@ -330,10 +371,14 @@ def test_confluent_kafka_sessionless_consumer(broker: InProcessBroker) -> None:
     topic = create_topic(broker.bootstrap_servers, 2)
     produce(broker.bootstrap_servers, topic, {0: 30, 1: 30})
     before = sessions_created(broker)
-    consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": broker.bootstrap_servers, "group.id": "fs-" + uuid.uuid4().hex[:6],
-        "enable.auto.commit": False, "fetch.wait.max.ms": 100,
-    })
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": "fs-" + uuid.uuid4().hex[:6],
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+        }
+    )
     try:
         consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(2)])
         got: list[str] = []
@@ -365,8 +410,13 @@ def test_our_consumer_full_then_incremental_pause_resume(broker: InProcessBroker
     before_ids = set(cache_state(broker))
     before_created = sessions_created(broker)
     tps = [TopicPartition(topic, p) for p in range(3)]
-    consumer = KafkaConsumer({"bootstrap.servers": broker.bootstrap_servers, "auto.offset.reset": "earliest",
-                              "fetch.max.wait.ms": 100})
+    consumer = KafkaConsumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "auto.offset.reset": "earliest",
+            "fetch.max.wait.ms": 100,
+        }
+    )
     try:
         consumer.assign(tps)
         assert sorted(_poll_values(consumer, 60)) == sorted(f"v-{p}-{i}" for p in range(3) for i in range(20))
@@ -374,7 +424,7 @@ def test_our_consumer_full_then_incremental_pause_resume(broker: InProcessBroker
             consumer.poll(50)
         mine = {k: v for k, v in cache_state(broker).items() if k not in before_ids}
         assert len(mine) == 1
-        (sid, (epoch, partitions, _)), = mine.items()
+        ((sid, (epoch, partitions, _)),) = mine.items()
         assert epoch > 3 and partitions == frozenset(tps)
         assert sessions_created(broker) == before_created + 1  # one session, reused by every fetch
 
@@ -395,8 +445,13 @@ def test_our_consumer_full_then_incremental_pause_resume(broker: InProcessBroker
 
 def test_our_consumer_recovers_from_session_loss_without_loss_or_duplicates(broker: InProcessBroker) -> None:
     topic = create_topic(broker.bootstrap_servers, 2)
-    consumer = KafkaConsumer({"bootstrap.servers": broker.bootstrap_servers, "auto.offset.reset": "earliest",
-                              "fetch.max.wait.ms": 50})
+    consumer = KafkaConsumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "auto.offset.reset": "earliest",
+            "fetch.max.wait.ms": 50,
+        }
+    )
     expected: list[str] = []
     got: list[str] = []
     try:
@@ -406,6 +461,7 @@ def test_our_consumer_recovers_from_session_loss_without_loss_or_duplicates(brok
             produce(broker.bootstrap_servers, topic, {0: 5, 1: 5}, tag=f"r{round_}")
             expected += [f"r{round_}-{p}-{i}" for p in range(2) for i in range(5)]
             got += _poll_values(consumer, 10)
+
             # drop (round 0, 2) or corrupt the epoch of (round 1, 3) every session of this topic
             def sabotage(round_: int = round_) -> None:
                 cache = fetch_session_cache_for(broker.ctx)
@@ -415,6 +471,7 @@ def test_our_consumer_recovers_from_session_loss_without_loss_or_duplicates(brok
                             cache.remove(s.id)
                         else:
                             s.epoch += 7
+
             broker.call(sabotage)
         got += _poll_values(consumer, 0, timeout_s=0.5)
         assert sorted(got) == sorted(expected)
@@ -426,8 +483,13 @@ def test_our_consumer_closes_its_session_on_close(broker: InProcessBroker) -> No
     topic = create_topic(broker.bootstrap_servers, 1)
     produce(broker.bootstrap_servers, topic, {0: 3})
     before = set(cache_state(broker))
-    consumer = KafkaConsumer({"bootstrap.servers": broker.bootstrap_servers, "auto.offset.reset": "earliest",
-                              "fetch.max.wait.ms": 100})
+    consumer = KafkaConsumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "auto.offset.reset": "earliest",
+            "fetch.max.wait.ms": 100,
+        }
+    )
     consumer.assign([TopicPartition(topic, 0)])
     assert len(_poll_values(consumer, 3)) == 3
     deadline = time.monotonic() + 5
@@ -445,8 +507,14 @@ def test_our_consumer_without_sessions_sends_sessionless_fetches(broker: InProce
     topic = create_topic(broker.bootstrap_servers, 1)
     produce(broker.bootstrap_servers, topic, {0: 4})
     before = sessions_created(broker)
-    consumer = KafkaConsumer({"bootstrap.servers": broker.bootstrap_servers, "auto.offset.reset": "earliest",
-                              "fetch.max.wait.ms": 50, "fetch.sessions.enable": "false"})
+    consumer = KafkaConsumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "auto.offset.reset": "earliest",
+            "fetch.max.wait.ms": 50,
+            "fetch.sessions.enable": "false",
+        }
+    )
     try:
         consumer.assign([TopicPartition(topic, 0)])
         assert sorted(_poll_values(consumer, 4)) == [f"v-0-{i}" for i in range(4)]

@@ -76,11 +76,18 @@ def idem_batch(pid: int, epoch: int, seq: int, n: int = 2, tag: bytes = b"r") ->
     )
 
 
-def ck_read_all(bootstrap: str, topic: str, expected: int, partitions: int = 1, timeout_s: float = 20) -> list[Any]:
+def ck_read_all(
+    bootstrap: str, topic: str, expected: int, partitions: int = 1, timeout_s: float = 20
+) -> list[Any]:
     consumer = confluent_kafka.Consumer(
         {"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "enable.auto.commit": False}
     )
-    consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in range(partitions)])
+    consumer.assign(
+        [
+            confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+            for p in range(partitions)
+        ]
+    )
     out: list[Any] = []
     deadline = time.monotonic() + timeout_s
     try:
@@ -135,7 +142,11 @@ def test_idempotence_needs_acks_all() -> None:
         KafkaProducer({"bootstrap.servers": "127.0.0.1:1", "acks": "1", "enable.idempotence": True})
     with pytest.raises(InvalidConfigError, match="max.in.flight"):
         KafkaProducer(
-            {"bootstrap.servers": "127.0.0.1:1", "enable.idempotence": "true", "max.in.flight.requests.per.connection": 6}
+            {
+                "bootstrap.servers": "127.0.0.1:1",
+                "enable.idempotence": "true",
+                "max.in.flight.requests.per.connection": 6,
+            }
         )
 
 
@@ -214,7 +225,9 @@ def test_without_idempotence_a_lost_response_duplicates(
 
 def test_confluent_kafka_idempotent_producer(cluster: LocalCluster, unique_topic: str) -> None:
     bootstrap = cluster.bootstrap_servers
-    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5}
+    )
     errors: list[Any] = []
     for i in range(500):
         producer.produce(unique_topic, value=b"c%d" % i, on_delivery=lambda e, m: e and errors.append(e))
@@ -284,9 +297,15 @@ def test_init_producer_id_and_sequence_errors(cluster: LocalCluster, unique_topi
         # duplicate of an earlier batch: original offset, no error, nothing appended
         assert raw_produce(client, unique_topic, idem_batch(pid, 0, 0)) == (ErrorCode.none, 0)
         # gap
-        assert raw_produce(client, unique_topic, idem_batch(pid, 0, 9))[0] == ErrorCode.out_of_order_sequence_number
+        assert (
+            raw_produce(client, unique_topic, idem_batch(pid, 0, 9))[0]
+            == ErrorCode.out_of_order_sequence_number
+        )
         # new epoch must start at sequence 0
-        assert raw_produce(client, unique_topic, idem_batch(pid, 1, 4))[0] == ErrorCode.out_of_order_sequence_number
+        assert (
+            raw_produce(client, unique_topic, idem_batch(pid, 1, 4))[0]
+            == ErrorCode.out_of_order_sequence_number
+        )
         assert raw_produce(client, unique_topic, idem_batch(pid, 1, 0)) == (ErrorCode.none, 4)
         # the old epoch is fenced
         assert raw_produce(client, unique_topic, idem_batch(pid, 0, 4))[0] == ErrorCode.invalid_producer_epoch
@@ -322,7 +341,10 @@ def test_producer_state_survives_restart(tmp_path: Path, crash: bool) -> None:
             # retries of the last batches after the restart are still deduplicated
             assert raw_produce(client, "durable-idem", idem_batch(pid, 0, 4)) == (ErrorCode.none, 4)
             assert raw_produce(client, "durable-idem", idem_batch(pid, 0, 2)) == (ErrorCode.none, 2)
-            assert raw_produce(client, "durable-idem", idem_batch(pid, 0, 8))[0] == ErrorCode.out_of_order_sequence_number
+            assert (
+                raw_produce(client, "durable-idem", idem_batch(pid, 0, 8))[0]
+                == ErrorCode.out_of_order_sequence_number
+            )
             assert raw_produce(client, "durable-idem", idem_batch(pid, 0, 6)) == (ErrorCode.none, 6)
             # producer ids are never handed out twice across restarts
             assert int(init_producer_id(client).producer_id) > pid
@@ -372,7 +394,9 @@ def test_producer_rides_through_broker_crash_without_duplicates(tmp_path: Path) 
         values = [m.value() for m in records]
         assert len(values) == len(set(values)) == 3000
         for p in (0, 1):
-            assert [m.value() for m in records if m.partition() == p] == [b"c%d" % i for i in range(p, 3000, 2)]
+            assert [m.value() for m in records if m.partition() == p] == [
+                b"c%d" % i for i in range(p, 3000, 2)
+            ]
             assert sorted(r.offset for r in results if r.partition == p) == list(range(1500))
     finally:
         local.stop()

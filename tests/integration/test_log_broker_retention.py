@@ -37,7 +37,9 @@ def local(tmp_path: Path) -> Iterator[LocalCluster]:
         cluster.stop()
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
+def create_topic(
+    bootstrap: str, topic: str, partitions: int = 1, config: dict[str, str] | None = None
+) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})])[topic].result(timeout=15)
 
@@ -47,7 +49,9 @@ def produce(bootstrap: str, topic: str, timestamps: list[int], partition: int = 
         {"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all", "batch.num.messages": 5}
     )
     for i, ts in enumerate(timestamps):
-        producer.produce(topic, value=b"v%05d" % i + bytes(100), key=b"k%d" % i, partition=partition, timestamp=ts)
+        producer.produce(
+            topic, value=b"v%05d" % i + bytes(100), key=b"k%d" % i, partition=partition, timestamp=ts
+        )
         producer.poll(0)
     assert producer.flush(15) == 0
 
@@ -165,7 +169,9 @@ def test_background_retention_deletes_expired_segments(local: LocalCluster) -> N
     assert list_offset(bootstrap, topic, OffsetSpec.for_timestamp(0))[0] == earliest
 
 
-def raw_delete_records(bootstrap: str, version: int, topic: str, offsets: dict[int, int]) -> dict[int, tuple[int, int]]:
+def raw_delete_records(
+    bootstrap: str, version: int, topic: str, offsets: dict[int, int]
+) -> dict[int, tuple[int, int]]:
     """DeleteRecords v``version`` over a raw socket: {partition: (error_code, low_watermark)}."""
     import datetime
     import socket
@@ -176,7 +182,9 @@ def raw_delete_records(bootstrap: str, version: int, topic: str, offsets: dict[i
     from spark_kafkalite.protocol.framing import decode_response, encode_request
 
     cls = request_class(ApiKey.DELETE_RECORDS, version)
-    partitions = tuple(nested(cls, "DeleteRecordsPartition")(partition_index=p, offset=o) for p, o in offsets.items())
+    partitions = tuple(
+        nested(cls, "DeleteRecordsPartition")(partition_index=p, offset=o) for p, o in offsets.items()
+    )
     topics = (nested(cls, "DeleteRecordsTopic")(name=topic, partitions=partitions),)
     request = build(cls, topics=topics, timeout=datetime.timedelta(seconds=5))
     host, port = bootstrap.split(",")[0].rsplit(":", 1)
@@ -189,7 +197,9 @@ def raw_delete_records(bootstrap: str, version: int, topic: str, offsets: dict[i
             buf += chunk
     cid, response = decode_response(ApiKey.DELETE_RECORDS, version, buf[4:])
     assert cid == 7
-    return {p.partition_index: (int(p.error_code), p.low_watermark) for t in response.topics for p in t.partitions}
+    return {
+        p.partition_index: (int(p.error_code), p.low_watermark) for t in response.topics for p in t.partitions
+    }
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])

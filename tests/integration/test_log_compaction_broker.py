@@ -127,7 +127,12 @@ def test_compacted_gzip_lz4_batches_read_by_kafka_python(local: LocalCluster) ->
             {"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 5, "acks": "all"}
         )
         for i in range(KEYS):
-            producer.produce(topic, key=b"k%d" % (i % 10), value=b"%d-%d-" % (round_, i) + os.urandom(40).hex().encode(), partition=0)
+            producer.produce(
+                topic,
+                key=b"k%d" % (i % 10),
+                value=b"%d-%d-" % (round_, i) + os.urandom(40).hex().encode(),
+                partition=0,
+            )
             offset += 1
         assert producer.flush(15) == 0
     deadline = time.monotonic() + 30
@@ -147,7 +152,9 @@ def test_keyless_records_are_refused(local: LocalCluster) -> None:
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all", "retries": 0})
     producer.produce(topic, value=b"no key", partition=0, on_delivery=lambda err, _msg: errors.append(err))
     producer.flush(15)
-    producer.produce(topic, key=b"k", value=b"keyed", partition=0, on_delivery=lambda err, _msg: errors.append(err))
+    producer.produce(
+        topic, key=b"k", value=b"keyed", partition=0, on_delivery=lambda err, _msg: errors.append(err)
+    )
     producer.flush(15)
     codes = sorted(e.code() if e is not None else 0 for e in errors)
     assert codes == [0, confluent_kafka.KafkaError.INVALID_RECORD]

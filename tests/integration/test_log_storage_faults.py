@@ -55,8 +55,12 @@ class BrokerProcess:
         with open(self.output_path, "ab") as out:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "broker", "--config", str(self.config_path), "--exit-with-parent"],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
-                preexec_fn=preexec_fn, start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                preexec_fn=preexec_fn,
+                start_new_session=True,
             )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -109,11 +113,19 @@ def produce(bootstrap: str, partition: int, values: list[bytes]) -> list[conflue
     """Produce ``values`` without retries; the delivery error of each (None = delivered)."""
     results: list[confluent_kafka.KafkaError | None] = []
     producer = confluent_kafka.Producer(
-        {"bootstrap.servers": bootstrap, "acks": "1", "retries": 0, "linger.ms": 0,
-         "message.timeout.ms": 10000, "enable.idempotence": False}
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "1",
+            "retries": 0,
+            "linger.ms": 0,
+            "message.timeout.ms": 10000,
+            "enable.idempotence": False,
+        }
     )
     for value in values:
-        producer.produce(TOPIC, value=value, partition=partition, on_delivery=lambda err, _m: results.append(err))
+        producer.produce(
+            TOPIC, value=value, partition=partition, on_delivery=lambda err, _m: results.append(err)
+        )
         producer.flush(15)
     assert len(results) == len(values)
     return results

@@ -26,11 +26,22 @@ def produce_one(
     """Produce one record without retries; returns the delivery error (None = delivered)."""
     results: list[confluent_kafka.KafkaError | None] = []
     producer = confluent_kafka.Producer(
-        {"bootstrap.servers": bootstrap, "acks": acks, "retries": 0, "linger.ms": 0,
-         "message.timeout.ms": 10000, "enable.idempotence": False}
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "retries": 0,
+            "linger.ms": 0,
+            "message.timeout.ms": 10000,
+            "enable.idempotence": False,
+        }
     )
-    producer.produce(topic, value=value, partition=0, timestamp=timestamp_ms,
-                     on_delivery=lambda err, _msg: results.append(err))
+    producer.produce(
+        topic,
+        value=value,
+        partition=0,
+        timestamp=timestamp_ms,
+        on_delivery=lambda err, _msg: results.append(err),
+    )
     assert producer.flush(15) == 0
     return results[0]
 
@@ -50,8 +61,11 @@ def test_max_message_bytes_alter_applies_live(cluster: LocalCluster, unique_topi
     assert produce_one(cluster.bootstrap_servers, unique_topic, b"x" * 1000) is None
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     resource = ConfigResource(
-        "topic", unique_topic,
-        incremental_configs=[ConfigEntry("max.message.bytes", "300", incremental_operation=AlterConfigOpType.SET)],
+        "topic",
+        unique_topic,
+        incremental_configs=[
+            ConfigEntry("max.message.bytes", "300", incremental_operation=AlterConfigOpType.SET)
+        ],
     )
     admin.incremental_alter_configs([resource])[resource].result(timeout=15)
     error = produce_one(cluster.bootstrap_servers, unique_topic, b"x" * 1000)

@@ -101,7 +101,11 @@ def test_confluent_create_with_config_and_describe_sources(cluster: LocalCluster
         "type": {"retention.ms": "abc"},
     }
     results = {
-        label: ck_error(admin.create_topics([NewTopic(f"{unique_topic}-{label}", 1, 1, config=cfg)])[f"{unique_topic}-{label}"])
+        label: ck_error(
+            admin.create_topics([NewTopic(f"{unique_topic}-{label}", 1, 1, config=cfg)])[
+                f"{unique_topic}-{label}"
+            ]
+        )
         for label, cfg in bad.items()
     }
     for label, error in results.items():
@@ -117,7 +121,12 @@ def test_confluent_create_with_config_and_describe_sources(cluster: LocalCluster
 
 def test_confluent_incremental_and_legacy_alter(cluster: LocalCluster, unique_topic: str) -> None:
     admin = ck_admin(cluster.bootstrap_servers)
-    assert ck_error(admin.create_topics([NewTopic(unique_topic, 1, 1, config={"segment.ms": "100000"})])[unique_topic]) is None
+    assert (
+        ck_error(
+            admin.create_topics([NewTopic(unique_topic, 1, 1, config={"segment.ms": "100000"})])[unique_topic]
+        )
+        is None
+    )
 
     changes = ConfigResource(
         "topic",
@@ -135,19 +144,29 @@ def test_confluent_incremental_and_legacy_alter(cluster: LocalCluster, unique_to
     assert entries["segment.ms"].source == DEFAULT
 
     validate = ConfigResource(
-        "topic", unique_topic, incremental_configs=[ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET)]
+        "topic",
+        unique_topic,
+        incremental_configs=[ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET)],
     )
     assert ck_error(admin.incremental_alter_configs([validate], validate_only=True)[validate]) is None
     assert ck_describe(admin, unique_topic)["retention.ms"].value == "12345"
 
     invalid = ConfigResource(
-        "topic", unique_topic, incremental_configs=[ConfigEntry("cleanup.policy", "foo", incremental_operation=AlterConfigOpType.SET)]
+        "topic",
+        unique_topic,
+        incremental_configs=[
+            ConfigEntry("cleanup.policy", "foo", incremental_operation=AlterConfigOpType.SET)
+        ],
     )
     error = ck_error(admin.incremental_alter_configs([invalid])[invalid])
     assert error is not None and error.code() == confluent_kafka.KafkaError.INVALID_CONFIG
     assert "cleanup.policy" in error.str()
     not_list = ConfigResource(
-        "topic", unique_topic, incremental_configs=[ConfigEntry("retention.ms", "5", incremental_operation=AlterConfigOpType.APPEND)]
+        "topic",
+        unique_topic,
+        incremental_configs=[
+            ConfigEntry("retention.ms", "5", incremental_operation=AlterConfigOpType.APPEND)
+        ],
     )
     error = ck_error(admin.incremental_alter_configs([not_list])[not_list])
     assert error is not None and error.code() == confluent_kafka.KafkaError.INVALID_CONFIG
@@ -156,11 +175,15 @@ def test_confluent_incremental_and_legacy_alter(cluster: LocalCluster, unique_to
     with pytest.warns(DeprecationWarning):
         future = admin.alter_configs([replace])[replace]
     assert ck_error(future) is None
-    modified = {name: e.value for name, e in ck_describe(admin, unique_topic).items() if e.source == TOPIC_CONFIG}
+    modified = {
+        name: e.value for name, e in ck_describe(admin, unique_topic).items() if e.source == TOPIC_CONFIG
+    }
     assert modified == {"retention.bytes": "1000000"}  # AlterConfigs replaced the whole set
 
     missing = ConfigResource(
-        "topic", unique_topic + "-missing", incremental_configs=[ConfigEntry("retention.ms", "5", incremental_operation=AlterConfigOpType.SET)]
+        "topic",
+        unique_topic + "-missing",
+        incremental_configs=[ConfigEntry("retention.ms", "5", incremental_operation=AlterConfigOpType.SET)],
     )
     error = ck_error(admin.incremental_alter_configs([missing])[missing])
     assert error is not None and error.code() == confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART
@@ -174,7 +197,9 @@ def test_confluent_broker_resource_described_but_read_only(cluster: LocalCluster
     assert entries["node.id"].source == STATIC_BROKER
     assert entries["log.segment.bytes"].source == DEFAULT
     change = ConfigResource(
-        "broker", "1", incremental_configs=[ConfigEntry("num.partitions", "3", incremental_operation=AlterConfigOpType.SET)]
+        "broker",
+        "1",
+        incremental_configs=[ConfigEntry("num.partitions", "3", incremental_operation=AlterConfigOpType.SET)],
     )
     error = ck_error(admin.incremental_alter_configs([change])[change])
     assert error is not None and error.code() == confluent_kafka.KafkaError.INVALID_REQUEST
@@ -184,7 +209,10 @@ def test_confluent_broker_resource_described_but_read_only(cluster: LocalCluster
 def test_confluent_create_partitions(cluster: LocalCluster, unique_topic: str) -> None:
     admin = ck_admin(cluster.bootstrap_servers)
     assert ck_error(admin.create_topics([NewTopic(unique_topic, 2, 1)])[unique_topic]) is None
-    assert ck_error(admin.create_partitions([NewPartitions(unique_topic, 5)], validate_only=True)[unique_topic]) is None
+    assert (
+        ck_error(admin.create_partitions([NewPartitions(unique_topic, 5)], validate_only=True)[unique_topic])
+        is None
+    )
     assert len(admin.list_topics(unique_topic, timeout=10).topics[unique_topic].partitions) == 2
     assert ck_error(admin.create_partitions([NewPartitions(unique_topic, 5)])[unique_topic]) is None
     metadata = admin.list_topics(unique_topic, timeout=10).topics[unique_topic]
@@ -193,7 +221,9 @@ def test_confluent_create_partitions(cluster: LocalCluster, unique_topic: str) -
     for count in (5, 3):
         error = ck_error(admin.create_partitions([NewPartitions(unique_topic, count)])[unique_topic])
         assert error is not None and error.code() == confluent_kafka.KafkaError.INVALID_PARTITIONS
-    error = ck_error(admin.create_partitions([NewPartitions(unique_topic + "-missing", 3)])[unique_topic + "-missing"])
+    error = ck_error(
+        admin.create_partitions([NewPartitions(unique_topic + "-missing", 3)])[unique_topic + "-missing"]
+    )
     assert error is not None and error.code() == confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART
 
     producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers})
@@ -245,7 +275,10 @@ def test_kafka_python_admin_configs_and_partitions(cluster: LocalCluster, unique
             [KpConfigResource(KpResourceType.TOPIC, unique_topic, configs={"retention.ms": "abc"})],
             raise_on_unknown=False,
         )
-        assert "retention.ms" in bad["topic"][unique_topic] and "InvalidConfiguration" in bad["topic"][unique_topic]
+        assert (
+            "retention.ms" in bad["topic"][unique_topic]
+            and "InvalidConfiguration" in bad["topic"][unique_topic]
+        )
 
         admin.create_partitions({unique_topic: KpNewPartitions(3)})
         assert admin.describe_topics([unique_topic])[0]["partitions"].__len__() == 3
@@ -262,13 +295,18 @@ def test_our_admin_and_live_segment_bytes(cluster: LocalCluster, unique_topic: s
     try:
         admin.create_topics([OurNewTopic(unique_topic, 1, 1, {"retention.ms": "3600000"})])
         entries = admin.describe_configs(unique_topic)
-        assert entries["retention.ms"].value == "3600000" and entries["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG
+        assert (
+            entries["retention.ms"].value == "3600000"
+            and entries["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG
+        )
         assert entries["segment.bytes"].is_default
 
         produce_separately(cluster.bootstrap_servers, unique_topic, 5)
         assert len(segment_files(cluster.log_dir(1), unique_topic)) == 1
         admin.incremental_alter_configs({unique_topic: {"segment.bytes": "1024", "retention.ms": None}})
-        entries = admin.describe_configs(unique_topic, keys=["segment.bytes", "retention.ms"], include_synonyms=True)
+        entries = admin.describe_configs(
+            unique_topic, keys=["segment.bytes", "retention.ms"], include_synonyms=True
+        )
         assert set(entries) == {"segment.bytes", "retention.ms"}
         assert entries["segment.bytes"].value == "1024" and entries["retention.ms"].is_default
         assert entries["segment.bytes"].synonyms[0].name == "segment.bytes"
@@ -329,7 +367,9 @@ def test_overrides_and_partitions_survive_restart(tmp_path: Path) -> None:
             admin.close()
         before = len(segment_files(local.log_dir(1), topic))
         produce_separately(bootstrap, topic, 6)
-        assert len(segment_files(local.log_dir(1), topic)) >= before + 2  # the restored override drives the log
+        assert (
+            len(segment_files(local.log_dir(1), topic)) >= before + 2
+        )  # the restored override drives the log
 
         local.kill(1)  # crash: the overrides were made durable when they changed
         local.restart(1)

@@ -48,8 +48,14 @@ def our_produce(bootstrap: str, topic: str, messages: list[Msg], compression: st
     config = {"bootstrap.servers": bootstrap, "compression.type": compression, "linger.ms": 5, "acks": "all"}
     with KafkaProducer(config) as producer:
         futures = [
-            producer.send(topic, value=m.value, key=m.key, partition=m.partition,
-                          timestamp_ms=m.timestamp_ms, headers=list(m.headers))
+            producer.send(
+                topic,
+                value=m.value,
+                key=m.key,
+                partition=m.partition,
+                timestamp_ms=m.timestamp_ms,
+                headers=list(m.headers),
+            )
             for m in messages
         ]
         producer.flush(30)
@@ -78,20 +84,26 @@ def our_consume(bootstrap: str, topic: str, expected: int) -> list[Msg]:
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_our_producer_to_confluent_and_kafka_python(cluster: LocalCluster, unique_topic: str, codec: str) -> None:
+def test_our_producer_to_confluent_and_kafka_python(
+    cluster: LocalCluster, unique_topic: str, codec: str
+) -> None:
     ck_create_topic(cluster.bootstrap_servers, unique_topic, PARTITIONS)
     messages = make_messages(COUNT, PARTITIONS, seed=11)
     our_produce(cluster.bootstrap_servers, unique_topic, messages, codec)
     assert stored_codecs(cluster, unique_topic) == {COMPRESSION_CODECS[codec]}
     expected = by_partition(messages)
     assert by_partition(ck_consume(cluster.bootstrap_servers, unique_topic, PARTITIONS, COUNT)) == expected
-    assert KP_CODEC_AVAILABLE[codec](), f"kafka-python lacks its {codec} library (python-snappy / lz4 / zstandard)"
+    assert KP_CODEC_AVAILABLE[codec](), (
+        f"kafka-python lacks its {codec} library (python-snappy / lz4 / zstandard)"
+    )
     assert by_partition(kp_consume(cluster.bootstrap_servers, unique_topic, PARTITIONS, COUNT)) == expected
 
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_kafka_python_producer_to_our_consumer(cluster: LocalCluster, unique_topic: str, codec: str) -> None:
-    assert KP_CODEC_AVAILABLE[codec](), f"kafka-python lacks its {codec} library (python-snappy / lz4 / zstandard)"
+    assert KP_CODEC_AVAILABLE[codec](), (
+        f"kafka-python lacks its {codec} library (python-snappy / lz4 / zstandard)"
+    )
     ck_create_topic(cluster.bootstrap_servers, unique_topic, PARTITIONS)
     messages = make_messages(COUNT, PARTITIONS, seed=13, null_headers=False)
     kp_produce(cluster.bootstrap_servers, unique_topic, messages, 1, codec)

@@ -24,10 +24,34 @@ def _kcat(*args: str, stdin: str | None = None, timeout_s: float = 30.0) -> str:
 
 def test_kcat_produce_consume_round_trip(bootstrap_servers: str, unique_topic: str) -> None:
     lines = [f"key{i % 3}:value-{i}" for i in range(200)]
-    _kcat("-b", bootstrap_servers, "-t", unique_topic, "-P", "-K", ":", "-p", "0",
-          "-H", "origin=kcat", stdin="\n".join(lines) + "\n")
-    out = _kcat("-b", bootstrap_servers, "-t", unique_topic, "-C", "-p", "0", "-o", "beginning",
-                "-e", "-f", "%k|%s|%o|%h\n")
+    _kcat(
+        "-b",
+        bootstrap_servers,
+        "-t",
+        unique_topic,
+        "-P",
+        "-K",
+        ":",
+        "-p",
+        "0",
+        "-H",
+        "origin=kcat",
+        stdin="\n".join(lines) + "\n",
+    )
+    out = _kcat(
+        "-b",
+        bootstrap_servers,
+        "-t",
+        unique_topic,
+        "-C",
+        "-p",
+        "0",
+        "-o",
+        "beginning",
+        "-e",
+        "-f",
+        "%k|%s|%o|%h\n",
+    )
     rows = [line.split("|") for line in out.splitlines() if line]
     assert [(k, v) for k, v, _o, _h in rows] == [tuple(line.split(":", 1)) for line in lines]
     assert [int(o) for _k, _v, o, _h in rows] == list(range(200))

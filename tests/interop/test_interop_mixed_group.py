@@ -76,13 +76,22 @@ class Member:
 
 
 class Ours(Member):
-    def __init__(self, bootstrap: str, group: str, topic: str, name: str, strategy: str = "range,cooperative-sticky") -> None:
+    def __init__(
+        self, bootstrap: str, group: str, topic: str, name: str, strategy: str = "range,cooperative-sticky"
+    ) -> None:
         self.name = name
-        self.c = KafkaConsumer({
-            "bootstrap.servers": bootstrap, "group.id": group, "client.id": name, "auto.offset.reset": "earliest",
-            "enable.auto.commit": "false", "session.timeout.ms": "10000", "heartbeat.interval.ms": "500",
-            "partition.assignment.strategy": strategy,
-        })
+        self.c = KafkaConsumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "client.id": name,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": "false",
+                "session.timeout.ms": "10000",
+                "heartbeat.interval.ms": "500",
+                "partition.assignment.strategy": strategy,
+            }
+        )
         self.c.subscribe([topic])
 
     def poll(self) -> list[tuple[TP, int]]:
@@ -103,13 +112,23 @@ class Ours(Member):
 
 
 class Confluent(Member):
-    def __init__(self, bootstrap: str, group: str, topic: str, name: str, strategy: str = "range,roundrobin") -> None:
+    def __init__(
+        self, bootstrap: str, group: str, topic: str, name: str, strategy: str = "range,roundrobin"
+    ) -> None:
         self.name = name
-        self.c = confluent_kafka.Consumer({
-            "bootstrap.servers": bootstrap, "group.id": group, "client.id": name, "auto.offset.reset": "earliest",
-            "enable.auto.commit": False, "session.timeout.ms": 10000, "heartbeat.interval.ms": 500,
-            "topic.metadata.refresh.interval.ms": 1000, "partition.assignment.strategy": strategy,
-        })
+        self.c = confluent_kafka.Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "client.id": name,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "session.timeout.ms": 10000,
+                "heartbeat.interval.ms": 500,
+                "topic.metadata.refresh.interval.ms": 1000,
+                "partition.assignment.strategy": strategy,
+            }
+        )
         self.c.subscribe([topic])
 
     def poll(self) -> list[tuple[TP, int]]:
@@ -121,8 +140,10 @@ class Confluent(Member):
 
     def commit(self, offsets: dict[TP, int]) -> bool:
         try:
-            self.c.commit(offsets=[confluent_kafka.TopicPartition(t, p, off) for (t, p), off in offsets.items()],
-                          asynchronous=False)
+            self.c.commit(
+                offsets=[confluent_kafka.TopicPartition(t, p, off) for (t, p), off in offsets.items()],
+                asynchronous=False,
+            )
             return True
         except confluent_kafka.KafkaException:
             return False
@@ -138,17 +159,29 @@ class KafkaPython(Member):
     def __init__(self, bootstrap: str, group: str, topic: str, name: str, strategy: str = "") -> None:
         self.name = name
         self.c = kafka.KafkaConsumer(
-            topic, bootstrap_servers=bootstrap, group_id=group, client_id=name, auto_offset_reset="earliest",
-            enable_auto_commit=False, session_timeout_ms=10000, heartbeat_interval_ms=500,
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            client_id=name,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=10000,
+            heartbeat_interval_ms=500,
         )
 
     def poll(self) -> list[tuple[TP, int]]:
-        return [((r.topic, r.partition), r.offset) for recs in self.c.poll(timeout_ms=50).values() for r in recs]
+        return [
+            ((r.topic, r.partition), r.offset) for recs in self.c.poll(timeout_ms=50).values() for r in recs
+        ]
 
     def commit(self, offsets: dict[TP, int]) -> bool:
         try:
-            self.c.commit({kafka.TopicPartition(*tp): kafka.structs.OffsetAndMetadata(off, "", -1)
-                           for tp, off in offsets.items()})
+            self.c.commit(
+                {
+                    kafka.TopicPartition(*tp): kafka.structs.OffsetAndMetadata(off, "", -1)
+                    for tp, off in offsets.items()
+                }
+            )
             return True
         except Exception:  # noqa: BLE001 - CommitFailedError after a rebalance
             return False
@@ -174,13 +207,17 @@ def _step(members: list[Member], ledger: Ledger) -> None:
             ledger.commit(offsets)
 
 
-def _run_until(members: list[Member], ledger: Ledger, done: Callable[[], bool], timeout_s: float = 45.0) -> None:
+def _run_until(
+    members: list[Member], ledger: Ledger, done: Callable[[], bool], timeout_s: float = 45.0
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         _step(members, ledger)
         if done():
             return
-    raise AssertionError(f"not reached in time; assignments: {[(m.name, sorted(m.assignment())) for m in members]}")
+    raise AssertionError(
+        f"not reached in time; assignments: {[(m.name, sorted(m.assignment())) for m in members]}"
+    )
 
 
 def _split(members: list[Member], partitions: set[TP]) -> Callable[[], bool]:
@@ -201,7 +238,9 @@ def _produce(bootstrap: str, topic: str, count: int, partitions: int, start: int
 def _confluent_view(bootstrap: str, group: str) -> dict[str, set[TP]]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     d = admin.describe_consumer_groups([group])[group].result(timeout=15)
-    return {m.client_id: {(tp.topic, tp.partition) for tp in m.assignment.topic_partitions} for m in d.members}
+    return {
+        m.client_id: {(tp.topic, tp.partition) for tp in m.assignment.topic_partitions} for m in d.members
+    }
 
 
 @pytest.mark.parametrize(
@@ -278,8 +317,9 @@ def test_offsets_committed_by_one_client_are_read_by_the_others(bootstrap: str) 
     try:
         ours.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
         ours.commit_sync({TopicPartition(topic, 0): 7, TopicPartition(topic, 1): 9})
-        found = ck.committed([confluent_kafka.TopicPartition(topic, 0), confluent_kafka.TopicPartition(topic, 1)],
-                             timeout=10)
+        found = ck.committed(
+            [confluent_kafka.TopicPartition(topic, 0), confluent_kafka.TopicPartition(topic, 1)], timeout=10
+        )
         assert sorted((tp.partition, tp.offset) for tp in found) == [(0, 7), (1, 9)]
         assert kp.committed(kafka.TopicPartition(topic, 1)) == 9
         ck.commit(offsets=[confluent_kafka.TopicPartition(topic, 0, 42)], asynchronous=False)
@@ -295,10 +335,15 @@ def test_admin_group_apis_agree_with_confluent(bootstrap: str) -> None:
     topic, group = _name("t"), _name("g")
     with KafkaAdminClient({"bootstrap.servers": bootstrap}) as admin:
         admin.create_topics([NewTopic(topic, 3, 1)])
-    ck = confluent_kafka.Consumer({
-        "bootstrap.servers": bootstrap, "group.id": group, "client.id": "ck-member",
-        "session.timeout.ms": 10000, "heartbeat.interval.ms": 500,
-    })
+    ck = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": "ck-member",
+            "session.timeout.ms": 10000,
+            "heartbeat.interval.ms": 500,
+        }
+    )
     ck_admin = AdminClient({"bootstrap.servers": bootstrap})
     admin = KafkaAdminClient({"bootstrap.servers": bootstrap})
     try:
@@ -312,13 +357,19 @@ def test_admin_group_apis_agree_with_confluent(bootstrap: str) -> None:
         assert ours.state.upper() == str(theirs.state.name).upper() == "STABLE"
         assert ours.partition_assignor == theirs.partition_assignor
         assert [(m.member_id, m.client_id, m.host, set(m.assignment)) for m in ours.members] == [
-            (m.member_id, m.client_id, m.host,
-             {TopicPartition(tp.topic, tp.partition) for tp in m.assignment.topic_partitions})
+            (
+                m.member_id,
+                m.client_id,
+                m.host,
+                {TopicPartition(tp.topic, tp.partition) for tp in m.assignment.topic_partitions},
+            )
             for m in theirs.members
         ]
         listed_theirs = {g.group_id for g in ck_admin.list_consumer_groups().result(timeout=15).valid}
         assert group in listed_theirs and group in {g.group_id for g in admin.list_consumer_groups()}
-        ck.commit(offsets=[confluent_kafka.TopicPartition(topic, p, p + 1) for p in range(3)], asynchronous=False)
+        ck.commit(
+            offsets=[confluent_kafka.TopicPartition(topic, p, p + 1) for p in range(3)], asynchronous=False
+        )
         ck.close()
         # offsets written by our admin are what confluent's admin lists
         admin.alter_consumer_group_offsets(group, {TopicPartition(topic, 0): 5, TopicPartition(topic, 2): 6})
@@ -326,7 +377,9 @@ def test_admin_group_apis_agree_with_confluent(bootstrap: str) -> None:
         listed = ck_admin.list_consumer_group_offsets([request])[group].result(timeout=15)
         assert sorted((tp.partition, tp.offset) for tp in listed.topic_partitions) == [(0, 5), (1, 2), (2, 6)]
         assert admin.list_consumer_group_offsets(group) == {
-            TopicPartition(topic, 0): 5, TopicPartition(topic, 1): 2, TopicPartition(topic, 2): 6
+            TopicPartition(topic, 0): 5,
+            TopicPartition(topic, 1): 2,
+            TopicPartition(topic, 2): 6,
         }
         # deleted by us, gone for confluent too
         admin.delete_consumer_groups([group])

@@ -102,7 +102,9 @@ class _OutReader:
 
 @pytest.mark.timeout(240)
 def test_streaming_query_survives_leader_failover_without_gap(spark: Any, tmp_path: Path) -> None:
-    cluster = LocalCluster(brokers=3, data_dir=tmp_path / "cluster", config_overrides=dict(FAULT_OVERRIDES)).start()
+    cluster = LocalCluster(
+        brokers=3, data_dir=tmp_path / "cluster", config_overrides=dict(FAULT_OVERRIDES)
+    ).start()
     query = None
     reader = None
     try:
@@ -152,9 +154,13 @@ def test_streaming_query_survives_leader_failover_without_gap(spark: Any, tmp_pa
             f"killed leader {victim}; last progress {query.recentProgress[-1:]}; exception {query.exception()}"
         )
         assert query.isActive and query.exception() is None
-        assert set(reader.values) == expected, f"unexpected values {sorted(set(reader.values) - expected)[:5]}"
+        assert set(reader.values) == expected, (
+            f"unexpected values {sorted(set(reader.values) - expected)[:5]}"
+        )
         duplicates = len(reader.values) - len(set(reader.values))
-        print(f"killed leader {victim} of {IN_TOPIC}-0 (new leader {new_leader}); {duplicates} duplicates in {OUT_TOPIC}")
+        print(
+            f"killed leader {victim} of {IN_TOPIC}-0 (new leader {new_leader}); {duplicates} duplicates in {OUT_TOPIC}"
+        )
     finally:
         if query is not None:
             query.stop()

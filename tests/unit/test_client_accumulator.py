@@ -173,7 +173,9 @@ def test_batch_futures_complete_with_offsets_and_timestamps() -> None:
     assert futures[0].cancel() is False  # as in Java: records cannot be cancelled
     batch.complete(40, -1)
     assert [f.result(timeout=0) for f in futures] == [
-        RecordMetadata("t", 1, 40, 1000), RecordMetadata("t", 1, 41, 1001), RecordMetadata("t", 1, 42, 1002)
+        RecordMetadata("t", 1, 40, 1000),
+        RecordMetadata("t", 1, 41, 1001),
+        RecordMetadata("t", 1, 42, 1002),
     ]
     assert seen == [RecordMetadata("t", 1, 41, 1001)]
     assert batch.complete(99, -1) is False  # completes once

@@ -89,8 +89,13 @@ topics_st = st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), st.integers(1
 @st.composite
 def groups(draw: st.DrawFn) -> tuple[dict[str, int], dict[str, list[str]]]:
     counts = draw(topics_st)
-    names = draw(st.lists(st.text(alphabet="mnopq0123-", min_size=1, max_size=6), min_size=1, max_size=6, unique=True))
-    members = {n: draw(st.lists(st.sampled_from(sorted(counts) + ["missing"]), min_size=1, unique=True)) for n in names}
+    names = draw(
+        st.lists(st.text(alphabet="mnopq0123-", min_size=1, max_size=6), min_size=1, max_size=6, unique=True)
+    )
+    members = {
+        n: draw(st.lists(st.sampled_from(sorted(counts) + ["missing"]), min_size=1, unique=True))
+        for n in names
+    }
     return counts, members
 
 
@@ -98,7 +103,9 @@ def groups(draw: st.DrawFn) -> tuple[dict[str, int], dict[str, list[str]]]:
 @settings(max_examples=200, deadline=None)
 def test_range_and_roundrobin_match_kafka_python(group: tuple[dict[str, int], dict[str, list[str]]]) -> None:
     counts, members = group
-    kp_members = [FakeMember(m, None, KpSubscription(version=0, topics=ts, user_data=b"")) for m, ts in members.items()]
+    kp_members = [
+        FakeMember(m, None, KpSubscription(version=0, topics=ts, user_data=b"")) for m, ts in members.items()
+    ]
     present = {t: n for t, n in counts.items()}
     pairs: list[tuple[object, object]] = [(RangeAssignor(), RangePartitionAssignor)]
     if len({frozenset(ts) for ts in members.values()}) == 1:
@@ -135,7 +142,10 @@ def _is_balanced(counts: dict[str, int], subs: dict[str, Subscription], result: 
 
 
 def _rebalance_until_stable(
-    counts: dict[str, int], topics_by_member: dict[str, list[str]], owned: dict[str, list[TP]], generation: int
+    counts: dict[str, int],
+    topics_by_member: dict[str, list[str]],
+    owned: dict[str, list[TP]],
+    generation: int,
 ) -> tuple[dict, int]:
     """Run cooperative rounds (owners revoke what moved, then rejoin) until nothing moves."""
     assignor = CooperativeStickyAssignor()
@@ -171,7 +181,9 @@ def test_cooperative_sticky_converges_balanced(group: tuple[dict[str, int], dict
 
 @given(st.integers(1, 30), st.integers(1, 6), st.integers(1, 3))
 @settings(max_examples=100, deadline=None)
-def test_cooperative_sticky_member_join_and_leave_move_little(partitions: int, members: int, joined: int) -> None:
+def test_cooperative_sticky_member_join_and_leave_move_little(
+    partitions: int, members: int, joined: int
+) -> None:
     counts = {"t": partitions}
     names = [f"m{i}" for i in range(members)]
     result, gen = _rebalance_until_stable(counts, {m: ["t"] for m in names}, {}, 1)
@@ -179,8 +191,9 @@ def test_cooperative_sticky_member_join_and_leave_move_little(partitions: int, m
     assert max(map(len, before.values())) - min(map(len, before.values())) <= 1
     # members join: every old member keeps at least min(old share, new floor share)
     grown = names + [f"new{i}" for i in range(joined)]
-    result, gen = _rebalance_until_stable(counts, {m: ["t"] for m in grown},
-                                          {m: sorted(p) for m, p in before.items()}, gen)
+    result, gen = _rebalance_until_stable(
+        counts, {m: ["t"] for m in grown}, {m: sorted(p) for m, p in before.items()}, gen
+    )
     floor = partitions // len(grown)
     after = {m: set(a.partitions) for m, a in result.items()}
     for m in names:
@@ -188,8 +201,9 @@ def test_cooperative_sticky_member_join_and_leave_move_little(partitions: int, m
     assert max(map(len, after.values())) - min(map(len, after.values())) <= 1
     # the first member leaves: nobody else loses a partition
     remaining = grown[1:]
-    result, _ = _rebalance_until_stable(counts, {m: ["t"] for m in remaining},
-                                        {m: sorted(after[m]) for m in remaining}, gen)
+    result, _ = _rebalance_until_stable(
+        counts, {m: ["t"] for m in remaining}, {m: sorted(after[m]) for m in remaining}, gen
+    )
     final = {m: set(a.partitions) for m, a in result.items()}
     for m in remaining:
         assert after[m] <= final[m]
@@ -236,7 +250,9 @@ def test_generation_travels_in_user_data_for_old_subscription_versions() -> None
 def test_assignors_from_config() -> None:
     names = [a.name for a in assignors_from_config("range, cooperative-sticky")]
     assert names == ["range", "cooperative-sticky"]
-    assert [a.name for a in assignors_from_config(["org.apache.kafka.clients.consumer.RoundRobinAssignor"])] == ["roundrobin"]
+    assert [
+        a.name for a in assignors_from_config(["org.apache.kafka.clients.consumer.RoundRobinAssignor"])
+    ] == ["roundrobin"]
     assert CooperativeStickyAssignor().supported_protocols()[0] is RebalanceProtocol.COOPERATIVE
     with pytest.raises(InvalidConfigError, match="sticky"):
         assignors_from_config("sticky")

@@ -40,7 +40,9 @@ def test_bootstrap_servers_parsing() -> None:
         parse_bootstrap_servers("nohostport")
 
 
-@pytest.mark.parametrize(("value", "expected"), [("all", -1), ("-1", -1), (-1, -1), ("1", 1), (1, 1), ("0", 0), (0, 0)])
+@pytest.mark.parametrize(
+    ("value", "expected"), [("all", -1), ("-1", -1), (-1, -1), ("1", 1), (1, 1), ("0", 0), (0, 0)]
+)
 def test_acks(value: object, expected: int) -> None:
     assert parse_acks(value) == expected
 

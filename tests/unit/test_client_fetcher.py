@@ -22,7 +22,10 @@ TP = TopicPartition("t", 0)
 
 
 def batch(base_offset: int, count: int, ts: int = 1000) -> bytes:
-    records = [(f"k{base_offset + i}".encode(), f"v{base_offset + i}".encode(), ts + i, [("h", b"1")]) for i in range(count)]
+    records = [
+        (f"k{base_offset + i}".encode(), f"v{base_offset + i}".encode(), ts + i, [("h", b"1")])
+        for i in range(count)
+    ]
     return encode_batch(records, base_offset=base_offset)
 
 
@@ -33,7 +36,9 @@ def control_batch(base_offset: int) -> bytes:
     return bytes(raw)
 
 
-def make_fetcher(reset: OffsetResetStrategy = OffsetResetStrategy.EARLIEST, **config: object) -> tuple[Fetcher, SubscriptionState, Metadata]:
+def make_fetcher(
+    reset: OffsetResetStrategy = OffsetResetStrategy.EARLIEST, **config: object
+) -> tuple[Fetcher, SubscriptionState, Metadata]:
     cfg = parse_config({"bootstrap.servers": "h:1", **config}, CONSUMER_DEFAULTS, "test")
     subs = SubscriptionState(reset)
     subs.assign([TP])
@@ -166,7 +171,9 @@ def _empty_metadata():  # type: ignore[no-untyped-def]
 
     from kio.schema.metadata.v12 import response as m12
 
-    return m12.MetadataResponse(throttle_time=datetime.timedelta(0), brokers=(), cluster_id=None, controller_id=-1, topics=())
+    return m12.MetadataResponse(
+        throttle_time=datetime.timedelta(0), brokers=(), cluster_id=None, controller_id=-1, topics=()
+    )
 
 
 def garbage_records_batch(base_offset: int) -> bytes:

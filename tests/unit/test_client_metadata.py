@@ -17,17 +17,29 @@ TOPIC_ID = uuid.UUID("12345678-1234-5678-1234-567812345678")
 def response(leader_epoch: int = 3, leader: int = 1, topics_extra: tuple = ()) -> m12.MetadataResponse:
     partitions = tuple(
         m12.MetadataResponsePartition(
-            error_code=ErrorCode.none, partition_index=p, leader_id=leader, leader_epoch=leader_epoch,
-            replica_nodes=(1, 2), isr_nodes=(1,), offline_replicas=(),
+            error_code=ErrorCode.none,
+            partition_index=p,
+            leader_id=leader,
+            leader_epoch=leader_epoch,
+            replica_nodes=(1, 2),
+            isr_nodes=(1,),
+            offline_replicas=(),
         )
         for p in range(2)
     )
     topics = (
         m12.MetadataResponseTopic(
-            error_code=ErrorCode.none, name="t", topic_id=TOPIC_ID, is_internal=False, partitions=partitions,
+            error_code=ErrorCode.none,
+            name="t",
+            topic_id=TOPIC_ID,
+            is_internal=False,
+            partitions=partitions,
         ),
         m12.MetadataResponseTopic(
-            error_code=ErrorCode.unknown_topic_or_partition, name="missing", topic_id=None, is_internal=False,
+            error_code=ErrorCode.unknown_topic_or_partition,
+            name="missing",
+            topic_id=None,
+            is_internal=False,
             partitions=(),
         ),
         *topics_extra,
@@ -37,7 +49,10 @@ def response(leader_epoch: int = 3, leader: int = 1, topics_extra: tuple = ()) -
             m12.MetadataResponseBroker(node_id=1, host="127.0.0.1", port=9092, rack=None),
             m12.MetadataResponseBroker(node_id=2, host="127.0.0.1", port=9093, rack=None),
         ),
-        throttle_time=datetime.timedelta(0), cluster_id="abc", controller_id=2, topics=topics,
+        throttle_time=datetime.timedelta(0),
+        cluster_id="abc",
+        controller_id=2,
+        topics=topics,
     )
 
 
@@ -99,7 +114,11 @@ def test_update_requested_during_a_request_survives_its_response() -> None:
 def test_retriable_topic_error_schedules_another_refresh() -> None:
     md = Metadata({"bootstrap.servers": "a:1"})
     creating = m12.MetadataResponseTopic(
-        error_code=ErrorCode.leader_not_available, name="creating", topic_id=None, is_internal=False, partitions=(),
+        error_code=ErrorCode.leader_not_available,
+        name="creating",
+        topic_id=None,
+        is_internal=False,
+        partitions=(),
     )
     md.build_request()
     md.update(response(topics_extra=(creating,)), 0.0)

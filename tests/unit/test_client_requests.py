@@ -73,8 +73,13 @@ def test_fetch_request_every_version(version: int) -> None:
     cfg = parse_config({"bootstrap.servers": "h:1", "fetch.max.wait.ms": 250}, CONSUMER_DEFAULTS, "test")
     fetcher = Fetcher(None, Metadata(cfg), SubscriptionState(), cfg)  # type: ignore[arg-type]
     data = FetchRequestData(
-        session_id=0, epoch=-1,
-        to_send={TopicPartition("t", 1): PartitionFetchData(fetch_offset=42, max_bytes=1024, current_leader_epoch=0)},
+        session_id=0,
+        epoch=-1,
+        to_send={
+            TopicPartition("t", 1): PartitionFetchData(
+                fetch_offset=42, max_bytes=1024, current_leader_epoch=0
+            )
+        },
     )
     decoded = roundtrip(fetcher._fetch_request(data).build(version))
     assert decoded.max_wait == datetime.timedelta(milliseconds=250)
@@ -127,8 +132,10 @@ def test_api_versions_unsupported_version_answer_is_parsed_as_v0() -> None:
 def test_api_versions_v3_answer() -> None:
     answer = av3.ApiVersionsResponse(
         error_code=ErrorCode.none,
-        api_keys=(av3.ApiVersion(api_key=0, min_version=0, max_version=11),
-                  av3.ApiVersion(api_key=1, min_version=4, max_version=12)),
+        api_keys=(
+            av3.ApiVersion(api_key=0, min_version=0, max_version=11),
+            av3.ApiVersion(api_key=1, min_version=4, max_version=12),
+        ),
         throttle_time=datetime.timedelta(0),
     )
     frame = encode_response(answer, 1)[4:]

@@ -77,8 +77,13 @@ def test_paused_partitions_are_not_fetchable() -> None:
 
 @pytest.mark.parametrize(
     ("text", "strategy"),
-    [("earliest", OffsetResetStrategy.EARLIEST), ("smallest", OffsetResetStrategy.EARLIEST),
-     ("latest", OffsetResetStrategy.LATEST), ("LARGEST", OffsetResetStrategy.LATEST), ("none", OffsetResetStrategy.NONE)],
+    [
+        ("earliest", OffsetResetStrategy.EARLIEST),
+        ("smallest", OffsetResetStrategy.EARLIEST),
+        ("latest", OffsetResetStrategy.LATEST),
+        ("LARGEST", OffsetResetStrategy.LATEST),
+        ("none", OffsetResetStrategy.NONE),
+    ],
 )
 def test_parse_reset_strategy(text: str, strategy: OffsetResetStrategy) -> None:
     assert OffsetResetStrategy.parse(text) is strategy

@@ -21,20 +21,29 @@ from spark_kafkalite.protocol.record_batch import encode_batch
 TP = TopicPartition("t", 0)
 
 
-def make_fetcher(reset: OffsetResetStrategy = OffsetResetStrategy.EARLIEST) -> tuple[Fetcher, SubscriptionState, Metadata]:
+def make_fetcher(
+    reset: OffsetResetStrategy = OffsetResetStrategy.EARLIEST,
+) -> tuple[Fetcher, SubscriptionState, Metadata]:
     cfg = parse_config({"bootstrap.servers": "h:1"}, CONSUMER_DEFAULTS, "test")
     subs = SubscriptionState(reset)
     subs.assign([TP])
     md = Metadata(cfg)
     md.build_request()
-    md.update(m12.MetadataResponse(throttle_time=datetime.timedelta(0), brokers=(), cluster_id=None,
-                                   controller_id=-1, topics=()), 0.0)
+    md.update(
+        m12.MetadataResponse(
+            throttle_time=datetime.timedelta(0), brokers=(), cluster_id=None, controller_id=-1, topics=()
+        ),
+        0.0,
+    )
     return Fetcher(None, md, subs, cfg), subs, md  # type: ignore[arg-type]
 
 
 def batch(base_offset: int, count: int, epoch: int = -1) -> bytes:
-    return encode_batch([(None, f"v{base_offset + i}".encode(), 1000 + i, []) for i in range(count)],
-                        base_offset=base_offset, partition_leader_epoch=epoch)
+    return encode_batch(
+        [(None, f"v{base_offset + i}".encode(), 1000 + i, []) for i in range(count)],
+        base_offset=base_offset,
+        partition_leader_epoch=epoch,
+    )
 
 
 def add(fetcher: Fetcher, fetch_offset: int, records: bytes | None, error: int = 0, hw: int = 100) -> None:
@@ -50,8 +59,15 @@ def test_topic_authorization_failed_raises() -> None:
     assert subs.position(TP) == 0
 
 
-@pytest.mark.parametrize("code", [ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_or_partition,
-                                  ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch])
+@pytest.mark.parametrize(
+    "code",
+    [
+        ErrorCode.not_leader_or_follower,
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.fenced_leader_epoch,
+        ErrorCode.unknown_leader_epoch,
+    ],
+)
 def test_leader_and_topic_errors_refresh_metadata(code: int) -> None:
     fetcher, subs, md = make_fetcher()
     subs.seek(TP, 5)

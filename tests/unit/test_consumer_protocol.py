@@ -32,16 +32,22 @@ from spark_kafkalite.client.types import TopicPartition as TP
 
 def test_subscription_v0_known_bytes() -> None:
     # version 0, one topic "t", null user data
-    assert encode_subscription(Subscription(("t",)), 0) == bytes.fromhex("0000" "00000001" "000174" "ffffffff")
+    assert encode_subscription(Subscription(("t",)), 0) == bytes.fromhex("000000000001000174ffffffff")
 
 
 def test_subscription_v3_known_bytes() -> None:
     sub = Subscription(("a", "b"), b"xy", (TP("a", 0), TP("a", 1)), 5, "r1")
     expected = (
         b"\x00\x03"  # version
-        + b"\x00\x00\x00\x02" + b"\x00\x01a" + b"\x00\x01b"  # topics
+        + b"\x00\x00\x00\x02"
+        + b"\x00\x01a"
+        + b"\x00\x01b"  # topics
         + b"\x00\x00\x00\x02xy"  # user data
-        + b"\x00\x00\x00\x01" + b"\x00\x01a" + b"\x00\x00\x00\x02" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x01"
+        + b"\x00\x00\x00\x01"
+        + b"\x00\x01a"
+        + b"\x00\x00\x00\x02"
+        + b"\x00\x00\x00\x00"
+        + b"\x00\x00\x00\x01"
         + b"\x00\x00\x00\x05"  # generation
         + b"\x00\x02r1"  # rack
     )
@@ -50,14 +56,16 @@ def test_subscription_v3_known_bytes() -> None:
 
 def test_assignment_known_bytes() -> None:
     data = encode_assignment(Assignment((TP("a", 0), TP("a", 1))))
-    assert data == bytes.fromhex("0003" "00000001" "000161" "00000002" "00000000" "00000001" "ffffffff")
+    assert data == bytes.fromhex("000300000001000161000000020000000000000001ffffffff")
 
 
 def _kio_subscription_bytes(sub: Subscription) -> bytes:
     entity = KioSubscription(
         topics=sub.topics,
         user_data=sub.user_data,
-        owned_partitions=tuple(KioOwnedTp(topic=t, partitions=tuple(ps)) for t, ps in group_by_topic(sub.owned_partitions)),
+        owned_partitions=tuple(
+            KioOwnedTp(topic=t, partitions=tuple(ps)) for t, ps in group_by_topic(sub.owned_partitions)
+        ),
         generation_id=sub.generation_id,
         rack_id=sub.rack_id,
     )
@@ -67,7 +75,9 @@ def _kio_subscription_bytes(sub: Subscription) -> bytes:
 
 
 topic_names = st.text(alphabet="abcxyz-._0123", min_size=1, max_size=8)
-owned = st.dictionaries(topic_names, st.lists(st.integers(0, 1000), min_size=1, max_size=5, unique=True), max_size=4)
+owned = st.dictionaries(
+    topic_names, st.lists(st.integers(0, 1000), min_size=1, max_size=5, unique=True), max_size=4
+)
 subscriptions = st.builds(
     lambda topics, user_data, owned, generation, rack: Subscription(
         tuple(topics), user_data, tuple(TP(t, p) for t, ps in owned.items() for p in ps), generation, rack
@@ -97,9 +107,12 @@ def test_subscription_matches_kio_and_round_trips(sub: Subscription) -> None:
 def test_subscription_every_version_matches_kafka_python(sub: Subscription, version: int) -> None:
     ours = encode_subscription(sub, version)
     theirs = KpSubscription(
-        version=version, topics=list(sub.topics), user_data=sub.user_data,
+        version=version,
+        topics=list(sub.topics),
+        user_data=sub.user_data,
         owned_partitions=[(t, ps) for t, ps in group_by_topic(sub.owned_partitions)],
-        generation_id=sub.generation_id, rack_id=sub.rack_id,
+        generation_id=sub.generation_id,
+        rack_id=sub.rack_id,
     ).encode(version=version)
     assert ours == theirs
     decoded = decode_subscription(theirs)
@@ -114,19 +127,25 @@ def test_subscription_every_version_matches_kafka_python(sub: Subscription, vers
 
 
 @given(owned, st.none() | st.binary(max_size=10), st.integers(0, 3))
-def test_assignment_matches_kio_and_kafka_python(parts: dict[str, list[int]], user_data: bytes | None, version: int) -> None:
+def test_assignment_matches_kio_and_kafka_python(
+    parts: dict[str, list[int]], user_data: bytes | None, version: int
+) -> None:
     assignment = Assignment(tuple(TP(t, p) for t, ps in parts.items() for p in ps), user_data)
     data = encode_assignment(assignment, version)
     buf = io.BytesIO()
     entity_writer(KioAssignment)(
         buf,
         KioAssignment(
-            assigned_partitions=tuple(KioAssignedTp(topic=t, partitions=tuple(ps)) for t, ps in parts.items()),
+            assigned_partitions=tuple(
+                KioAssignedTp(topic=t, partitions=tuple(ps)) for t, ps in parts.items()
+            ),
             user_data=user_data,
         ),
     )
     assert data == struct.pack(">h", version) + buf.getvalue()
-    theirs = KpAssignment(version=version, assigned_partitions=list(parts.items()), user_data=user_data).encode(version=version)
+    theirs = KpAssignment(
+        version=version, assigned_partitions=list(parts.items()), user_data=user_data
+    ).encode(version=version)
     assert data == theirs
     assert decode_assignment(data) == assignment
 

@@ -97,15 +97,27 @@ class ScriptedClient:
 
 def _coordinator(client: ScriptedClient, clock: Clock, **config: Any) -> ConsumerCoordinator:
     cfg = {
-        **GROUP_DEFAULTS, "group.id": "g", "retry.backoff.ms": 10, "request.timeout.ms": 1000,
-        "bootstrap.servers": "127.0.0.1:1", "client.id": "c", **config,
+        **GROUP_DEFAULTS,
+        "group.id": "g",
+        "retry.backoff.ms": 10,
+        "request.timeout.ms": 1000,
+        "bootstrap.servers": "127.0.0.1:1",
+        "client.id": "c",
+        **config,
     }
     metadata = Metadata(cfg)
     return ConsumerCoordinator(client, metadata, SubscriptionState(), cfg, None, clock)  # type: ignore[arg-type]
 
 
 def _find(_: Any) -> dict[str, Any]:
-    return {"error_code": ErrorCode.none, "node_id": 7, "host": "h", "port": 9, "throttle_time": 0, "error_message": None}
+    return {
+        "error_code": ErrorCode.none,
+        "node_id": 7,
+        "host": "h",
+        "port": 9,
+        "throttle_time": 0,
+        "error_message": None,
+    }
 
 
 def test_join_with_member_id_required_then_lead_and_sync() -> None:
@@ -116,21 +128,49 @@ def test_join_with_member_id_required_then_lead_and_sync() -> None:
     def join(request: Any) -> Any:
         joins.append(request)
         if not request.member_id:
-            return lambda cls: make(cls, error_code=ErrorCode.member_id_required, member_id="m-1", generation_id=-1,
-                                    protocol_name=None, leader="", members=(), throttle_time=0, protocol_type=None,
-                                    skip_assignment=False)
+            return lambda cls: make(
+                cls,
+                error_code=ErrorCode.member_id_required,
+                member_id="m-1",
+                generation_id=-1,
+                protocol_name=None,
+                leader="",
+                members=(),
+                throttle_time=0,
+                protocol_type=None,
+                skip_assignment=False,
+            )
         member_cls = nested(response_class(ApiKey.JOIN_GROUP, 9), "JoinGroupResponseMember")
-        members = (member_cls(member_id="m-1", group_instance_id=None, metadata=request.protocols[0].metadata),)
-        return lambda cls: make(cls, error_code=ErrorCode.none, member_id="m-1", generation_id=3, protocol_name="range",
-                                leader="m-1", members=members, throttle_time=0, protocol_type="consumer",
-                                skip_assignment=False)
+        members = (
+            member_cls(member_id="m-1", group_instance_id=None, metadata=request.protocols[0].metadata),
+        )
+        return lambda cls: make(
+            cls,
+            error_code=ErrorCode.none,
+            member_id="m-1",
+            generation_id=3,
+            protocol_name="range",
+            leader="m-1",
+            members=members,
+            throttle_time=0,
+            protocol_type="consumer",
+            skip_assignment=False,
+        )
 
     def sync(request: Any) -> Any:
         syncs.append(request)
-        return lambda cls: make(cls, error_code=ErrorCode.none, assignment=request.assignments[0].assignment,
-                                throttle_time=0, protocol_type="consumer", protocol_name="range")
+        return lambda cls: make(
+            cls,
+            error_code=ErrorCode.none,
+            assignment=request.assignments[0].assignment,
+            throttle_time=0,
+            protocol_type="consumer",
+            protocol_name="range",
+        )
 
-    client = ScriptedClient({ApiKey.FIND_COORDINATOR: _find, ApiKey.JOIN_GROUP: join, ApiKey.SYNC_GROUP: sync})
+    client = ScriptedClient(
+        {ApiKey.FIND_COORDINATOR: _find, ApiKey.JOIN_GROUP: join, ApiKey.SYNC_GROUP: sync}
+    )
     coordinator = _coordinator(client, clock)
     coordinator.subscribe(["t"], None)
     # metadata for the leader's assignment: topic t with 2 partitions
@@ -140,17 +180,40 @@ def test_join_with_member_id_required_then_lead_and_sync() -> None:
     import uuid
 
     response = make(
-        response_class(ApiKey.METADATA, 12), throttle_time=0, cluster_id="c", controller_id=1,
+        response_class(ApiKey.METADATA, 12),
+        throttle_time=0,
+        cluster_id="c",
+        controller_id=1,
         brokers=(broker_cls(node_id=1, host="h", port=9, rack=None),),
-        topics=(topic_cls(error_code=0, name="t", topic_id=uuid.uuid4(), is_internal=False, topic_authorized_operations=0,
-                          partitions=tuple(part_cls(error_code=0, partition_index=p, leader_id=1, leader_epoch=0,
-                                                    replica_nodes=(1,), isr_nodes=(1,), offline_replicas=())
-                                           for p in range(2))),),
+        topics=(
+            topic_cls(
+                error_code=0,
+                name="t",
+                topic_id=uuid.uuid4(),
+                is_internal=False,
+                topic_authorized_operations=0,
+                partitions=tuple(
+                    part_cls(
+                        error_code=0,
+                        partition_index=p,
+                        leader_id=1,
+                        leader_epoch=0,
+                        replica_nodes=(1,),
+                        isr_nodes=(1,),
+                        offline_replicas=(),
+                    )
+                    for p in range(2)
+                ),
+            ),
+        ),
     )
     coordinator._metadata.update(response, 0)
     assert coordinator.ensure_active_group(clock.now + 1000)
     assert [j.member_id for j in joins] == ["", "m-1"]
-    assert [name for name, _ in [(p.name, p.metadata) for p in joins[1].protocols]] == ["range", "cooperative-sticky"]
+    assert [name for name, _ in [(p.name, p.metadata) for p in joins[1].protocols]] == [
+        "range",
+        "cooperative-sticky",
+    ]
     assert decode_subscription(joins[1].protocols[0].metadata).topics == ("t",)
     assert coordinator.state is MemberState.STABLE
     assert coordinator.generation.generation_id == 3 and coordinator.generation.member_id == "m-1"
@@ -178,8 +241,13 @@ def test_commit_errors_map_to_java_exceptions() -> None:
     def commit(request: Any) -> Any:
         topic_cls = nested(response_class(ApiKey.OFFSET_COMMIT, 8), "OffsetCommitResponseTopic")
         part_cls = nested(response_class(ApiKey.OFFSET_COMMIT, 8), "OffsetCommitResponsePartition")
-        return lambda cls: make(cls, throttle_time=0, topics=(
-            topic_cls(name="t", partitions=(part_cls(partition_index=0, error_code=code["value"]),)),))
+        return lambda cls: make(
+            cls,
+            throttle_time=0,
+            topics=(
+                topic_cls(name="t", partitions=(part_cls(partition_index=0, error_code=code["value"]),)),
+            ),
+        )
 
     client = ScriptedClient({ApiKey.FIND_COORDINATOR: _find, ApiKey.OFFSET_COMMIT: commit})
     coordinator = _coordinator(client, clock)

@@ -36,7 +36,11 @@ def config(**changes: str | None) -> KafkaConfig:
 
 def test_quorum_config_parses() -> None:
     c = config()
-    assert c.quorum_enabled and c.quorum_voters == {1: ("127.0.0.1", 19092), 2: ("127.0.0.1", 19093), 3: ("127.0.0.1", 19094)}
+    assert c.quorum_enabled and c.quorum_voters == {
+        1: ("127.0.0.1", 19092),
+        2: ("127.0.0.1", 19093),
+        3: ("127.0.0.1", 19094),
+    }
     assert [e.listener_name for e in c.broker_listeners] == ["PLAINTEXT"]
     assert [e.listener_name for e in c.advertised_listeners] == ["PLAINTEXT"]
     assert c.controller_endpoint is not None and c.controller_endpoint.port == 19093
@@ -56,8 +60,10 @@ def test_standalone_without_voters() -> None:
         ({"controller.quorum.voters": "1@127.0.0.1"}, "controller.quorum.voters"),
         ({"controller.quorum.voters": "x@127.0.0.1:1"}, "controller.quorum.voters"),
         ({"controller.quorum.voters": "1@h:1,1@h:2"}, "controller.quorum.voters"),
-        ({"controller.quorum.voters": "1@127.0.0.1:19092,2@127.0.0.1:19093,3@127.0.0.1:19093"},
-         "controller.quorum.voters"),  # two voters on one address
+        (
+            {"controller.quorum.voters": "1@127.0.0.1:19092,2@127.0.0.1:19093,3@127.0.0.1:19093"},
+            "controller.quorum.voters",
+        ),  # two voters on one address
         ({"controller.quorum.voters": "1@127.0.0.1:19092,3@127.0.0.1:19094"}, "controller.quorum.voters"),
         ({"controller.listener.names": None}, "controller.listener.names"),
         ({"controller.listener.names": "RAFT"}, "controller.listener.names"),
@@ -89,7 +95,10 @@ def test_shipped_three_node_configs_load() -> None:
 
 def test_broker_exits_2_naming_the_key(tmp_path: Path) -> None:
     path = tmp_path / "bad.properties"
-    path.write_text("node.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\ncontroller.quorum.voters=1@nowhere\nlog.dirs=" + str(tmp_path))
+    path.write_text(
+        "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\ncontroller.quorum.voters=1@nowhere\nlog.dirs="
+        + str(tmp_path)
+    )
     result = subprocess.run(
         [sys.executable, "-m", "broker", "--config", str(path)], capture_output=True, text=True, timeout=60
     )
@@ -117,7 +126,12 @@ def test_raft_port_in_use_fails_startup(tmp_path: Path) -> None:
             f"log.dirs={tmp_path / 'logs'}\n"
         )
         result = subprocess.run(
-            [sys.executable, "-m", "broker", "--config", str(path)], capture_output=True, text=True, timeout=60
+            [sys.executable, "-m", "broker", "--config", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
     assert result.returncode == 1
-    assert f"CONTROLLER (Raft) listener 127.0.0.1:{port}" in result.stderr and "Traceback" not in result.stderr
+    assert (
+        f"CONTROLLER (Raft) listener 127.0.0.1:{port}" in result.stderr and "Traceback" not in result.stderr
+    )

@@ -58,7 +58,9 @@ def test_placement_of_added_partitions_continues_the_rotation() -> None:
 
 
 # ------------------------------------------------------------------------------------- election
-def reg(replicas: tuple[int, ...], isr: tuple[int, ...], leader: int, le: int = 5, pe: int = 9) -> PartitionRegistration:
+def reg(
+    replicas: tuple[int, ...], isr: tuple[int, ...], leader: int, le: int = 5, pe: int = 9
+) -> PartitionRegistration:
     return PartitionRegistration(0, replicas, isr, leader, le, pe)
 
 
@@ -98,7 +100,9 @@ def test_remove_from_isr_keeps_the_last_member() -> None:
 def machine_with_brokers(n: int = 3) -> MetadataStateMachine:
     machine = MetadataStateMachine(MetadataImage("cid", -1))
     for b in range(1, n + 1):
-        _, (code, epoch) = machine.execute(SETTINGS, RegisterBrokerCmd(b, {"PLAINTEXT": ("h", 9000 + b)}, None, uuid.uuid4()))
+        _, (code, epoch) = machine.execute(
+            SETTINGS, RegisterBrokerCmd(b, {"PLAINTEXT": ("h", 9000 + b)}, None, uuid.uuid4())
+        )
         assert code == ErrorCode.none
         assert machine.image.brokers[b].fenced
         _, result = machine.execute(SETTINGS, HeartbeatCmd(b, epoch, machine.image.offset))
@@ -108,7 +112,9 @@ def machine_with_brokers(n: int = 3) -> MetadataStateMachine:
 
 def create(machine: MetadataStateMachine, name: str, partitions: int = 3, rf: int = 3) -> uuid.UUID:
     tid = uuid.uuid4()
-    _, outcomes = machine.execute(SETTINGS, CreateTopicsCmd((CreatableTopicSpec(name, partitions, rf),), (tid,), 1))
+    _, outcomes = machine.execute(
+        SETTINGS, CreateTopicsCmd((CreatableTopicSpec(name, partitions, rf),), (tid,), 1)
+    )
     assert outcomes[0].error is None
     return tid
 
@@ -133,7 +139,9 @@ def test_fencing_moves_leadership_and_unfencing_restores_leaderless_partitions()
     assert code == ErrorCode.none and records
     after = machine.image.partition("t", 0)
     assert after is not None and after.leader == before.replicas[1] and victim not in after.isr
-    assert after.leader_epoch == before.leader_epoch + 1 and after.partition_epoch == before.partition_epoch + 1
+    assert (
+        after.leader_epoch == before.leader_epoch + 1 and after.partition_epoch == before.partition_epoch + 1
+    )
     assert machine.image.offline_replicas(after) == (victim,)
     # a stale fence (old epoch) does nothing
     assert machine.execute(SETTINGS, FenceBrokerCmd(victim, epoch + 100))[1] == ErrorCode.stale_broker_epoch
@@ -159,13 +167,17 @@ def test_controlled_shutdown_moves_leaders_at_once() -> None:
     machine = machine_with_brokers()
     create(machine, "cs", partitions=6, rf=3)
     b = 2
-    _, result = machine.execute(SETTINGS, HeartbeatCmd(b, machine.image.brokers[b].epoch, machine.image.offset, want_shutdown=True))
+    _, result = machine.execute(
+        SETTINGS, HeartbeatCmd(b, machine.image.brokers[b].epoch, machine.image.offset, want_shutdown=True)
+    )
     assert result.should_shutdown and result.is_fenced
     for p in machine.image.topics["cs"].partitions.values():
         assert p.leader != b and b not in p.isr
 
 
-def alter(machine: MetadataStateMachine, tid: uuid.UUID, **changes: object) -> tuple[ErrorCode, PartitionRegistration | None]:
+def alter(
+    machine: MetadataStateMachine, tid: uuid.UUID, **changes: object
+) -> tuple[ErrorCode, PartitionRegistration | None]:
     current = machine.image.topic_by_id(tid).partitions[0]  # type: ignore[union-attr]
     fields = dict(
         broker_id=current.leader,
@@ -193,9 +205,15 @@ def test_alter_partition_compare_and_set() -> None:
     assert new.isr == (leader, follower) and new.partition_epoch == current.partition_epoch + 1
     assert new.leader_epoch == current.leader_epoch and machine.image.partition("isr", 0) == new
     # the same request again: its partition epoch is stale now
-    assert alter(machine, tid, new_isr=(leader,), partition_epoch=current.partition_epoch)[0] == ErrorCode.invalid_update_version
+    assert (
+        alter(machine, tid, new_isr=(leader,), partition_epoch=current.partition_epoch)[0]
+        == ErrorCode.invalid_update_version
+    )
     assert alter(machine, tid, leader_epoch=current.leader_epoch - 1)[0] == ErrorCode.fenced_leader_epoch
-    assert alter(machine, tid, broker_id=follower, broker_epoch=machine.image.brokers[follower].epoch)[0] == ErrorCode.not_leader_or_follower
+    assert (
+        alter(machine, tid, broker_id=follower, broker_epoch=machine.image.brokers[follower].epoch)[0]
+        == ErrorCode.not_leader_or_follower
+    )
     assert alter(machine, tid, broker_epoch=12345)[0] == ErrorCode.stale_broker_epoch
     assert alter(machine, tid, new_isr=(leader, 99))[0] == ErrorCode.invalid_request
     assert alter(machine, tid, topic_id=uuid.uuid4())[0] == ErrorCode.unknown_topic_id
@@ -217,7 +235,10 @@ def test_elect_leaders_preferred_and_unclean() -> None:
     preferred = p.replicas[0]
     machine.execute(SETTINGS, FenceBrokerCmd(preferred, machine.image.brokers[preferred].epoch))
     _, results = machine.execute(SETTINGS, ElectLeadersCmd(Election.PREFERRED, (("pref", 0), ("nope", 0))))
-    assert results == {("pref", 0): ErrorCode.preferred_leader_not_available, ("nope", 0): ErrorCode.unknown_topic_or_partition}
+    assert results == {
+        ("pref", 0): ErrorCode.preferred_leader_not_available,
+        ("nope", 0): ErrorCode.unknown_topic_or_partition,
+    }
     _, results = machine.execute(SETTINGS, ElectLeadersCmd(Election.UNCLEAN, (("pref", 0),)))
     assert results == {("pref", 0): ErrorCode.election_not_needed}
 

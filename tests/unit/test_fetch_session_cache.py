@@ -76,16 +76,26 @@ class Clock:
         return self.now
 
 
-def req(session_id: int, epoch: int, parts: dict[tuple[str, int], int] | None = None,
-        forget: list[tuple[str, int]] | None = None, replica_id: int = -1) -> Req:
+def req(
+    session_id: int,
+    epoch: int,
+    parts: dict[tuple[str, int], int] | None = None,
+    forget: list[tuple[str, int]] | None = None,
+    replica_id: int = -1,
+) -> Req:
     by_topic: dict[str, list[FP]] = {}
     for (t, p), off in (parts or {}).items():
         by_topic.setdefault(t, []).append(FP(p, off))
     fby: dict[str, list[int]] = {}
     for t, p in forget or []:
         fby.setdefault(t, []).append(p)
-    return Req(session_id, epoch, tuple(FT(t, tuple(ps)) for t, ps in by_topic.items()),
-               tuple(Forgotten(t, tuple(ps)) for t, ps in fby.items()), replica_id)
+    return Req(
+        session_id,
+        epoch,
+        tuple(FT(t, tuple(ps)) for t, ps in by_topic.items()),
+        tuple(Forgotten(t, tuple(ps)) for t, ps in fby.items()),
+        replica_id,
+    )
 
 
 def read(context: Any, data: dict[tuple[str, int], PD] | None = None) -> list[TR]:
@@ -93,7 +103,9 @@ def read(context: Any, data: dict[tuple[str, int], PD] | None = None) -> list[TR
     data = data or {}
     out = []
     for ft in context.request_view.topics:
-        out.append(TR(ft.topic, tuple(data.get((ft.topic, fp.partition), PD(fp.partition)) for fp in ft.partitions)))
+        out.append(
+            TR(ft.topic, tuple(data.get((ft.topic, fp.partition), PD(fp.partition)) for fp in ft.partitions))
+        )
     return out
 
 
@@ -126,7 +138,10 @@ def test_full_fetch_creates_session_then_incremental() -> None:
     # incremental, nothing changed: nothing in the response
     ctx = cache.new_context(12, req(sid, 1))
     assert isinstance(ctx, IncrementalFetchContext)
-    assert {(t.topic, p.partition) for t in ctx.request_view.topics for p in t.partitions} == {("a", 0), ("a", 1)}
+    assert {(t.topic, p.partition) for t in ctx.request_view.topics for p in t.partitions} == {
+        ("a", 0),
+        ("a", 1),
+    }
     code, rsid, topics = ctx.update_and_generate_response(read(ctx))
     assert (code, rsid, topics) == (0, sid, [])
     assert cache.get(sid).epoch == 2
@@ -141,7 +156,9 @@ def test_full_fetch_creates_session_then_incremental() -> None:
     _, _, topics = ctx.update_and_generate_response(read(ctx, {("a", 0): PD(0, high_watermark=11)}))
     assert keys(topics) == {("a", 0)}
     ctx = cache.new_context(12, req(sid, 4))
-    _, _, topics = ctx.update_and_generate_response(read(ctx, {("a", 0): PD(0, high_watermark=11, log_start_offset=3)}))
+    _, _, topics = ctx.update_and_generate_response(
+        read(ctx, {("a", 0): PD(0, high_watermark=11, log_start_offset=3)})
+    )
     assert keys(topics) == {("a", 0)}
 
 
@@ -305,15 +322,21 @@ def test_client_handler_and_broker_cache_agree(seed: int) -> None:
         fby: dict[str, list[int]] = {}
         for t, p in data.to_forget:
             fby.setdefault(t, []).append(p)
-        request = Req(data.session_id, data.epoch, tuple(FT(t, tuple(ps)) for t, ps in by_topic.items()),
-                      tuple(Forgotten(t, tuple(ps)) for t, ps in fby.items()))
+        request = Req(
+            data.session_id,
+            data.epoch,
+            tuple(FT(t, tuple(ps)) for t, ps in by_topic.items()),
+            tuple(Forgotten(t, tuple(ps)) for t, ps in fby.items()),
+        )
         if rng.random() < 0.05:
             cache.remove(data.session_id)  # evicted behind the client's back
         ctx = cache.new_context(12, request)
         if ctx.error_code:
             assert not handler.handle_response_keys(ctx.error_code, 0, [])
             continue
-        read_view = {(t.topic, p.partition): p.fetch_offset for t in ctx.request_view.topics for p in t.partitions}
+        read_view = {
+            (t.topic, p.partition): p.fetch_offset for t in ctx.request_view.topics for p in t.partitions
+        }
         assert read_view == {k: offsets[k] for k in wanted}
         produced = {}
         for k in wanted:

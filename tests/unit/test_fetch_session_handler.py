@@ -233,14 +233,24 @@ def test_kio_response_entity() -> None:
     cls = response_class(ApiKey.FETCH, 12)
     mod = __import__(cls.__module__, fromlist=["x"])
     part = mod.PartitionData(
-        partition_index=0, error_code=ErrorCode.none, high_watermark=5, last_stable_offset=5, log_start_offset=0,
+        partition_index=0,
+        error_code=ErrorCode.none,
+        high_watermark=5,
+        last_stable_offset=5,
+        log_start_offset=0,
         diverging_epoch=mod.EpochEndOffset(epoch=-1, end_offset=-1),
         current_leader=mod.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1),
-        snapshot_id=mod.SnapshotId(end_offset=-1, epoch=-1), aborted_transactions=None,
-        preferred_read_replica=-1, records=None,
+        snapshot_id=mod.SnapshotId(end_offset=-1, epoch=-1),
+        aborted_transactions=None,
+        preferred_read_replica=-1,
+        records=None,
     )
-    entity = cls(throttle_time=datetime.timedelta(0), error_code=ErrorCode.none, session_id=33,
-                 responses=(mod.FetchableTopicResponse(topic="a", partitions=(part,)),))
+    entity = cls(
+        throttle_time=datetime.timedelta(0),
+        error_code=ErrorCode.none,
+        session_id=33,
+        responses=(mod.FetchableTopicResponse(topic="a", partitions=(part,)),),
+    )
     h = FetchSessionHandler(1)
     h.build({A0: pd(0)})
     assert h.handle_response(entity)

@@ -39,7 +39,12 @@ def test_metadata_request_round_trip(version: int) -> None:
     (size,) = struct.unpack_from(">i", frame)
     assert size == len(frame) - 4
     header, offset = decode_request_header(frame[4:])
-    assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == (3, version, 42, "me")
+    assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == (
+        3,
+        version,
+        42,
+        "me",
+    )
     assert header.header_version == (2 if version >= 9 else 1)
     assert decode_request_body(3, version, frame[4:], offset) == cls(**kwargs)
 
@@ -58,15 +63,22 @@ def test_api_versions_response_uses_header_v0() -> None:
 def test_truncated_header_and_body_raise_invalid_request() -> None:
     with pytest.raises(InvalidRequestError):
         decode_request_header(b"\x00\x03\x00")
-    frame = encode_request(request_class(3, 12)(topics=None, allow_auto_topic_creation=False,
-                                                include_topic_authorized_operations=False), 1, "c")
+    frame = encode_request(
+        request_class(3, 12)(
+            topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+        ),
+        1,
+        "c",
+    )
     header, offset = decode_request_header(frame[4:])
     with pytest.raises(InvalidRequestError):
         decode_request_body(3, 12, frame[4:-2], offset)
 
 
 def test_unknown_tagged_field_is_invalid_request_not_key_error() -> None:
-    frame = bytearray(encode_request(request_class(18, 3)(client_software_name="a", client_software_version="1"), 1, None))
+    frame = bytearray(
+        encode_request(request_class(18, 3)(client_software_name="a", client_software_version="1"), 1, None)
+    )
     frame[-1:] = b"\x01\x05\x01\x00"  # one unknown tagged field (tag 5) in the body
     header, offset = decode_request_header(bytes(frame[4:]))
     with pytest.raises(InvalidRequestError):

@@ -73,7 +73,9 @@ def compact_model(recs: list[Rec], end: int, horizon_ms: int) -> list[Rec]:
 
 
 def append(log: UnifiedLog, items: list[tuple[bytes | None, bytes | None, int]], codec: int = 0) -> None:
-    log.append_as_leader(bytearray(encode_batch([(k, v, t, []) for k, v, t in items], compression_type=codec)), 0)
+    log.append_as_leader(
+        bytearray(encode_batch([(k, v, t, []) for k, v, t in items], compression_type=codec)), 0
+    )
     log.update_high_watermark(log.log_end_offset)
 
 
@@ -82,7 +84,9 @@ def append(log: UnifiedLog, items: list[tuple[bytes | None, bytes | None, int]],
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_rewrite_batch_keeps_offsets_and_fields(codec: int) -> None:
-    records = [(b"k%d" % i, None if i == 3 else b"v%d" % i * 20, 5000 + i, [("h", b"x%d" % i)]) for i in range(8)]
+    records = [
+        (b"k%d" % i, None if i == 3 else b"v%d" % i * 20, 5000 + i, [("h", b"x%d" % i)]) for i in range(8)
+    ]
     raw = bytearray(
         encode_batch(records, compression_type=codec, producer_id=77, producer_epoch=2, base_sequence=40)
     )
@@ -374,5 +378,7 @@ def test_clean_once_runs_in_a_thread_while_the_loop_serves(tmp_path: Path) -> No
     after = records_of(log)
     assert [r for r in after if r[0] < end] == [r for r in compact_model(before, end, 0) if r[0] < end]
     live = [r for r in after if r[1] is not None and r[1].startswith(b"live-")]
-    assert len(live) == appended and [r[0] for r in live] == list(range(before[-1][0] + 1, log.log_end_offset))
+    assert len(live) == appended and [r[0] for r in live] == list(
+        range(before[-1][0] + 1, log.log_end_offset)
+    )
     mgr.shutdown()

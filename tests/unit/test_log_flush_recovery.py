@@ -93,7 +93,9 @@ def test_flush_ms_by_the_clock(tmp_path: Path) -> None:
     mgr.shutdown()
 
 
-def test_crash_rescans_only_segments_from_the_recovery_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_crash_rescans_only_segments_from_the_recovery_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     mgr = LogManager([tmp_path], CONFIG)
     mgr.startup()
     log = mgr.get_or_create_log("t", 0, uuid.uuid4())
@@ -126,7 +128,9 @@ def test_crash_rescans_only_segments_from_the_recovery_point(tmp_path: Path, mon
     third.shutdown()
 
 
-@pytest.mark.parametrize("damage", ["missing-index", "missing-timeindex", "garbage-index", "wrong-last-entry"])
+@pytest.mark.parametrize(
+    "damage", ["missing-index", "missing-timeindex", "garbage-index", "wrong-last-entry"]
+)
 def test_corrupt_or_missing_indexes_are_rebuilt(tmp_path: Path, damage: str) -> None:
     config = LogConfig(segment_bytes=4000, index_interval_bytes=100)
     log = UnifiedLog(tmp_path / "t-0", config)

@@ -24,7 +24,9 @@ CONFIG = LogConfig(segment_bytes=2000, index_interval_bytes=256)
 
 
 def make_batch(n: int, tag: int = 0) -> bytearray:
-    return bytearray(encode_batch([(None, tag.to_bytes(4, "big") + bytes(40), 1000 + i, []) for i in range(n)]))
+    return bytearray(
+        encode_batch([(None, tag.to_bytes(4, "big") + bytes(40), 1000 + i, []) for i in range(n)])
+    )
 
 
 def offsets_of(records: bytes) -> list[int]:
@@ -61,7 +63,9 @@ def test_clean_restart_skips_recovery(tmp_path: Path, monkeypatch: pytest.Monkey
     ids = populate(tmp_path, {"a.b-c_d": 2, "x": 1})
     assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
     assert read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint") == {
-        ("a.b-c_d", 0): 90, ("a.b-c_d", 1): 90, ("x", 0): 90,
+        ("a.b-c_d", 0): 90,
+        ("a.b-c_d", 1): 90,
+        ("x", 0): 90,
     }
     calls = count_recover_calls(monkeypatch)
     mgr = LogManager([tmp_path], CONFIG)
@@ -80,7 +84,9 @@ def test_clean_restart_skips_recovery(tmp_path: Path, monkeypatch: pytest.Monkey
     mgr.shutdown()
 
 
-def test_unclean_restart_recovers_and_truncates_torn_tail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unclean_restart_recovers_and_truncates_torn_tail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     populate(tmp_path, {"t": 1})
     (tmp_path / CLEAN_SHUTDOWN_FILE).unlink()
     (tmp_path / "recovery-point-offset-checkpoint").unlink()

@@ -185,7 +185,10 @@ def test_cleanup_logs_uses_per_topic_config_and_checkpoints(tmp_path: Path) -> N
         fill(log, [clock.now_ms - 2 * HOUR_MS] * 10 + [clock.now_ms] * 3)
     deleted = mgr.cleanup_logs()
     assert deleted > 0 and a.log_start_offset > 0 and b.log_start_offset == 0
-    assert read_offset_checkpoint(tmp_path / LOG_START_OFFSET_CHECKPOINT_FILE)[("short", 0)] == a.log_start_offset
+    assert (
+        read_offset_checkpoint(tmp_path / LOG_START_OFFSET_CHECKPOINT_FILE)[("short", 0)]
+        == a.log_start_offset
+    )
     mgr.remove_topic_config("short")
     assert a.config is mgr.config
     mgr.shutdown()

@@ -37,7 +37,9 @@ def _batch(n: int = 1) -> bytearray:
     return bytearray(encode_batch([(None, b"v%d" % i, int(time.time() * 1000), []) for i in range(n)]))
 
 
-def _reg(leader: int = 1, epoch: int = 0, isr: tuple[int, ...] = (1, 2, 3), pe: int = 0) -> PartitionRegistration:
+def _reg(
+    leader: int = 1, epoch: int = 0, isr: tuple[int, ...] = (1, 2, 3), pe: int = 0
+) -> PartitionRegistration:
     return PartitionRegistration(0, (1, 2, 3), isr, leader, epoch, pe)
 
 
@@ -49,8 +51,14 @@ def clock() -> Clock:
 def _partition(tmp_path: Path, clock: Clock, min_isr: int = 2, fenced: set[int] | None = None) -> Partition:
     log = UnifiedLog(tmp_path / "t-0", LogConfig(min_insync_replicas=min_isr))
     return Partition(
-        "t", 0, None, 1, log, replica_lag_time_max_ms=LAG_MS,
-        isr_eligible=lambda b: b not in (fenced or set()), time_ms=clock,
+        "t",
+        0,
+        None,
+        1,
+        log,
+        replica_lag_time_max_ms=LAG_MS,
+        isr_eligible=lambda b: b not in (fenced or set()),
+        time_ms=clock,
     )
 
 

@@ -71,12 +71,22 @@ def test_our_batch_decodes_with_kafka_python() -> None:
 
 def test_kafka_python_batch_decodes_with_ours() -> None:
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20,
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
     )
     for i in range(30):
-        builder.append(i, timestamp=1_600_000_000_123 + i, key=None if i % 3 == 0 else b"key%d" % i,
-                       value=b"v" * i, headers=[("a", b"1")] if i % 2 else [])
+        builder.append(
+            i,
+            timestamp=1_600_000_000_123 + i,
+            key=None if i % 3 == 0 else b"key%d" % i,
+            value=b"v" * i,
+            headers=[("a", b"1")] if i % 2 else [],
+        )
     raw = bytes(builder.build())
     decoded = decode_batch(raw)
     assert decoded.keys == [None if i % 3 == 0 else b"key%d" % i for i in range(30)]
@@ -134,8 +144,13 @@ def test_log_append_time_batches_use_max_timestamp() -> None:
 def test_compacted_batch_with_offset_holes_decodes_but_fails_strict_validation() -> None:
     # A batch as the log cleaner leaves it: 3 records spanning offsets 0..5 (kafka-python builds it).
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20,
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
     )
     for offset in (0, 2, 5):
         builder.append(offset, timestamp=1000 + offset, key=b"k%d" % offset, value=b"v", headers=[])
@@ -151,7 +166,9 @@ def test_record_framing_accepts_every_valid_batch_and_rejects_damage() -> None:
     from spark_kafkalite.protocol.record_batch import validate_record_framing
 
     for codec in (COMPRESSION_NONE, COMPRESSION_GZIP, 2, 3, 4):
-        raw = encode_batch([(b"k", b"v" * 300, 1, [("h", None)]), (None, None, 2, [])], compression_type=codec)
+        raw = encode_batch(
+            [(b"k", b"v" * 300, 1, [("h", None)]), (None, None, 2, [])], compression_type=codec
+        )
         validate_record_framing(raw, validate_batch(raw))
     raw = bytearray(encode_batch([(b"k", b"v", 1, []), (b"k2", b"v2", 2, [])]))
     raw[61] = 0x7F  # first record's length now runs past the batch

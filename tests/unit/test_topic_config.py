@@ -88,8 +88,18 @@ def test_invalid_overrides_name_the_key(overrides: dict[str, str | None], needle
 
 def test_valid_overrides_become_canonical_strings() -> None:
     assert validate_topic_overrides(
-        {"retention.ms": " 60000 ", "cleanup.policy": "delete", "preallocate": "TRUE", "min.cleanable.dirty.ratio": "0.25"}
-    ) == {"retention.ms": "60000", "cleanup.policy": "delete", "preallocate": "true", "min.cleanable.dirty.ratio": "0.25"}
+        {
+            "retention.ms": " 60000 ",
+            "cleanup.policy": "delete",
+            "preallocate": "TRUE",
+            "min.cleanable.dirty.ratio": "0.25",
+        }
+    ) == {
+        "retention.ms": "60000",
+        "cleanup.policy": "delete",
+        "preallocate": "true",
+        "min.cleanable.dirty.ratio": "0.25",
+    }
 
 
 def test_every_topic_default_passes_its_own_validator() -> None:
@@ -104,12 +114,21 @@ def test_every_topic_default_passes_its_own_validator() -> None:
 
 def test_broker_synonyms_in_precedence_order_with_unit_conversion() -> None:
     assert broker_default("retention.ms", broker().values) == (168 * 3_600_000, "log.retention.hours")
-    assert broker_default("retention.ms", broker(log_retention_minutes="5").values) == (300_000, "log.retention.minutes")
+    assert broker_default("retention.ms", broker(log_retention_minutes="5").values) == (
+        300_000,
+        "log.retention.minutes",
+    )
     both = broker(log_retention_minutes="5", log_retention_ms="42").values
     assert broker_default("retention.ms", both) == (42, "log.retention.ms")
-    assert broker_default("retention.ms", broker(log_retention_hours="-1").values) == (-1, "log.retention.hours")
+    assert broker_default("retention.ms", broker(log_retention_hours="-1").values) == (
+        -1,
+        "log.retention.hours",
+    )
     assert broker_default("segment.ms", broker(log_roll_hours="2").values) == (7_200_000, "log.roll.hours")
-    assert broker_default("max.message.bytes", broker(message_max_bytes="1000").values) == (1000, "message.max.bytes")
+    assert broker_default("max.message.bytes", broker(message_max_bytes="1000").values) == (
+        1000,
+        "message.max.bytes",
+    )
     # no broker synonym at all: the topic default
     assert broker_default("leader.replication.throttled.replicas", broker().values) == ([], None)
 
@@ -133,8 +152,11 @@ def test_incremental_ops() -> None:
     current = {"retention.ms": "1000", "segment.bytes": "100000"}
     new = incremental_overrides(
         current,
-        [("retention.ms", AlterConfigOp.DELETE, None), ("segment.bytes", AlterConfigOp.SET, "200000"),
-         ("cleanup.policy", AlterConfigOp.APPEND, "delete")],
+        [
+            ("retention.ms", AlterConfigOp.DELETE, None),
+            ("segment.bytes", AlterConfigOp.SET, "200000"),
+            ("cleanup.policy", AlterConfigOp.APPEND, "delete"),
+        ],
         values,
     )
     assert new == {"segment.bytes": "200000", "cleanup.policy": "delete"}  # APPEND started from the default
@@ -183,11 +205,17 @@ def test_image_applies_config_records_and_drops_them_with_the_topic() -> None:
     tid = uuid.uuid4()
     image = MetadataImage("c", 1)
     image, delta = image.apply(
-        [TopicRecord("t", tid), PartitionRecord(tid, 0, (1,), (1,), 1), ConfigRecord(2, "t", "retention.ms", "5")]
+        [
+            TopicRecord("t", tid),
+            PartitionRecord(tid, 0, (1,), (1,), 1),
+            ConfigRecord(2, "t", "retention.ms", "5"),
+        ]
     )
     assert dict(image.topic_config("t")) == {"retention.ms": "5"}
     assert delta.changed_topic_configs == ()  # part of the creation
-    image, delta = image.apply([ConfigRecord(2, "t", "segment.ms", "9"), ConfigRecord(2, "t", "retention.ms", None)])
+    image, delta = image.apply(
+        [ConfigRecord(2, "t", "segment.ms", "9"), ConfigRecord(2, "t", "retention.ms", None)]
+    )
     assert dict(image.topic_config("t")) == {"segment.ms": "9"} and delta.changed_topic_configs == ("t",)
     image, _ = image.apply([RemoveTopicRecord(tid)])
     assert image.topic_configs == {} and dict(image.topic_config("t")) == {}
@@ -218,14 +246,20 @@ def test_controller_create_with_configs_alter_and_create_partitions() -> None:
     controller, state = make_controller()
     [bad] = run(controller.create_topics([CreatableTopicSpec("t", 2, configs={"cleanup.policy": "foo"})]))
     assert isinstance(bad.error, InvalidConfigError) and "t" not in state[0].topics
-    [dry] = run(controller.create_topics([CreatableTopicSpec("t", 2, configs={"retention.ms": "7"})], validate_only=True))
+    [dry] = run(
+        controller.create_topics(
+            [CreatableTopicSpec("t", 2, configs={"retention.ms": "7"})], validate_only=True
+        )
+    )
     assert dry.error is None and dry.configs == {"retention.ms": "7"} and "t" not in state[0].topics
     [ok] = run(controller.create_topics([CreatableTopicSpec("t", 2, configs={"retention.ms": "7"})]))
     assert ok.error is None and dict(state[0].topic_config("t")) == {"retention.ms": "7"}
 
     assert run(controller.incremental_alter_topic_configs([("t", [("segment.ms", 0, "100")])], {})) == [None]
     assert dict(state[0].topic_config("t")) == {"retention.ms": "7", "segment.ms": "100"}
-    assert run(controller.alter_topic_configs([("t", [("retention.bytes", "5")])], validate_only=True)) == [None]
+    assert run(controller.alter_topic_configs([("t", [("retention.bytes", "5")])], validate_only=True)) == [
+        None
+    ]
     assert dict(state[0].topic_config("t")) == {"retention.ms": "7", "segment.ms": "100"}
     assert run(controller.alter_topic_configs([("t", [("retention.bytes", "5")])])) == [None]
     assert dict(state[0].topic_config("t")) == {"retention.bytes": "5"}
@@ -234,8 +268,12 @@ def test_controller_create_with_configs_alter_and_create_partitions() -> None:
 
     assert run(controller.create_partitions([CreatePartitionsSpec("t", 5)])) == [("t", None)]
     assert sorted(state[0].topics["t"].partitions) == [0, 1, 2, 3, 4]
-    errors = dict(run(controller.create_partitions([CreatePartitionsSpec("t", 5), CreatePartitionsSpec("x", 2)])))
-    assert isinstance(errors["t"], InvalidPartitionsError) and isinstance(errors["x"], UnknownTopicOrPartitionError)
+    errors = dict(
+        run(controller.create_partitions([CreatePartitionsSpec("t", 5), CreatePartitionsSpec("x", 2)]))
+    )
+    assert isinstance(errors["t"], InvalidPartitionsError) and isinstance(
+        errors["x"], UnknownTopicOrPartitionError
+    )
     [(_, wrong)] = run(controller.create_partitions([CreatePartitionsSpec("t", 6, [[7]])]))
     assert wrong is not None and wrong.error_code == 39  # INVALID_REPLICA_ASSIGNMENT
 
@@ -277,7 +315,12 @@ def test_describe_topic_sources_and_synonyms() -> None:
     entries = {e.name: e for e in describe_topic_configs(config, {"segment.bytes": "5000"})}
     assert set(entries) == set(TOPIC_CONFIG_DEF)
     seg = entries["segment.bytes"]
-    assert (seg.value, seg.source, seg.read_only, seg.config_type) == ("5000", ConfigSource.DYNAMIC_TOPIC_CONFIG, False, ConfigType.INT)
+    assert (seg.value, seg.source, seg.read_only, seg.config_type) == (
+        "5000",
+        ConfigSource.DYNAMIC_TOPIC_CONFIG,
+        False,
+        ConfigType.INT,
+    )
     assert seg.synonyms[0] == ("segment.bytes", "5000", ConfigSource.DYNAMIC_TOPIC_CONFIG)
     ret = entries["retention.ms"]
     assert (ret.value, ret.source) == ("3600000", ConfigSource.STATIC_BROKER_CONFIG)
@@ -285,12 +328,18 @@ def test_describe_topic_sources_and_synonyms() -> None:
         ("log.retention.hours", "1", ConfigSource.STATIC_BROKER_CONFIG),
         ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG),
     )
-    assert (entries["cleanup.policy"].value, entries["cleanup.policy"].source) == ("delete", ConfigSource.DEFAULT_CONFIG)
+    assert (entries["cleanup.policy"].value, entries["cleanup.policy"].source) == (
+        "delete",
+        ConfigSource.DEFAULT_CONFIG,
+    )
     assert [e.name for e in describe_topic_configs(config, {}, ["retention.ms", "nope"])] == ["retention.ms"]
 
 
 def test_describe_broker_is_read_only_static_or_default() -> None:
     entries = {e.name: e for e in describe_broker_configs(broker(num_partitions="3"))}
-    assert (entries["num.partitions"].value, entries["num.partitions"].source) == ("3", ConfigSource.STATIC_BROKER_CONFIG)
+    assert (entries["num.partitions"].value, entries["num.partitions"].source) == (
+        "3",
+        ConfigSource.STATIC_BROKER_CONFIG,
+    )
     assert entries["log.segment.bytes"].source == ConfigSource.DEFAULT_CONFIG
     assert all(e.read_only for e in entries.values())

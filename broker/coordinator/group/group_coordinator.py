@@ -164,7 +164,9 @@ class GroupCoordinator(RebalanceMixin, OffsetOpsMixin):
             group.pending_members.discard(member_id)
             callback(JoinResult("" if is_unknown else member_id, int(E.group_max_size_reached)))
             return
-        join = JoinParams(client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
+        join = JoinParams(
+            client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols
+        )
         if is_unknown:
             self._do_new_member_join(group, group_instance_id, require_known_member_id, join, callback)
         else:
@@ -304,7 +306,9 @@ class GroupCoordinator(RebalanceMixin, OffsetOpsMixin):
         join: JoinParams,
         callback: JoinCallback,
     ) -> None:
-        group.update_member(member, join.protocols, join.rebalance_timeout_ms, join.session_timeout_ms, callback)
+        group.update_member(
+            member, join.protocols, join.rebalance_timeout_ms, join.session_timeout_ms, callback
+        )
         self._maybe_prepare_rebalance(group, f"updating metadata of member {member.member_id}")
 
     def _update_static_member_and_rebalance(

@@ -103,7 +103,11 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
         self._rejoin_reason = "initial join"
         self._coordinator: tuple[int, str, int] | None = None
         self.heartbeat = Heartbeat(
-            self.session_timeout_ms, self.heartbeat_interval_ms, self.rebalance_timeout_ms, self._retry_backoff_ms, clock
+            self.session_timeout_ms,
+            self.heartbeat_interval_ms,
+            self.rebalance_timeout_ms,
+            self._retry_backoff_ms,
+            clock,
         )
         self._heartbeat_enabled = False
         self._heartbeat_thread: HeartbeatThread | None = None
@@ -162,8 +166,13 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
     def mark_coordinator_unknown(self, reason: str) -> None:
         with self._lock:
             if self._coordinator is not None:
-                log.info("group %s: coordinator %s:%s is unavailable or invalid (%s); will rediscover",
-                         self.group_id, self._coordinator[1], self._coordinator[2], reason)
+                log.info(
+                    "group %s: coordinator %s:%s is unavailable or invalid (%s); will rediscover",
+                    self.group_id,
+                    self._coordinator[1],
+                    self._coordinator[2],
+                    reason,
+                )
                 self._coordinator = None
 
     def request_rejoin(self, reason: str) -> None:
@@ -176,7 +185,9 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
 
     def rejoin_needed_or_pending(self) -> bool:
         with self._lock:
-            return self._rejoin_needed or self._join_future is not None or self.state is not MemberState.STABLE
+            return (
+                self._rejoin_needed or self._join_future is not None or self.state is not MemberState.STABLE
+            )
 
     def generation_if_stable(self) -> Generation | None:
         with self._lock:
@@ -348,8 +359,14 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
             reason = self._rejoin_reason
         outer = RequestFuture()
         builder = join_group_request(
-            self.group_id, self.session_timeout_ms, self.rebalance_timeout_ms, member_id,
-            self.group_instance_id, self.protocol_type(), self.metadata_protocols(), reason,
+            self.group_id,
+            self.session_timeout_ms,
+            self.rebalance_timeout_ms,
+            member_id,
+            self.group_instance_id,
+            self.protocol_type(),
+            self.metadata_protocols(),
+            reason,
         )
         log.info("group %s: (re-)joining group (member id %r, reason: %s)", self.group_id, member_id, reason)
         future = self._send_to_coordinator(
@@ -368,19 +385,28 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
 
     def _on_join_response(self, f: RequestFuture, outer: RequestFuture) -> None:
         if f.failed():
-            self._fail_join(outer, f.exception if isinstance(f.exception, KafkaError) else KafkaError(str(f.exception)))
+            self._fail_join(
+                outer, f.exception if isinstance(f.exception, KafkaError) else KafkaError(str(f.exception))
+            )
             return
         r = f.value
         code = int(r.error_code)
         if code == ErrorCode.none:
             protocol_type = getattr(r, "protocol_type", None)
             if protocol_type is not None and protocol_type != self.protocol_type():
-                self._fail_join(outer, error_for_code(ErrorCode.inconsistent_group_protocol,
-                                                      f"JoinGroup answered protocol type {protocol_type!r}"))
+                self._fail_join(
+                    outer,
+                    error_for_code(
+                        ErrorCode.inconsistent_group_protocol,
+                        f"JoinGroup answered protocol type {protocol_type!r}",
+                    ),
+                )
                 return
             with self._lock:
                 if self.state is not MemberState.PREPARING_REBALANCE:
-                    self._fail_join(outer, error_for_code(ErrorCode.unknown_member_id, "left the group during the join"))
+                    self._fail_join(
+                        outer, error_for_code(ErrorCode.unknown_member_id, "left the group during the join")
+                    )
                     return
                 self.generation = Generation(int(r.generation_id), str(r.member_id), r.protocol_name)
                 self.state = MemberState.COMPLETING_REBALANCE
@@ -388,13 +414,21 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
                 self.heartbeat.reset_timeouts(self._clock())
             self._wake_heartbeat()
             is_leader = str(r.leader) == str(r.member_id)
-            log.info("group %s: joined generation %s as %s (%s) with protocol %s", self.group_id,
-                     r.generation_id, r.member_id, "leader" if is_leader else "follower", r.protocol_name)
+            log.info(
+                "group %s: joined generation %s as %s (%s) with protocol %s",
+                self.group_id,
+                r.generation_id,
+                r.member_id,
+                "leader" if is_leader else "follower",
+                r.protocol_name,
+            )
             try:
                 assignments: dict[str, bytes] = {}
                 if is_leader:
-                    members = [(str(m.member_id), getattr(m, "group_instance_id", None), bytes(m.metadata))
-                               for m in r.members]
+                    members = [
+                        (str(m.member_id), getattr(m, "group_instance_id", None), bytes(m.metadata))
+                        for m in r.members
+                    ]
                     assignments = self.on_leader_elected(
                         str(r.protocol_name), members, bool(getattr(r, "skip_assignment", False))
                     )
@@ -414,15 +448,24 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
         elif code in COORDINATOR_ERRORS:
             self.mark_coordinator_unknown(exc.name)
         elif code == ErrorCode.fenced_instance_id:
-            log.error("group %s: static member %s was fenced by another instance", self.group_id, self.group_instance_id)
+            log.error(
+                "group %s: static member %s was fenced by another instance",
+                self.group_id,
+                self.group_instance_id,
+            )
         self._fail_join(outer, exc)
 
     def _send_sync_group(self, outer: RequestFuture, assignments: Mapping[str, bytes]) -> None:
         with self._lock:
             generation = self.generation
         builder = sync_group_request(
-            self.group_id, generation.generation_id, generation.member_id, self.group_instance_id,
-            self.protocol_type(), generation.protocol_name or "", assignments,
+            self.group_id,
+            generation.generation_id,
+            generation.member_id,
+            self.group_instance_id,
+            self.protocol_type(),
+            generation.protocol_name or "",
+            assignments,
         )
         future = self._send_to_coordinator(builder)
         self._watch_coordinator_errors(future)
@@ -430,14 +473,19 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
 
     def _on_sync_response(self, f: RequestFuture, outer: RequestFuture, generation: Generation) -> None:
         if f.failed():
-            self._fail_join(outer, f.exception if isinstance(f.exception, KafkaError) else KafkaError(str(f.exception)))
+            self._fail_join(
+                outer, f.exception if isinstance(f.exception, KafkaError) else KafkaError(str(f.exception))
+            )
             return
         r = f.value
         code = int(r.error_code)
         if code == ErrorCode.none:
             with self._lock:
                 if self.state is not MemberState.COMPLETING_REBALANCE or self.generation != generation:
-                    self._fail_join(outer, error_for_code(ErrorCode.rebalance_in_progress, "generation changed during sync"))
+                    self._fail_join(
+                        outer,
+                        error_for_code(ErrorCode.rebalance_in_progress, "generation changed during sync"),
+                    )
                     return
                 self.state = MemberState.STABLE
                 self.heartbeat.reset_timeouts(self._clock())
@@ -457,12 +505,18 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
         """Send LeaveGroup (dynamic members in a generation) and forget the generation."""
         with self._lock:
             generation = self.generation
-            send = self._is_dynamic_member() and generation.member_id and self.state is not MemberState.UNJOINED
+            send = (
+                self._is_dynamic_member() and generation.member_id and self.state is not MemberState.UNJOINED
+            )
         if send:
             node = self.coordinator()
             if node is not None:
-                log.info("group %s: member %s sending LeaveGroup (%s)", self.group_id, generation.member_id, reason)
-                future = self._client.send(node, leave_group_request(self.group_id, [(generation.member_id, None)], reason))
+                log.info(
+                    "group %s: member %s sending LeaveGroup (%s)", self.group_id, generation.member_id, reason
+                )
+                future = self._client.send(
+                    node, leave_group_request(self.group_id, [(generation.member_id, None)], reason)
+                )
                 try:
                     self._wait(future, self._clock() + timeout_ms)
                 except KafkaError:
@@ -479,7 +533,9 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
                 with self._lock:
                     generation = self.generation
                 self.on_leave_prepare(generation)
-            self.maybe_leave_group("the consumer is being closed", max(0.0, self._close_deadline - self._clock()))
+            self.maybe_leave_group(
+                "the consumer is being closed", max(0.0, self._close_deadline - self._clock())
+            )
         finally:
             with self._lock:
                 self._closed = True

@@ -97,7 +97,9 @@ def _sorted_members(subscriptions: Mapping[str, Subscription]) -> list[str]:
     return sorted(subscriptions, key=lambda m: member_sort_key(m, subscriptions[m]))
 
 
-def _as_assignments(members: Iterable[str], assigned: Mapping[str, list[TopicPartition]]) -> dict[str, Assignment]:
+def _as_assignments(
+    members: Iterable[str], assigned: Mapping[str, list[TopicPartition]]
+) -> dict[str, Assignment]:
     return {m: Assignment(tuple(sorted(assigned.get(m, ())))) for m in members}
 
 
@@ -210,11 +212,18 @@ class CooperativeStickyAssignor(ConsumerPartitionAssignor):
             if generations[member] < highest and highest >= 0:
                 continue  # a stale member's claims are void (Java: membersWithOldGeneration)
             for tp in sub.owned_partitions:
-                if tp.topic not in sub.topics or not 0 <= tp.partition < int(partitions_per_topic.get(tp.topic, 0)):
+                if tp.topic not in sub.topics or not 0 <= tp.partition < int(
+                    partitions_per_topic.get(tp.topic, 0)
+                ):
                     continue
                 if tp in owners and owners[tp] != member:
-                    log.warning("members %s and %s both claim %s in generation %d; revoking it from both",
-                                owners[tp], member, tp, highest)
+                    log.warning(
+                        "members %s and %s both claim %s in generation %d; revoking it from both",
+                        owners[tp],
+                        member,
+                        tp,
+                        highest,
+                    )
                     contested.add(tp)
                 else:
                     owners[tp] = member
@@ -318,7 +327,9 @@ ASSIGNORS: dict[str, type[ConsumerPartitionAssignor]] = {
 }
 
 
-def assignors_from_config(value: str | Sequence[str | ConsumerPartitionAssignor]) -> list[ConsumerPartitionAssignor]:
+def assignors_from_config(
+    value: str | Sequence[str | ConsumerPartitionAssignor],
+) -> list[ConsumerPartitionAssignor]:
     """``partition.assignment.strategy`` (a comma-separated string or a list of names or
     assignor instances, in preference order) -> assignor instances.
 

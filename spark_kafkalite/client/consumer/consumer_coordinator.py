@@ -123,11 +123,17 @@ class ConsumerCoordinator(ConsumerOffsetsMixin, AbstractCoordinator):
         self._metadata = metadata
         self._subscriptions = subscriptions
         self._on_partitions_removed = on_partitions_removed
-        self.assignors: list[ConsumerPartitionAssignor] = assignors_from_config(config["partition.assignment.strategy"])
+        self.assignors: list[ConsumerPartitionAssignor] = assignors_from_config(
+            config["partition.assignment.strategy"]
+        )
         common = set(RebalanceProtocol)
         for a in self.assignors:
             common &= set(a.supported_protocols())
-        self.protocol = RebalanceProtocol.COOPERATIVE if RebalanceProtocol.COOPERATIVE in common else RebalanceProtocol.EAGER
+        self.protocol = (
+            RebalanceProtocol.COOPERATIVE
+            if RebalanceProtocol.COOPERATIVE in common
+            else RebalanceProtocol.EAGER
+        )
         self.auto_commit_enabled = bool(config["enable.auto.commit"])
         self.auto_commit_interval_ms = float(config["auto.commit.interval.ms"])
         self._next_auto_commit_ms = clock() + self.auto_commit_interval_ms
@@ -146,7 +152,9 @@ class ConsumerCoordinator(ConsumerOffsetsMixin, AbstractCoordinator):
         self._pattern_evaluated = False
         self._next_pattern_refresh_ms = 0.0
         self._pending_committed: tuple[frozenset[TopicPartition], RequestFuture] | None = None
-        self._completed_commits: deque[tuple[OffsetCommitCallback | None, dict[TopicPartition, OffsetAndMetadata], BaseException | None]] = deque()
+        self._completed_commits: deque[
+            tuple[OffsetCommitCallback | None, dict[TopicPartition, OffsetAndMetadata], BaseException | None]
+        ] = deque()
         self._listener_error: BaseException | None = None
 
     # ------------------------------------------------------------------ subscriptions
@@ -158,7 +166,9 @@ class ConsumerCoordinator(ConsumerOffsetsMixin, AbstractCoordinator):
         self.pattern = None
         self._change_subscription(names, listener)
 
-    def subscribe_pattern(self, pattern: str | re.Pattern[str], listener: ConsumerRebalanceListener | None) -> None:
+    def subscribe_pattern(
+        self, pattern: str | re.Pattern[str], listener: ConsumerRebalanceListener | None
+    ) -> None:
         self.subscription_type = SubscriptionType.AUTO_PATTERN
         self.pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
         self._pattern_evaluated = False
@@ -178,7 +188,11 @@ class ConsumerCoordinator(ConsumerOffsetsMixin, AbstractCoordinator):
 
     def unsubscribe(self) -> None:
         """Revoke (listener), leave the group, drop the subscription."""
-        if self.is_auto_subscribed() and self.generation.member_id and self._subscriptions.assigned_partitions():
+        if (
+            self.is_auto_subscribed()
+            and self.generation.member_id
+            and self._subscriptions.assigned_partitions()
+        ):
             self.on_leave_prepare(self.generation)
         if self.is_auto_subscribed():
             self.maybe_leave_group("the consumer unsubscribed from all topics", self._request_timeout_ms)
@@ -202,7 +216,9 @@ class ConsumerCoordinator(ConsumerOffsetsMixin, AbstractCoordinator):
             generation_id = self.generation.generation_id
         out = []
         for assignor in self.assignors:
-            sub = Subscription(topics, assignor.subscription_user_data(set(topics)), owned, generation_id, self._rack)
+            sub = Subscription(
+                topics, assignor.subscription_user_data(set(topics)), owned, generation_id, self._rack
+            )
             out.append((assignor.name, encode_subscription(sub)))
         return out
 
@@ -262,19 +278,27 @@ class ConsumerCoordinator(ConsumerOffsetsMixin, AbstractCoordinator):
         subscriptions: dict[str, Subscription] = {}
         for member_id, instance_id, metadata in members:
             sub = decode_subscription(metadata)
-            subscriptions[member_id] = dataclasses.replace(sub, group_instance_id=instance_id, member_id=member_id)
+            subscriptions[member_id] = dataclasses.replace(
+                sub, group_instance_id=instance_id, member_id=member_id
+            )
         all_topics = {t for s in subscriptions.values() for t in s.topics}
         self._group_subscription = all_topics
         self._metadata.set_topics(self.subscribed_topics | all_topics)
         if skip_assignment:  # KIP-814: a static leader rejoined, the assignment stands
             return {}
         cluster = self._metadata.fetch()
-        partitions_per_topic = {t: len(cluster.partitions[t]) for t in all_topics if cluster.partitions.get(t)}
+        partitions_per_topic = {
+            t: len(cluster.partitions[t]) for t in all_topics if cluster.partitions.get(t)
+        }
         self._assignment_snapshot = {t: partitions_per_topic.get(t, 0) for t in all_topics}
         self._snapshot_metadata_version = self._metadata.version
         assignments = assignor.assign(partitions_per_topic, subscriptions)
-        log.info("group %s: leader assigned with %s: %s", self.group_id, protocol,
-                 {m: [f"{tp.topic}-{tp.partition}" for tp in a.partitions] for m, a in assignments.items()})
+        log.info(
+            "group %s: leader assigned with %s: %s",
+            self.group_id,
+            protocol,
+            {m: [f"{tp.topic}-{tp.partition}" for tp in a.partitions] for m, a in assignments.items()},
+        )
         return {m: encode_assignment(a) for m, a in assignments.items()}
 
     def on_join_complete(self, generation: Generation, assignment_bytes: bytes) -> None:
@@ -282,7 +306,11 @@ class ConsumerCoordinator(ConsumerOffsetsMixin, AbstractCoordinator):
         assigned = set(assignment.partitions)
         foreign = {tp for tp in assigned if tp.topic not in self.subscribed_topics}
         if foreign:
-            log.warning("group %s: assignment %s has topics outside the subscription; rejoining", self.group_id, sorted(foreign))
+            log.warning(
+                "group %s: assignment %s has topics outside the subscription; rejoining",
+                self.group_id,
+                sorted(foreign),
+            )
             self.request_rejoin("assignment does not match the subscription")
             return
         self._assignor(generation.protocol_name).on_assignment(assignment, generation.generation_id)
@@ -292,14 +320,19 @@ class ConsumerCoordinator(ConsumerOffsetsMixin, AbstractCoordinator):
         if revoked:  # cooperative: give up only what moved, then rejoin so it can be reassigned
             if self.auto_commit_enabled:
                 self._commit_quietly(
-                    {tp: om for tp, om in self.all_consumed_offsets().items() if tp in revoked}, "of revoked partitions"
+                    {tp: om for tp, om in self.all_consumed_offsets().items() if tp in revoked},
+                    "of revoked partitions",
                 )
             self._invoke("on_partitions_revoked", revoked)
             self.request_rejoin("need to revoke partitions and re-join")
         self._assign(assigned)
         self._next_auto_commit_ms = self._clock() + self.auto_commit_interval_ms
-        log.info("group %s: generation %d assigned %s", self.group_id, generation.generation_id,
-                 sorted(f"{tp.topic}-{tp.partition}" for tp in assigned))
+        log.info(
+            "group %s: generation %d assigned %s",
+            self.group_id,
+            generation.generation_id,
+            sorted(f"{tp.topic}-{tp.partition}" for tp in assigned),
+        )
         self._invoke("on_partitions_assigned", added)
         self._raise_listener_error()
 
@@ -372,8 +405,12 @@ class ConsumerCoordinator(ConsumerOffsetsMixin, AbstractCoordinator):
                         return False
                     self._backoff(deadline)
         cluster = self._metadata.fetch()
-        if self.subscribed_topics and self._metadata.version == 0 or any(
-            t not in cluster.partitions and t not in cluster.topic_errors for t in self.subscribed_topics
+        if (
+            self.subscribed_topics
+            and self._metadata.version == 0
+            or any(
+                t not in cluster.partitions and t not in cluster.topic_errors for t in self.subscribed_topics
+            )
         ):
             version = self._metadata.request_update()
             while self._metadata.version <= version:
@@ -404,12 +441,15 @@ class ConsumerCoordinator(ConsumerOffsetsMixin, AbstractCoordinator):
             return
         cluster = parse_metadata_response(future.value)
         matched = {
-            t for t in cluster.partitions
+            t
+            for t in cluster.partitions
             if self.pattern.fullmatch(t) and not (self._exclude_internal and t in cluster.internal_topics)
         }
         self._pattern_evaluated = True
         if matched != self.subscribed_topics:
-            log.info("group %s: pattern %s now matches %s", self.group_id, self.pattern.pattern, sorted(matched))
+            log.info(
+                "group %s: pattern %s now matches %s", self.group_id, self.pattern.pattern, sorted(matched)
+            )
             self._change_subscription(matched, None)
 
     # ------------------------------------------------------------------ close

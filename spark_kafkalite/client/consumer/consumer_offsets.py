@@ -129,7 +129,9 @@ class ConsumerOffsetsMixin:
         if offsets:
             self.commit_async(offsets, self._log_auto_commit)
 
-    def _log_auto_commit(self, offsets: dict[TopicPartition, OffsetAndMetadata], exc: BaseException | None) -> None:
+    def _log_auto_commit(
+        self, offsets: dict[TopicPartition, OffsetAndMetadata], exc: BaseException | None
+    ) -> None:
         if exc is not None:
             log.warning("group %s: auto-commit of %s failed: %s", self.group_id, offsets, exc)
         else:
@@ -150,17 +152,25 @@ class ConsumerOffsetsMixin:
             instance_id = self.group_instance_id
             if generation is None:
                 if self.rebalance_in_progress():
-                    outer.failure(RebalanceInProgressError(
-                        "offset commit cannot be completed since the consumer is undergoing a rebalance; "
-                        "call poll() to complete it and retry"))
+                    outer.failure(
+                        RebalanceInProgressError(
+                            "offset commit cannot be completed since the consumer is undergoing a rebalance; "
+                            "call poll() to complete it and retry"
+                        )
+                    )
                 else:
-                    outer.failure(CommitFailedError(
-                        "offset commit cannot be completed since the consumer is not part of an active group; "
-                        "it was likely kicked out of the group"))
+                    outer.failure(
+                        CommitFailedError(
+                            "offset commit cannot be completed since the consumer is not part of an active group; "
+                            "it was likely kicked out of the group"
+                        )
+                    )
                 return outer
         else:
             generation, instance_id = NO_GENERATION, None
-        builder = offset_commit_request(self.group_id, generation.generation_id, generation.member_id, instance_id, offsets)
+        builder = offset_commit_request(
+            self.group_id, generation.generation_id, generation.member_id, instance_id, offsets
+        )
         future = self._send_to_coordinator(builder)
         self._watch_coordinator_errors(future)
 
@@ -172,7 +182,11 @@ class ConsumerOffsetsMixin:
                 if code == ErrorCode.none:
                     continue
                 where = f"OffsetCommit of {tp.topic}-{tp.partition} for group {self.group_id}"
-                if code in (ErrorCode.coordinator_not_available, ErrorCode.not_coordinator, ErrorCode.request_timed_out):
+                if code in (
+                    ErrorCode.coordinator_not_available,
+                    ErrorCode.not_coordinator,
+                    ErrorCode.request_timed_out,
+                ):
                     self.mark_coordinator_unknown(error_for_code(code).name)
                 elif code == ErrorCode.rebalance_in_progress:
                     self.request_rejoin("OffsetCommit: REBALANCE_IN_PROGRESS")
@@ -182,10 +196,16 @@ class ConsumerOffsetsMixin:
                     with self._lock:
                         current = self.generation == generation
                     if current and generation is not NO_GENERATION:
-                        self.reset_generation(f"OffsetCommit: {error_for_code(code).name}",
-                                              reset_member_id=code == ErrorCode.unknown_member_id)
-                    outer.failure(CommitFailedError(f"{where}: {error_for_code(code).name}; the group has "
-                                                    "rebalanced and assigned the partitions to another member"))
+                        self.reset_generation(
+                            f"OffsetCommit: {error_for_code(code).name}",
+                            reset_member_id=code == ErrorCode.unknown_member_id,
+                        )
+                    outer.failure(
+                        CommitFailedError(
+                            f"{where}: {error_for_code(code).name}; the group has "
+                            "rebalanced and assigned the partitions to another member"
+                        )
+                    )
                     return
                 elif code == ErrorCode.fenced_instance_id:
                     with self._lock:
@@ -210,7 +230,9 @@ class ConsumerOffsetsMixin:
         last: BaseException | None = None
         while True:
             if not self.ensure_coordinator_ready(deadline):
-                raise KafkaTimeoutError(f"offset commit for group {self.group_id} timed out finding the coordinator")
+                raise KafkaTimeoutError(
+                    f"offset commit for group {self.group_id} timed out finding the coordinator"
+                )
             future = self._send_offset_commit(offsets)
             if not self._wait(future, deadline):
                 raise KafkaTimeoutError(f"offset commit for group {self.group_id} timed out")
@@ -218,11 +240,15 @@ class ConsumerOffsetsMixin:
                 return
             last = future.exception
             assert last is not None
-            if isinstance(last, (CommitFailedError, RebalanceInProgressError)) or not is_retriable_group_error(last):
+            if isinstance(
+                last, (CommitFailedError, RebalanceInProgressError)
+            ) or not is_retriable_group_error(last):
                 raise last
             self._backoff(deadline)
             if self._clock() >= deadline:
-                raise KafkaTimeoutError(f"offset commit for group {self.group_id} timed out (last error: {last})")
+                raise KafkaTimeoutError(
+                    f"offset commit for group {self.group_id} timed out (last error: {last})"
+                )
 
     def commit_async(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata], callback: OffsetCommitCallback | None
@@ -238,7 +264,9 @@ class ConsumerOffsetsMixin:
             finish(None)
             return
         if self.coordinator() is not None:
-            self._send_offset_commit(snapshot).add_callback(lambda f: finish(f.exception if f.failed() else None))
+            self._send_offset_commit(snapshot).add_callback(
+                lambda f: finish(f.exception if f.failed() else None)
+            )
             return
 
         def found(f: RequestFuture) -> None:
@@ -246,7 +274,9 @@ class ConsumerOffsetsMixin:
                 finish(f.exception)
                 return
             self._set_coordinator(f.value)
-            self._send_offset_commit(snapshot).add_callback(lambda g: finish(g.exception if g.failed() else None))
+            self._send_offset_commit(snapshot).add_callback(
+                lambda g: finish(g.exception if g.failed() else None)
+            )
 
         self.send_find_coordinator(self._client, self.group_id).add_callback(found)
 
@@ -319,7 +349,9 @@ class ConsumerOffsetsMixin:
                 raise exc
             self._backoff(deadline)
             if self._clock() >= deadline:
-                raise KafkaTimeoutError(f"OffsetFetch for group {self.group_id} timed out (last error: {exc})")
+                raise KafkaTimeoutError(
+                    f"OffsetFetch for group {self.group_id} timed out (last error: {exc})"
+                )
 
     def refresh_committed_offsets_if_needed(self, deadline: float) -> bool:
         """Seek partitions without a position to their committed offsets (Java
@@ -349,8 +381,17 @@ class ConsumerOffsetsMixin:
                     return False
                 continue
             for tp, om in future.value.items():
-                if om is not None and self._subscriptions.is_assigned(tp) and self._subscriptions.position(tp) is None:
-                    log.info("group %s: setting offset of %s-%s to the committed offset %d",
-                             self.group_id, tp.topic, tp.partition, om.offset)
+                if (
+                    om is not None
+                    and self._subscriptions.is_assigned(tp)
+                    and self._subscriptions.position(tp) is None
+                ):
+                    log.info(
+                        "group %s: setting offset of %s-%s to the committed offset %d",
+                        self.group_id,
+                        tp.topic,
+                        tp.partition,
+                        om.offset,
+                    )
                     self._subscriptions.seek(tp, om.offset)
             return True

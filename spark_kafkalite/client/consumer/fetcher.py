@@ -70,14 +70,32 @@ class CompletedFetch:
     """One partition's part of a fetch response, consumed incrementally."""
 
     __slots__ = (
-        "tp", "fetch_offset", "error_code", "high_watermark", "log_start_offset",
-        "last_stable_offset", "records", "next_fetch_offset", "consumed", "batch", "index",
-        "headers_iter", "saw_batch", "end_offset", "failed_header",
+        "tp",
+        "fetch_offset",
+        "error_code",
+        "high_watermark",
+        "log_start_offset",
+        "last_stable_offset",
+        "records",
+        "next_fetch_offset",
+        "consumed",
+        "batch",
+        "index",
+        "headers_iter",
+        "saw_batch",
+        "end_offset",
+        "failed_header",
     )
 
     def __init__(
-        self, tp: TopicPartition, fetch_offset: int, error_code: int, high_watermark: int,
-        log_start_offset: int, last_stable_offset: int, records: bytes | None,
+        self,
+        tp: TopicPartition,
+        fetch_offset: int,
+        error_code: int,
+        high_watermark: int,
+        log_start_offset: int,
+        last_stable_offset: int,
+        records: bytes | None,
     ) -> None:
         self.tp = tp
         self.fetch_offset = fetch_offset
@@ -106,7 +124,11 @@ class Fetcher:
     """
 
     def __init__(
-        self, client: NetworkClient, metadata: Metadata, subscriptions: SubscriptionState, config: Mapping[str, Any]
+        self,
+        client: NetworkClient,
+        metadata: Metadata,
+        subscriptions: SubscriptionState,
+        config: Mapping[str, Any],
     ) -> None:
         self._client = client
         self._metadata = metadata
@@ -193,7 +215,9 @@ class Fetcher:
                 continue
             assert fetch_offset is not None
             by_node.setdefault(node, {})[tp] = PartitionFetchData(
-                fetch_offset=fetch_offset, max_bytes=self._max_partition_bytes, current_leader_epoch=pm.leader_epoch
+                fetch_offset=fetch_offset,
+                max_bytes=self._max_partition_bytes,
+                current_leader_epoch=pm.leader_epoch,
             )
         for node, partitions in by_node.items():
             session = self._sessions.get(node)
@@ -216,7 +240,9 @@ class Fetcher:
         for tp in data.to_forget:
             forgotten.setdefault(tp[0], []).append(tp[1])
         min_bytes, max_wait, max_bytes, isolation = (
-            self._min_bytes, self._max_wait_ms if max_wait_ms is None else max_wait_ms, self._max_bytes,
+            self._min_bytes,
+            self._max_wait_ms if max_wait_ms is None else max_wait_ms,
+            self._max_bytes,
             self._isolation_level,
         )
 
@@ -228,9 +254,15 @@ class Fetcher:
                 topic_cls(
                     topic=topic,
                     partitions=tuple(
-                        make(part_cls, partition=p, current_leader_epoch=pd.current_leader_epoch,
-                             fetch_offset=pd.fetch_offset, last_fetched_epoch=pd.last_fetched_epoch,
-                             log_start_offset=pd.log_start_offset, partition_max_bytes=pd.max_bytes)
+                        make(
+                            part_cls,
+                            partition=p,
+                            current_leader_epoch=pd.current_leader_epoch,
+                            fetch_offset=pd.fetch_offset,
+                            last_fetched_epoch=pd.last_fetched_epoch,
+                            log_start_offset=pd.log_start_offset,
+                            partition_max_bytes=pd.max_bytes,
+                        )
                         for p, pd in parts
                     ),
                 )
@@ -239,11 +271,21 @@ class Fetcher:
             forgotten_topics: tuple[Any, ...] = ()
             if forgotten and version >= 7:
                 forgotten_cls = nested(cls, "ForgottenTopic")
-                forgotten_topics = tuple(forgotten_cls(topic=t, partitions=tuple(ps)) for t, ps in forgotten.items())
+                forgotten_topics = tuple(
+                    forgotten_cls(topic=t, partitions=tuple(ps)) for t, ps in forgotten.items()
+                )
             return make(
-                cls, replica_id=-1, max_wait=max_wait, min_bytes=min_bytes, max_bytes=max_bytes,
-                isolation_level=isolation, session_id=data.session_id, session_epoch=data.epoch,
-                topics=topics, forgotten_topics_data=forgotten_topics, rack_id="",
+                cls,
+                replica_id=-1,
+                max_wait=max_wait,
+                min_bytes=min_bytes,
+                max_bytes=max_bytes,
+                isolation_level=isolation,
+                session_id=data.session_id,
+                session_epoch=data.epoch,
+                topics=topics,
+                forgotten_topics_data=forgotten_topics,
+                rack_id="",
             )
 
         return RequestBuilder(ApiKey.FETCH, build)
@@ -278,8 +320,13 @@ class Fetcher:
                     continue
                 self._completed.append(
                     CompletedFetch(
-                        tp, asked.fetch_offset, int(pd.error_code), int(pd.high_watermark),
-                        int(getattr(pd, "log_start_offset", -1)), int(pd.last_stable_offset), pd.records,
+                        tp,
+                        asked.fetch_offset,
+                        int(pd.error_code),
+                        int(pd.high_watermark),
+                        int(getattr(pd, "log_start_offset", -1)),
+                        int(pd.last_stable_offset),
+                        pd.records,
                     )
                 )
 
@@ -334,10 +381,18 @@ class Fetcher:
         if not subs.is_assigned(tp):
             return False
         state = subs.state(tp)
-        if (state.position is None or state.reset_strategy is not None or state.awaiting_validation
-                or state.position != cf.fetch_offset):
-            log.debug("discarding stale fetch response for %s at offset %s (position %s)", tp,
-                      cf.fetch_offset, state.position)
+        if (
+            state.position is None
+            or state.reset_strategy is not None
+            or state.awaiting_validation
+            or state.position != cf.fetch_offset
+        ):
+            log.debug(
+                "discarding stale fetch response for %s at offset %s (position %s)",
+                tp,
+                cf.fetch_offset,
+                state.position,
+            )
             return False
         code = cf.error_code
         if code == ErrorCode.none:
@@ -351,15 +406,24 @@ class Fetcher:
             self._metadata.request_update()
             return False
         if code in _RETRY_ERRORS:
-            log.warning("fetch for %s at offset %s: %s; will retry", tp, cf.fetch_offset, error_for_code(code))
+            log.warning(
+                "fetch for %s at offset %s: %s; will retry", tp, cf.fetch_offset, error_for_code(code)
+            )
             return False
         if code == ErrorCode.offset_out_of_range:
             if subs.default_reset_strategy is OffsetResetStrategy.NONE:
-                err = OffsetOutOfRangeError(f"fetch position {cf.fetch_offset} is out of range for partition {tp.topic}-{tp.partition}")
+                err = OffsetOutOfRangeError(
+                    f"fetch position {cf.fetch_offset} is out of range for partition {tp.topic}-{tp.partition}"
+                )
                 err.partitions = {tp: cf.fetch_offset}  # type: ignore[attr-defined]
                 raise err
-            log.info("fetch position %s is out of range for %s-%s; resetting offset (%s)", cf.fetch_offset,
-                     tp.topic, tp.partition, subs.default_reset_strategy.name.lower())
+            log.info(
+                "fetch position %s is out of range for %s-%s; resetting offset (%s)",
+                cf.fetch_offset,
+                tp.topic,
+                tp.partition,
+                subs.default_reset_strategy.name.lower(),
+            )
             subs.request_offset_reset(tp)
             return False
         raise error_for_code(code, f"fetch for {tp.topic}-{tp.partition} at offset {cf.fetch_offset}")
@@ -371,8 +435,12 @@ class Fetcher:
             cf.consumed = True
             return []
         state = subs.state(tp)
-        if (state.position != cf.next_fetch_offset or state.reset_strategy is not None or state.paused
-                or state.awaiting_validation):
+        if (
+            state.position != cf.next_fetch_offset
+            or state.reset_strategy is not None
+            or state.paused
+            or state.awaiting_validation
+        ):
             cf.consumed = True  # sought, reset or paused since: drop the rest
             return []
         out: list[ConsumerRecord] = []
@@ -424,11 +492,29 @@ class Fetcher:
                 if start == 0 and end == len(offsets):
                     cols = (offsets, batch.timestamps_ms, batch.keys, batch.values, batch.headers)
                 else:
-                    cols = (offsets[start:end], batch.timestamps_ms[start:end], batch.keys[start:end],
-                            batch.values[start:end], batch.headers[start:end])
-                out.extend(map(_new_tuple, repeat(ConsumerRecord), zip(
-                    repeat(topic), repeat(partition), cols[0], cols[1], repeat(ttype), cols[2], cols[3], cols[4],
-                )))
+                    cols = (
+                        offsets[start:end],
+                        batch.timestamps_ms[start:end],
+                        batch.keys[start:end],
+                        batch.values[start:end],
+                        batch.headers[start:end],
+                    )
+                out.extend(
+                    map(
+                        _new_tuple,
+                        repeat(ConsumerRecord),
+                        zip(
+                            repeat(topic),
+                            repeat(partition),
+                            cols[0],
+                            cols[1],
+                            repeat(ttype),
+                            cols[2],
+                            cols[3],
+                            cols[4],
+                        ),
+                    )
+                )
                 position = offsets[end - 1] + 1
                 epoch = batch.header.partition_leader_epoch
                 offset_epoch = epoch if epoch >= 0 else None
@@ -450,7 +536,9 @@ class Fetcher:
                 continue
             data = session.close_request()
             if data is not None:
-                futures.append(self._client.send(node, self._fetch_request(data, max_wait_ms=0), timeout_ms=timeout_ms))
+                futures.append(
+                    self._client.send(node, self._fetch_request(data, max_wait_ms=0), timeout_ms=timeout_ms)
+                )
         self._sessions.clear()
         deadline = now_ms() + timeout_ms
         while any(not f.is_done() for f in futures) and now_ms() < deadline:

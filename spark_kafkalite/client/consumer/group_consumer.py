@@ -87,7 +87,9 @@ class ConsumerGroupMixin:
 
     def _require_group(self, what: str) -> ConsumerCoordinator:
         if self._coordinator is None:
-            raise InvalidGroupIdError(f"to use {what} you must provide a valid group.id in the consumer config")
+            raise InvalidGroupIdError(
+                f"to use {what} you must provide a valid group.id in the consumer config"
+            )
         return self._coordinator
 
     def _check_manual_assign(self, partitions: list[TopicPartition]) -> None:
@@ -99,7 +101,9 @@ class ConsumerGroupMixin:
             if partitions:
                 raise IllegalStateError(_MUTUALLY_EXCLUSIVE)
             return
-        coordinator.subscription_type = SubscriptionType.USER_ASSIGNED if partitions else SubscriptionType.NONE
+        coordinator.subscription_type = (
+            SubscriptionType.USER_ASSIGNED if partitions else SubscriptionType.NONE
+        )
 
     def _is_group_subscribed(self) -> bool:
         return self._coordinator is not None and self._coordinator.is_auto_subscribed()
@@ -147,7 +151,10 @@ class ConsumerGroupMixin:
         """
         self._ensure_open()
         coordinator = self._require_group("subscribe")
-        if coordinator.subscription_type is SubscriptionType.USER_ASSIGNED and self._subscriptions.assigned_partitions():
+        if (
+            coordinator.subscription_type is SubscriptionType.USER_ASSIGNED
+            and self._subscriptions.assigned_partitions()
+        ):
             raise IllegalStateError(_MUTUALLY_EXCLUSIVE)
         if isinstance(topics, re.Pattern):
             pattern = topics
@@ -209,7 +216,9 @@ class ConsumerGroupMixin:
         self._client.poll(0)
 
     @overload
-    def committed(self, partitions: TopicPartition, timeout_ms: float | None = None) -> OffsetAndMetadata | None: ...
+    def committed(
+        self, partitions: TopicPartition, timeout_ms: float | None = None
+    ) -> OffsetAndMetadata | None: ...
 
     @overload
     def committed(

@@ -133,7 +133,9 @@ def sync_group_request(
     return RequestBuilder(ApiKey.SYNC_GROUP, build)
 
 
-def heartbeat_request(group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> RequestBuilder:
+def heartbeat_request(
+    group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+) -> RequestBuilder:
     def build(version: int) -> Any:
         return make(
             request_class(ApiKey.HEARTBEAT, version),
@@ -228,7 +230,9 @@ def offset_fetch_request(
         topic_cls = nested(cls, "OffsetFetchRequestTopic")
         topics = None
         if by_topic is not None:
-            topics = tuple(topic_cls(name=t, partition_indexes=tuple(sorted(ps))) for t, ps in by_topic.items())
+            topics = tuple(
+                topic_cls(name=t, partition_indexes=tuple(sorted(ps))) for t, ps in by_topic.items()
+            )
         return make(cls, group_id=group_id, topics=topics, require_stable=require_stable)
 
     return RequestBuilder(ApiKey.OFFSET_FETCH, build, min_version=2 if partitions is None else None)
@@ -281,6 +285,8 @@ def parse_offset_fetch_response(
             offset = int(p.committed_offset)
             om = None
             if offset >= 0:
-                om = OffsetAndMetadata(offset, str(p.metadata or ""), int(getattr(p, "committed_leader_epoch", -1)))
+                om = OffsetAndMetadata(
+                    offset, str(p.metadata or ""), int(getattr(p, "committed_leader_epoch", -1))
+                )
             out[tp] = (om, int(p.error_code))
     return top, out

@@ -216,22 +216,32 @@ class HeartbeatMixin:
         with self._lock:
             if self._closed:
                 return math.inf
-            if not self._heartbeat_enabled or self.state not in (MemberState.STABLE, MemberState.COMPLETING_REBALANCE):
+            if not self._heartbeat_enabled or self.state not in (
+                MemberState.STABLE,
+                MemberState.COMPLETING_REBALANCE,
+            ):
                 return 1000.0
             coordinator = self._coordinator
             now = self._clock()
             if coordinator is not None and self.heartbeat.session_timeout_expired(now):
                 self._coordinator = None
-                log.info("group %s: no successful heartbeat for session.timeout.ms; coordinator presumed dead",
-                         self.group_id)
+                log.info(
+                    "group %s: no successful heartbeat for session.timeout.ms; coordinator presumed dead",
+                    self.group_id,
+                )
                 self.heartbeat.reset_session_timeout(now)
                 return self._retry_backoff_ms
             if self.heartbeat.poll_timeout_expired(now):
                 log.warning(
                     "group %s: consumer poll timeout has expired: poll() was not called for %d ms "
-                    "(max.poll.interval.ms); leaving the group", self.group_id, self.rebalance_timeout_ms)
+                    "(max.poll.interval.ms); leaving the group",
+                    self.group_id,
+                    self.rebalance_timeout_ms,
+                )
                 generation = self.generation
-                self.generation = Generation(-1, "" if self._is_dynamic_member() else generation.member_id, None)
+                self.generation = Generation(
+                    -1, "" if self._is_dynamic_member() else generation.member_id, None
+                )
                 self.state = MemberState.UNJOINED
                 self._heartbeat_enabled = False
                 self._rejoin_needed = True
@@ -249,15 +259,21 @@ class HeartbeatMixin:
             (node, host, port), gen = leave
             client.add_node(node, host, port)
             try:
-                client.send_and_wait(node, leave_group_request(self.group_id, [(gen.member_id, None)],
-                                                               "consumer poll timeout has expired"),
-                                     self._request_timeout_ms)
+                client.send_and_wait(
+                    node,
+                    leave_group_request(
+                        self.group_id, [(gen.member_id, None)], "consumer poll timeout has expired"
+                    ),
+                    self._request_timeout_ms,
+                )
             except KafkaError as exc:
                 log.debug("group %s: LeaveGroup failed: %s", self.group_id, exc)
             return 0.0
         if coordinator is None:
             try:
-                found = client.wait_for(self.send_find_coordinator(client, self.group_id), self._request_timeout_ms)
+                found = client.wait_for(
+                    self.send_find_coordinator(client, self.group_id), self._request_timeout_ms
+                )
             except KafkaError as exc:
                 log.debug("group %s: heartbeat thread coordinator lookup failed: %s", self.group_id, exc)
                 return self._retry_backoff_ms
@@ -267,8 +283,10 @@ class HeartbeatMixin:
         client.add_node(node, host, port)
         try:
             response = client.send_and_wait(
-                node, heartbeat_request(self.group_id, generation.generation_id, generation.member_id,
-                                        self.group_instance_id),
+                node,
+                heartbeat_request(
+                    self.group_id, generation.generation_id, generation.member_id, self.group_instance_id
+                ),
                 self._request_timeout_ms,
             )
             code = int(response.error_code)
@@ -294,13 +312,21 @@ class HeartbeatMixin:
         if code == ErrorCode.rebalance_in_progress:
             if self.generation_if_stable() is not None:
                 self.request_rejoin("group is rebalancing (heartbeat: REBALANCE_IN_PROGRESS)")
-        elif code in (ErrorCode.illegal_generation, ErrorCode.unknown_member_id, ErrorCode.fenced_instance_id):
+        elif code in (
+            ErrorCode.illegal_generation,
+            ErrorCode.unknown_member_id,
+            ErrorCode.fenced_instance_id,
+        ):
             if current:
-                self.reset_generation(f"heartbeat: {error_for_code(code).name}",
-                                      reset_member_id=code != ErrorCode.illegal_generation)
+                self.reset_generation(
+                    f"heartbeat: {error_for_code(code).name}",
+                    reset_member_id=code != ErrorCode.illegal_generation,
+                )
             if code == ErrorCode.fenced_instance_id:
                 with self._lock:
-                    self._fatal_error = error_for_code(code, f"static member {self.group_instance_id} was fenced")
+                    self._fatal_error = error_for_code(
+                        code, f"static member {self.group_instance_id} was fenced"
+                    )
         elif code in COORDINATOR_ERRORS or code == ErrorCode.coordinator_load_in_progress:
             self.mark_coordinator_unknown(error_for_code(code).name)
         else:

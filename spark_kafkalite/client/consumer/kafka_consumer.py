@@ -116,7 +116,9 @@ class KafkaConsumer(ConsumerGroupMixin):
             raise IllegalStateError(f"partition {tp.topic}-{tp.partition} is not assigned to this consumer")
         return tp
 
-    def seek(self, partition: TopicPartition | tuple[str, int], offset: int, leader_epoch: int | None = None) -> None:
+    def seek(
+        self, partition: TopicPartition | tuple[str, int], offset: int, leader_epoch: int | None = None
+    ) -> None:
         """Fetch from ``offset`` next. With ``leader_epoch`` (the epoch of the record before
         ``offset``, e.g. of a committed offset), the position is first validated against the
         current leader (KIP-320, as Java's ``seek(tp, OffsetAndMetadata)``).
@@ -154,7 +156,9 @@ class KafkaConsumer(ConsumerGroupMixin):
         deadline = now_ms() + (self._default_timeout_ms if timeout_ms is None else timeout_ms)
         while not self._subscriptions.has_valid_position(tp):
             if not self._refresh_committed_positions(deadline):  # group: committed offsets first
-                raise KafkaTimeoutError(f"cannot fetch the committed offset of {tp.topic}-{tp.partition} in time")
+                raise KafkaTimeoutError(
+                    f"cannot fetch the committed offset of {tp.topic}-{tp.partition} in time"
+                )
             self._offset_fetcher.validate_positions_if_needed()
             self._offset_fetcher.reset_positions_if_needed()
             remaining = deadline - now_ms()
@@ -183,7 +187,9 @@ class KafkaConsumer(ConsumerGroupMixin):
 
     # -------------------------------------------------------------- polling
 
-    def poll(self, timeout_ms: float = 0, max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
+    def poll(
+        self, timeout_ms: float = 0, max_records: int | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Records of the assigned partitions, waiting up to ``timeout_ms`` for some.
 
         Returns ``{tp: [ConsumerRecord, ...]}`` with at most ``max_records`` (default
@@ -210,8 +216,12 @@ class KafkaConsumer(ConsumerGroupMixin):
                 return records
             self._fetcher.send_fetches()
             now = now_ms()
-            wait = min(deadline - now, self._subscriptions.next_reset_delay_ms(now),
-                       self._subscriptions.next_validation_delay_ms(now), self._group_poll_wait_ms(now))
+            wait = min(
+                deadline - now,
+                self._subscriptions.next_reset_delay_ms(now),
+                self._subscriptions.next_validation_delay_ms(now),
+                self._group_poll_wait_ms(now),
+            )
             if self._metadata.update_requested():
                 wait = min(wait, self._retry_backoff_ms)
             self._client.poll(max(0.0, wait))
@@ -231,7 +241,9 @@ class KafkaConsumer(ConsumerGroupMixin):
 
     # -------------------------------------------------------------- offsets lookups
 
-    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: float | None = None) -> dict[TopicPartition, int]:
+    def beginning_offsets(
+        self, partitions: Iterable[TopicPartition], timeout_ms: float | None = None
+    ) -> dict[TopicPartition, int]:
         """Log start offset per partition (ListOffsets -2).
 
         Raises:
@@ -239,7 +251,9 @@ class KafkaConsumer(ConsumerGroupMixin):
         """
         return self._offsets({_tp(tp): -2 for tp in partitions}, timeout_ms)
 
-    def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: float | None = None) -> dict[TopicPartition, int]:
+    def end_offsets(
+        self, partitions: Iterable[TopicPartition], timeout_ms: float | None = None
+    ) -> dict[TopicPartition, int]:
         """High watermark per partition (ListOffsets -1, read_uncommitted).
 
         Raises:
@@ -247,9 +261,13 @@ class KafkaConsumer(ConsumerGroupMixin):
         """
         return self._offsets({_tp(tp): -1 for tp in partitions}, timeout_ms)
 
-    def _offsets(self, query: dict[TopicPartition, int], timeout_ms: float | None) -> dict[TopicPartition, int]:
+    def _offsets(
+        self, query: dict[TopicPartition, int], timeout_ms: float | None
+    ) -> dict[TopicPartition, int]:
         self._ensure_open()
-        found = self._offset_fetcher.list_offsets(query, self._default_timeout_ms if timeout_ms is None else timeout_ms)
+        found = self._offset_fetcher.list_offsets(
+            query, self._default_timeout_ms if timeout_ms is None else timeout_ms
+        )
         return {tp: value[0] for tp, value in found.items() if value is not None}
 
     def offsets_for_times(
@@ -267,9 +285,12 @@ class KafkaConsumer(ConsumerGroupMixin):
             if ts < 0:
                 raise ValueError(f"timestamp for {tp} must not be negative: {ts}")
             query[_tp(tp)] = int(ts)
-        found = self._offset_fetcher.list_offsets(query, self._default_timeout_ms if timeout_ms is None else timeout_ms)
+        found = self._offset_fetcher.list_offsets(
+            query, self._default_timeout_ms if timeout_ms is None else timeout_ms
+        )
         return {
-            tp: None if value is None else OffsetAndTimestamp(value[0], value[1]) for tp, value in found.items()
+            tp: None if value is None else OffsetAndTimestamp(value[0], value[1])
+            for tp, value in found.items()
         }
 
     # -------------------------------------------------------------- metadata
@@ -283,11 +304,15 @@ class KafkaConsumer(ConsumerGroupMixin):
             if node is not None:
                 future = self._client.send(node, metadata_request(topics, False))
                 try:
-                    cluster = parse_metadata_response(self._client.wait_for(future, max(1.0, deadline - now_ms())))
+                    cluster = parse_metadata_response(
+                        self._client.wait_for(future, max(1.0, deadline - now_ms()))
+                    )
                 except (KafkaConnectionError, KafkaTimeoutError) as exc:
                     last_error = exc
                 else:
-                    retriable = [t for t, c in cluster.topic_errors.items() if c == ErrorCode.leader_not_available]
+                    retriable = [
+                        t for t, c in cluster.topic_errors.items() if c == ErrorCode.leader_not_available
+                    ]
                     if not retriable:
                         return cluster
                     last_error = error_for_code(ErrorCode.leader_not_available, f"topics {retriable}")
@@ -318,7 +343,8 @@ class KafkaConsumer(ConsumerGroupMixin):
         its partition ids."""
         cluster = self._fetch_topic_metadata(None, timeout_ms)
         return {
-            topic: set(parts) for topic, parts in cluster.partitions.items()
+            topic: set(parts)
+            for topic, parts in cluster.partitions.items()
             if not (self._exclude_internal and topic in cluster.internal_topics)
         }
 
@@ -354,4 +380,3 @@ class KafkaConsumer(ConsumerGroupMixin):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-

@@ -40,8 +40,13 @@ from spark_kafkalite.protocol.errors import (
     error_for_code,
 )
 
-__all__ = ["OffsetFetcher", "ListOffsetsResult", "list_offsets_request", "offset_for_leader_epoch_request",
-           "LogTruncationError"]
+__all__ = [
+    "OffsetFetcher",
+    "ListOffsetsResult",
+    "list_offsets_request",
+    "offset_for_leader_epoch_request",
+    "LogTruncationError",
+]
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +80,12 @@ class LogTruncationError(OffsetOutOfRangeError):  # type: ignore[valid-type, mis
             does not know the epoch at all.
     """
 
-    def __init__(self, message: str, partitions: dict[TopicPartition, int],
-                 divergent_offsets: dict[TopicPartition, int | None]) -> None:
+    def __init__(
+        self,
+        message: str,
+        partitions: dict[TopicPartition, int],
+        divergent_offsets: dict[TopicPartition, int | None],
+    ) -> None:
         super().__init__(message)
         self.partitions = partitions
         self.divergent_offsets = divergent_offsets
@@ -93,9 +102,13 @@ def offset_for_leader_epoch_request(requests: Mapping[TopicPartition, tuple[int,
         topic_cls = nested(cls, "OffsetForLeaderTopic")
         part_cls = nested(cls, "OffsetForLeaderPartition")
         topics = tuple(
-            topic_cls(topic=topic, partitions=tuple(
-                part_cls(partition=p, current_leader_epoch=current, leader_epoch=epoch) for p, current, epoch in parts
-            ))
+            topic_cls(
+                topic=topic,
+                partitions=tuple(
+                    part_cls(partition=p, current_leader_epoch=current, leader_epoch=epoch)
+                    for p, current, epoch in parts
+                ),
+            )
             for topic, parts in by_topic.items()
         )
         return make(cls, replica_id=-1, topics=topics)
@@ -104,7 +117,9 @@ def offset_for_leader_epoch_request(requests: Mapping[TopicPartition, tuple[int,
 
 
 def list_offsets_request(
-    timestamps: Mapping[TopicPartition, int], isolation_level: int, leader_epochs: Mapping[TopicPartition, int]
+    timestamps: Mapping[TopicPartition, int],
+    isolation_level: int,
+    leader_epochs: Mapping[TopicPartition, int],
 ) -> RequestBuilder:
     """A ListOffsetsRequest builder (replica_id -1, one entry per partition)."""
     by_topic: dict[str, list[tuple[int, int, int]]] = {}
@@ -119,7 +134,13 @@ def list_offsets_request(
             topic_cls(
                 name=topic,
                 partitions=tuple(
-                    make(part_cls, partition_index=p, current_leader_epoch=epoch, timestamp=ts, max_num_offsets=1)
+                    make(
+                        part_cls,
+                        partition_index=p,
+                        current_leader_epoch=epoch,
+                        timestamp=ts,
+                        max_num_offsets=1,
+                    )
                     for p, ts, epoch in parts
                 ),
             )
@@ -330,7 +351,13 @@ class OffsetFetcher:
             if found is not None:
                 strategy = OffsetResetStrategy(asked[tp])
                 if subs.maybe_complete_reset(tp, strategy, found[0]):
-                    log.info("reset offset of %s-%s to %s (%s)", tp.topic, tp.partition, found[0], strategy.name.lower())
+                    log.info(
+                        "reset offset of %s-%s to %s (%s)",
+                        tp.topic,
+                        tp.partition,
+                        found[0],
+                        strategy.name.lower(),
+                    )
         for tp, code in errors.items():
             log.debug("offset reset for %s failed: %s", tp, error_for_code(code))
             if code in _RETRIABLE:
@@ -374,7 +401,9 @@ class OffsetFetcher:
             by_node.setdefault(pm.leader, {})[tp] = (pm.leader_epoch, state.offset_epoch, state.position)
         for node, asked in by_node.items():
             subs.set_validation_pending(asked, now + self._request_timeout_ms)
-            request = offset_for_leader_epoch_request({tp: (cur, epoch) for tp, (cur, epoch, _) in asked.items()})
+            request = offset_for_leader_epoch_request(
+                {tp: (cur, epoch) for tp, (cur, epoch, _) in asked.items()}
+            )
             future = self._client.send(node, request)
             future.add_callback(lambda f, asked=asked: self._on_validation_response(f, asked))
 
@@ -420,8 +449,13 @@ class OffsetFetcher:
                     continue  # reassigned, sought or reset meanwhile
                 end_epoch, end_offset = int(p.leader_epoch), int(p.end_offset)
                 if end_offset < 0 or end_epoch < 0:
-                    log.info("the leader of %s-%s does not know epoch %s of position %s", tp.topic, tp.partition,
-                             epoch, position)
+                    log.info(
+                        "the leader of %s-%s does not know epoch %s of position %s",
+                        tp.topic,
+                        tp.partition,
+                        epoch,
+                        position,
+                    )
                     if subs.default_reset_strategy is OffsetResetStrategy.NONE:
                         truncated[tp], divergent[tp] = position, None
                     else:
@@ -429,11 +463,25 @@ class OffsetFetcher:
                 elif end_offset < position:
                     if subs.default_reset_strategy is OffsetResetStrategy.NONE:
                         truncated[tp], divergent[tp] = position, end_offset
-                        log.warning("truncation detected for %s-%s at offset %s (epoch %s ends at %s) and "
-                                    "auto.offset.reset is none", tp.topic, tp.partition, position, epoch, end_offset)
+                        log.warning(
+                            "truncation detected for %s-%s at offset %s (epoch %s ends at %s) and "
+                            "auto.offset.reset is none",
+                            tp.topic,
+                            tp.partition,
+                            position,
+                            epoch,
+                            end_offset,
+                        )
                     else:
-                        log.info("truncation detected for %s-%s at offset %s; resetting to %s, the end of "
-                                 "epoch %s on the leader", tp.topic, tp.partition, position, end_offset, end_epoch)
+                        log.info(
+                            "truncation detected for %s-%s at offset %s; resetting to %s, the end of "
+                            "epoch %s on the leader",
+                            tp.topic,
+                            tp.partition,
+                            position,
+                            end_offset,
+                            end_epoch,
+                        )
                         subs.seek(tp, end_offset)
                         state.offset_epoch = end_epoch
                 else:
@@ -446,5 +494,7 @@ class OffsetFetcher:
                 subs.validation_failed(tp, retry_at)
             self._cached_validation_error = LogTruncationError(
                 f"truncation detected for partitions {sorted(truncated)} with no reset policy "
-                f"(divergent offsets {divergent})", truncated, divergent,
+                f"(divergent offsets {divergent})",
+                truncated,
+                divergent,
             )

@@ -48,9 +48,18 @@ class TopicPartitionState:
     """Mutable fetch state of one assigned partition."""
 
     __slots__ = (
-        "position", "high_watermark", "log_start_offset", "last_stable_offset",
-        "reset_strategy", "reset_in_flight", "next_reset_attempt_ms", "paused",
-        "offset_epoch", "current_leader_epoch", "awaiting_validation", "validation_in_flight",
+        "position",
+        "high_watermark",
+        "log_start_offset",
+        "last_stable_offset",
+        "reset_strategy",
+        "reset_in_flight",
+        "next_reset_attempt_ms",
+        "paused",
+        "offset_epoch",
+        "current_leader_epoch",
+        "awaiting_validation",
+        "validation_in_flight",
         "next_validation_attempt_ms",
     )
 
@@ -166,7 +175,8 @@ class SubscriptionState:
     def partitions_needing_reset(self, now_ms: float) -> list[TopicPartition]:
         """Partitions whose reset should be sent now (not in flight, not backing off)."""
         return [
-            tp for tp, s in self._assignment.items()
+            tp
+            for tp, s in self._assignment.items()
             if s.reset_strategy is not None and not s.reset_in_flight and now_ms >= s.next_reset_attempt_ms
         ]
 
@@ -226,8 +236,11 @@ class SubscriptionState:
     def partitions_needing_validation(self, now_ms: float) -> list[TopicPartition]:
         """Partitions awaiting validation whose OffsetForLeaderEpoch should be sent now."""
         return [
-            tp for tp, s in self._assignment.items()
-            if s.awaiting_validation and s.reset_strategy is None and not s.validation_in_flight
+            tp
+            for tp, s in self._assignment.items()
+            if s.awaiting_validation
+            and s.reset_strategy is None
+            and not s.validation_in_flight
             and now_ms >= s.next_validation_attempt_ms
         ]
 
@@ -248,8 +261,12 @@ class SubscriptionState:
         """The position ``(position, offset_epoch)`` that was validated is still current:
         fetching resumes. Returns False if the partition was reassigned, sought or reset since."""
         state = self._assignment.get(tp)
-        if (state is None or not state.awaiting_validation or state.position != position
-                or state.offset_epoch != offset_epoch):
+        if (
+            state is None
+            or not state.awaiting_validation
+            or state.position != position
+            or state.offset_epoch != offset_epoch
+        ):
             return False
         state.awaiting_validation = False
         state.validation_in_flight = False
@@ -268,8 +285,12 @@ class SubscriptionState:
     def fetchable_partitions(self) -> list[TopicPartition]:
         """Partitions with a valid position that are not paused."""
         return [
-            tp for tp, s in self._assignment.items()
-            if s.position is not None and s.reset_strategy is None and not s.paused and not s.awaiting_validation
+            tp
+            for tp, s in self._assignment.items()
+            if s.position is not None
+            and s.reset_strategy is None
+            and not s.paused
+            and not s.awaiting_validation
         ]
 
     def pause(self, tp: TopicPartition) -> None:

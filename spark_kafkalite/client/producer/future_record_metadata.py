@@ -61,7 +61,9 @@ def new_future(condition: threading.Condition) -> Future[RecordMetadata]:
 
 
 def complete_futures(
-    condition: threading.Condition, futures: Sequence[Future[RecordMetadata]], results: Sequence[RecordMetadata]
+    condition: threading.Condition,
+    futures: Sequence[Future[RecordMetadata]],
+    results: Sequence[RecordMetadata],
 ) -> None:
     """Resolve ``futures[i]`` with ``results[i]``, notifying waiters once."""
     if not _FAST:
@@ -86,7 +88,9 @@ def complete_futures(
             future._invoke_callbacks()  # type: ignore[attr-defined]
 
 
-def fail_futures(condition: threading.Condition, futures: Sequence[Future[RecordMetadata]], exc: BaseException) -> None:
+def fail_futures(
+    condition: threading.Condition, futures: Sequence[Future[RecordMetadata]], exc: BaseException
+) -> None:
     """Fail every future with ``exc``, notifying waiters once."""
     if not _FAST:
         for future in futures:

@@ -224,7 +224,11 @@ class KafkaProducer:
         key_bytes = key if key is None or type(key) is bytes else _to_bytes(key, "key")
         value_bytes = value if value is None or type(value) is bytes else _to_bytes(value, "value")
         header_list = _normalize_headers(headers) if headers else _NO_HEADERS
-        size = RECORD_OVERHEAD_ESTIMATE + (len(key_bytes) if key_bytes else 0) + (len(value_bytes) if value_bytes else 0)
+        size = (
+            RECORD_OVERHEAD_ESTIMATE
+            + (len(key_bytes) if key_bytes else 0)
+            + (len(value_bytes) if value_bytes else 0)
+        )
         if header_list:
             size += sum(len(k) + (len(v) if v else 0) + 4 for k, v in header_list)
         try:
@@ -255,7 +259,10 @@ class KafkaProducer:
             ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
             max_block = self._max_block_ms - (now_ms() - started) if started else self._max_block_ms
             future, batch_is_full, new_batch = self._accumulator.append(
-                TopicPartition(topic, chosen), (key_bytes, value_bytes, ts, header_list), size, max(0.0, max_block)
+                TopicPartition(topic, chosen),
+                (key_bytes, value_bytes, ts, header_list),
+                size,
+                max(0.0, max_block),
             )
         except KafkaError as exc:
             failed: Future[RecordMetadata] = Future()
@@ -283,7 +290,10 @@ class KafkaProducer:
             if parts and (partition is None or partition in parts):
                 return cluster
             code = cluster.topic_errors.get(topic)
-            if code is not None and code not in (ErrorCode.unknown_topic_or_partition, ErrorCode.leader_not_available):
+            if code is not None and code not in (
+                ErrorCode.unknown_topic_or_partition,
+                ErrorCode.leader_not_available,
+            ):
                 raise error_for_code(code, f"topic {topic}")
             if parts and partition is not None and partition not in parts:
                 raise InvalidPartitionsError(
@@ -317,7 +327,9 @@ class KafkaProducer:
         batches = self._accumulator.begin_flush()
         try:
             self._sender.wakeup()
-            if not self._accumulator.await_completion(batches, None if timeout_s is None else timeout_s * 1000):
+            if not self._accumulator.await_completion(
+                batches, None if timeout_s is None else timeout_s * 1000
+            ):
                 raise KafkaTimeoutError(f"flush did not complete within {timeout_s} s")
         finally:
             self._accumulator.end_flush()

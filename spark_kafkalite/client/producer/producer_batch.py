@@ -28,9 +28,22 @@ class ProducerBatch:
     """A batch under construction or in flight. ``size_bytes`` is an estimate of the encoded size."""
 
     __slots__ = (
-        "tp", "records", "futures", "size_bytes", "created_ms", "attempts", "last_attempt_ms",
-        "done", "_encoded", "compression_type", "in_retry", "condition",
-        "producer_id", "producer_epoch", "base_sequence", "on_wire",
+        "tp",
+        "records",
+        "futures",
+        "size_bytes",
+        "created_ms",
+        "attempts",
+        "last_attempt_ms",
+        "done",
+        "_encoded",
+        "compression_type",
+        "in_retry",
+        "condition",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "on_wire",
     )
 
     def __init__(self, tp: TopicPartition, created_ms: float, compression_type: int) -> None:
@@ -112,7 +125,9 @@ class ProducerBatch:
             timestamps = [log_append_time_ms] * n
         else:
             timestamps = [r[2] for r in self.records]
-        results = [new(RecordMetadata, (topic, partition, o, t)) for o, t in zip(offsets, timestamps, strict=True)]
+        results = [
+            new(RecordMetadata, (topic, partition, o, t)) for o, t in zip(offsets, timestamps, strict=True)
+        ]
         complete_futures(self.condition, self.futures, results)
         return True
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RecordAccumulator", "ReadyCheckResult"]
 
+
 @dataclass(slots=True)
 class ReadyCheckResult:
     ready_nodes: set[int] = field(default_factory=set)

@@ -229,7 +229,9 @@ class Sender(threading.Thread):
             topic_cls = nested(cls, "TopicProduceData")
             part_cls = nested(cls, "PartitionProduceData")
             topic_data = tuple(
-                topic_cls(name=topic, partition_data=tuple(part_cls(index=p, records=data) for p, data in parts))
+                topic_cls(
+                    name=topic, partition_data=tuple(part_cls(index=p, records=data) for p, data in parts)
+                )
                 for topic, parts in by_topic.items()
             )
             return make(cls, transactional_id=None, acks=acks, timeout=timeout_ms, topic_data=topic_data)
@@ -260,7 +262,9 @@ class Sender(threading.Thread):
                 if batch is None:
                     continue
                 if p.error_code == ErrorCode.none:
-                    self._complete_batch(batch, None, int(p.base_offset), datetime_to_ms(p.log_append_time), now)
+                    self._complete_batch(
+                        batch, None, int(p.base_offset), datetime_to_ms(p.log_append_time), now
+                    )
                 else:
                     message = getattr(p, "error_message", None)
                     self._complete_batch(batch, error_for_code(p.error_code, message), -1, -1, now)
@@ -268,7 +272,12 @@ class Sender(threading.Thread):
             self._complete_batch(batch, KafkaError("partition missing from produce response"), -1, -1, now)
 
     def _complete_batch(
-        self, batch: ProducerBatch, error: KafkaError | None, base_offset: int, log_append_time_ms: int, now: float
+        self,
+        batch: ProducerBatch,
+        error: KafkaError | None,
+        base_offset: int,
+        log_append_time_ms: int,
+        now: float,
     ) -> None:
         batch.on_wire = False
         if batch.done:  # expired while in flight
@@ -285,7 +294,9 @@ class Sender(threading.Thread):
             return
         if self._can_retry(batch, error, now):
             log.debug("retrying batch for %s (attempt %d): %s", batch.tp, batch.attempts, error)
-            if error.error_code in _METADATA_ERRORS or isinstance(error, (KafkaConnectionError, KafkaTimeoutError)):
+            if error.error_code in _METADATA_ERRORS or isinstance(
+                error, (KafkaConnectionError, KafkaTimeoutError)
+            ):
                 self._metadata.request_update()
             self._accumulator.reenqueue(batch, now)
             return

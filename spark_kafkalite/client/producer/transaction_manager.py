@@ -138,7 +138,11 @@ class TransactionManager:
             return True
         entry = self._partitions.get(tp)
         if first.base_sequence == NO_SEQUENCE:
-            if entry is not None and entry.in_flight and entry.producer_id_and_epoch != self.producer_id_and_epoch:
+            if (
+                entry is not None
+                and entry.in_flight
+                and entry.producer_id_and_epoch != self.producer_id_and_epoch
+            ):
                 return True  # older id/epoch still in flight: sequence 0 of the new epoch must wait
             if tp in self._unresolved:
                 return True
@@ -171,7 +175,10 @@ class TransactionManager:
         if entry is None or batch.base_sequence == NO_SEQUENCE:
             return
         entry.remove(batch)
-        if batch.producer_id == entry.producer_id_and_epoch.producer_id and batch.producer_epoch == entry.producer_id_and_epoch.epoch:
+        if (
+            batch.producer_id == entry.producer_id_and_epoch.producer_id
+            and batch.producer_epoch == entry.producer_id_and_epoch.epoch
+        ):
             entry.last_acked_sequence = max(entry.last_acked_sequence, batch.last_sequence)
 
     def is_next_sequence(self, tp: TopicPartition, sequence: int) -> bool:
@@ -231,7 +238,9 @@ class TransactionManager:
             if entry is not None and not self.is_next_sequence(tp, entry.next_sequence):
                 log.info(
                     "%s: no in-flight batches, last acknowledged sequence %d, next %d: bumping the epoch",
-                    tp, entry.last_acked_sequence, entry.next_sequence,
+                    tp,
+                    entry.last_acked_sequence,
+                    entry.next_sequence,
                 )
                 self.request_epoch_bump(tp)
 
@@ -260,7 +269,9 @@ class TransactionManager:
             batch.set_producer_state(pie.producer_id, pie.epoch, entry.next_sequence)
             entry.next_sequence = increment_sequence(entry.next_sequence, batch.record_count)
         self._unresolved.pop(tp, None)
-        log.info("%s: sequences restart at 0 with %s (%d batch(es) renumbered)", tp, pie, len(entry.in_flight))
+        log.info(
+            "%s: sequences restart at 0 with %s (%d batch(es) renumbered)", tp, pie, len(entry.in_flight)
+        )
 
     def sequence_of(self, tp: TopicPartition) -> int:
         """Next sequence for ``tp`` (tests)."""
