@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from broker.apis.entities import build, ms_duration, nested
 from broker.replication.broker_connection import BrokerConnection, BrokerConnectionError
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
-from spark_kafkalite.protocol.errors import ErrorCode, KafkaError
+from spark_kafkalite.protocol.errors import ErrorCode, KafkaError, needs_metadata_refresh
 from spark_kafkalite.protocol.fetch_session import FetchSessionHandler, PartitionFetchData
 
 if TYPE_CHECKING:
@@ -50,14 +50,6 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 
 TopicPartitionKey = tuple[str, int]
-
-_EPOCH_ERRORS = {
-    ErrorCode.not_leader_or_follower,
-    ErrorCode.fenced_leader_epoch,
-    ErrorCode.unknown_leader_epoch,
-    ErrorCode.unknown_topic_or_partition,
-    ErrorCode.leader_not_available,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,7 +309,7 @@ class ReplicaFetcher:
             self._append(partition, pd)
         elif code == ErrorCode.offset_out_of_range:
             await self._handle_out_of_range(partition, state)
-        elif code in _EPOCH_ERRORS:
+        elif needs_metadata_refresh(code):
             logger.debug("%s: %s-%d: %s; backing off", self.name, key[0], key[1], ErrorCode(code).name)
             state.delayed_until = time.monotonic() + self.settings.epoch_error_backoff_ms / 1000
         else:

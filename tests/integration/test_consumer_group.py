@@ -16,7 +16,7 @@ import pytest
 from spark_kafkalite.client import KafkaAdminClient, KafkaConsumer, KafkaProducer, NewTopic, TopicPartition
 from spark_kafkalite.client.consumer.consumer_coordinator import CommitFailedError, ConsumerRebalanceListener
 from spark_kafkalite.local_cluster import LocalCluster
-from spark_kafkalite.protocol.errors import UnknownMemberIdError  # type: ignore[attr-defined]
+from spark_kafkalite.protocol.errors import UnknownMemberIdError
 
 #: single broker: __consumer_offsets with RF 1; no initial rebalance delay keeps tests quick
 GROUP_BROKER_CONFIG = {"offsets.topic.replication.factor": "1", "group.initial.rebalance.delay.ms": "0"}

@@ -41,6 +41,7 @@ from spark_kafkalite.protocol.errors import (
     MessageTooLargeError,
     OffsetOutOfRangeError,
     error_for_code,
+    needs_metadata_refresh,
 )
 from spark_kafkalite.protocol.record_batch import BatchHeader, DecodedBatch, decode_batch, iter_batch_headers
 
@@ -48,19 +49,6 @@ __all__ = ["Fetcher", "CompletedFetch"]
 
 log = logging.getLogger(__name__)
 
-_METADATA_ERRORS = {
-    ErrorCode.not_leader_or_follower,
-    ErrorCode.unknown_topic_or_partition,
-    ErrorCode.leader_not_available,
-    ErrorCode.kafka_storage_error,
-    ErrorCode.fenced_leader_epoch,
-    ErrorCode.offset_not_available,
-    ErrorCode.replica_not_available,
-    ErrorCode.unknown_topic_id,
-    ErrorCode.inconsistent_topic_id,
-    # Our metadata may lag the broker's epoch (Java only logs it; a refresh is harmless).
-    ErrorCode.unknown_leader_epoch,
-}
 _RETRY_ERRORS = {ErrorCode.unknown_server_error}
 
 _new_tuple = tuple.__new__
@@ -401,7 +389,7 @@ class Fetcher:
                 return False
             cf.headers_iter = iter_batch_headers(cf.records)
             return True
-        if code in _METADATA_ERRORS:
+        if needs_metadata_refresh(code):
             log.debug("fetch for %s: %s; refreshing metadata", tp, error_for_code(code))
             self._metadata.request_update()
             return False

@@ -41,21 +41,12 @@ from spark_kafkalite.protocol.errors import (
     KafkaTimeoutError,
     UnsupportedVersionError,
     error_for_code,
+    needs_metadata_refresh,
 )
 
 __all__ = ["Sender"]
 
 log = logging.getLogger(__name__)
-
-#: Errors after which the cached leader is probably wrong (Java ``InvalidMetadataException``).
-_METADATA_ERRORS = {
-    ErrorCode.not_leader_or_follower,
-    ErrorCode.unknown_topic_or_partition,
-    ErrorCode.leader_not_available,
-    ErrorCode.fenced_leader_epoch,
-    ErrorCode.unknown_leader_epoch,
-    ErrorCode.kafka_storage_error,
-}
 
 #: InitProducerId errors retried after ``retry.backoff.ms`` (Java ``InitProducerIdHandler``).
 _INIT_RETRIABLE = {
@@ -294,13 +285,13 @@ class Sender(threading.Thread):
             return
         if self._can_retry(batch, error, now):
             log.debug("retrying batch for %s (attempt %d): %s", batch.tp, batch.attempts, error)
-            if error.error_code in _METADATA_ERRORS or isinstance(
+            if needs_metadata_refresh(error.error_code) or isinstance(
                 error, (KafkaConnectionError, KafkaTimeoutError)
             ):
                 self._metadata.request_update()
             self._accumulator.reenqueue(batch, now)
             return
-        if error.error_code in _METADATA_ERRORS:
+        if needs_metadata_refresh(error.error_code):
             self._metadata.request_update()
         if tm is not None:
             tm.handle_failed_batch(batch, error, expired=False)
