@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
-__all__ = ["FetchPurgatory"]
+from spark_kafkalite.protocol.types import TopicPartitionKey
 
-TopicPartitionKey = tuple[str, int]
+__all__ = ["FetchPurgatory"]
 
 
 class FetchPurgatory:

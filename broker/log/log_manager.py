@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from spark_kafkalite.protocol.errors import KafkaStorageError
+from spark_kafkalite.protocol.types import TopicPartitionKey
 
 from .checkpoints import (
     LOG_START_OFFSET_CHECKPOINT_FILE,
@@ -38,8 +39,6 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
 #: The controller quorum keeps its Raft journal in ``<first log dir>/__cluster_metadata-0/``.
 METADATA_TOPIC = "__cluster_metadata"
-
-TopicPartitionKey = tuple[str, int]
 
 
 def _fsync_paths(paths: Sequence[Path]) -> None:

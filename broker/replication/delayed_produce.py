@@ -17,13 +17,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from spark_kafkalite.protocol.errors import ErrorCode
+from spark_kafkalite.protocol.types import TopicPartitionKey
 
 if TYPE_CHECKING:
     from broker.cluster.partition import Partition
 
 __all__ = ["DelayedProduce", "ProducePurgatory"]
 
-TopicPartitionKey = tuple[str, int]
 PartitionLookup = Callable[[TopicPartitionKey], "Partition | None"]
 
 

@@ -39,6 +39,7 @@ from typing import Any
 
 from spark_kafkalite.protocol.errors import ErrorCode
 from spark_kafkalite.protocol.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
+from spark_kafkalite.protocol.types import TopicPartitionKey
 
 __all__ = [
     "CachedPartition",
@@ -59,8 +60,6 @@ log = logging.getLogger(__name__)
 MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS = 120_000
 CACHE_SLOTS_KEY = "max.incremental.fetch.session.cache.slots"
 _TOPIC_ID_VERSION = 13
-
-PartitionKey = tuple[str, int]
 
 
 def _now_ms() -> float:
@@ -195,7 +194,7 @@ class FetchSession:
         self,
         session_id: int,
         privileged: bool,
-        partitions: dict[PartitionKey, CachedPartition],
+        partitions: dict[TopicPartitionKey, CachedPartition],
         uses_topic_ids: bool,
         now_ms: float,
     ) -> None:
@@ -290,13 +289,13 @@ class FullFetchContext(FetchContext):
         self._uses_topic_ids = uses_topic_ids
 
     def update_and_generate_response(self, topics: list[Any]) -> tuple[int, int, list[Any]]:
-        requested: dict[PartitionKey, Any] = {}
+        requested: dict[TopicPartitionKey, Any] = {}
         for ft in self.request_view.topics:
             for fp in ft.partitions:
                 requested[(str(ft.topic), int(fp.partition))] = fp
 
-        def create_partitions() -> dict[PartitionKey, CachedPartition]:
-            cached: dict[PartitionKey, CachedPartition] = {}
+        def create_partitions() -> dict[TopicPartitionKey, CachedPartition]:
+            cached: dict[TopicPartitionKey, CachedPartition] = {}
             for (topic, partition), fp in requested.items():
                 cached[(topic, partition)] = CachedPartition(topic, partition, fp)
             for tr in topics:
@@ -335,7 +334,7 @@ class IncrementalFetchContext(FetchContext):
             )
             return ErrorCode.invalid_fetch_session_epoch, INVALID_SESSION_ID, []
         out: list[Any] = []
-        moved: list[PartitionKey] = []
+        moved: list[TopicPartitionKey] = []
         for tr in topics:
             topic = str(tr.topic)
             kept = []
@@ -452,7 +451,7 @@ class FetchSessionCache:
         privileged: bool,
         size: int,
         uses_topic_ids: bool,
-        create_partitions: Callable[[], dict[PartitionKey, CachedPartition]],
+        create_partitions: Callable[[], dict[TopicPartitionKey, CachedPartition]],
     ) -> int:
         """Create a session if there is room or an entry can be evicted; its id, or 0."""
         if self.max_entries <= 0:

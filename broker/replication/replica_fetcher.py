@@ -35,6 +35,7 @@ from broker.replication.broker_connection import BrokerConnection, BrokerConnect
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError, needs_metadata_refresh
 from spark_kafkalite.protocol.fetch_session import FetchSessionHandler, PartitionFetchData
+from spark_kafkalite.protocol.types import TopicPartitionKey
 
 if TYPE_CHECKING:
     from broker.cluster.partition import Partition
@@ -48,8 +49,6 @@ FETCH_VERSION = 12
 LIST_OFFSETS_VERSION = 7
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
-
-TopicPartitionKey = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker.replication.replica_fetcher import FetcherSettings, PartitionFetchState, ReplicaFetcher
+from spark_kafkalite.protocol.types import TopicPartitionKey
 
 if TYPE_CHECKING:
     from broker.cluster.partition import Partition
@@ -21,8 +22,6 @@ if TYPE_CHECKING:
 __all__ = ["ReplicaFetcherManager", "java_string_hash", "fetcher_id_for"]
 
 logger = logging.getLogger(__name__)
-
-TopicPartitionKey = tuple[str, int]
 
 
 def _int32(value: int) -> int:

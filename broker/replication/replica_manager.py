@@ -37,6 +37,7 @@ from spark_kafkalite.protocol.errors import (
     NotLeaderOrFollowerError,
     UnknownTopicOrPartitionError,
 )
+from spark_kafkalite.protocol.types import TopicPartitionKey
 
 if TYPE_CHECKING:
     from broker.apis.fetch_purgatory import FetchPurgatory
@@ -48,7 +49,6 @@ __all__ = ["ReplicaManager", "PartitionAppendResult", "INTERNAL_TOPICS"]
 
 logger = logging.getLogger(__name__)
 
-TopicPartitionKey = tuple[str, int]
 LeadershipListener = Callable[[str, int, bool, int], None]
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})

@@ -39,12 +39,11 @@ from broker.coordinator.group.records import (
     encode_offset_commit_value,
 )
 from spark_kafkalite.protocol.errors import ErrorCode
+from spark_kafkalite.protocol.types import TopicPartitionKey
 
 __all__ = ["GroupMetadataManager", "java_string_hashcode", "partition_for_group"]
 
 logger = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
 
 
 def java_string_hashcode(text: str) -> int:
@@ -175,12 +174,12 @@ class GroupMetadataManager:
         return await self._append(group.group_id, [self.group_metadata_record(group, assignment)])
 
     async def store_offsets(
-        self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]
-    ) -> dict[TopicPartition, int]:
+        self, group: GroupMetadata, offsets: dict[TopicPartitionKey, OffsetAndMetadata]
+    ) -> dict[TopicPartitionKey, int]:
         """Persist and cache commits; per-partition error codes (OFFSET_METADATA_TOO_LARGE for
         oversized metadata, the append's mapped error for the rest)."""
-        results: dict[TopicPartition, int] = {}
-        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        results: dict[TopicPartitionKey, int] = {}
+        valid: dict[TopicPartitionKey, OffsetAndMetadata] = {}
         for tp, value in offsets.items():
             if len(value.metadata.encode("utf-8")) > self.max_metadata_bytes:
                 results[tp] = int(ErrorCode.offset_metadata_too_large)
@@ -198,7 +197,7 @@ class GroupMetadataManager:
                 results[tp] = code
         return results
 
-    async def delete_offsets(self, group: GroupMetadata, partitions: Iterable[TopicPartition]) -> int:
+    async def delete_offsets(self, group: GroupMetadata, partitions: Iterable[TopicPartitionKey]) -> int:
         """Tombstone and forget committed offsets of ``partitions``; error code."""
         present = [tp for tp in partitions if tp in group.offsets]
         if not present:
@@ -224,8 +223,8 @@ class GroupMetadataManager:
         return code
 
     def get_offsets(
-        self, group_id: str, partitions: list[TopicPartition] | None
-    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        self, group_id: str, partitions: list[TopicPartitionKey] | None
+    ) -> dict[TopicPartitionKey, OffsetAndMetadata | None]:
         """Committed offsets of ``partitions`` (None = all the group has); None = no commit."""
         group = self.groups.get(group_id)
         if group is None or group.is_state(GroupState.DEAD):
@@ -244,7 +243,7 @@ class GroupMetadataManager:
     ) -> None:
         """Replay ``log`` (partition ``partition`` of ``__consumer_offsets``) into the cache.
         Abandoned (nothing loaded) if leadership moved on meanwhile (epoch changed)."""
-        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        offsets: dict[str, dict[TopicPartitionKey, OffsetAndMetadata]] = {}
         groups: dict[str, GroupMetadataRecord | None] = {}
         records = 0
         try:
@@ -292,7 +291,7 @@ class GroupMetadataManager:
         partition: int,
         key: bytes,
         value: bytes | None,
-        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]],
+        offsets: dict[str, dict[TopicPartitionKey, OffsetAndMetadata]],
         groups: dict[str, GroupMetadataRecord | None],
     ) -> None:
         try:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from broker.coordinator.group.classic_group import GroupMetadata, GroupState
 from broker.coordinator.group.records import OffsetAndMetadata
 from spark_kafkalite.protocol.errors import ErrorCode
+from spark_kafkalite.protocol.types import TopicPartitionKey
 
 if TYPE_CHECKING:
     from broker.coordinator.group.group_coordinator import GroupConfig
@@ -28,7 +29,6 @@ __all__ = ["OffsetOpsMixin", "GroupSummary", "MemberSummary"]
 logger = logging.getLogger(__name__)
 
 E = ErrorCode
-TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +76,8 @@ class OffsetOpsMixin:
         member_id: str,
         group_instance_id: str | None,
         generation_id: int,
-        offsets: dict[TopicPartition, OffsetAndMetadata],
-    ) -> dict[TopicPartition, int]:
+        offsets: dict[TopicPartitionKey, OffsetAndMetadata],
+    ) -> dict[TopicPartitionKey, int]:
         """Per-partition error codes, after the commit record was appended (acks=-1)."""
         error = self.validate_group_status(group_id, allow_empty_id=True)
         if error:
@@ -114,8 +114,8 @@ class OffsetOpsMixin:
 
     # -- OffsetFetch -------------------------------------------------------------------------------
     def handle_fetch_offsets(
-        self, group_id: str, partitions: list[TopicPartition] | None
-    ) -> tuple[int, dict[TopicPartition, OffsetAndMetadata | None]]:
+        self, group_id: str, partitions: list[TopicPartitionKey] | None
+    ) -> tuple[int, dict[TopicPartitionKey, OffsetAndMetadata | None]]:
         """(group error, committed offsets); ``partitions`` None = every committed partition."""
         error = self.validate_group_status(group_id, allow_empty_id=True)
         if error:
@@ -189,8 +189,8 @@ class OffsetOpsMixin:
         return results
 
     async def handle_delete_offsets(
-        self, group_id: str, partitions: list[TopicPartition]
-    ) -> tuple[int, dict[TopicPartition, int]]:
+        self, group_id: str, partitions: list[TopicPartitionKey]
+    ) -> tuple[int, dict[TopicPartitionKey, int]]:
         """(group error, per-partition errors): GROUP_SUBSCRIBED_TO_TOPIC for partitions of
         topics a non-empty consumer group subscribes to; NON_EMPTY_GROUP for a non-empty
         group of another protocol type."""
