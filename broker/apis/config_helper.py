@@ -13,13 +13,13 @@ Password keys are sensitive and described with a null value.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from broker.config import KafkaConfig
 from broker.config_def import CONFIG_DEF
 from broker.controller.topic_configs import TOPIC_CONFIG_DEF, broker_default, config_value_to_string
+from spark_kafkalite.protocol.configs import ConfigSource, ConfigType
 
 __all__ = [
     "ConfigSource",
@@ -28,33 +28,6 @@ __all__ = [
     "describe_topic_configs",
     "describe_broker_configs",
 ]
-
-
-class ConfigSource(enum.IntEnum):
-    """``DescribeConfigsResponse.ConfigSource`` ids."""
-
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
-
-
-class ConfigType(enum.IntEnum):
-    """``DescribeConfigsResponse.ConfigType`` ids (DescribeConfigs v3+, KIP-569)."""
-
-    UNKNOWN = 0
-    BOOLEAN = 1
-    STRING = 2
-    INT = 3
-    SHORT = 4
-    LONG = 5
-    DOUBLE = 6
-    LIST = 7
-    CLASS = 8
-    PASSWORD = 9
 
 
 _TYPES = {

@@ -56,7 +56,6 @@ from broker.apis.offset_for_leader_epoch import (
 )
 from broker.apis.produce import handle_produce, produce_error_response
 from broker.apis.sync_group import handle_sync_group, sync_group_error_response
-from broker.coordinator.group.api_support import GroupApiKey
 from broker.network.request_context import CloseConnection, RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError
@@ -146,7 +145,7 @@ DEFAULT_APIS: tuple[ApiSpec, ...] = (
     ApiSpec(ApiKey.DESCRIBE_GROUPS, 0, 5, handle_describe_groups, describe_groups_error_response),
     ApiSpec(ApiKey.LIST_GROUPS, 0, 5, handle_list_groups, list_groups_error_response),
     ApiSpec(ApiKey.DELETE_GROUPS, 0, 2, handle_delete_groups, delete_groups_error_response),
-    ApiSpec(GroupApiKey.OFFSET_DELETE, 0, 0, handle_offset_delete, offset_delete_error_response),  # type: ignore[arg-type]
+    ApiSpec(ApiKey.OFFSET_DELETE, 0, 0, handle_offset_delete, offset_delete_error_response),
     ApiSpec(ApiKey.CREATE_TOPICS, 2, 7, handle_create_topics, create_topics_error_response),
     ApiSpec(ApiKey.DELETE_TOPICS, 1, 6, handle_delete_topics, delete_topics_error_response),
     ApiSpec(ApiKey.DELETE_RECORDS, 0, 2, handle_delete_records, delete_records_error_response),

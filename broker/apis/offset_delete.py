@@ -8,16 +8,16 @@ from typing import Any
 
 from broker.apis.context import BrokerContext
 from broker.apis.entities import ZERO_DURATION, build, nested
-from broker.coordinator.group.api_support import GroupApiKey, coordinator_of
+from broker.coordinator.group.api_support import coordinator_of
 from broker.network.request_context import RequestContext
-from spark_kafkalite.protocol.api_keys import response_class
+from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.errors import ErrorCode
 
 __all__ = ["handle_offset_delete", "offset_delete_error_response"]
 
 
 def _response(version: int, request: Any, error: int, errors: dict[tuple[str, int], int]) -> Any:
-    cls = response_class(GroupApiKey.OFFSET_DELETE, version)
+    cls = response_class(ApiKey.OFFSET_DELETE, version)
     topic_cls = nested(cls, "OffsetDeleteResponseTopic")
     partition_cls = nested(cls, "OffsetDeleteResponsePartition")
     topics = ()

@@ -12,7 +12,6 @@ and turn the difference into ``ConfigRecord`` s.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,18 +22,10 @@ from broker.controller.topic_configs import (
     config_value_to_string,
     validate_topic_overrides,
 )
+from spark_kafkalite.protocol.configs import AlterConfigOp
 from spark_kafkalite.protocol.errors import InvalidConfigError, InvalidRequestError
 
 __all__ = ["AlterConfigOp", "incremental_overrides", "legacy_overrides", "config_records"]
-
-
-class AlterConfigOp(enum.IntEnum):
-    """IncrementalAlterConfigs operation ids (Kafka's ``AlterConfigOp.OpType``)."""
-
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
 
 
 def _check_duplicates(names: Sequence[str]) -> None:

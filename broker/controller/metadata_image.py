@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from spark_kafkalite.protocol.configs import ConfigResourceType
+
 __all__ = [
     "BrokerRegistration",
     "PartitionRegistration",
@@ -37,8 +39,8 @@ __all__ = [
 ]
 
 #: Config resource types (Kafka's ``ConfigResource.Type`` ids).
-RESOURCE_TYPE_TOPIC = 2
-RESOURCE_TYPE_BROKER = 4
+RESOURCE_TYPE_TOPIC = int(ConfigResourceType.TOPIC)
+RESOURCE_TYPE_BROKER = int(ConfigResourceType.BROKER)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,12 +5,12 @@ CreatePartitions (37). :class:`~spark_kafkalite.client.admin.KafkaAdminClient` s
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder, make, nested
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
+from spark_kafkalite.protocol.configs import AlterConfigOp, ConfigResourceType, ConfigSource
 
 __all__ = [
     "ConfigResource",
@@ -29,8 +29,8 @@ __all__ = [
     "as_resource",
 ]
 
-RESOURCE_TOPIC = 2
-RESOURCE_BROKER = 4
+RESOURCE_TOPIC = int(ConfigResourceType.TOPIC)
+RESOURCE_BROKER = int(ConfigResourceType.BROKER)
 
 # Versions this client speaks (Kafka 4.0's ranges; kio has them all).
 for _key, _range in (
@@ -40,29 +40,6 @@ for _key, _range in (
     (ApiKey.CREATE_PARTITIONS, (0, 3)),
 ):
     CLIENT_API_VERSIONS.setdefault(_key, _range)
-
-
-class ConfigSource(enum.IntEnum):
-    """Where a config value comes from (``DescribeConfigsResponse.ConfigSource``)."""
-
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
-    CLIENT_METRICS_CONFIG = 7
-    GROUP_CONFIG = 8
-
-
-class AlterConfigOp(enum.IntEnum):
-    """IncrementalAlterConfigs operations (Java ``AlterConfigOp.OpType``)."""
-
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
 
 
 class ConfigResource(NamedTuple):

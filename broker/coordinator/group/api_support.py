@@ -6,22 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import enum
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from spark_kafkalite.protocol.errors import ErrorCode, error_for_code
 
-__all__ = ["coordinator_of", "to_ms", "await_callback", "GroupApiKey", "INT32_MIN"]
+__all__ = ["coordinator_of", "to_ms", "await_callback", "INT32_MIN"]
 
 T = TypeVar("T")
 INT32_MIN = -(2**31)
-
-
-class GroupApiKey(enum.IntEnum):
-    """API keys of group APIs missing from ``spark_kafkalite.protocol.api_keys.ApiKey``."""
-
-    OFFSET_DELETE = 47
 
 
 def coordinator_of(ctx: Any) -> Any:
