@@ -58,8 +58,13 @@ from broker.apis.produce import handle_produce, produce_error_response
 from broker.apis.sync_group import handle_sync_group, sync_group_error_response
 from broker.network.request_context import CloseConnection, RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey
+from spark_kafkalite.protocol.bounded_scan import NullInNonNullableFieldError
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError
-from spark_kafkalite.protocol.framing import decode_request_body, encode_response
+from spark_kafkalite.protocol.framing import (
+    decode_request_body,
+    decode_request_body_with_nulls,
+    encode_response,
+)
 
 __all__ = ["KafkaApis", "ApiSpec"]
 
@@ -222,6 +227,15 @@ class KafkaApis:
                 request = decoder(frame, body_offset)
             else:
                 request = decode_request_body(api_key, version, frame, body_offset)
+        except NullInNonNullableFieldError as exc:
+            # In bounds but a non-nullable array is null (Kafka's generated readers refuse it):
+            # answer INVALID_REQUEST through the API's error response instead of letting a
+            # handler iterate None.
+            logger.warning(
+                "invalid %s v%d request from %s: %s", spec.api_key.name, version, rctx.connection_id, exc
+            )
+            request = decode_request_body_with_nulls(api_key, version, frame, body_offset)
+            return self._error_response(spec, rctx, request, ErrorCode.invalid_request)
         except KafkaError as exc:
             logger.warning(
                 "closing %s: cannot parse %s v%d request: %s",
@@ -239,15 +253,41 @@ class KafkaApis:
             code = error_code_for(
                 exc, f"{spec.api_key.name} v{version} request {request!r:.2000} from {rctx.connection_id}"
             )
-            if api_key == ApiKey.PRODUCE and getattr(request, "acks", 1) == 0:
-                raise CloseConnection("acks=0 produce request failed") from None
-            response = spec.error_response(request, version, code)
+            return self._error_response(spec, rctx, request, code)
         if response is None:
             return None
-        encoder = spec.encoders.get(version) if spec.encoders else None
+        try:
+            return self._encode(spec, rctx, response)
+        except Exception as exc:  # noqa: BLE001 - a response we cannot encode is our bug
+            code = error_code_for(
+                exc, f"encoding the {spec.api_key.name} v{version} response to {rctx.connection_id}"
+            )
+            return self._error_response(spec, rctx, request, code)
+
+    @staticmethod
+    def _encode(spec: ApiSpec, rctx: RequestContext, response: Any) -> bytes:
+        encoder = spec.encoders.get(rctx.api_version) if spec.encoders else None
         if encoder is not None:
             return encoder(response, rctx.correlation_id)
         return encode_response(response, rctx.correlation_id)
+
+    def _error_response(self, spec: ApiSpec, rctx: RequestContext, request: Any, code: ErrorCode) -> bytes:
+        """The API's request-level error response with ``code`` (Kafka's
+        ``AbstractRequest.getErrorResponse`` via ``RequestHandlerHelper``). acks=0 produce
+        requests get no response: their connection is closed, as in Kafka."""
+        if spec.api_key == ApiKey.PRODUCE and getattr(request, "acks", 1) == 0:
+            raise CloseConnection("acks=0 produce request failed")
+        try:
+            return self._encode(spec, rctx, spec.error_response(request, rctx.api_version, code))
+        except Exception as exc:  # noqa: BLE001 - never let one request take the connection's task down
+            logger.error(
+                "cannot build the %s v%d error response for %s; closing the connection",
+                spec.api_key.name,
+                rctx.api_version,
+                rctx.connection_id,
+                exc_info=exc,
+            )
+            raise CloseConnection("no error response") from None
 
     def _api_versions(self, rctx: RequestContext, frame: bytes, body_offset: int) -> bytes:
         version = rctx.api_version

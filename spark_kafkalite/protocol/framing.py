@@ -15,15 +15,20 @@ from functools import cache
 from typing import Any
 
 from kio.serial import entity_reader, entity_writer
-from kio.serial.errors import SerialError
 
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class, response_class
+from spark_kafkalite.protocol.bounded_scan import (
+    NullInNonNullableFieldError,
+    replace_null_arrays,
+    scan_entity,
+)
 from spark_kafkalite.protocol.errors import InvalidRequestError, UnsupportedVersionError
 
 __all__ = [
     "RequestHeaderInfo",
     "decode_request_header",
     "decode_request_body",
+    "decode_request_body_with_nulls",
     "encode_request",
     "encode_response",
     "decode_response",
@@ -129,13 +134,27 @@ def _writer(cls: type[Any]) -> Any:
     return entity_writer(cls)
 
 
-def _read_entity(cls: type[Any], frame: bytes | bytearray | memoryview, offset: int) -> Any:
+def _read_entity(
+    cls: type[Any], frame: bytes | bytearray | memoryview, offset: int, *, allow_nulls: bool = False
+) -> Any:
+    """Decode ``cls`` at ``offset`` with kio, after :func:`scan_entity` has bounded every length
+    and count by the bytes left (kio's native decoder would abort the process on a huge count).
+    ``allow_nulls``: decode even when the only fault is a null non-nullable array."""
+    try:
+        scan_entity(cls, frame, offset)
+    except NullInNonNullableFieldError:
+        if not allow_nulls:
+            raise
     try:
         entity, _size = _reader(cls)(frame, offset)
     except KeyError as exc:  # kio raises KeyError on unknown tagged fields
         raise InvalidRequestError(f"cannot parse {cls.__name__}: {exc}") from exc
-    except (SerialError, ValueError, TypeError, IndexError, OverflowError, UnicodeDecodeError) as exc:
-        raise InvalidRequestError(f"cannot parse {cls.__name__} v{cls.__version__}: {exc}") from exc
+    except Exception as exc:  # SerialError, ValueError, TypeError, OverflowError, UnicodeDecodeError...
+        raise InvalidRequestError(f"cannot parse {cls.__name__} v{cls.__version__}: {exc!r}") from exc
+    except BaseException as exc:  # pyo3's PanicException derives from BaseException
+        if type(exc).__name__ != "PanicException":
+            raise
+        raise InvalidRequestError(f"cannot parse {cls.__name__} v{cls.__version__}: {exc!r}") from None
     return entity
 
 
@@ -149,6 +168,16 @@ def decode_request_body(
         InvalidRequestError: the body is malformed or truncated.
     """
     return _read_entity(request_class(api_key, api_version), frame, offset)
+
+
+def decode_request_body_with_nulls(
+    api_key: int, api_version: int, frame: bytes | bytearray | memoryview, offset: int
+) -> Any:
+    """Decode a body that :func:`decode_request_body` refused only for nulls in non-nullable
+    arrays (:class:`NullInNonNullableFieldError`); those nulls become empty arrays, so the
+    request can be answered with an error response built from it."""
+    entity = _read_entity(request_class(api_key, api_version), frame, offset, allow_nulls=True)
+    return replace_null_arrays(entity)
 
 
 def _write_client_id(out: io.BytesIO, client_id: str | None) -> None:

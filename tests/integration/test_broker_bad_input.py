@@ -437,3 +437,73 @@ def test_crc_valid_but_malformed_batch_is_rejected(wire: Wire, seed_topic: str, 
         struct.pack_into(">i", batch, 57, 3)
     assert partition_error(wire.request(produce_request(seed_topic, _recrc(batch)))) == 2  # CORRUPT_MESSAGE
     assert partition_error(wire.request(produce_request(seed_topic, a_batch()))) == 0
+
+
+# -- hostile counts and nulls (issue #14): answered or closed, never a crash -------------------------
+# Sizes without the 4-byte prefix. Each made kio's native decoder abort the broker (Rust OOM,
+# SIGABRT, exit -6): Fetch v12 with a partitions count of 0xFFFFFFFE, ListOffsets v7 and
+# Metadata v12 with the compact count ffffffff0f.
+CRASH_FRAMES = {
+    "fetch-v12": bytes.fromhex(
+        "0001000c6af2eb35000772646b61666b6100ffffffff000001f400000001032000000100000000ffffffff02"
+        "0766757a7a6d65ffffffff0f"
+    ).ljust(0x5D, b"\0"),
+    "list-offsets-v7": bytes.fromhex("0002000700000007000772646b61666b6100ffffffff00ffffffff0f").ljust(
+        54, b"\0"
+    ),
+    "metadata-v12": bytes.fromhex("0003000c00000007000772646b61666b6100ffffffff0f").ljust(54, b"\0"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CRASH_FRAMES))
+def test_huge_array_count_closes_connection_and_broker_survives(
+    name: str, wire: Wire, bootstrap_servers: str
+) -> None:
+    frame = CRASH_FRAMES[name]
+    wire.send_raw(struct.pack(">i", len(frame)) + frame)
+    assert wire.is_closed_by_peer()  # an unparsable body closes the connection, as in Kafka
+    with Wire(bootstrap_servers) as other:  # the broker process is alive and serving
+        response = other.request(ApiVersionsV3(client_software_name="after", client_software_version="1"))
+        assert response.error_code == 0
+
+
+def _null_array_frame(api_key: int, version: int, body: bytes) -> bytes:
+    payload = struct.pack(">hhih", api_key, version, 31, 3) + b"raw" + b"\x00" + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def test_null_arrays_in_non_nullable_fields_answer_invalid_request(wire: Wire) -> None:
+    """ListOffsets v7 / OffsetCommit v9 / Produce v9 / JoinGroup v5 with a null where the schema
+    has a non-nullable array: answered (INVALID_REQUEST where the response has a code), the
+    connection stays open; these raised TypeError in handlers before."""
+    null = b"\x00"  # compact array length 0 = null
+    cases = {
+        # replica_id, isolation_level, topics=null, tags
+        (2, 7): struct.pack(">ib", -1, 0) + null + b"\x00",
+        # group_id "g", generation, member_id "m", group_instance_id null, topics=null, tags
+        (8, 9): b"\x02g" + struct.pack(">i", -1) + b"\x02m" + b"\x00" + null + b"\x00",
+        # transactional_id null, acks 1, timeout, topic_data=[{name "t", partition_data=null}]
+        (0, 9): b"\x00" + struct.pack(">hi", 1, 1000) + b"\x02" + b"\x02t" + null + b"\x00" + b"\x00",
+    }
+    for (api_key, version), body in cases.items():
+        wire.send_raw(_null_array_frame(api_key, version, body))
+        frame = wire.recv_frame()
+        assert struct.unpack_from(">i", frame, 0)[0] == 31
+    # JoinGroup v5 (not flexible): group "g", session, rebalance, member "", instance null,
+    # protocol type "consumer", protocols = null (-1)
+    body = (
+        struct.pack(">h", 1)
+        + b"g"
+        + struct.pack(">iih", 10000, 10000, 0)
+        + struct.pack(">h", -1)
+        + struct.pack(">h", 8)
+        + b"consumer"
+        + struct.pack(">i", -1)
+    )
+    payload = struct.pack(">hhih", 11, 5, 32, 3) + b"raw" + body
+    wire.send_raw(struct.pack(">i", len(payload)) + payload)
+    frame = wire.recv_frame()
+    correlation_id, _throttle, error_code = struct.unpack_from(">iih", frame, 0)
+    assert (correlation_id, error_code) == (32, 42)  # INVALID_REQUEST
+    response = wire.request(ApiVersionsV3(client_software_name="a", client_software_version="1"))
+    assert response.error_code == 0
