@@ -137,29 +137,35 @@ class LeaderEpochFileCache:
 
     # -- updates ---------------------------------------------------------------------------
     def _add(self, epoch: int, offset: int) -> bool:
-        if self._epochs and epoch == self._epochs[-1]:
+        """Kafka's ``LeaderEpochFileCache.assign(EpochEntry)``: a no-op when ``epoch`` is the
+        latest epoch already (unless it now starts earlier); otherwise entries the new one
+        contradicts (epoch >= ``epoch`` or start offset >= ``offset``, from the end) are dropped
+        (``maybeTruncateNonMonotonicEntries``) and it is appended. Returns True if it changed."""
+        if self._epochs and epoch == self._epochs[-1] and offset >= self._offsets[-1]:
             return False
-        # Drop entries this one supersedes (a higher/equal epoch or offset: stale after truncation).
+        removed: list[tuple[int, int]] = []
         while self._epochs and (self._epochs[-1] >= epoch or self._offsets[-1] >= offset):
-            self._epochs.pop()
-            self._offsets.pop()
+            removed.append((self._epochs.pop(), self._offsets.pop()))
+        if len(removed) > 1 or (removed and removed[0][1] != offset):
+            # As Kafka: only a non-trivial removal is worth a warning (an entry starting at the
+            # same offset held no data: a leader that appended nothing before losing leadership).
+            logger.warning(
+                "%s: new epoch entry (%d, %d) caused truncation of conflicting entries %s",
+                self.path,
+                epoch,
+                offset,
+                removed[::-1],
+            )
         self._epochs.append(epoch)
         self._offsets.append(offset)
         return True
 
     def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record that ``epoch`` starts at ``start_offset`` (no-op when it is the latest epoch
-        already, or a negative epoch). Written through to the file. Returns True if it changed."""
-        if epoch < 0 or (self._epochs and epoch == self._epochs[-1]):
-            return False
-        if self._epochs and epoch < self._epochs[-1]:
-            logger.warning(
-                "%s: epoch %d at offset %d is older than the latest epoch %d; ignored",
-                self.path,
-                epoch,
-                start_offset,
-                self._epochs[-1],
-            )
+        """Record that ``epoch`` starts at ``start_offset`` (Kafka's ``LeaderEpochFileCache.assign``;
+        a negative epoch or offset is ignored). Entries the new one contradicts are dropped: a
+        follower appending the leader's batches of an older epoch over a stale trailing entry
+        follows the leader. Written through to the file. Returns True if it changed."""
+        if epoch < 0 or start_offset < 0:
             return False
         changed = self._add(epoch, start_offset)
         if changed:

@@ -526,8 +526,15 @@ class UnifiedLog:
 
     def truncate_to(self, offset: int) -> bool:
         """Remove everything at offsets >= ``offset`` (a follower diverging from its leader).
-        A batch containing ``offset`` is removed whole. Returns False if nothing changed."""
+        A batch containing ``offset`` is removed whole. Returns False if no record was removed.
+
+        At or beyond the log end nothing is removed, but the leader epoch cache is still truncated
+        at the log end offset, as Kafka's ``UnifiedLog.truncateTo`` does: a broker that became
+        leader (assigning its epoch at the LEO) and appended nothing before losing leadership
+        keeps an empty trailing epoch the new leader never had; left there, every fetch it sends
+        carries that epoch and is answered with the same diverging epoch forever (issue #14)."""
         if offset >= self.log_end_offset:
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             return False
         if offset < self.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)

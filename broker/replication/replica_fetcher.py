@@ -73,6 +73,10 @@ class PartitionFetchState:
     partition: int
     leader_epoch: int
     delayed_until: float = 0.0  # time.monotonic()
+    #: (epoch, end offset, our LEO, our last epoch) after the last diverging-epoch answer was
+    #: handled; the same answer again means the truncation did not help (see _truncate_on_diverging).
+    last_diverging: tuple[int, int, int, int | None] | None = None
+    diverging_repeats: int = 0
 
     @property
     def key(self) -> TopicPartitionKey:
@@ -133,7 +137,9 @@ class ReplicaFetcher:
         self._connection: BrokerConnection | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False
         self.rounds = 0
+        self.restarts = 0
 
     # -- partitions ----------------------------------------------------------------------------
     def add_partitions(self, states: dict[TopicPartitionKey, PartitionFetchState]) -> None:
@@ -147,10 +153,32 @@ class ReplicaFetcher:
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
-        if self._task is None:
+        if self._task is None and not self._stopped:
             self._task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
+            self._task.add_done_callback(self._on_task_done)
+
+    def _on_task_done(self, task: asyncio.Task[None]) -> None:
+        """A fetcher task that ends without :meth:`shutdown` (cancelled by someone else, or a
+        BaseException escaped ``_run``) leaves its partitions unreplicated for good: log it and
+        start a new task after ``replica.fetch.backoff.ms``."""
+        if self._stopped or self._task is not task:
+            return
+        self._task = None
+        self.restarts += 1
+        cause = "cancelled" if task.cancelled() else repr(task.exception())
+        logger.error(
+            "%s: fetcher task died (%s) while following %d partition(s); restarting in %d ms",
+            self.name,
+            cause,
+            len(self.partitions),
+            self.settings.backoff_ms,
+        )
+        self._session = FetchSessionHandler(self.source_broker_id)  # a request may have been cut midway
+        with contextlib.suppress(RuntimeError):  # the loop is closing
+            asyncio.get_running_loop().call_later(self.settings.backoff_ms / 1000, self.start)
 
     async def shutdown(self) -> None:
+        self._stopped = True
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -163,6 +191,10 @@ class ReplicaFetcher:
     # -- the loop ----------------------------------------------------------------------------------
     async def _run(self) -> None:
         logger.info("%s: started", self.name)
+        if self.restarts and self._connection is not None:  # a request may have been cut midway
+            connection, self._connection = self._connection, None
+            with contextlib.suppress(Exception):
+                await connection.close()
         while True:
             try:
                 await self._do_work()
@@ -303,8 +335,9 @@ class ReplicaFetcher:
         if code == ErrorCode.none:
             diverging = getattr(pd, "diverging_epoch", None)
             if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
-                self._truncate_on_diverging(partition, diverging.epoch, diverging.end_offset)
+                self._truncate_on_diverging(partition, diverging.epoch, diverging.end_offset, state)
                 return
+            state.last_diverging = None
             self._append(partition, pd)
         elif code == ErrorCode.offset_out_of_range:
             await self._handle_out_of_range(partition, state)
@@ -342,34 +375,79 @@ class ReplicaFetcher:
         if self._on_appended is not None:
             self._on_appended(partition)
 
-    def _truncate_on_diverging(self, partition: Partition, epoch: int, end_offset: int) -> None:
+    def _truncate_on_diverging(
+        self, partition: Partition, epoch: int, end_offset: int, state: PartitionFetchState | None = None
+    ) -> None:
+        """Kafka's ``AbstractFetcherThread.truncateOnFetchResponse``: truncate to the offset
+        ``truncation_offset`` gives. Truncation at or past the log end removes no record but
+        still drops leader-epoch entries starting at the log end (``UnifiedLog.truncateTo``),
+        so the next fetch carries the epoch the leader knows.
+
+        The same answer twice for an unchanged log (log end, last epoch) means this did not
+        help: never loop silently. As ``AbstractFetcherThread`` does when the divergence point
+        cannot be determined, fall back to truncating to the high watermark, log an error and
+        back the partition off (``replica.fetch.backoff.ms``)."""
         log = partition.log
-        offset, complete = truncation_offset(log, epoch, end_offset)
-        if offset is None or offset >= log.log_end_offset:
-            if offset is not None and not complete:
-                return
-            logger.info(
-                "%s: %s-%d: diverging epoch (%d, %d) needs no truncation at LEO %d",
+        answer = (epoch, end_offset, log.log_end_offset, log.leader_epoch_cache.latest_epoch)
+        if state is not None and state.last_diverging == answer:
+            target = min(log.high_watermark, end_offset) if end_offset >= 0 else log.high_watermark
+            logger.error(
+                "%s: %s-%d: the leader answered diverging epoch (%d, %d) twice for LEO %d and last "
+                "epoch %s (epoch cache %s); falling back to truncating to the high watermark %d and "
+                "backing off %d ms",
                 self.name,
                 partition.topic,
                 partition.partition,
                 epoch,
                 end_offset,
                 log.log_end_offset,
+                answer[3],
+                log.leader_epoch_cache.entries()[-3:],
+                target,
+                self.settings.backoff_ms,
             )
+            state.diverging_repeats += 1
+            state.last_diverging = None
+            state.delayed_until = time.monotonic() + self.settings.backoff_ms / 1000
+            log.truncate_to(max(target, log.log_start_offset))
+            if self._on_appended is not None:
+                self._on_appended(partition)
             return
-        logger.warning(
-            "%s: %s-%d: truncating from %d to %d (leader's end of epoch %d is %d%s)",
-            self.name,
-            partition.topic,
-            partition.partition,
-            log.log_end_offset,
-            offset,
-            epoch,
-            end_offset,
-            "" if complete else "; will check again",
-        )
-        log.truncate_to(offset)
+        offset, complete = truncation_offset(log, epoch, end_offset)
+        if offset is None or offset >= log.log_end_offset:
+            # Kafka calls truncate here too (offset = the fetch offset when the leader's end
+            # offset is undefined): it drops an empty trailing epoch (see above).
+            log.truncate_to(log.log_end_offset)
+            logger.info(
+                "%s: %s-%d: diverging epoch (%d, %d) removes no record at LEO %d (epoch cache now ends %s)",
+                self.name,
+                partition.topic,
+                partition.partition,
+                epoch,
+                end_offset,
+                log.log_end_offset,
+                log.leader_epoch_cache.entries()[-2:],
+            )
+        else:
+            logger.warning(
+                "%s: %s-%d: truncating from %d to %d (leader's end of epoch %d is %d%s)",
+                self.name,
+                partition.topic,
+                partition.partition,
+                log.log_end_offset,
+                offset,
+                epoch,
+                end_offset,
+                "" if complete else "; will check again",
+            )
+            log.truncate_to(offset)
+        if state is not None:
+            state.last_diverging = (
+                epoch,
+                end_offset,
+                log.log_end_offset,
+                log.leader_epoch_cache.latest_epoch,
+            )
         if self._on_appended is not None:
             self._on_appended(partition)
 

@@ -80,7 +80,7 @@ class ReplicaFetcherManager:
         for key, (leader_id, leader_epoch) in partitions.items():
             fetcher_key = (leader_id, fetcher_id_for(key[0], key[1], self.num_fetchers))
             old = self._fetcher_of.get(key)
-            if old is not None and old != fetcher_key:
+            if old is not None and old != fetcher_key and old in self.fetchers:
                 self.fetchers[old].remove_partitions([key])
             by_fetcher.setdefault(fetcher_key, {})[key] = PartitionFetchState(key[0], key[1], leader_epoch)
             self._fetcher_of[key] = fetcher_key
@@ -117,10 +117,16 @@ class ReplicaFetcherManager:
         return self._fetcher_of.get(key)
 
     async def shutdown_idle_fetchers(self) -> None:
-        for fetcher_key, fetcher in list(self.fetchers.items()):
-            if not fetcher.partitions:
-                del self.fetchers[fetcher_key]
-                await fetcher.shutdown()
+        """Kafka's ``shutdownIdleFetcherThreads``. The idle fetchers are taken out of
+        :attr:`fetchers` in one step with no ``await`` in between (Kafka holds
+        ``fetcherThreadMap``'s lock): two interleaved runs once both saw the same idle fetcher
+        and the second ``del`` raised ``KeyError`` (issue #14); a fetcher given partitions
+        meanwhile is a new one."""
+        idle = [(key, fetcher) for key, fetcher in self.fetchers.items() if not fetcher.partitions]
+        for key, _fetcher in idle:
+            del self.fetchers[key]
+        for _key, fetcher in idle:
+            await fetcher.shutdown()
 
     async def shutdown(self) -> None:
         fetchers = list(self.fetchers.values())

@@ -12,6 +12,9 @@ from broker.log.leader_epoch_cache import (
     LeaderEpochFileCache,
     load_leader_epoch_cache,
 )
+from broker.log.log_config import LogConfig
+from broker.log.unified_log import UnifiedLog
+from spark_kafkalite.protocol.record_batch import encode_batch
 
 
 def _cache(tmp_path: Path, entries: list[tuple[int, int]]) -> LeaderEpochFileCache:
@@ -34,12 +37,26 @@ def test_end_offset_for_follows_kafka_rules(tmp_path: Path) -> None:
     assert LeaderEpochFileCache(None).end_offset_for(0, 10) == (-1, -1)
 
 
-def test_assign_ignores_same_or_older_epochs(tmp_path: Path) -> None:
+def test_assign_follows_kafka_and_drops_contradicted_entries(tmp_path: Path) -> None:
     cache = _cache(tmp_path, [(0, 0), (0, 5), (2, 10)])
-    assert cache.entries() == [(0, 0), (2, 10)]
-    assert not cache.assign(1, 20)  # older than the latest: ignored
-    assert cache.entries() == [(0, 0), (2, 10)]
+    assert cache.entries() == [(0, 0), (2, 10)]  # the same epoch later: no change
     assert cache.latest_epoch == 2 and cache.epoch_for_offset(9) == 0 and cache.epoch_for_offset(10) == 2
+    assert not cache.assign(-1, 20) and not cache.assign(3, -1)
+    # Kafka's maybeTruncateNonMonotonicEntries: an older epoch at a later offset (the leader's
+    # batches over a stale trailing entry) drops the entries it contradicts.
+    assert cache.assign(1, 20)
+    assert cache.entries() == [(0, 0), (1, 20)]
+    assert cache.assign(1, 15)  # the latest epoch starting earlier moves back
+    assert cache.entries() == [(0, 0), (1, 15)]
+    assert LeaderEpochFileCache.load(tmp_path / LEADER_EPOCH_CHECKPOINT_FILE).entries() == [(0, 0), (1, 15)]
+
+
+def test_follower_append_replaces_an_empty_trailing_epoch(tmp_path: Path) -> None:
+    """Issue #14: ``... 2 1732 3 2264`` (epoch 3 led here, nothing appended) followed by the
+    leader's epoch-4 batch at 2264 becomes ``... 2 1732 4 2264``."""
+    cache = _cache(tmp_path, [(1, 0), (2, 1732), (3, 2264)])
+    assert cache.assign(4, 2264)
+    assert cache.entries() == [(1, 0), (2, 1732), (4, 2264)]
 
 
 def test_truncation_from_end_and_start(tmp_path: Path) -> None:
@@ -82,3 +99,23 @@ def test_load_rebuilds_from_batches_when_missing_and_trims(tmp_path: Path) -> No
 
     again = load_leader_epoch_cache(tmp_path, no_scan(), 0, 15)
     assert again.entries() == [(0, 0), (2, 10)]  # trimmed to the log end (20 >= 15)
+
+
+def test_truncate_to_at_the_log_end_drops_an_empty_trailing_epoch(tmp_path: Path) -> None:
+    """Kafka's ``UnifiedLog.truncateTo``: a target at or past the log end removes no record but
+    truncates the epoch cache at the log end (the broker led epoch 3 and appended nothing)."""
+    log = UnifiedLog(tmp_path / "t-0", LogConfig())
+    for epoch in (1, 2):
+        log.append_as_leader(bytearray(encode_batch([(None, b"v", 1000, [])])), epoch)
+    log.leader_epoch_cache.assign(3, log.log_end_offset)  # Partition.make_leader
+    assert log.leader_epoch_cache.entries() == [(1, 0), (2, 1), (3, 2)]
+    assert not log.truncate_to(log.log_end_offset)
+    assert log.log_end_offset == 2
+    assert log.leader_epoch_cache.entries() == [(1, 0), (2, 1)]
+    assert LeaderEpochFileCache.load(tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT_FILE).entries() == [
+        (1, 0),
+        (2, 1),
+    ]
+    assert not log.truncate_to(10)  # past the log end: nothing more to drop
+    assert log.leader_epoch_cache.entries() == [(1, 0), (2, 1)]
+    log.close()
