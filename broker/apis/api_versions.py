@@ -13,8 +13,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from broker.apis.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
 
 __all__ = ["api_versions_response", "unsupported_version_response", "valid_client_software"]

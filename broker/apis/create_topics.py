@@ -14,10 +14,10 @@ from typing import Any
 
 from broker.apis.config_helper import describe_topic_configs
 from broker.apis.context import BrokerContext
-from broker.apis.entities import ZERO_DURATION, build, has_field, nested
 from broker.controller.single_node_controller import CreatableTopicSpec
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.entities import ZERO_DURATION, build, has_field, nested
 from spark_kafkalite.protocol.errors import ErrorCode
 
 __all__ = ["handle_create_topics", "create_topics_error_response"]

@@ -15,10 +15,10 @@ import logging
 from typing import Any
 
 from broker.apis.context import BrokerContext
-from broker.apis.entities import ZERO_DURATION, build, nested
 from broker.apis.errors import error_code_for
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode, OffsetOutOfRangeError, PolicyViolationError
 
 __all__ = ["handle_delete_records", "delete_records_error_response", "HIGH_WATERMARK_OFFSET"]

@@ -12,9 +12,9 @@ import uuid
 from typing import Any
 
 from broker.apis.context import BrokerContext
-from broker.apis.entities import ZERO_DURATION, build, nested
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
 
 __all__ = ["handle_delete_topics", "delete_topics_error_response"]

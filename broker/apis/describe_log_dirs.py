@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from broker.apis.context import BrokerContext
-from broker.apis.entities import ZERO_DURATION, build, nested
 from broker.apis.errors import error_code_for
 from broker.log.unified_log import UnifiedLog
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
 
 __all__ = ["handle_describe_log_dirs", "describe_log_dirs_error_response"]

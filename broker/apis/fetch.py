@@ -23,11 +23,11 @@ import time
 from typing import Any
 
 from broker.apis.context import BrokerContext
-from broker.apis.entities import ZERO_DURATION, build, nested
 from broker.apis.errors import error_code_for
 from broker.network.request_context import RequestContext
 from broker.replication.fetch_session_cache import fetch_session_cache_for
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
 
 __all__ = ["handle_fetch", "fetch_error_response"]

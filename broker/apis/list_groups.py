@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from broker.apis.context import BrokerContext
-from broker.apis.entities import ZERO_DURATION, build, nested
 from broker.coordinator.group.api_support import coordinator_of
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
 
 __all__ = ["handle_list_groups", "list_groups_error_response"]

@@ -19,11 +19,11 @@ import uuid
 from typing import Any
 
 from broker.apis.context import BrokerContext
-from broker.apis.entities import ZERO_DURATION, build, nested
 from broker.controller.metadata_image import MetadataImage, TopicImage
 from broker.controller.single_node_controller import CreatableTopicSpec, validate_topic_name
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
 
 __all__ = ["handle_metadata", "metadata_error_response"]

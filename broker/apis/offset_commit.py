@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from broker.apis.context import BrokerContext
-from broker.apis.entities import ZERO_DURATION, build, nested
 from broker.coordinator.group.api_support import coordinator_of, to_ms
 from broker.coordinator.group.records import OffsetAndMetadata
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
 
 __all__ = ["handle_offset_commit", "offset_commit_error_response"]

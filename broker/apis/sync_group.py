@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from broker.apis.context import BrokerContext
-from broker.apis.entities import ZERO_DURATION, build
 from broker.coordinator.group.api_support import await_callback, coordinator_of
 from broker.coordinator.group.classic_group import SyncResult
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.entities import ZERO_DURATION, build
 from spark_kafkalite.protocol.errors import ErrorCode
 
 __all__ = ["handle_sync_group", "sync_group_error_response"]

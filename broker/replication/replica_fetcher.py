@@ -30,9 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from broker.apis.entities import build, ms_duration, nested
 from broker.replication.broker_connection import BrokerConnection, BrokerConnectionError
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
+from spark_kafkalite.protocol.entities import build, ms_duration, nested
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError, needs_metadata_refresh
 from spark_kafkalite.protocol.fetch_session import FetchSessionHandler, PartitionFetchData
 from spark_kafkalite.protocol.types import TopicPartitionKey

@@ -32,9 +32,11 @@ from spark_kafkalite.client.consumer.offset_fetcher import OffsetFetcher
 from spark_kafkalite.client.errors import IllegalStateError
 from spark_kafkalite.client.metadata import Cluster, Metadata, metadata_request, parse_metadata_response
 from spark_kafkalite.client.network_client import NetworkClient, now_ms
-from spark_kafkalite.client.requests import RequestBuilder, make, nested
+from spark_kafkalite.client.requests import RequestBuilder
 from spark_kafkalite.client.types import NewTopic, OffsetAndTimestamp, PartitionInfo, TopicPartition
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
+from spark_kafkalite.protocol.entities import build as make
+from spark_kafkalite.protocol.entities import nested
 from spark_kafkalite.protocol.errors import (
     ErrorCode,
     KafkaConnectionError,

@@ -8,9 +8,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder, make, nested
+from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.configs import AlterConfigOp, ConfigResourceType, ConfigSource
+from spark_kafkalite.protocol.entities import build as make
+from spark_kafkalite.protocol.entities import nested
 
 __all__ = [
     "ConfigResource",

@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spark_kafkalite.client.config import parse_bootstrap_servers
-from spark_kafkalite.client.requests import RequestBuilder, make, nested
+from spark_kafkalite.client.requests import RequestBuilder
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
+from spark_kafkalite.protocol.entities import build as make
+from spark_kafkalite.protocol.entities import nested
 from spark_kafkalite.protocol.errors import ErrorCode
 
 __all__ = ["Metadata", "Cluster", "PartitionMetadata", "metadata_request", "parse_metadata_response"]

@@ -2,32 +2,27 @@
 
 The client supports a version range per API (``CLIENT_API_VERSIONS``); after ApiVersions
 negotiation the ``NetworkClient`` picks ``min(our max, broker max)`` and calls the request's
-``RequestBuilder.build(version)``. Entities are built with :func:`make`, which keeps only the
-fields the chosen version has, so one builder serves every version in the range (the field names
-are stable within our ranges; they change only where topic ids replace names, which we stay below).
+``RequestBuilder.build(version)``. Entities are built with ``spark_kafkalite.protocol.entities.build``,
+which keeps only the fields the chosen version has, so one builder serves every version in the range
+(the field names are stable within our ranges; they change only where topic ids replace names,
+which we stay below).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
 import struct
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
+from spark_kafkalite.protocol.entities import build
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError, UnsupportedVersionError
 from spark_kafkalite.protocol.framing import decode_response
 
 __all__ = [
     "CLIENT_API_VERSIONS",
     "RequestBuilder",
-    "make",
-    "nested",
-    "datetime_to_ms",
     "CLIENT_SOFTWARE_NAME",
     "CLIENT_SOFTWARE_VERSION",
     "choose_version",
@@ -67,48 +62,6 @@ class RequestBuilder:
     max_version: int | None = None
 
 
-@cache
-def _field_info(cls: type[Any]) -> tuple[frozenset[str], frozenset[str]]:
-    names = set()
-    timedeltas = set()
-    for f in dataclasses.fields(cls):
-        names.add(f.name)
-        if f.metadata.get("kafka_type") == "timedelta_i32":
-            timedeltas.add(f.name)
-    return frozenset(names), frozenset(timedeltas)
-
-
-def make(cls: type[Any], **values: Any) -> Any:
-    """Instantiate kio entity ``cls`` from ``values``, dropping fields that version lacks and
-    converting integer milliseconds to ``timedelta`` for ``timedelta_i32`` fields."""
-    names, timedeltas = _field_info(cls)
-    kwargs = {}
-    for key, value in values.items():
-        if key in names:
-            if key in timedeltas and isinstance(value, int):
-                value = datetime.timedelta(milliseconds=value)
-            kwargs[key] = value
-    return cls(**kwargs)
-
-
-def nested(cls: type[Any], name: str) -> type[Any]:
-    """The nested entity class ``name`` defined next to entity ``cls`` (same kio module)."""
-    return getattr(sys.modules[cls.__module__], name)
-
-
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
-_ONE_MS = datetime.timedelta(milliseconds=1)
-
-
-def datetime_to_ms(value: datetime.datetime | None) -> int:
-    """kio ``datetime_i64`` value -> epoch milliseconds (-1 for None)."""
-    if value is None:
-        return -1
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=datetime.UTC)
-    return (value - _EPOCH) // _ONE_MS
-
-
 def choose_version(
     node_id: int, broker_ranges: dict[int, tuple[int, int]] | None, builder: RequestBuilder
 ) -> int:
@@ -137,7 +90,7 @@ def choose_version(
 
 def api_versions_request(version: int) -> Any:
     """The ApiVersionsRequest sent on connect (v3+ names the client software, KIP-511)."""
-    return make(
+    return build(
         request_class(ApiKey.API_VERSIONS, version),
         client_software_name=CLIENT_SOFTWARE_NAME,
         client_software_version=CLIENT_SOFTWARE_VERSION,

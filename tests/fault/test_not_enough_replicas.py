@@ -21,9 +21,11 @@ from confluent_kafka.admin import AdminClient
 from fault.replication_helpers import FAULT_OVERRIDES, AckLog, confluent_producer, consume_all, create_topic
 
 from spark_kafkalite.client.network_client import NetworkClient
-from spark_kafkalite.client.requests import RequestBuilder, make, nested
+from spark_kafkalite.client.requests import RequestBuilder
 from spark_kafkalite.local_cluster import LocalCluster
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
+from spark_kafkalite.protocol.entities import build as make
+from spark_kafkalite.protocol.entities import nested
 from spark_kafkalite.protocol.errors import ErrorCode
 from spark_kafkalite.protocol.record_batch import encode_batch
 

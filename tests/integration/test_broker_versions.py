@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from broker.apis.entities import build, nested
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
+from spark_kafkalite.protocol.entities import build, nested
 from spark_kafkalite.protocol.framing import decode_response, encode_request
 from spark_kafkalite.protocol.record_batch import decode_batches, encode_batch
 

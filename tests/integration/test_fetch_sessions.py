@@ -21,9 +21,10 @@ from inprocess_broker import InProcessBroker
 from broker.replication.fetch_session_cache import fetch_session_cache_for
 from spark_kafkalite.client.admin import KafkaAdminClient
 from spark_kafkalite.client.consumer.kafka_consumer import KafkaConsumer
-from spark_kafkalite.client.requests import make, nested
 from spark_kafkalite.client.types import NewTopic, TopicPartition
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
+from spark_kafkalite.protocol.entities import build as make
+from spark_kafkalite.protocol.entities import nested
 from spark_kafkalite.protocol.errors import ErrorCode
 from spark_kafkalite.protocol.framing import decode_response, encode_request
 

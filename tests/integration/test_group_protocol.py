@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from broker.apis.entities import build, nested
 from spark_kafkalite.local_cluster import LocalCluster
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
+from spark_kafkalite.protocol.entities import build, nested
 from spark_kafkalite.protocol.errors import ErrorCode as E
 from spark_kafkalite.protocol.framing import decode_response, encode_request
 

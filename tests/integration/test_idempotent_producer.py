@@ -17,9 +17,11 @@ from kafka_proxy import ResponseDroppingProxy, free_port
 
 from spark_kafkalite.client.network_client import NetworkClient
 from spark_kafkalite.client.producer import KafkaProducer
-from spark_kafkalite.client.requests import RequestBuilder, make, nested
+from spark_kafkalite.client.requests import RequestBuilder
 from spark_kafkalite.local_cluster import LocalCluster
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
+from spark_kafkalite.protocol.entities import build as make
+from spark_kafkalite.protocol.entities import nested
 from spark_kafkalite.protocol.errors import ErrorCode
 from spark_kafkalite.protocol.record_batch import encode_batch, iter_batch_headers
 

@@ -177,8 +177,8 @@ def raw_delete_records(
     import socket
     import struct
 
-    from broker.apis.entities import build, nested
     from spark_kafkalite.protocol.api_keys import ApiKey, request_class
+    from spark_kafkalite.protocol.entities import build, nested
     from spark_kafkalite.protocol.framing import decode_response, encode_request
 
     cls = request_class(ApiKey.DELETE_RECORDS, version)

@@ -19,11 +19,11 @@ from spark_kafkalite.client.requests import (
     RequestBuilder,
     api_versions_request,
     choose_version,
-    make,
     parse_api_versions_response,
 )
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.protocol.api_keys import ApiKey
+from spark_kafkalite.protocol.entities import build as make
 from spark_kafkalite.protocol.errors import UnsupportedVersionError
 from spark_kafkalite.protocol.framing import (
     decode_request_body,

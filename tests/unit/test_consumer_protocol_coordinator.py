@@ -21,9 +21,11 @@ from spark_kafkalite.client.consumer.heartbeat import Heartbeat
 from spark_kafkalite.client.consumer.subscription_state import SubscriptionState
 from spark_kafkalite.client.metadata import Metadata
 from spark_kafkalite.client.request_future import RequestFuture
-from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder, make, nested
+from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder
 from spark_kafkalite.client.types import TopicPartition as TP
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.entities import build as make
+from spark_kafkalite.protocol.entities import nested
 from spark_kafkalite.protocol.errors import ErrorCode, RebalanceInProgressError
 
 

@@ -30,9 +30,11 @@ from spark_kafkalite.client.consumer.subscription_state import OffsetResetStrate
 from spark_kafkalite.client.metadata import Metadata
 from spark_kafkalite.client.network_client import NetworkClient, now_ms
 from spark_kafkalite.client.request_future import RequestFuture
-from spark_kafkalite.client.requests import RequestBuilder, make, nested
+from spark_kafkalite.client.requests import RequestBuilder
 from spark_kafkalite.client.types import ConsumerRecord, TopicPartition
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
+from spark_kafkalite.protocol.entities import build as make
+from spark_kafkalite.protocol.entities import nested
 from spark_kafkalite.protocol.errors import (
     ErrorCode,
     KafkaConnectionError,

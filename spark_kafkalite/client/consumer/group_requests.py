@@ -13,9 +13,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder, make, nested
+from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
+from spark_kafkalite.protocol.entities import build as make
+from spark_kafkalite.protocol.entities import nested
 
 __all__ = [
     "COORDINATOR_KEY_GROUP",

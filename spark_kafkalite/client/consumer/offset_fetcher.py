@@ -27,9 +27,11 @@ from spark_kafkalite.client.errors import NoOffsetForPartitionError
 from spark_kafkalite.client.metadata import Cluster, Metadata
 from spark_kafkalite.client.network_client import NetworkClient, now_ms
 from spark_kafkalite.client.request_future import RequestFuture
-from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder, make, nested
+from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
+from spark_kafkalite.protocol.entities import build as make
+from spark_kafkalite.protocol.entities import nested
 from spark_kafkalite.protocol.errors import (
     ErrorCode,
     KafkaError,

@@ -31,9 +31,11 @@ from spark_kafkalite.client.producer.producer_batch import ProducerBatch
 from spark_kafkalite.client.producer.record_accumulator import RecordAccumulator
 from spark_kafkalite.client.producer.transaction_manager import TransactionManager
 from spark_kafkalite.client.request_future import RequestFuture
-from spark_kafkalite.client.requests import RequestBuilder, datetime_to_ms, make, nested
+from spark_kafkalite.client.requests import RequestBuilder
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
+from spark_kafkalite.protocol.entities import build as make
+from spark_kafkalite.protocol.entities import datetime_to_ms, nested
 from spark_kafkalite.protocol.errors import (
     ErrorCode,
     KafkaConnectionError,

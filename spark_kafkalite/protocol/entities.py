@@ -1,0 +1,76 @@
+"""Build kio entities for any version of an API with one piece of code (broker handlers and client
+request builders alike).
+
+kio generates one dataclass per (API, version); fields present in one version are absent in
+another. :func:`build` keeps only the keyword arguments the class declares, so a caller can pass
+the union of fields and get the right shape for the negotiated version.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import sys
+from functools import cache, lru_cache
+from typing import Any
+
+__all__ = ["build", "nested", "has_field", "ZERO_DURATION", "ms_duration", "datetime_to_ms"]
+
+ZERO_DURATION = datetime.timedelta(0)
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+_ONE_MS = datetime.timedelta(milliseconds=1)
+
+
+@cache
+def _field_info(cls: type[Any]) -> tuple[frozenset[str], frozenset[str]]:
+    """(field names, names of ``timedelta_i32`` fields) of kio entity class ``cls``."""
+    names = set()
+    timedeltas = set()
+    for f in dataclasses.fields(cls):
+        names.add(f.name)
+        if f.metadata.get("kafka_type") == "timedelta_i32":
+            timedeltas.add(f.name)
+    return frozenset(names), frozenset(timedeltas)
+
+
+def has_field(cls: type[Any], name: str) -> bool:
+    """Whether the kio entity class ``cls`` declares field ``name`` in its version."""
+    return name in _field_info(cls)[0]
+
+
+def build(cls: type[Any], **fields: Any) -> Any:
+    """``cls(**fields)`` with the fields ``cls`` does not declare dropped; an ``int`` given for a
+    ``timedelta_i32`` field (e.g. ``session_timeout``) is taken as milliseconds."""
+    names, timedeltas = _field_info(cls)
+    kwargs = {k: v for k, v in fields.items() if k in names}
+    for name in timedeltas:
+        value = kwargs.get(name)
+        if isinstance(value, int):
+            kwargs[name] = ms_duration(value)
+    return cls(**kwargs)
+
+
+@cache
+def nested(cls: type[Any], name: str) -> type[Any]:
+    """The nested entity class ``name`` defined next to ``cls`` (same kio module/version), e.g.
+    ``nested(FetchResponse_v12, "PartitionData")``.
+
+    Raises:
+        AttributeError: the module has no such class.
+    """
+    return getattr(sys.modules[cls.__module__], name)  # type: ignore[no-any-return]
+
+
+@lru_cache(maxsize=256)
+def ms_duration(ms: int) -> datetime.timedelta:
+    """A timedelta of ``ms`` milliseconds (kio's i32Timedelta fields)."""
+    return datetime.timedelta(milliseconds=ms)
+
+
+def datetime_to_ms(value: datetime.datetime | None) -> int:
+    """kio ``datetime_i64`` value -> epoch milliseconds (-1 for None)."""
+    if value is None:
+        return -1
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.UTC)
+    return (value - _EPOCH) // _ONE_MS
