@@ -37,11 +37,13 @@ from dataclasses import dataclass, field
 
 import crc32c as _crc32c
 
+from spark_kafkalite.protocol import native as _native
 from spark_kafkalite.protocol.errors import (
     CorruptRecordError,
     InvalidRecordError,
     UnsupportedCompressionTypeError,
 )
+from spark_kafkalite.protocol.record_decode import read_varint as _read_varint
 
 __all__ = [
     "RECORD_BATCH_OVERHEAD",
@@ -57,6 +59,7 @@ __all__ = [
     "encode_batch",
     "decode_batch",
     "decode_batches",
+    "records_section",
     "compress",
     "decompress",
     "COMPRESSION_NONE",
@@ -274,24 +277,6 @@ def _write_varint(out: bytearray, value: int) -> None:
     out.append(v)
 
 
-def _read_varint(buf: Buffer, pos: int) -> tuple[int, int]:
-    b = buf[pos]
-    pos += 1
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos
-    result = b & 0x7F
-    shift = 7
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint too long in record")
-
-
 # ---------------------------------------------------------------------------------------------
 # compression
 
@@ -485,114 +470,37 @@ def decode_batch(buf: Buffer, pos: int = 0, *, verify_crc: bool = True) -> Decod
         UnsupportedCompressionTypeError: the batch's codec library is missing.
     """
     header = validate_batch(buf, pos, strict_counts=False) if verify_crc else read_header(buf, pos)
+    data, start, end = records_section(buf, pos, header)
+    out = DecodedBatch(header)
+    out.offsets, out.timestamps_ms, out.keys, out.values, out.headers = _native.record_decode.decode_records(
+        data,
+        start,
+        end,
+        header.records_count,
+        header.base_offset,
+        header.base_timestamp,
+        header.max_timestamp,
+        header.timestamp_type == 1,
+    )
+    return out
+
+
+def records_section(buf: Buffer, pos: int, header: BatchHeader) -> tuple[Buffer, int, int]:
+    """(data, start, end) of the batch's records: the decompressed payload, or a slice of ``buf``
+    when the batch is not compressed (no copy).
+
+    Raises:
+        UnsupportedCompressionTypeError / CorruptRecordError: see :func:`decompress`.
+    """
     end = pos + header.size_bytes
-    data: bytes
+    if end > len(buf):
+        raise CorruptRecordError(
+            f"record batch of {header.size_bytes} bytes is truncated ({len(buf) - pos} bytes available)"
+        )
     if header.compression_type:
         data = decompress(memoryview(buf)[pos + RECORD_BATCH_OVERHEAD : end], header.compression_type)
-    else:
-        # one copy per batch, so that every slice below is already a ``bytes`` object
-        data = bytes(memoryview(buf)[pos + RECORD_BATCH_OVERHEAD : end])
-    limit = len(data)
-    p = 0
-    out = DecodedBatch(header)
-    base_offset = header.base_offset
-    base_ts = header.base_timestamp
-    log_append = header.timestamp_type == 1
-    max_ts = header.max_timestamp
-    offsets, timestamps, keys, values, headers_col = (
-        out.offsets,
-        out.timestamps_ms,
-        out.keys,
-        out.values,
-        out.headers,
-    )
-    rv = _read_varint
-    # Single-byte varints are the common case for lengths and deltas: decode them inline.
-    try:
-        for _ in range(header.records_count):
-            b = data[p]
-            if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                length, p = rv(data, p)
-            rec_end = p + length
-            p += 1  # attributes
-            b = data[p]
-            if b < 0x80:
-                ts_delta = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                ts_delta, p = rv(data, p)
-            b = data[p]
-            if b < 0x80:
-                off_delta = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                off_delta, p = rv(data, p)
-            b = data[p]
-            if b == 1:  # zig-zag(-1): null key
-                key = None
-                p += 1
-            else:
-                if b < 0x80 and not b & 1:
-                    klen = b >> 1
-                    p += 1
-                else:
-                    klen, p = rv(data, p)
-                    if klen < 0:
-                        raise CorruptRecordError(f"negative length {klen} in record")
-                key = data[p : p + klen]
-                p += klen
-            b = data[p]
-            if b == 1:
-                value = None
-                p += 1
-            else:
-                if b < 0x80 and not b & 1:
-                    vlen = b >> 1
-                    p += 1
-                else:
-                    vlen, p = rv(data, p)
-                    if vlen < 0:
-                        raise CorruptRecordError(f"negative length {vlen} in record")
-                value = data[p : p + vlen]
-                p += vlen
-            b = data[p]
-            if b == 0:
-                p += 1
-                hdrs: list[Header] = []
-            else:
-                hcount, p = rv(data, p)
-                hdrs = []
-                for _h in range(hcount):
-                    hklen, p = rv(data, p)
-                    hkey = data[p : p + hklen].decode("utf-8")
-                    p += hklen
-                    hvlen, p = rv(data, p)
-                    if hvlen < 0:
-                        hvalue = None
-                    else:
-                        hvalue = data[p : p + hvlen]
-                        p += hvlen
-                    hdrs.append((hkey, hvalue))
-            if p != rec_end or p > limit:
-                raise CorruptRecordError(
-                    f"record at offset {base_offset + off_delta} has length {length} but "
-                    f"{length + p - rec_end} bytes were read"
-                )
-            offsets.append(base_offset + off_delta)
-            timestamps.append(max_ts if log_append else base_ts + ts_delta)
-            keys.append(key)
-            values.append(value)
-            headers_col.append(hdrs)
-    except IndexError as exc:
-        raise CorruptRecordError("record batch ends inside a record") from exc
-    except UnicodeDecodeError as exc:
-        raise CorruptRecordError("record header key is not valid UTF-8") from exc
-    if p != limit:
-        raise CorruptRecordError(f"record batch has {limit - p} trailing bytes after its records")
-    return out
+        return data, 0, len(data)
+    return buf, pos + RECORD_BATCH_OVERHEAD, end
 
 
 def decode_batches(buf: Buffer, *, verify_crc: bool = True) -> Iterator[DecodedBatch]:

@@ -1,0 +1,89 @@
+"""Loader of the compiled record extensions (issue #10): the native module when it was built and
+imports, else the pure-Python reference with the same API.
+
+``KAFKALITE_PURE_PYTHON=1`` forces the pure-Python fallback (CI runs the record-path tests both
+ways). A native module that fails to import logs ONE warning naming the cause, then the fallback
+is used; ``.ci/run`` checks :func:`native_status` so a broken build cannot hide behind it.
+
+Extensions: ``_record_decode`` (records section -> lists / Arrow columns, twin of
+:mod:`spark_kafkalite.protocol.record_decode`). Other extensions are loaded with
+:func:`load_extension`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from types import ModuleType
+
+__all__ = ["PURE_PYTHON_ENV", "pure_python_forced", "load_extension", "native_status", "record_decode"]
+
+log = logging.getLogger(__name__)
+
+PURE_PYTHON_ENV = "KAFKALITE_PURE_PYTHON"
+
+_failures: dict[str, str] = {}
+
+EXTENSIONS: dict[str, str] = {
+    "spark_kafkalite.protocol._record_decode": "spark_kafkalite.protocol.record_decode",
+}
+"""Every compiled module and its pure-Python twin (setup.py builds the ``.pyx`` of each)."""
+
+
+def pure_python_forced() -> bool:
+    """True when ``KAFKALITE_PURE_PYTHON`` is set to a true value (1, true, yes)."""
+    return os.environ.get(PURE_PYTHON_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def load_extension(native_name: str, fallback_name: str) -> ModuleType:
+    """Import ``native_name`` (a compiled module) or, when forced or when it cannot be imported,
+    ``fallback_name`` (its pure-Python twin). A failed native import logs one warning per module."""
+    if not pure_python_forced():
+        try:
+            return importlib.import_module(native_name)
+        except ImportError as exc:
+            if native_name not in _failures:
+                _failures[native_name] = f"{type(exc).__name__}: {exc}"
+                log.warning(
+                    "native extension %s is not available (%s); using the pure-Python fallback %s "
+                    "(slower). Reinstall with a C compiler to build it.",
+                    native_name,
+                    _failures[native_name],
+                    fallback_name,
+                )
+    return importlib.import_module(fallback_name)
+
+
+record_decode = load_extension(
+    "spark_kafkalite.protocol._record_decode", EXTENSIONS["spark_kafkalite.protocol._record_decode"]
+)
+"""``decode_records`` and ``ColumnBuilder``: native when built, else pure Python."""
+
+
+def native_status() -> dict[str, str]:
+    """Per native module of :data:`EXTENSIONS`: ``"native"`` when it imports (whatever
+    ``KAFKALITE_PURE_PYTHON`` says), else the import failure."""
+    status = {}
+    for name in EXTENSIONS:
+        try:
+            importlib.import_module(name)
+            status[name] = "native"
+        except ImportError as exc:
+            status[name] = f"NOT BUILT ({type(exc).__name__}: {exc})"
+    return status
+
+
+if __name__ == "__main__":  # python -m spark_kafkalite.protocol.native [--require]
+    import sys
+
+    st = native_status()
+    for k, v in st.items():
+        print(f"{k}: {v}")
+    print(
+        f"in use: {'pure-python (forced by ' + PURE_PYTHON_ENV + ')' if pure_python_forced() else 'native'}"
+    )
+    if "--require" in sys.argv[1:] and any(v != "native" for v in st.values()):
+        sys.exit(
+            "native extensions were not built (see above): install a C compiler and Cython, then reinstall"
+        )
