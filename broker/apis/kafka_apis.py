@@ -234,7 +234,10 @@ class KafkaApis:
             logger.warning(
                 "invalid %s v%d request from %s: %s", spec.api_key.name, version, rctx.connection_id, exc
             )
-            request = decode_request_body_with_nulls(api_key, version, frame, body_offset)
+            try:
+                request = decode_request_body_with_nulls(api_key, version, frame, body_offset)
+            except KafkaError as also:  # malformed beyond the nulls: close, as for any bad body
+                raise CloseConnection(str(also)) from None
             return self._error_response(spec, rctx, request, ErrorCode.invalid_request)
         except KafkaError as exc:
             logger.warning(

@@ -79,6 +79,8 @@ def _topic_response(cls: type[Any], topic: TopicImage, image: MetadataImage) -> 
 
 def _error_topic(cls: type[Any], name: str | None, code: ErrorCode, topic_id: uuid.UUID | None = None) -> Any:
     topic_cls = nested(cls, "MetadataResponseTopic")
+    if name is None and topic_cls.__version__ < 12:  # the name is nullable in responses from v12 only
+        name = ""
     return build(
         topic_cls,
         error_code=code,
