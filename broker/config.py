@@ -242,8 +242,9 @@ class KafkaConfig:
 
     def _validate_quorum(self, v: dict[str, Any]) -> None:
         """KRaft keys: ``controller.quorum.voters`` (``id@host:port``), ``controller.listener.names``
-        (a listener of ``listeners`` whose host:port is this node's voter entry; never served to
-        clients), ``inter.broker.listener.name`` (default: the first other listener)."""
+        (a listener of ``listeners``, bound for Raft; this node's voter entry is the address the
+        other voters dial, usually the same host:port; never served to clients),
+        ``inter.broker.listener.name`` (default: the first other listener)."""
         voters: dict[int, tuple[str, int]] = {}
         for item in v["controller.quorum.voters"]:
             if not item:
@@ -299,15 +300,9 @@ class KafkaConfig:
                 raise ConfigError(
                     "controller.listener.names", "required when controller.quorum.voters is set"
                 )
-            endpoint = by_name[names[0]]
-            host, port = voters[self.node_id]
-            if endpoint.port != port:
-                raise ConfigError(
-                    "listeners",
-                    f"controller listener {endpoint} does not match this node's voter entry "
-                    f"{self.node_id}@{host}:{port} in controller.quorum.voters",
-                )
-            self.controller_endpoint = endpoint
+            # The node binds its CONTROLLER listener; its voter entry is the address the other
+            # voters dial, which may differ (a proxy or NAT in front of it), as in Kafka.
+            self.controller_endpoint = by_name[names[0]]
         inter = v["inter.broker.listener.name"]
         if inter:
             inter = inter.upper()

@@ -380,7 +380,16 @@ class KafkaServer:
             auto_rebalance=bool(config["auto.leader.rebalance.enable"]),
             rebalance_interval_s=float(config["leader.imbalance.check.interval.seconds"]),
             imbalance_percentage=config["leader.imbalance.per.broker.percentage"],
+            bind_address=self._controller_bind_address(),
         )
+
+    def _controller_bind_address(self) -> tuple[str, int] | None:
+        """The CONTROLLER listener's host:port (the voter entry's host when the listener has none)."""
+        endpoint = self.config.controller_endpoint
+        if endpoint is None:
+            return None
+        voter_host = self.config.quorum_voters[self.node_id][0]
+        return endpoint.host or voter_host, endpoint.port
 
     def _advertised_endpoints(self, advertised: list[Endpoint]) -> dict[str, tuple[str, int]]:
         out: dict[str, tuple[str, int]] = {}

@@ -162,6 +162,8 @@ class MetadataQuorum:
         on_executed: called (pysyncobj thread) with every committed command (liveness tracking).
         on_state_change: called (pysyncobj thread) with True when this node becomes the leader,
             False when it stops being the leader.
+        bind_address: (host, port) the Raft port binds (the CONTROLLER listener) when it is not
+            this node's voter entry (the address the other voters dial, e.g. a proxy in front).
     """
 
     def __init__(
@@ -175,9 +177,11 @@ class MetadataQuorum:
         on_reset: ResetListener,
         on_executed: Callable[[Any], None],
         on_state_change: Callable[[bool], None],
+        bind_address: tuple[str, int] | None = None,
     ) -> None:
         self.node_id = node_id
         self.voters = dict(voters)
+        self.bind_address = bind_address or self.voters[node_id]
         self.metadata_dir = metadata_dir
         self._addresses = {f"{host}:{port}": vid for vid, (host, port) in voters.items()}
         self._log = _MetadataLog(cluster_id, on_records, on_reset, on_executed)
@@ -191,7 +195,8 @@ class MetadataQuorum:
         committed entries from the journal are replayed on the pysyncobj thread)."""
         self.metadata_dir.mkdir(parents=True, exist_ok=True)
         host, port = self.voters[self.node_id]
-        _check_bindable(host, port)
+        bind_host, bind_port = self.bind_address
+        _check_bindable(bind_host, bind_port)
         self_address = f"{host}:{port}"
         partners = [f"{h}:{p}" for vid, (h, p) in sorted(self.voters.items()) if vid != self.node_id]
 
@@ -203,6 +208,7 @@ class MetadataQuorum:
             journalFile=str(self.metadata_dir / "raft.journal"),
             fullDumpFile=str(self.metadata_dir / "raft.snapshot"),
             onStateChanged=state_changed,
+            bindAddress=f"{bind_host}:{bind_port}",
             maxBindRetries=0,
             bindRetryTime=0.5,
             **self._settings.conf_kwargs,

@@ -103,6 +103,8 @@ class QuorumController(BrokerLifecycleManager):
         heartbeat_interval_ms, session_timeout_ms: ``broker.heartbeat.interval.ms`` /
             ``broker.session.timeout.ms``.
         request_timeout_ms: how long a proposal waits for its commit.
+        bind_address: host:port of the CONTROLLER listener when it differs from this node's voter
+            entry (see :class:`~broker.controller.quorum.MetadataQuorum`).
         auto_rebalance: ``auto.leader.rebalance.enable``; ``rebalance_interval_s`` /
             ``imbalance_percentage``: ``leader.imbalance.check.interval.seconds`` /
             ``leader.imbalance.per.broker.percentage``.
@@ -127,6 +129,7 @@ class QuorumController(BrokerLifecycleManager):
         auto_rebalance: bool = True,
         rebalance_interval_s: float = 300.0,
         imbalance_percentage: int = 10,
+        bind_address: tuple[str, int] | None = None,
     ) -> None:
         self.node_id = node_id
         self.settings = settings
@@ -159,6 +162,7 @@ class QuorumController(BrokerLifecycleManager):
             self._on_reset,
             self._on_executed,
             self._on_state_change,
+            bind_address,
         )
 
     # -- pysyncobj thread -> event loop ---------------------------------------------------------
