@@ -284,11 +284,18 @@ def _print_partitions(console: Any, metadata: Any) -> int:
     for column in ("topic", "partition", "leader", "epoch", "replicas", "isr", "offline"):
         partitions.add_column(column)
     under = offline = total = 0
+    lagging: list[str] = []
     for topic in sorted(metadata.partitions):
         for index, p in sorted(metadata.partitions[topic].items()):
             total += 1
             if len(p.isr) < len(p.replicas):
                 under += 1
+                missing = [r for r in p.replicas if r not in p.isr]
+                live = [r for r in missing if r in metadata.nodes]
+                if live:  # a live broker out of the ISR: replication is not healing by itself
+                    lagging.append(
+                        f"{topic}-{index} (ISR {','.join(map(str, p.isr))}; live out of ISR: {live})"
+                    )
             if p.leader < 0:
                 offline += 1
             partitions.add_row(
@@ -308,6 +315,13 @@ def _print_partitions(console: Any, metadata: Any) -> int:
         f"{len(metadata.nodes)} live broker(s), {total} partition(s), "
         f"{under} under-replicated, {offline} without a leader"
     )
+    if lagging:
+        console.print(
+            f"[bold red]UNDER-REPLICATED with live replicas out of the ISR[/bold red] ({len(lagging)}; "
+            "normal for seconds after a restart, a replication fault if it lasts; see the leader's "
+            "log): " + "; ".join(lagging[:20]) + (" ..." if len(lagging) > 20 else ""),
+            soft_wrap=True,
+        )
     return 0
 
 

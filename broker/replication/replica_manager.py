@@ -119,6 +119,10 @@ class ReplicaManager:
             self._partitions.get,
         )
         self._isr_retry_at_ms: dict[TopicPartitionKey, int] = {}
+        #: an under-replicated partition led here is logged as a WARNING after this long.
+        self.urp_warn_after_ms = max(2 * self.replica_lag_time_max_ms, 10_000)
+        self._urp_since_ms: dict[TopicPartitionKey, int] = {}
+        self._urp_warned_ms: dict[TopicPartitionKey, int] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._shrink_task: asyncio.Task[None] | None = None
 
@@ -452,11 +456,52 @@ class ReplicaManager:
                 )
                 self._alter_isr(p, new_isr, "shrink")
 
+    def check_under_replicated(self) -> list[TopicPartitionKey]:
+        """Log loudly every partition led here whose ISR has been short of its replicas for
+        longer than :attr:`urp_warn_after_ms` (a follower that never heals must not go unseen:
+        issue #14), again every :attr:`urp_warn_after_ms`; log when it heals. Returns the keys
+        warned about in this round."""
+        now = self.time_ms()
+        warned: list[TopicPartitionKey] = []
+        for key, p in list(self._partitions.items()):
+            if not p.is_leader or len(p.isr) >= len(p.replicas):
+                if self._urp_since_ms.pop(key, None) is not None and self._urp_warned_ms.pop(key, None):
+                    logger.warning(
+                        "%s-%d: under-replicated partition healed: ISR %s", key[0], key[1], list(p.isr)
+                    )
+                continue
+            since = self._urp_since_ms.setdefault(key, now)
+            last = self._urp_warned_ms.get(key)
+            if now - since < self.urp_warn_after_ms or (
+                last is not None and now - last < self.urp_warn_after_ms
+            ):
+                continue
+            self._urp_warned_ms[key] = now
+            warned.append(key)
+            lagging = {
+                b: (r.log_end_offset, r.last_caught_up_time_ms)
+                for b, r in p.remote_replicas.items()
+                if b not in p.isr
+            }
+            logger.warning(
+                "%s-%d: UNDER-REPLICATED for %.1f s: ISR %s of replicas %s; leader LEO %d, out-of-sync "
+                "replicas (LEO, last caught up ms ago): %s",
+                key[0],
+                key[1],
+                (now - since) / 1000,
+                list(p.isr),
+                list(p.replicas),
+                p.log.log_end_offset,
+                {b: (leo, now - t if t else None) for b, (leo, t) in lagging.items()},
+            )
+        return warned
+
     async def _isr_expiration_loop(self) -> None:
         interval_s = max(self.replica_lag_time_max_ms / 2, 50) / 1000
         while True:
             await asyncio.sleep(interval_s)
             try:
                 self.maybe_shrink_isr()
+                self.check_under_replicated()
             except Exception:
                 logger.exception("ISR expiration failed")

@@ -197,3 +197,41 @@ async def _test_a_fetcher_task_that_dies_is_restarted(tmp_path: Path) -> None:
 
 def test_a_fetcher_task_that_dies_is_restarted(tmp_path: Path) -> None:
     asyncio.run(_test_a_fetcher_task_that_dies_is_restarted(tmp_path))
+
+
+def test_an_under_replicated_partition_that_does_not_heal_is_logged_loudly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from broker.config import KafkaConfig
+    from broker.replication.replica_manager import ReplicaManager
+
+    now = [1_000_000]
+    config = KafkaConfig(
+        {
+            "node.id": "1",
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": str(tmp_path),
+            "replica.lag.time.max.ms": "2000",
+        }
+    )
+    manager = ReplicaManager(
+        config, 1, None, None, image=lambda: None, controller=lambda: None, time_ms=lambda: now[0]
+    )  # type: ignore[arg-type]
+    leader = _partition(tmp_path, 1)
+    leader.make_leader(PartitionRegistration(0, (1, 2, 3), (1, 2), 1, 5, 5))
+    manager._partitions[KEY] = leader
+    assert manager.urp_warn_after_ms == 10_000
+    with caplog.at_level(logging.WARNING, logger="broker.replication.replica_manager"):
+        assert manager.check_under_replicated() == []  # just became under-replicated
+        now[0] += 9_000
+        assert manager.check_under_replicated() == []
+        now[0] += 1_000
+        assert manager.check_under_replicated() == [KEY]
+        assert "UNDER-REPLICATED for 10.0 s" in caplog.text and "replicas [1, 2, 3]" in caplog.text
+        now[0] += 5_000
+        assert manager.check_under_replicated() == []  # not again before another 10 s
+        now[0] += 5_000
+        assert manager.check_under_replicated() == [KEY]
+        leader.make_leader(PartitionRegistration(0, (1, 2, 3), (1, 2, 3), 1, 5, 6))
+        assert manager.check_under_replicated() == []
+        assert "healed" in caplog.text
