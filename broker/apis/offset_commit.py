@@ -14,11 +14,11 @@ from typing import Any
 
 from broker.apis.context import BrokerContext
 from broker.coordinator.group.api_support import coordinator_of, to_ms
-from broker.coordinator.group.records import OffsetAndMetadata
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
+from spark_kafkalite.protocol.group_records import OffsetAndMetadata
 
 __all__ = ["handle_offset_commit", "offset_commit_error_response"]
 

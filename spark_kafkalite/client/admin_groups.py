@@ -15,11 +15,6 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from spark_kafkalite.client.consumer.abstract_coordinator import AbstractCoordinator, coordinator_node_id
-from spark_kafkalite.client.consumer.consumer_protocol import (
-    CONSUMER_PROTOCOL_TYPE,
-    ConsumerProtocolError,
-    decode_assignment,
-)
 from spark_kafkalite.client.consumer.group_requests import (
     OffsetAndMetadata,
     delete_groups_request,
@@ -33,6 +28,11 @@ from spark_kafkalite.client.consumer.group_requests import (
 from spark_kafkalite.client.network_client import now_ms
 from spark_kafkalite.client.requests import RequestBuilder
 from spark_kafkalite.client.types import TopicPartition
+from spark_kafkalite.protocol.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    ConsumerProtocolError,
+    decode_assignment,
+)
 from spark_kafkalite.protocol.errors import (
     ErrorCode,
     KafkaConnectionError,

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from spark_kafkalite.protocol.types import TopicPartition
+
 __all__ = [
     "TopicPartition",
     "ConsumerRecord",
@@ -24,13 +26,6 @@ Header = tuple[str, "bytes | None"]
 
 TIMESTAMP_TYPE_CREATE_TIME = 0
 TIMESTAMP_TYPE_LOG_APPEND_TIME = 1
-
-
-class TopicPartition(NamedTuple):
-    """A partition of a topic (Java ``TopicPartition``)."""
-
-    topic: str
-    partition: int
 
 
 class ConsumerRecord(NamedTuple):

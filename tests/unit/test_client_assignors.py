@@ -19,8 +19,8 @@ from spark_kafkalite.client.consumer.assignors import (
     RoundRobinAssignor,
     assignors_from_config,
 )
-from spark_kafkalite.client.consumer.consumer_protocol import Subscription
 from spark_kafkalite.client.types import TopicPartition as TP
+from spark_kafkalite.protocol.consumer_protocol import Subscription
 from spark_kafkalite.protocol.errors import InvalidConfigError
 
 
@@ -233,7 +233,7 @@ def test_cooperative_sticky_ignores_stale_generation_and_double_claims() -> None
 def test_generation_travels_in_user_data_for_old_subscription_versions() -> None:
     assignor = CooperativeStickyAssignor()
     assert assignor.subscription_user_data({"t"}) == b"\xff\xff\xff\xff"
-    from spark_kafkalite.client.consumer.consumer_protocol import Assignment
+    from spark_kafkalite.protocol.consumer_protocol import Assignment
 
     assignor.on_assignment(Assignment(()), 7)
     data = assignor.subscription_user_data({"t"})

@@ -17,7 +17,8 @@ from kio.schema.consumer_protocol_subscription.v3 import ConsumerProtocolSubscri
 from kio.schema.consumer_protocol_subscription.v3.data import TopicPartition as KioOwnedTp
 from kio.serial import entity_reader, entity_writer
 
-from spark_kafkalite.client.consumer.consumer_protocol import (
+from spark_kafkalite.client.types import TopicPartition as TP
+from spark_kafkalite.protocol.consumer_protocol import (
     Assignment,
     ConsumerProtocolError,
     Subscription,
@@ -27,7 +28,6 @@ from spark_kafkalite.client.consumer.consumer_protocol import (
     encode_subscription,
     group_by_topic,
 )
-from spark_kafkalite.client.types import TopicPartition as TP
 
 
 def test_subscription_v0_known_bytes() -> None:

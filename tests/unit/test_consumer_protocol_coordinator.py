@@ -15,7 +15,6 @@ from spark_kafkalite.client.consumer.consumer_coordinator import (
     CommitFailedError,
     ConsumerCoordinator,
 )
-from spark_kafkalite.client.consumer.consumer_protocol import decode_assignment, decode_subscription
 from spark_kafkalite.client.consumer.group_requests import OffsetAndMetadata
 from spark_kafkalite.client.consumer.heartbeat import Heartbeat
 from spark_kafkalite.client.consumer.subscription_state import SubscriptionState
@@ -24,6 +23,7 @@ from spark_kafkalite.client.request_future import RequestFuture
 from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder
 from spark_kafkalite.client.types import TopicPartition as TP
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.consumer_protocol import decode_assignment, decode_subscription
 from spark_kafkalite.protocol.entities import build as make
 from spark_kafkalite.protocol.entities import nested
 from spark_kafkalite.protocol.errors import ErrorCode, RebalanceInProgressError

@@ -12,10 +12,10 @@ import pytest
 from broker.coordinator.group.classic_group import GroupState, JoinResult, SyncResult
 from broker.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator
 from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
-from broker.coordinator.group.records import OffsetAndMetadata
 from broker.coordinator.group.scheduler import ManualScheduler
 from broker.log.log_results import FetchDataInfo
 from spark_kafkalite.protocol.errors import ErrorCode as E
+from spark_kafkalite.protocol.group_records import OffsetAndMetadata
 from spark_kafkalite.protocol.record_batch import encode_batch
 
 GROUP = "g"

@@ -16,10 +16,10 @@ from broker.coordinator.group.offsets_log import (
     appender_for,
     read_partition,
 )
-from broker.coordinator.group.records import OffsetAndMetadata
 from broker.log.log_config import LogConfig
 from broker.log.unified_log import UnifiedLog
 from spark_kafkalite.protocol.errors import ErrorCode, NotLeaderOrFollowerError
+from spark_kafkalite.protocol.group_records import OffsetAndMetadata
 
 TOPIC = "__consumer_offsets"
 

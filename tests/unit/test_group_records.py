@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from broker.coordinator.group.group_metadata_manager import java_string_hashcode, partition_for_group
-from broker.coordinator.group.records import (
+from spark_kafkalite.protocol.group_records import (
     GroupMetadataKey,
     GroupMetadataRecord,
     MemberRecord,

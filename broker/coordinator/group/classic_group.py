@@ -12,15 +12,19 @@ legal transitions (``GroupState``):
 from __future__ import annotations
 
 import enum
-import struct
 import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.coordinator.group.records import OffsetAndMetadata
+from spark_kafkalite.protocol.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    ConsumerProtocolError,
+    decode_subscription_topics,
+)
 from spark_kafkalite.protocol.errors import ErrorCode
+from spark_kafkalite.protocol.group_records import OffsetAndMetadata
 
 __all__ = [
     "GroupState",
@@ -376,32 +380,12 @@ class GroupMetadata:
     def subscribed_topics(self) -> set[str] | None:
         """Topics the members subscribe to, parsed from ConsumerProtocol subscriptions (None if
         the group is not a ``consumer`` group or a subscription cannot be parsed)."""
-        if self.protocol_type != "consumer" or self.protocol_name is None:
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE or self.protocol_name is None:
             return None
         topics: set[str] = set()
         for member in self.members.values():
-            parsed = parse_consumer_subscription_topics(member.metadata(self.protocol_name))
-            if parsed is None:
+            try:
+                topics.update(decode_subscription_topics(member.metadata(self.protocol_name)))
+            except ConsumerProtocolError:
                 return None
-            topics.update(parsed)
         return topics
-
-
-def parse_consumer_subscription_topics(data: bytes) -> list[str] | None:
-    """Topics of a ConsumerProtocol ``Subscription`` (int16 version, array of int16-length
-    strings, ...); None if unparsable."""
-    try:
-        pos = 2
-        (count,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        topics = []
-        for _ in range(max(count, 0)):
-            (n,) = struct.unpack_from(">h", data, pos)
-            pos += 2
-            if n < 0 or pos + n > len(data):
-                return None
-            topics.append(data[pos : pos + n].decode("utf-8"))
-            pos += n
-        return topics
-    except (struct.error, UnicodeDecodeError):
-        return None

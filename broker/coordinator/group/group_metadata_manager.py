@@ -23,7 +23,8 @@ from broker.coordinator.group.offsets_log import (
     read_partition,
     storage_error_to_coordinator_error,
 )
-from broker.coordinator.group.records import (
+from spark_kafkalite.protocol.errors import ErrorCode
+from spark_kafkalite.protocol.group_records import (
     GroupMetadataKey,
     GroupMetadataRecord,
     MemberRecord,
@@ -38,7 +39,6 @@ from broker.coordinator.group.records import (
     encode_offset_commit_key,
     encode_offset_commit_value,
 )
-from spark_kafkalite.protocol.errors import ErrorCode
 from spark_kafkalite.protocol.types import TopicPartitionKey
 
 __all__ = ["GroupMetadataManager", "java_string_hashcode", "partition_for_group"]

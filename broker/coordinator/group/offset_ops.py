@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker.coordinator.group.classic_group import GroupMetadata, GroupState
-from broker.coordinator.group.records import OffsetAndMetadata
 from spark_kafkalite.protocol.errors import ErrorCode
+from spark_kafkalite.protocol.group_records import OffsetAndMetadata
 from spark_kafkalite.protocol.types import TopicPartitionKey
 
 if TYPE_CHECKING:

@@ -29,8 +29,8 @@ import struct
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 
-from spark_kafkalite.client.consumer.consumer_protocol import Assignment, Subscription
 from spark_kafkalite.client.types import TopicPartition
+from spark_kafkalite.protocol.consumer_protocol import Assignment, Subscription
 from spark_kafkalite.protocol.errors import InvalidConfigError
 
 __all__ = [

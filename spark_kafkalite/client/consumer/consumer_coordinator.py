@@ -49,14 +49,6 @@ from spark_kafkalite.client.consumer.consumer_offsets import (
     OffsetCommitCallback,
     RebalanceInProgressError,
 )
-from spark_kafkalite.client.consumer.consumer_protocol import (
-    CONSUMER_PROTOCOL_TYPE,
-    Subscription,
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-    encode_subscription,
-)
 from spark_kafkalite.client.consumer.group_requests import OffsetAndMetadata
 from spark_kafkalite.client.consumer.group_state import SubscriptionType
 from spark_kafkalite.client.consumer.subscription_state import SubscriptionState
@@ -64,6 +56,14 @@ from spark_kafkalite.client.metadata import Metadata, metadata_request, parse_me
 from spark_kafkalite.client.network_client import NetworkClient
 from spark_kafkalite.client.request_future import RequestFuture
 from spark_kafkalite.client.types import TopicPartition
+from spark_kafkalite.protocol.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
 from spark_kafkalite.protocol.errors import KafkaError
 
 __all__ = [

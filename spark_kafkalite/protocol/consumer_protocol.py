@@ -20,12 +20,12 @@ later versions are ignored), a negative version is an error. Pure, no I/O.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.protocol.errors import KafkaError
+from spark_kafkalite.protocol.schema_io import I16, I32, SchemaReader, write_bytes, write_string
+from spark_kafkalite.protocol.types import TopicPartition
 
 __all__ = [
     "CONSUMER_PROTOCOL_TYPE",
@@ -38,6 +38,7 @@ __all__ = [
     "decode_subscription",
     "encode_assignment",
     "decode_assignment",
+    "decode_subscription_topics",
     "group_by_topic",
 ]
 
@@ -45,9 +46,6 @@ __all__ = [
 CONSUMER_PROTOCOL_TYPE = "consumer"
 SUBSCRIPTION_HIGHEST_VERSION = 3
 ASSIGNMENT_HIGHEST_VERSION = 3
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 
 
 class ConsumerProtocolError(KafkaError):
@@ -98,32 +96,20 @@ def group_by_topic(partitions: Iterable[TopicPartition]) -> list[tuple[str, list
 
 # ---------------------------------------------------------------------------------- writing
 def _string(out: bytearray, value: str | None) -> None:
-    if value is None:
-        out += _I16.pack(-1)
-        return
-    data = value.encode("utf-8")
-    if len(data) > 0x7FFF:
-        raise ConsumerProtocolError(f"string of {len(data)} bytes is too long")
-    out += _I16.pack(len(data))
-    out += data
-
-
-def _bytes(out: bytearray, value: bytes | None) -> None:
-    if value is None:
-        out += _I32.pack(-1)
-        return
-    out += _I32.pack(len(value))
-    out += value
+    try:
+        write_string(out, value)
+    except ValueError as exc:
+        raise ConsumerProtocolError(str(exc)) from exc
 
 
 def _topic_partitions(out: bytearray, partitions: Iterable[TopicPartition]) -> None:
     grouped = group_by_topic(partitions)
-    out += _I32.pack(len(grouped))
+    out += I32.pack(len(grouped))
     for topic, parts in grouped:
         _string(out, topic)
-        out += _I32.pack(len(parts))
+        out += I32.pack(len(parts))
         for p in parts:
-            out += _I32.pack(p)
+            out += I32.pack(p)
 
 
 def encode_subscription(subscription: Subscription, version: int = SUBSCRIPTION_HIGHEST_VERSION) -> bytes:
@@ -134,15 +120,15 @@ def encode_subscription(subscription: Subscription, version: int = SUBSCRIPTION_
     """
     if not 0 <= version <= SUBSCRIPTION_HIGHEST_VERSION:
         raise ValueError(f"unsupported ConsumerProtocolSubscription version {version}")
-    out = bytearray(_I16.pack(version))
-    out += _I32.pack(len(subscription.topics))
+    out = bytearray(I16.pack(version))
+    out += I32.pack(len(subscription.topics))
     for topic in subscription.topics:
         _string(out, topic)
-    _bytes(out, subscription.user_data)
+    write_bytes(out, subscription.user_data)
     if version >= 1:
         _topic_partitions(out, subscription.owned_partitions)
     if version >= 2:
-        out += _I32.pack(int(subscription.generation_id))
+        out += I32.pack(int(subscription.generation_id))
     if version >= 3:
         _string(out, subscription.rack_id)
     return bytes(out)
@@ -156,82 +142,37 @@ def encode_assignment(assignment: Assignment, version: int = ASSIGNMENT_HIGHEST_
     """
     if not 0 <= version <= ASSIGNMENT_HIGHEST_VERSION:
         raise ValueError(f"unsupported ConsumerProtocolAssignment version {version}")
-    out = bytearray(_I16.pack(version))
+    out = bytearray(I16.pack(version))
     _topic_partitions(out, assignment.partitions)
-    _bytes(out, assignment.user_data)
+    write_bytes(out, assignment.user_data)
     return bytes(out)
 
 
 # ---------------------------------------------------------------------------------- reading
-class _Reader:
-    __slots__ = ("buf", "pos", "what")
-
-    def __init__(self, buf: bytes, what: str) -> None:
-        self.buf = memoryview(buf)
-        self.pos = 0
-        self.what = what
-
-    def _need(self, n: int) -> None:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise ConsumerProtocolError(f"{self.what} is truncated at byte {self.pos} (needs {n} more)")
-
-    def i16(self) -> int:
-        self._need(2)
-        value: int = _I16.unpack_from(self.buf, self.pos)[0]
-        self.pos += 2
-        return value
-
-    def i32(self) -> int:
-        self._need(4)
-        value: int = _I32.unpack_from(self.buf, self.pos)[0]
-        self.pos += 4
-        return value
-
-    def string(self, nullable: bool = False) -> str | None:
-        n = self.i16()
-        if n < 0:
-            if nullable:
-                return None
-            raise ConsumerProtocolError(f"{self.what}: null string in a non-nullable field")
-        self._need(n)
-        raw = bytes(self.buf[self.pos : self.pos + n])
-        self.pos += n
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ConsumerProtocolError(f"{self.what}: invalid UTF-8 string") from exc
-
-    def nullable_bytes(self) -> bytes | None:
-        n = self.i32()
-        if n < 0:
-            return None
-        self._need(n)
-        raw = bytes(self.buf[self.pos : self.pos + n])
-        self.pos += n
-        return raw
-
-    def count(self) -> int:
-        n = self.i32()
-        if n < 0:
-            raise ConsumerProtocolError(f"{self.what}: null array in a non-nullable field")
-        if n > len(self.buf) - self.pos:  # every element takes at least one byte
-            raise ConsumerProtocolError(f"{self.what}: array of {n} elements exceeds the data")
-        return n
-
-    def topic_partitions(self) -> tuple[TopicPartition, ...]:
-        out: list[TopicPartition] = []
-        for _ in range(self.count()):
-            topic = self.string()
-            assert topic is not None
-            for _ in range(self.count()):
-                out.append(TopicPartition(topic, self.i32()))
-        return tuple(out)
-
-    def at_end(self) -> bool:
-        return self.pos >= len(self.buf)
+def _reader(data: bytes, what: str) -> SchemaReader:
+    return SchemaReader(bytes(data), what, ConsumerProtocolError)
 
 
-def _version(reader: _Reader, highest: int) -> int:
+def _topic_partitions_of(reader: SchemaReader) -> tuple[TopicPartition, ...]:
+    out: list[TopicPartition] = []
+    for _ in range(reader.count()):
+        topic = reader.string()
+        assert topic is not None
+        for _ in range(reader.count()):
+            out.append(TopicPartition(topic, reader.i32()))
+    return tuple(out)
+
+
+def _topics_of(reader: SchemaReader) -> list[str]:
+    topics = []
+    for _ in range(reader.count()):
+        topic = reader.string()
+        assert topic is not None
+        topics.append(topic)
+    return topics
+
+
+def _version(reader: SchemaReader, highest: int) -> int:
     version = reader.i16()
     if version < 0:
         raise ConsumerProtocolError(f"{reader.what}: unsupported version {version}")
@@ -245,19 +186,15 @@ def decode_subscription(data: bytes) -> Subscription:
     Raises:
         ConsumerProtocolError: the bytes are truncated or malformed.
     """
-    reader = _Reader(bytes(data), "consumer protocol subscription")
+    reader = _reader(data, "consumer protocol subscription")
     version = _version(reader, SUBSCRIPTION_HIGHEST_VERSION)
-    topics = []
-    for _ in range(reader.count()):
-        topic = reader.string()
-        assert topic is not None
-        topics.append(topic)
+    topics = _topics_of(reader)
     user_data = reader.nullable_bytes()
     owned: tuple[TopicPartition, ...] = ()
     generation_id = -1
     rack_id = None
     if version >= 1:
-        owned = reader.topic_partitions()
+        owned = _topic_partitions_of(reader)
     if version >= 2:
         generation_id = reader.i32()
     if version >= 3:
@@ -274,8 +211,21 @@ def decode_assignment(data: bytes | None) -> Assignment:
     """
     if not data:
         return Assignment(())
-    reader = _Reader(bytes(data), "consumer protocol assignment")
+    reader = _reader(data, "consumer protocol assignment")
     _version(reader, ASSIGNMENT_HIGHEST_VERSION)
-    partitions = reader.topic_partitions()
+    partitions = _topic_partitions_of(reader)
     user_data = reader.nullable_bytes()
     return Assignment(partitions, user_data)
+
+
+def decode_subscription_topics(data: bytes) -> list[str]:
+    """Only the subscribed topics of JoinGroup member metadata (the group coordinator's view:
+    Kafka's ``ConsumerProtocol.deserializeSubscription(...).topics()`` in
+    ``ClassicGroup.computeSubscribedTopics``); the fields after them are not read.
+
+    Raises:
+        ConsumerProtocolError: the version or topics are truncated or malformed.
+    """
+    reader = _reader(data, "consumer protocol subscription")
+    _version(reader, SUBSCRIPTION_HIGHEST_VERSION)
+    return _topics_of(reader)

@@ -16,8 +16,9 @@ A record with a null value is a tombstone (offset or group deleted).
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
+
+from spark_kafkalite.protocol.schema_io import I16, I32, I64, SchemaReader, write_bytes, write_string
 
 __all__ = [
     "OffsetCommitKey",
@@ -34,10 +35,6 @@ __all__ = [
     "decode_offset_commit_value",
     "decode_group_metadata_value",
 ]
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 
 
 class RecordFormatError(ValueError):
@@ -91,135 +88,63 @@ class GroupMetadataRecord:
 
 
 # -- writers ------------------------------------------------------------------------------------
-def _string(out: bytearray, value: str | None) -> None:
-    if value is None:
-        out += _I16.pack(-1)
-        return
-    raw = value.encode("utf-8")
-    out += _I16.pack(len(raw))
-    out += raw
-
-
-def _bytes(out: bytearray, value: bytes) -> None:
-    out += _I32.pack(len(value))
-    out += value
-
-
 def encode_offset_commit_key(group: str, topic: str, partition: int) -> bytes:
     """``OffsetCommitKey`` version 1."""
-    out = bytearray(_I16.pack(1))
-    _string(out, group)
-    _string(out, topic)
-    out += _I32.pack(partition)
+    out = bytearray(I16.pack(1))
+    write_string(out, group)
+    write_string(out, topic)
+    out += I32.pack(partition)
     return bytes(out)
 
 
 def encode_group_metadata_key(group: str) -> bytes:
     """``GroupMetadataKey`` version 2."""
-    out = bytearray(_I16.pack(2))
-    _string(out, group)
+    out = bytearray(I16.pack(2))
+    write_string(out, group)
     return bytes(out)
 
 
 def encode_offset_commit_value(value: OffsetAndMetadata) -> bytes:
     """``OffsetCommitValue`` v3, or v1 when an explicit expire timestamp is set (as Kafka)."""
     if value.expire_timestamp_ms >= 0:
-        out = bytearray(_I16.pack(1))
-        out += _I64.pack(value.offset)
-        _string(out, value.metadata)
-        out += _I64.pack(value.commit_timestamp_ms)
-        out += _I64.pack(value.expire_timestamp_ms)
+        out = bytearray(I16.pack(1))
+        out += I64.pack(value.offset)
+        write_string(out, value.metadata)
+        out += I64.pack(value.commit_timestamp_ms)
+        out += I64.pack(value.expire_timestamp_ms)
         return bytes(out)
-    out = bytearray(_I16.pack(3))
-    out += _I64.pack(value.offset)
-    out += _I32.pack(value.leader_epoch)
-    _string(out, value.metadata)
-    out += _I64.pack(value.commit_timestamp_ms)
+    out = bytearray(I16.pack(3))
+    out += I64.pack(value.offset)
+    out += I32.pack(value.leader_epoch)
+    write_string(out, value.metadata)
+    out += I64.pack(value.commit_timestamp_ms)
     return bytes(out)
 
 
 def encode_group_metadata_value(value: GroupMetadataRecord) -> bytes:
     """``GroupMetadataValue`` v3."""
-    out = bytearray(_I16.pack(3))
-    _string(out, value.protocol_type)
-    out += _I32.pack(value.generation)
-    _string(out, value.protocol)
-    _string(out, value.leader)
-    out += _I64.pack(value.current_state_timestamp_ms)
-    out += _I32.pack(len(value.members))
+    out = bytearray(I16.pack(3))
+    write_string(out, value.protocol_type)
+    out += I32.pack(value.generation)
+    write_string(out, value.protocol)
+    write_string(out, value.leader)
+    out += I64.pack(value.current_state_timestamp_ms)
+    out += I32.pack(len(value.members))
     for m in value.members:
-        _string(out, m.member_id)
-        _string(out, m.group_instance_id)
-        _string(out, m.client_id)
-        _string(out, m.client_host)
-        out += _I32.pack(m.rebalance_timeout_ms)
-        out += _I32.pack(m.session_timeout_ms)
-        _bytes(out, m.subscription)
-        _bytes(out, m.assignment)
+        write_string(out, m.member_id)
+        write_string(out, m.group_instance_id)
+        write_string(out, m.client_id)
+        write_string(out, m.client_host)
+        out += I32.pack(m.rebalance_timeout_ms)
+        out += I32.pack(m.session_timeout_ms)
+        write_bytes(out, m.subscription)
+        write_bytes(out, m.assignment)
     return bytes(out)
 
 
 # -- readers ------------------------------------------------------------------------------------
-class _Reader:
-    __slots__ = ("buf", "pos", "flexible")
-
-    def __init__(self, buf: bytes, pos: int = 0, flexible: bool = False) -> None:
-        self.buf = buf
-        self.pos = pos
-        self.flexible = flexible
-
-    def _take(self, n: int) -> bytes:
-        end = self.pos + n
-        if n < 0 or end > len(self.buf):
-            raise RecordFormatError("truncated record")
-        chunk = self.buf[self.pos : end]
-        self.pos = end
-        return chunk
-
-    def i16(self) -> int:
-        return int(_I16.unpack(self._take(2))[0])
-
-    def i32(self) -> int:
-        return int(_I32.unpack(self._take(4))[0])
-
-    def i64(self) -> int:
-        return int(_I64.unpack(self._take(8))[0])
-
-    def uvarint(self) -> int:
-        shift = result = 0
-        while True:
-            b = self._take(1)[0]
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 35:
-                raise RecordFormatError("varint too long")
-
-    def string(self, nullable: bool = False) -> str | None:
-        n = self.uvarint() - 1 if self.flexible else self.i16()
-        if n < 0:
-            if not nullable:
-                raise RecordFormatError("null in a non-nullable string")
-            return None
-        return self._take(n).decode("utf-8")
-
-    def nbytes(self) -> bytes:
-        n = self.uvarint() - 1 if self.flexible else self.i32()
-        if n < 0:
-            return b""
-        return self._take(n)
-
-    def array_len(self) -> int:
-        n = self.uvarint() - 1 if self.flexible else self.i32()
-        return max(n, 0)
-
-    def skip_tags(self) -> None:
-        if not self.flexible:
-            return
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self._take(self.uvarint())
+def _reader(data: bytes, what: str) -> SchemaReader:
+    return SchemaReader(data, what, RecordFormatError)
 
 
 def decode_key(key: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
@@ -229,7 +154,7 @@ def decode_key(key: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
     Raises:
         RecordFormatError: a known version is truncated.
     """
-    r = _Reader(key)
+    r = _reader(key, "__consumer_offsets key")
     version = r.i16()
     if version in (0, 1):
         group = r.string()
@@ -249,7 +174,7 @@ def decode_offset_commit_value(value: bytes) -> OffsetAndMetadata:
     Raises:
         RecordFormatError: unknown version or truncated.
     """
-    r = _Reader(value)
+    r = _reader(value, "OffsetCommitValue")
     version = r.i16()
     if not 0 <= version <= 4:
         raise RecordFormatError(f"unknown OffsetCommitValue version {version}")
@@ -269,7 +194,7 @@ def decode_group_metadata_value(value: bytes) -> GroupMetadataRecord:
     Raises:
         RecordFormatError: unknown version or truncated.
     """
-    r = _Reader(value)
+    r = _reader(value, "GroupMetadataValue")
     version = r.i16()
     if not 0 <= version <= 4:
         raise RecordFormatError(f"unknown GroupMetadataValue version {version}")
@@ -280,7 +205,7 @@ def decode_group_metadata_value(value: bytes) -> GroupMetadataRecord:
     leader = r.string(nullable=True)
     state_ts = r.i64() if version >= 2 else -1
     members = []
-    for _ in range(r.array_len()):
+    for _ in range(r.count()):
         member_id = r.string() or ""
         instance_id = r.string(nullable=True) if version >= 3 else None
         client_id = r.string() or ""
@@ -289,8 +214,8 @@ def decode_group_metadata_value(value: bytes) -> GroupMetadataRecord:
         session_timeout = r.i32()
         if rebalance_timeout < 0:
             rebalance_timeout = session_timeout
-        subscription = r.nbytes()
-        assignment = r.nbytes()
+        subscription = r.nullable_bytes() or b""
+        assignment = r.nullable_bytes() or b""
         r.skip_tags()
         members.append(
             MemberRecord(

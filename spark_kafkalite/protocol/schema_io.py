@@ -1,0 +1,149 @@
+"""Reading and writing Kafka's schema types outside a request/response frame: the opaque blobs
+that Kafka defines with its message-generator JSON schemas but carries as bytes
+(``ConsumerProtocolSubscription`` / ``ConsumerProtocolAssignment`` inside JoinGroup and SyncGroup,
+the ``__consumer_offsets`` keys and values of ``GroupCoordinatorRecordSerde``).
+
+Classic versions use an ``int16`` string length, an ``int32`` bytes length and array count
+(``-1`` = null); flexible versions (KIP-482) use unsigned varints holding ``length + 1`` and end
+structs with tagged fields. Pure, no I/O.
+"""
+
+from __future__ import annotations
+
+import struct
+
+__all__ = ["SchemaReader", "write_string", "write_bytes", "I16", "I32", "I64"]
+
+I16 = struct.Struct(">h")
+I32 = struct.Struct(">i")
+I64 = struct.Struct(">q")
+
+
+def write_string(out: bytearray, value: str | None) -> None:
+    """Append a classic (``int16`` length) string; ``None`` is written as null (-1).
+
+    Raises:
+        ValueError: the UTF-8 encoding is longer than 32767 bytes.
+    """
+    if value is None:
+        out += I16.pack(-1)
+        return
+    data = value.encode("utf-8")
+    if len(data) > 0x7FFF:
+        raise ValueError(f"string of {len(data)} bytes is too long")
+    out += I16.pack(len(data))
+    out += data
+
+
+def write_bytes(out: bytearray, value: bytes | None) -> None:
+    """Append classic (``int32`` length) bytes; ``None`` is written as null (-1)."""
+    if value is None:
+        out += I32.pack(-1)
+        return
+    out += I32.pack(len(value))
+    out += value
+
+
+class SchemaReader:
+    """Reads schema fields from ``buf`` in order; every malformed input raises ``error``.
+
+    ``what`` names the structure in error messages; ``flexible`` switches strings, bytes and
+    arrays to the compact (varint) encoding and enables :meth:`skip_tags`.
+    """
+
+    __slots__ = ("buf", "pos", "what", "error", "flexible")
+
+    def __init__(
+        self, buf: bytes, what: str, error: type[Exception] = ValueError, flexible: bool = False
+    ) -> None:
+        self.buf = memoryview(buf)
+        self.pos = 0
+        self.what = what
+        self.error = error
+        self.flexible = flexible
+
+    def _need(self, n: int) -> None:
+        if n < 0 or self.pos + n > len(self.buf):
+            raise self.error(f"{self.what} is truncated at byte {self.pos} (needs {n} more)")
+
+    def _take(self, n: int) -> bytes:
+        self._need(n)
+        raw = bytes(self.buf[self.pos : self.pos + n])
+        self.pos += n
+        return raw
+
+    def i16(self) -> int:
+        self._need(2)
+        value: int = I16.unpack_from(self.buf, self.pos)[0]
+        self.pos += 2
+        return value
+
+    def i32(self) -> int:
+        self._need(4)
+        value: int = I32.unpack_from(self.buf, self.pos)[0]
+        self.pos += 4
+        return value
+
+    def i64(self) -> int:
+        self._need(8)
+        value: int = I64.unpack_from(self.buf, self.pos)[0]
+        self.pos += 8
+        return value
+
+    def uvarint(self) -> int:
+        shift = result = 0
+        while True:
+            self._need(1)
+            b = self.buf[self.pos]
+            self.pos += 1
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result
+            shift += 7
+            if shift > 35:
+                raise self.error(f"{self.what}: varint too long")
+
+    def _length(self, classic: struct.Struct) -> int:
+        if self.flexible:
+            return self.uvarint() - 1
+        self._need(classic.size)
+        value: int = classic.unpack_from(self.buf, self.pos)[0]
+        self.pos += classic.size
+        return value
+
+    def string(self, nullable: bool = False) -> str | None:
+        n = self._length(I16)
+        if n < 0:
+            if nullable:
+                return None
+            raise self.error(f"{self.what}: null string in a non-nullable field")
+        try:
+            return self._take(n).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise self.error(f"{self.what}: invalid UTF-8 string") from exc
+
+    def nullable_bytes(self) -> bytes | None:
+        n = self._length(I32)
+        if n < 0:
+            return None
+        return self._take(n)
+
+    def count(self) -> int:
+        """An array's element count (non-nullable arrays; every element takes at least a byte)."""
+        n = self._length(I32)
+        if n < 0:
+            raise self.error(f"{self.what}: null array in a non-nullable field")
+        if n > len(self.buf) - self.pos:
+            raise self.error(f"{self.what}: array of {n} elements exceeds the data")
+        return n
+
+    def skip_tags(self) -> None:
+        """Skip a tagged-field section (flexible versions only; a no-op otherwise)."""
+        if not self.flexible:
+            return
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self._take(self.uvarint())
+
+    def at_end(self) -> bool:
+        return self.pos >= len(self.buf)
