@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from spark_kafkalite.client.types import TopicPartition as TP
 from spark_kafkalite.datasource.offset_range_calculator import OffsetRange, rate_limit, split_ranges
-from spark_kafkalite.datasource.stream_reader import compute_end_offsets, plan_stream_ranges
+from spark_kafkalite.datasource.stream_planning import compute_end_offsets, plan_stream_ranges
 
 A0, A1, B0 = TP("a", 0), TP("a", 1), TP("b", 0)
 
@@ -158,3 +158,16 @@ def test_plan_stream_ranges_partition_only_in_start_that_still_exists_is_not_dat
             report_data_loss=_raise,
             current_partitions=lambda: {A0},
         )
+
+
+def test_planning_modules_do_not_import_pyspark() -> None:
+    """The pure planning logic stays importable (and unit-testable) without pyspark."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import spark_kafkalite.datasource.stream_planning, "
+        "spark_kafkalite.datasource.offset_range_calculator; "
+        "sys.exit(1 if 'pyspark' in sys.modules else 0)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
