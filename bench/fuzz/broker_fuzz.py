@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import random
 import struct
+import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -250,8 +251,18 @@ class _Run:
 
     async def monitor(self) -> None:
         last_health = 0.0
+        last_progress = start = time.monotonic()
         while not self.done():
             await asyncio.sleep(0.25)
+            if time.monotonic() - last_progress >= 60:
+                last_progress = time.monotonic()
+                r = self.report
+                print(
+                    f"[fuzz broker] {last_progress - start:.0f}s frames={r.frames} deaths={r.deaths} "
+                    f"hangs={r.hangs} peak_rss_mb={r.peak_rss_bytes >> 20}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             pid = self.cluster.pid(1)
             self.report.peak_rss_bytes = max(self.report.peak_rss_bytes, _rss_bytes(pid))
             if not self.broker_ok.is_set():

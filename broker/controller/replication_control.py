@@ -33,6 +33,7 @@ from spark_kafkalite.protocol.errors import (
     InvalidRequestError,
     InvalidTopicError,
     KafkaError,
+    PolicyViolationError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
     error_for_code,
@@ -54,6 +55,11 @@ _LEGAL_TOPIC_CHARS = re.compile(r"^[a-zA-Z0-9._-]+$")
 _TOPIC_DELETION_DISABLED = 73
 _INVALID_REPLICA_ASSIGNMENT = 39
 _UNKNOWN_TOPIC_ID = 100
+MAX_PARTITIONS_PER_BATCH = 10_000
+"""Kafka's ``ReplicationControlManager.MAX_PARTITIONS_PER_BATCH``: more partitions in one
+CreateTopics request (or, here, one CreatePartitions increase) is a POLICY_VIOLATION; without
+it a request for 2**31-1 partitions stalls the broker building partition records."""
+_EXCESSIVE_PARTITIONS = "Excessively large number of partitions per request."
 
 
 def validate_topic_name(name: str | None) -> str | None:
@@ -167,6 +173,20 @@ class ReplicationControl:
         counts: dict[str, int] = {}
         for spec in specs:
             counts[spec.name] = counts.get(spec.name, 0) + 1
+        total = sum(
+            len(s.assignments)
+            if s.assignments
+            else max(s.num_partitions, 0)
+            if s.num_partitions != -1
+            else self.settings.default_num_partitions
+            for s in specs
+        )
+        if (
+            total > MAX_PARTITIONS_PER_BATCH
+        ):  # Kafka's validateTotalNumberOfPartitions: the whole request fails
+            return [], [
+                CreateTopicOutcome(s.name, PolicyViolationError(_EXCESSIVE_PARTITIONS)) for s in specs
+            ]
         outcomes: list[CreateTopicOutcome] = []
         records: list[MetadataRecord] = []
         pending: set[str] = set()
@@ -356,6 +376,8 @@ class ReplicationControl:
         if spec.count == current:
             raise InvalidPartitionsError(f"Topic already has {current} partition(s).")
         added = spec.count - current
+        if added > MAX_PARTITIONS_PER_BATCH:
+            raise PolicyViolationError(_EXCESSIVE_PARTITIONS)
         rf = topic.replication_factor or 1
         if spec.assignments is not None:
             if len(spec.assignments) != added:

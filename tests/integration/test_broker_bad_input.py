@@ -507,3 +507,24 @@ def test_null_arrays_in_non_nullable_fields_answer_invalid_request(wire: Wire) -
     assert (correlation_id, error_code) == (32, 42)  # INVALID_REQUEST
     response = wire.request(ApiVersionsV3(client_software_name="a", client_software_version="1"))
     assert response.error_code == 0
+
+
+def test_excessive_partition_counts_are_policy_violations(wire: Wire) -> None:
+    """CreateTopics / CreatePartitions asking for 2**31-1 partitions stalled the broker (found by
+    the wire fuzzer); Kafka refuses more than 10,000 per request with POLICY_VIOLATION."""
+    from kio.schema.create_partitions.v3 import request as create_partitions_v3
+    from kio.schema.create_topics.v5 import request as create_topics_v5
+
+    name = "big-" + uuid.uuid4().hex[:8]
+    topic = create_topics_v5.CreatableTopic(
+        name=name, num_partitions=2**31 - 1, replication_factor=1, assignments=(), configs=()
+    )
+    response = wire.request(
+        create_topics_v5.CreateTopicsRequest(topics=(topic,), timeout=1000 * MS, validate_only=False)
+    )
+    assert int(response.topics[0].error_code) == 44  # POLICY_VIOLATION
+    grow = create_partitions_v3.CreatePartitionsTopic(name=SEED_TOPIC, count=2**31 - 1, assignments=None)
+    response = wire.request(
+        create_partitions_v3.CreatePartitionsRequest(topics=(grow,), timeout=1000 * MS, validate_only=False)
+    )
+    assert int(response.results[0].error_code) == 44
