@@ -37,7 +37,7 @@ import uuid
 from pathlib import Path
 
 from broker.apis.context import BrokerContext
-from broker.apis.fetch_purgatory import FetchPurgatory
+from broker.replication.delayed_fetch import FetchPurgatory
 from broker.apis.kafka_apis import KafkaApis
 from broker.config import LONG_MAX, Endpoint, KafkaConfig, parse_properties
 from broker.controller.metadata_image import MetadataDelta, MetadataImage, MetadataRecord, diff_images

@@ -6,6 +6,11 @@
   never stop or restart it; tests that kill or restart brokers start their own LocalCluster.
 - ``bootstrap_servers`` (session scope): ``cluster.bootstrap_servers``, e.g. ``"127.0.0.1:41317"``.
 - ``unique_topic`` (function scope): a fresh topic name (not created), e.g. ``"t-test-foo-1a2b3c4d"``.
+
+Tiers: every test gets the marker of its directory (``unit``, ``integration``, ``interop``,
+``spark``, ``fault``; registered in pyproject.toml, ``--strict-markers``). Top-level
+``tests/test_*.py`` files are ``spark`` when they use a SparkSession, else ``integration``.
+``pytest -m unit`` runs the fast tier (pure logic, no sockets, seconds).
 """
 
 from __future__ import annotations
@@ -13,10 +18,31 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from spark_kafkalite.local_cluster import LocalCluster
+
+
+TIERS = ("unit", "integration", "interop", "spark", "fault")
+_TESTS_DIR = Path(__file__).parent
+
+
+def tier_of(item: pytest.Item) -> str:
+    """The tier marker for ``item``: its directory under tests/, or for a top-level file
+    ``spark`` when the test uses the ``spark_session`` fixture and ``integration`` otherwise."""
+    parts = item.path.relative_to(_TESTS_DIR).parts
+    if len(parts) > 1:
+        if parts[0] not in TIERS:
+            raise pytest.UsageError(f"{item.nodeid}: tests/{parts[0]}/ is not a tier directory {TIERS}")
+        return parts[0]
+    return "spark" if "spark_session" in getattr(item, "fixturenames", ()) else "integration"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(tier_of(item))
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from broker.apis.fetch_purgatory import FetchPurgatory
+from broker.replication.delayed_fetch import FetchPurgatory
 from broker.config import KafkaConfig
 from broker.controller.metadata_image import MetadataImage, PartitionRegistration
 from broker.controller.single_node_controller import SingleNodeController

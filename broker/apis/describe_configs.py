@@ -15,8 +15,8 @@ from typing import Any
 
 from broker.apis.config_helper import DescribedConfig, describe_broker_configs, describe_topic_configs
 from broker.apis.context import BrokerContext
-from broker.apis.errors import error_code_for, error_message_for
 from broker.controller.metadata_image import RESOURCE_TYPE_BROKER, RESOURCE_TYPE_TOPIC
+from broker.errors import error_code_for, error_message_for
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested

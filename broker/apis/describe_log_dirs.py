@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.apis.context import BrokerContext
-from broker.apis.errors import error_code_for
+from broker.errors import error_code_for
 from broker.log.unified_log import UnifiedLog
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class

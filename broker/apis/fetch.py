@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 from broker.apis.context import BrokerContext
-from broker.apis.errors import error_code_for
+from broker.errors import error_code_for
 from broker.network.request_context import RequestContext
 from broker.replication.fetch_session_cache import fetch_session_cache_for
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class

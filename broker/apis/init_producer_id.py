@@ -24,8 +24,8 @@ import weakref
 from typing import Any
 
 from broker.apis.context import BrokerContext
-from broker.apis.errors import error_code_for
 from broker.coordinator.producer_id_manager import PRODUCER_ID_BLOCK_FILE, ProducerIdManager
+from broker.errors import error_code_for
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build

@@ -32,7 +32,7 @@ from broker.apis.describe_configs import describe_configs_error_response, handle
 from broker.apis.describe_groups import describe_groups_error_response, handle_describe_groups
 from broker.apis.describe_log_dirs import describe_log_dirs_error_response, handle_describe_log_dirs
 from broker.apis.elect_leaders import elect_leaders_error_response, handle_elect_leaders
-from broker.apis.errors import error_code_for
+from broker.errors import error_code_for
 from broker.apis.fetch import fetch_error_response, handle_fetch
 from broker.apis.find_coordinator import find_coordinator_error_response, handle_find_coordinator
 from broker.apis.heartbeat import handle_heartbeat, heartbeat_error_response

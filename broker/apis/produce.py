@@ -30,8 +30,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
-from broker.apis.errors import error_code_for, error_message_for
 from broker.config import LONG_MAX
+from broker.errors import error_code_for, error_message_for
 from broker.network.request_context import CloseConnection, RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from broker.apis.errors import error_code_for, error_message_for
+from broker.errors import error_code_for, error_message_for
 from broker.cluster.partition import LogReadResult, Partition
 from broker.replication.delayed_produce import DelayedProduce, ProducePurgatory
 from broker.replication.replica_fetcher import FetcherSettings
@@ -40,7 +40,7 @@ from spark_kafkalite.protocol.errors import (
 from spark_kafkalite.protocol.types import TopicPartitionKey
 
 if TYPE_CHECKING:
-    from broker.apis.fetch_purgatory import FetchPurgatory
+    from broker.replication.delayed_fetch import FetchPurgatory
     from broker.config import KafkaConfig
     from broker.controller.metadata_image import MetadataDelta, MetadataImage
     from broker.log.log_manager import LogManager

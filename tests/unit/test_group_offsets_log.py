@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker.apis.fetch_purgatory import FetchPurgatory
+from broker.replication.delayed_fetch import FetchPurgatory
 from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
 from broker.coordinator.group.offsets_log import (
     LocalLogAppender,

@@ -18,7 +18,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol
 
-from broker.apis.errors import error_code_for
+from broker.errors import error_code_for
 from spark_kafkalite.protocol.errors import ErrorCode
 from spark_kafkalite.protocol.record_batch import decode_batches, encode_batch
 

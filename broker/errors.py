@@ -1,4 +1,5 @@
-"""Exceptions -> Kafka wire error codes: the one place the broker makes that mapping.
+"""Exceptions -> Kafka wire error codes: the one place the broker makes that mapping (used by the
+API handlers, the replica manager and the group coordinator alike, so it sits below all of them).
 
 ``KafkaError`` subclasses carry their code; ``OSError`` from the log layer becomes
 ``KAFKA_STORAGE_ERROR``; anything else is ``UNKNOWN_SERVER_ERROR`` and is logged with the request
