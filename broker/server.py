@@ -37,7 +37,6 @@ import uuid
 from pathlib import Path
 
 from broker.apis.context import BrokerContext
-from broker.replication.delayed_fetch import FetchPurgatory
 from broker.apis.kafka_apis import KafkaApis
 from broker.config import LONG_MAX, Endpoint, KafkaConfig, parse_properties
 from broker.controller.metadata_image import MetadataDelta, MetadataImage, MetadataRecord, diff_images
@@ -53,6 +52,7 @@ from broker.log.log_config import LogConfig
 from broker.log.log_manager import LogManager
 from broker.log.log_tasks import LogTaskSettings, run_log_tasks
 from broker.network.socket_server import SocketServer
+from broker.replication.delayed_fetch import FetchPurgatory
 from broker.replication.replica_manager import ReplicaManager
 
 __all__ = ["KafkaServer", "StartupError", "ENDPOINTS_FILE", "META_PROPERTIES_FILE", "log_config_from"]
@@ -239,9 +239,9 @@ class KafkaServer:
         if self.ctx.replica_manager is not None:  # leaders / followers, HW, fetchers (replication)
             self.ctx.replica_manager.apply_delta(image, delta)
         for topic in delta.deleted_topics:
-            for partition in topic.partitions:
-                self.log_manager.delete_log(topic.name, partition)
-                self.ctx.fetch_purgatory.notify((topic.name, partition))
+            for partition_index in topic.partitions:
+                self.log_manager.delete_log(topic.name, partition_index)
+                self.ctx.fetch_purgatory.notify((topic.name, partition_index))
         if delta.deleted_topics and self._group_coordinator is not None:  # their committed offsets go too
             self._group_coordinator.on_topics_deleted({t.name for t in delta.deleted_topics})
 
@@ -335,7 +335,9 @@ class KafkaServer:
         self._background.append(
             asyncio.create_task(
                 run_log_tasks(
-                    self.log_manager, log_task_settings_from(config), cleaner and cleaner.clean_once
+                    self.log_manager,
+                    log_task_settings_from(config),
+                    cleaner.clean_once if cleaner is not None else None,
                 ),
                 name="log-tasks",
             )

@@ -309,7 +309,7 @@ def _cmd_produce(args: argparse.Namespace, stdin: TextIO) -> int:
         **_CLIENT_TIMEOUTS,
     }
     config.update(_key_values(args.producer_property, "--producer-property"))
-    errors: list[BaseException] = []
+    errors: list[BaseException | None] = []
     sent = 0
     with KafkaProducer(config) as producer:
         for line_number, raw in enumerate(stdin, start=1):

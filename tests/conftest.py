@@ -24,7 +24,6 @@ import pytest
 
 from spark_kafkalite.local_cluster import LocalCluster
 
-
 TIERS = ("unit", "integration", "interop", "spark", "fault")
 _TESTS_DIR = Path(__file__).parent
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from broker.replication.delayed_fetch import FetchPurgatory
 from broker.config import KafkaConfig
 from broker.controller.metadata_image import MetadataImage, PartitionRegistration
 from broker.controller.single_node_controller import SingleNodeController
+from broker.replication.delayed_fetch import FetchPurgatory
 from spark_kafkalite.protocol.errors import (
     FencedLeaderEpochError,
     NotLeaderOrFollowerError,

@@ -32,7 +32,6 @@ from broker.apis.describe_configs import describe_configs_error_response, handle
 from broker.apis.describe_groups import describe_groups_error_response, handle_describe_groups
 from broker.apis.describe_log_dirs import describe_log_dirs_error_response, handle_describe_log_dirs
 from broker.apis.elect_leaders import elect_leaders_error_response, handle_elect_leaders
-from broker.errors import error_code_for
 from broker.apis.fetch import fetch_error_response, handle_fetch
 from broker.apis.find_coordinator import find_coordinator_error_response, handle_find_coordinator
 from broker.apis.heartbeat import handle_heartbeat, heartbeat_error_response
@@ -56,6 +55,7 @@ from broker.apis.offset_for_leader_epoch import (
 )
 from broker.apis.produce import handle_produce, produce_error_response
 from broker.apis.sync_group import handle_sync_group, sync_group_error_response
+from broker.errors import error_code_for
 from broker.network.request_context import CloseConnection, RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey
 from spark_kafkalite.protocol.bounded_scan import NullInNonNullableFieldError

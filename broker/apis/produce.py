@@ -229,7 +229,12 @@ async def _append_records(
 
 
 def _append(
-    ctx: BrokerContext, topic: str, partition: int, log: UnifiedLog, records: bytes, leader_epoch: int
+    ctx: BrokerContext,
+    topic: str,
+    partition: int,
+    log: UnifiedLog,
+    records: bytes | bytearray,
+    leader_epoch: int,
 ) -> LogAppendInfo:
     """Append one validated batch as leader, turning disk faults into ``KafkaStorageError``.
 

@@ -258,8 +258,11 @@ class MetadataImage:
         """
         brokers = dict(self.brokers)
         topics: dict[str, dict] = {}  # name -> {"topic_id", "partitions": dict}
-        for name, image in self.topics.items():
-            topics[name] = {"topic_id": image.topic_id, "partitions": dict(image.partitions)}
+        for topic_name, topic_image in self.topics.items():
+            topics[topic_name] = {
+                "topic_id": topic_image.topic_id,
+                "partitions": dict(topic_image.partitions),
+            }
         names_by_id = {t["topic_id"]: name for name, t in topics.items()}
         created: dict[str, None] = {}
         deleted: list[TopicImage] = []
@@ -313,19 +316,19 @@ class MetadataImage:
                 topics[name]["partitions"][record.partition] = registration
                 changed.append((name, registration))
             elif isinstance(record, RemoveTopicRecord):
-                name = names_by_id.pop(record.topic_id, None)
-                if name is None:
+                removed_name = names_by_id.pop(record.topic_id, None)
+                if removed_name is None:
                     raise ValueError(f"remove record for unknown topic id {record.topic_id}")
-                removed = topics.pop(name)
-                if name in created:
-                    del created[name]
+                removed = topics.pop(removed_name)
+                if removed_name in created:
+                    del created[removed_name]
                 else:
                     deleted.append(
-                        TopicImage(name, removed["topic_id"], MappingProxyType(removed["partitions"]))
+                        TopicImage(removed_name, removed["topic_id"], MappingProxyType(removed["partitions"]))
                     )
-                changed = [(n, p) for n, p in changed if n != name]
-                configs.pop(name, None)
-                changed_configs.pop(name, None)
+                changed = [(n, p) for n, p in changed if n != removed_name]
+                configs.pop(removed_name, None)
+                changed_configs.pop(removed_name, None)
             elif isinstance(record, ConfigRecord):
                 if record.resource_type != RESOURCE_TYPE_TOPIC:
                     raise ValueError(f"config record for unsupported resource type {record.resource_type}")

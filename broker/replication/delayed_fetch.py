@@ -21,7 +21,7 @@ class FetchPurgatory:
     """Wake-up registry of parked fetches (single event loop; not thread-safe)."""
 
     def __init__(self) -> None:
-        self._watchers: dict[TopicPartitionKey, set[asyncio.Future[None]]] = {}
+        self._watchers: dict[TopicPartitionKey, set[asyncio.Future[bool]]] = {}
 
     @property
     def num_watched_keys(self) -> int:
@@ -33,7 +33,7 @@ class FetchPurgatory:
         Returns: True if woken by a notification, False on timeout.
         """
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
+        future: asyncio.Future[bool] = loop.create_future()
         watched = list(keys)
         for key in watched:
             self._watchers.setdefault(key, set()).add(future)
@@ -62,6 +62,6 @@ class FetchPurgatory:
             self.notify(key)
 
 
-def _resolve(future: asyncio.Future[None], value: bool) -> None:
+def _resolve(future: asyncio.Future[bool], value: bool) -> None:
     if not future.done():
-        future.set_result(value)  # type: ignore[arg-type]
+        future.set_result(value)

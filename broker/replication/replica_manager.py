@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from broker.errors import error_code_for, error_message_for
 from broker.cluster.partition import LogReadResult, Partition
+from broker.errors import error_code_for, error_message_for
 from broker.replication.delayed_produce import DelayedProduce, ProducePurgatory
 from broker.replication.replica_fetcher import FetcherSettings
 from broker.replication.replica_fetcher_manager import ReplicaFetcherManager
@@ -40,10 +40,10 @@ from spark_kafkalite.protocol.errors import (
 from spark_kafkalite.protocol.types import TopicPartitionKey
 
 if TYPE_CHECKING:
-    from broker.replication.delayed_fetch import FetchPurgatory
     from broker.config import KafkaConfig
     from broker.controller.metadata_image import MetadataDelta, MetadataImage
     from broker.log.log_manager import LogManager
+    from broker.replication.delayed_fetch import FetchPurgatory
 
 __all__ = ["ReplicaManager", "PartitionAppendResult", "INTERNAL_TOPICS"]
 

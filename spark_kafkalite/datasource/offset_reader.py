@@ -199,7 +199,7 @@ class KafkaOffsetReader:
             result: PartitionOffsetMap = {}
             for tp in tps:
                 try:
-                    result.update(self._with_retries(lambda c, one=tp: query(c, [one])))
+                    result.update(self._with_retries(lambda c, one=tp: query(c, [one])))  # type: ignore[misc]
                 except UnknownTopicOrPartitionError:
                     log.info("partition %s-%d is gone", tp.topic, tp.partition)
             return result

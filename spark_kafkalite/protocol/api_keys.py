@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from functools import cache
-from typing import Any
+from typing import Any, Literal
 
 from kio.index import KioIndexError, load_payload_module
 from kio.static.constants import EntityType
@@ -53,7 +53,9 @@ class ApiKey(enum.IntEnum):
 
 
 @cache
-def _entity_class(api_key: int, version: int, entity_type: EntityType) -> type[Any]:
+def _entity_class(
+    api_key: int, version: int, entity_type: Literal[EntityType.request, EntityType.response]
+) -> type[Any]:
     try:
         module = load_payload_module(api_key, version, entity_type)
     except (KioIndexError, ImportError) as exc:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import struct
-from functools import cache
 from typing import Any
 
 from kio.serial._introspect import (
@@ -40,6 +39,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 
+from spark_kafkalite.protocol.class_cache import class_cache
 from spark_kafkalite.protocol.errors import InvalidRequestError
 
 __all__ = [
@@ -137,7 +137,7 @@ def _field_step(field: dataclasses.Field[Any], flexible: bool, is_tag: bool) -> 
     return (_STRING, name, width, nullable)
 
 
-@cache
+@class_cache
 def _program(cls: type[Any]) -> tuple[tuple[tuple[Any, ...], ...], dict[int, tuple[Any, ...]], bool]:
     flexible = bool(cls.__flexible__)
     steps = []
@@ -151,7 +151,7 @@ def _program(cls: type[Any]) -> tuple[tuple[tuple[Any, ...], ...], dict[int, tup
     return tuple(steps), tagged, flexible
 
 
-@cache
+@class_cache
 def min_entity_bytes(cls: type[Any]) -> int:
     """The fewest bytes one ``cls`` entity occupies on the wire (all arrays and strings empty
     or null, no tagged fields)."""
@@ -220,10 +220,10 @@ class _Scan:
                 size, pos = _read_uvarint(self.buf, pos, end)
                 if size > end - pos:
                     raise _Truncated(f"{path}: tagged field {tag} claims {size} bytes, {end - pos} left")
-                step = tagged.get(tag)
-                if step is not None:
+                tagged_step = tagged.get(tag)
+                if tagged_step is not None:
                     stop = pos + size
-                    if self.step(step, pos, stop, path) != stop:
+                    if self.step(tagged_step, pos, stop, path) != stop:
                         raise _Truncated(f"{path}: tagged field {tag} does not fill its {size} bytes")
                 pos += size
         return pos

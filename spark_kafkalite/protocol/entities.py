@@ -11,8 +11,10 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import sys
-from functools import cache, lru_cache
+from functools import lru_cache
 from typing import Any
+
+from spark_kafkalite.protocol.class_cache import class_cache
 
 __all__ = ["build", "nested", "has_field", "ZERO_DURATION", "ms_duration", "datetime_to_ms"]
 
@@ -21,7 +23,7 @@ _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _ONE_MS = datetime.timedelta(milliseconds=1)
 
 
-@cache
+@class_cache
 def _field_info(cls: type[Any]) -> tuple[frozenset[str], frozenset[str]]:
     """(field names, names of ``timedelta_i32`` fields) of kio entity class ``cls``."""
     names = set()
@@ -50,7 +52,7 @@ def build(cls: type[Any], **fields: Any) -> Any:
     return cls(**kwargs)
 
 
-@cache
+@class_cache
 def nested(cls: type[Any], name: str) -> type[Any]:
     """The nested entity class ``name`` defined next to ``cls`` (same kio module/version), e.g.
     ``nested(FetchResponse_v12, "PartitionData")``.

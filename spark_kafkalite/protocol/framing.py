@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import struct
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from kio.serial import entity_reader, entity_writer
@@ -22,6 +21,7 @@ from spark_kafkalite.protocol.bounded_scan import (
     replace_null_arrays,
     scan_entity,
 )
+from spark_kafkalite.protocol.class_cache import class_cache
 from spark_kafkalite.protocol.errors import InvalidRequestError, UnsupportedVersionError
 
 __all__ = [
@@ -124,12 +124,12 @@ def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[Reques
     return RequestHeaderInfo(api_key, api_version, correlation_id, client_id, header_version), pos
 
 
-@cache
+@class_cache
 def _reader(cls: type[Any]) -> Any:
     return entity_reader(cls)
 
 
-@cache
+@class_cache
 def _writer(cls: type[Any]) -> Any:
     return entity_writer(cls)
 

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker.replication.delayed_fetch import FetchPurgatory
 from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
 from broker.coordinator.group.offsets_log import (
     LocalLogAppender,
@@ -18,6 +17,7 @@ from broker.coordinator.group.offsets_log import (
 )
 from broker.log.log_config import LogConfig
 from broker.log.unified_log import UnifiedLog
+from broker.replication.delayed_fetch import FetchPurgatory
 from spark_kafkalite.protocol.errors import ErrorCode, NotLeaderOrFollowerError
 from spark_kafkalite.protocol.group_records import OffsetAndMetadata
 

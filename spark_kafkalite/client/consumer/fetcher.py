@@ -14,6 +14,7 @@ OFFSET_OUT_OF_RANGE resets per ``auto.offset.reset`` or raises ``OffsetOutOfRang
 
 from __future__ import annotations
 
+import functools
 import logging
 from bisect import bisect_left
 from collections import deque
@@ -219,7 +220,7 @@ class Fetcher:
             )
             self._nodes_with_pending.add(node)
             self.fetch_requests_sent += 1
-            future.add_callback(lambda f, node=node, data=data: self._on_fetch_response(f, node, data))
+            future.add_callback(functools.partial(self._on_fetch_response, node=node, data=data))
         return len(by_node)
 
     def _fetch_request(self, data: FetchRequestData, max_wait_ms: int | None = None) -> RequestBuilder:

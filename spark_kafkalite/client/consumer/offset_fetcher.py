@@ -18,6 +18,7 @@ raised with ``none``. An undefined answer (epoch unknown to the leader) resets t
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -335,7 +336,7 @@ class OffsetFetcher:
         for node, asked in by_node.items():
             subs.set_reset_pending(asked, now + self._request_timeout_ms)
             future = self._client.send(node, self._request(asked, cluster))
-            future.add_callback(lambda f, asked=asked: self._on_reset_response(f, asked))
+            future.add_callback(functools.partial(self._on_reset_response, asked=asked))
 
     def _on_reset_response(self, future: RequestFuture, asked: Mapping[TopicPartition, int]) -> None:
         subs = self._subscriptions
@@ -407,7 +408,7 @@ class OffsetFetcher:
                 {tp: (cur, epoch) for tp, (cur, epoch, _) in asked.items()}
             )
             future = self._client.send(node, request)
-            future.add_callback(lambda f, asked=asked: self._on_validation_response(f, asked))
+            future.add_callback(functools.partial(self._on_validation_response, asked=asked))
 
     def _on_validation_response(
         self, future: RequestFuture, asked: Mapping[TopicPartition, tuple[int, int, int]]

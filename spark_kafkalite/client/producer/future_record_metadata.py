@@ -42,7 +42,7 @@ class FutureRecordMetadata(Future):  # type: ignore[type-arg]
 
     def __init__(self, condition: threading.Condition) -> None:  # no super().__init__: no own Condition
         self._condition = condition
-        self._state = _PENDING
+        self._state = _PENDING  # type: ignore[assignment]
         self._result: Any = None
         self._exception: BaseException | None = None
         self._waiters: list[Any] = []
@@ -78,7 +78,7 @@ def complete_futures(
         for future, result in zip(futures, results, strict=True):
             if future._state == _PENDING:  # type: ignore[attr-defined]
                 future._result = result  # type: ignore[attr-defined]
-                future._state = _FINISHED  # type: ignore[attr-defined]
+                future._state = _FINISHED  # type: ignore[attr-defined,assignment]
                 for waiter in future._waiters:  # type: ignore[attr-defined]
                     waiter.add_result(future)
                 finished.append(future)
@@ -104,7 +104,7 @@ def fail_futures(
         for future in futures:
             if future._state == _PENDING:  # type: ignore[attr-defined]
                 future._exception = exc  # type: ignore[attr-defined]
-                future._state = _FINISHED  # type: ignore[attr-defined]
+                future._state = _FINISHED  # type: ignore[attr-defined,assignment]
                 for waiter in future._waiters:  # type: ignore[attr-defined]
                     waiter.add_exception(future)
                 finished.append(future)

@@ -251,16 +251,16 @@ class Sender(threading.Thread):
             return
         for topic_response in response.responses:
             for p in topic_response.partition_responses:
-                batch = by_tp.pop(TopicPartition(str(topic_response.name), int(p.index)), None)
-                if batch is None:
+                answered = by_tp.pop(TopicPartition(str(topic_response.name), int(p.index)), None)
+                if answered is None:
                     continue
                 if p.error_code == ErrorCode.none:
                     self._complete_batch(
-                        batch, None, int(p.base_offset), datetime_to_ms(p.log_append_time), now
+                        answered, None, int(p.base_offset), datetime_to_ms(p.log_append_time), now
                     )
                 else:
                     message = getattr(p, "error_message", None)
-                    self._complete_batch(batch, error_for_code(p.error_code, message), -1, -1, now)
+                    self._complete_batch(answered, error_for_code(p.error_code, message), -1, -1, now)
         for batch in by_tp.values():
             self._complete_batch(batch, KafkaError("partition missing from produce response"), -1, -1, now)
 
