@@ -465,7 +465,7 @@ class ReplicaManager:
         warned: list[TopicPartitionKey] = []
         for key, p in list(self._partitions.items()):
             if not p.is_leader or len(p.isr) >= len(p.replicas):
-                if self._urp_since_ms.pop(key, None) is not None and self._urp_warned_ms.pop(key, None):
+                if self._urp_since_ms.pop(key, None) is not None and self._urp_warned_ms.pop(key, 0):
                     logger.warning(
                         "%s-%d: under-replicated partition healed: ISR %s", key[0], key[1], list(p.isr)
                     )
