@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.config_def import CONFIG_DEF, INT_MAX, LONG_MAX, ConfigError, ConfigKey, _parse_list
+from broker.network.connection_quotas import parse_per_ip_overrides
 
 __all__ = [
     "ConfigError",
@@ -239,6 +240,21 @@ class KafkaConfig:
             raise ConfigError("log.dirs", "at least one log directory is required")
         self.log_dirs = [Path(d) for d in dirs]
         self._validate_quorum(v)
+        self._validate_connection_limits(v)
+
+    def _validate_connection_limits(self, v: dict[str, Any]) -> None:
+        """``max.connections.per.ip.overrides`` parses (hosts resolved once, as Kafka does), and
+        ``max.connections.per.ip`` is 0 only with overrides (Kafka's ``KafkaConfig`` check)."""
+        try:
+            self.max_connections_per_ip_overrides = parse_per_ip_overrides(
+                _parse_list(v["max.connections.per.ip.overrides"])
+            )
+        except ValueError as exc:
+            raise ConfigError("max.connections.per.ip.overrides", str(exc)) from None
+        if v["max.connections.per.ip"] == 0 and not self.max_connections_per_ip_overrides:
+            raise ConfigError(
+                "max.connections.per.ip", "can be set to zero only if max.connections.per.ip.overrides is set"
+            )
 
     def _validate_quorum(self, v: dict[str, Any]) -> None:
         """KRaft keys: ``controller.quorum.voters`` (``id@host:port``), ``controller.listener.names``

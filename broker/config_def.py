@@ -285,16 +285,71 @@ _define("socket.receive.buffer.bytes", "int", 102400, "SO_RCVBUF of sockets (-1 
 _define("socket.listen.backlog.size", "int", 50, "Listen backlog of the acceptor.", at_least(1))
 _define("num.network.threads", "int", 3, "Network threads (one asyncio loop here)" + _UNUSED, at_least(1))
 _define("num.io.threads", "int", 8, "Request handler threads (one asyncio loop here)" + _UNUSED, at_least(1))
-_define("queued.max.requests", "int", 500, "Max queued requests" + _UNUSED, at_least(1))
+_define(
+    "queued.max.requests",
+    "int",
+    500,
+    "Max requests being handled at once, broker-wide; further complete frames wait (their "
+    "connections are not read). A request parked in a purgatory keeps its slot until answered.",
+    at_least(1),
+)
+_define(
+    "queued.max.request.bytes",
+    "long",
+    -1,
+    "Memory pool for request buffers (KIP-72): a frame's bytes are taken when its size is read; "
+    "while the pool is exhausted connections are not read (requests wait). Non-strict as Kafka's "
+    "SimpleMemoryPool: a request is granted when any memory is free. -1 = unbounded.",
+    at_least(-1),
+)
 _define(
     "connections.max.idle.ms",
     "long",
     600000,
-    "Idle connections are closed after this many ms (-1 = never).",
+    "Connections with no request for this many ms are closed (-1 = never); also the longest "
+    "time writing one response to a client that does not read it.",
     at_least(-1),
 )
-_define("max.connections", "int", INT_MAX, "Max connections" + _UNUSED, at_least(0))
-_define("max.connections.per.ip", "int", INT_MAX, "Max connections per IP" + _UNUSED, at_least(0))
+_define(
+    "kafkalite.socket.request.receive.timeout.ms",
+    "long",
+    60000,
+    "kafkalite-only (Kafka has no server-side equivalent): a request frame whose first byte has "
+    "arrived must be complete within this many ms (time waiting for queued.max.request.bytes "
+    "memory not counted), else the connection is closed (slow-loris). -1 = no limit.",
+    at_least(-1),
+)
+_define(
+    "max.connections",
+    "int",
+    INT_MAX,
+    "Max connections broker-wide; when reached the acceptor stops accepting until one closes "
+    "(with several listeners the inter-broker one is exempt and closes the least recently "
+    "active connection of another listener, KIP-402).",
+    at_least(0),
+)
+_define(
+    "max.connections.per.ip",
+    "int",
+    INT_MAX,
+    "Max connections from one address; more are accepted and closed at once. 0 only with overrides.",
+    at_least(0),
+)
+_define(
+    "max.connections.per.ip.overrides",
+    "string",
+    "",
+    "Per-host or per-IP overrides of max.connections.per.ip, e.g. 'hostName:100,127.0.0.1:200'.",
+)
+_define(
+    "kafkalite.message.max.uncompressed.bytes",
+    "int",
+    67108864,
+    "kafkalite-only (Kafka has no equivalent): largest decompressed records section of a "
+    "compressed produce batch; the broker streams through it with bounded memory and answers "
+    "MESSAGE_TOO_LARGE beyond it (a compression bomb).",
+    at_least(1),
+)
 
 # --- topics / log ----------------------------------------------------------------------------
 _define("log.dirs", "list", None, "Directories of the log data; overrides log.dir.")

@@ -291,6 +291,13 @@ class KafkaServer:
             max_request_bytes=config.socket_request_max_bytes,
             connections_max_idle_ms=config["connections.max.idle.ms"],
             backlog=config["socket.listen.backlog.size"],
+            max_connections=config["max.connections"],
+            max_connections_per_ip=config["max.connections.per.ip"],
+            max_connections_per_ip_overrides=config.max_connections_per_ip_overrides,
+            queued_max_requests=config["queued.max.requests"],
+            queued_max_request_bytes=config["queued.max.request.bytes"],
+            request_receive_timeout_ms=config["kafkalite.socket.request.receive.timeout.ms"],
+            inter_broker_listener=config.inter_broker_listener_name,
         )
         try:
             self.bound = await self.socket_server.startup(start_serving=False)

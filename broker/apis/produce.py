@@ -69,8 +69,11 @@ def validate_produce_batch(
     api_version: int,
     timestamp_before_max_ms: int = LONG_MAX,
     timestamp_after_max_ms: int = LONG_MAX,
+    max_uncompressed_bytes: int = 2**31 - 1,
 ) -> BatchHeader:
-    """Check that ``records`` is exactly one valid client RecordBatch v2.
+    """Check that ``records`` is exactly one valid client RecordBatch v2 whose records section
+    decompresses to at most ``max_uncompressed_bytes`` (``kafkalite.message.max.uncompressed.bytes``;
+    streamed through, never inflated whole).
 
     Raises:
         InvalidRecordError, MessageTooLargeError, CorruptRecordError,
@@ -99,7 +102,7 @@ def validate_produce_batch(
         raise UnsupportedCompressionTypeError(
             "Produce requests with ZStandard compression need version 7 or later"
         )
-    validate_record_framing(records, header)
+    validate_record_framing(records, header, max_uncompressed_bytes=max_uncompressed_bytes)
     if timestamp_before_max_ms != LONG_MAX or timestamp_after_max_ms != LONG_MAX:
         now_ms = int(time.time() * 1000)
         if header.timestamp_type == 0 and (
@@ -124,6 +127,7 @@ async def handle_produce(ctx: BrokerContext, rctx: RequestContext, request: Any)
     topic_cls = nested(cls, "TopicProduceResponse")
     partition_cls = nested(cls, "PartitionProduceResponse")
     acks = request.acks
+    max_uncompressed_bytes = ctx.config["kafkalite.message.max.uncompressed.bytes"]
     # (topic, index) -> (error code, base offset, log start offset, message, log append time ms)
     outcomes: dict[tuple[str, int], tuple[ErrorCode, int, int, str | None, int]] = {}
     entries: dict[tuple[str, int], bytearray] = {}
@@ -148,6 +152,7 @@ async def handle_produce(ctx: BrokerContext, rctx: RequestContext, request: Any)
                     api_version=version,
                     timestamp_before_max_ms=log_config.message_timestamp_before_max_ms,
                     timestamp_after_max_ms=log_config.message_timestamp_after_max_ms,
+                    max_uncompressed_bytes=max_uncompressed_bytes,
                 )
                 if key in entries:
                     raise InvalidRecordError(f"Duplicate partition {topic}-{index} in the produce request")

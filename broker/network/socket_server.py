@@ -1,10 +1,27 @@
 """Kafka's ``SocketServer`` on one asyncio event loop.
 
-Structure (as in Kafka): an *acceptor* per listener (``asyncio.start_server``) hands each new
-connection to a *processor* coroutine that reads size-prefixed frames, parses the request header
-and passes the frame to the request handler (``KafkaApis``). Exactly one request per connection
-is in flight: the next frame is read only after the previous response was written (Kafka mutes
-the channel until the response is sent), so responses go out in request order.
+Structure (as in Kafka): an *acceptor* per listener accepts connections (waiting while
+``max.connections`` is reached, see :mod:`broker.network.connection_quotas`) and hands each one
+to a *processor* coroutine that reads size-prefixed frames, parses the request header and passes
+the frame to the request handler (``KafkaApis``). Exactly one request per connection is in
+flight: the next frame is read only after the previous response was written (Kafka mutes the
+channel until the response is sent), so responses go out in request order.
+
+Resource limits (Kafka's keys):
+
+- ``max.connections`` / ``max.connections.per.ip`` (+ ``.overrides``): Kafka's ``ConnectionQuotas``.
+- ``queued.max.request.bytes``: each frame's bytes are taken from a :class:`MemoryPool` as soon as
+  its size is read; while the pool is exhausted the connection is not read (the request waits).
+- ``queued.max.requests``: at most this many requests are being handled at once, broker-wide;
+  a further complete frame waits (its connection is not read) until one finishes. Unlike
+  Kafka's request queue, a request parked in a purgatory (long-poll fetch, acks=-1 produce)
+  keeps its slot until it is answered.
+- ``connections.max.idle.ms``: a connection with no request for this long is closed; the same
+  bound applies to writing one response to a client that does not read it.
+- ``kafkalite.socket.request.receive.timeout.ms`` (Kafka has no server-side equivalent): a frame
+  whose first byte has arrived must be complete within this time (not counting time spent
+  waiting for pool memory), else the connection is closed: a slow-loris sender cannot hold a
+  buffer or a connection slot forever.
 
 Bad input closes the connection, as Kafka's ``NetworkReceive`` / ``SocketServer`` do: a negative
 size or one above ``socket.request.max.bytes`` (closed without reading the body), a truncated
@@ -15,19 +32,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from broker.config import Endpoint
+from broker.network.connection_quotas import ConnectionQuotas, TooManyConnectionsError
+from broker.network.memory_pool import MemoryPool
 from broker.network.request_context import CloseConnection, RequestContext
 from spark_kafkalite.protocol.errors import KafkaError
 from spark_kafkalite.protocol.framing import decode_request_header
 
-__all__ = ["SocketServer", "RequestHandler"]
+__all__ = ["SocketServer", "RequestHandler", "FrameTimeoutError"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,15 +55,22 @@ RequestHandler = Callable[[RequestContext, bytes, int], Awaitable[bytes | None]]
 """``handler(context, frame, body_offset) -> response frame | None`` (None = no response).
 It may raise :class:`CloseConnection`."""
 
-_STREAM_LIMIT = 1 << 20  # StreamReader buffer high-water mark (bytes)
+_STREAM_LIMIT = 64 * 1024  # StreamReader high-water mark: reading pauses at 2x this (bytes)
+_INT_MAX = 2**31 - 1
+
+
+class FrameTimeoutError(Exception):
+    """A request frame did not arrive completely within the receive timeout (slow-loris)."""
 
 
 @dataclass(eq=False)
 class _Connection:
     connection_id: str
     writer: asyncio.StreamWriter
+    listener_name: str
+    client_host: str
     last_active_s: float = field(default_factory=time.monotonic)
-    busy: bool = False
+    busy: bool = False  # a frame is being received, handled or answered
     task: asyncio.Task[None] | None = None
 
 
@@ -56,6 +83,13 @@ class SocketServer:
         max_request_bytes: ``socket.request.max.bytes``.
         connections_max_idle_ms: close connections idle this long (-1 = never).
         backlog: ``socket.listen.backlog.size``.
+        max_connections: ``max.connections``.
+        max_connections_per_ip: ``max.connections.per.ip``.
+        max_connections_per_ip_overrides: address -> limit.
+        queued_max_requests: ``queued.max.requests``.
+        queued_max_request_bytes: ``queued.max.request.bytes`` (-1 = unbounded).
+        request_receive_timeout_ms: ``kafkalite.socket.request.receive.timeout.ms`` (-1 = none).
+        inter_broker_listener: the listener protected from ``max.connections`` (KIP-402).
     """
 
     def __init__(
@@ -66,14 +100,32 @@ class SocketServer:
         max_request_bytes: int = 104857600,
         connections_max_idle_ms: int = 600000,
         backlog: int = 50,
+        max_connections: int = _INT_MAX,
+        max_connections_per_ip: int = _INT_MAX,
+        max_connections_per_ip_overrides: Mapping[str, int] | None = None,
+        queued_max_requests: int = 500,
+        queued_max_request_bytes: int = -1,
+        request_receive_timeout_ms: int = 60000,
+        inter_broker_listener: str | None = None,
     ) -> None:
         self.endpoints = endpoints
         self.handler = handler
         self.max_request_bytes = max_request_bytes
         self.connections_max_idle_ms = connections_max_idle_ms
+        self.request_receive_timeout_ms = request_receive_timeout_ms
         self.backlog = backlog
+        self.quotas = ConnectionQuotas(
+            max_connections,
+            max_connections_per_ip,
+            max_connections_per_ip_overrides,
+            protected_listener=inter_broker_listener,
+            listener_count=len(endpoints),
+        )
+        self.memory_pool = MemoryPool(queued_max_request_bytes)
+        self._request_slots = asyncio.Semaphore(queued_max_requests)
         self.bound: dict[str, tuple[str, int]] = {}
-        self._servers: list[asyncio.base_events.Server] = []
+        self._listen_sockets: list[tuple[socket.socket, str]] = []
+        self._acceptors: list[asyncio.Task[None]] = []
         self._connections: set[_Connection] = set()
         self._ids = itertools.count()
         self._idle_task: asyncio.Task[None] | None = None
@@ -82,35 +134,20 @@ class SocketServer:
     # -- lifecycle -----------------------------------------------------------------------------
     async def startup(self, start_serving: bool = True) -> dict[str, tuple[str, int]]:
         """Bind every listener; returns listener name -> (bound host, bound port). With
-        ``start_serving=False`` connections are accepted only after :meth:`start_serving`.
+        ``start_serving=False`` connections are accepted only after :meth:`start_serving`
+        (until then they wait in the listen backlog).
 
         Raises:
             OSError: a listener could not be bound (e.g. the port is in use).
         """
         for endpoint in self.endpoints:
-            host = endpoint.host or None  # None = all interfaces
-
-            def on_connect(
-                reader: asyncio.StreamReader,
-                writer: asyncio.StreamWriter,
-                _name: str = endpoint.listener_name,
-            ) -> Awaitable[None]:
-                return self._serve(reader, writer, _name)
-
-            server = await asyncio.start_server(
-                on_connect,
-                host=host,
-                port=endpoint.port,
-                backlog=self.backlog,
-                limit=_STREAM_LIMIT,
-                reuse_address=True,
-                start_serving=start_serving,
-            )
-            self._servers.append(server)
-            sock = server.sockets[0]
+            sock = _bind(endpoint.host, endpoint.port, self.backlog)
+            self._listen_sockets.append((sock, endpoint.listener_name))
             bound_host, bound_port = sock.getsockname()[:2]
             self.bound[endpoint.listener_name] = (endpoint.host or bound_host, bound_port)
             logger.info("listening on %s (bound %s:%d)", endpoint, bound_host, bound_port)
+        if start_serving:
+            await self.start_serving()
         if self.connections_max_idle_ms >= 0:
             self._idle_task = asyncio.create_task(
                 self._close_idle_connections(), name="idle-connection-reaper"
@@ -119,14 +156,24 @@ class SocketServer:
 
     async def start_serving(self) -> None:
         """Start accepting connections on every bound listener."""
-        for server in self._servers:
-            await server.start_serving()
+        if self._acceptors:
+            return
+        for sock, listener_name in self._listen_sockets:
+            self._acceptors.append(
+                asyncio.create_task(self._accept_loop(sock, listener_name), name=f"acceptor-{listener_name}")
+            )
 
     async def shutdown(self) -> None:
         """Stop accepting, close every connection and wait for the processors to finish."""
         self._stopping = True
-        for server in self._servers:
-            server.close()
+        for task in self._acceptors:
+            task.cancel()
+        if self._acceptors:
+            await asyncio.gather(*self._acceptors, return_exceptions=True)
+        self._acceptors.clear()
+        for sock, _name in self._listen_sockets:
+            sock.close()
+        self._listen_sockets.clear()
         if self._idle_task is not None:
             self._idle_task.cancel()
         tasks = []
@@ -137,28 +184,69 @@ class SocketServer:
                 tasks.append(conn.task)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        for server in self._servers:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(server.wait_closed(), 2.0)
-        self._servers.clear()
+
+    # -- the acceptor ---------------------------------------------------------------------------
+    async def _accept_loop(self, lsock: socket.socket, listener_name: str) -> None:
+        loop = asyncio.get_running_loop()
+        quotas = self.quotas
+        while not self._stopping:
+            await quotas.reserve_slot(listener_name)  # Kafka's waitForConnectionSlot
+            try:
+                sock, address = await loop.sock_accept(lsock)
+            except asyncio.CancelledError:
+                quotas.release()
+                raise
+            except OSError as exc:  # e.g. EMFILE: back off instead of spinning
+                quotas.release()
+                logger.warning("accept on %s failed: %s", listener_name, exc)
+                await asyncio.sleep(0.1)
+                continue
+            client_host = str(address[0])
+            try:
+                quotas.register_ip(client_host)
+            except TooManyConnectionsError as exc:
+                quotas.release()
+                logger.info("rejected connection on %s: %s", listener_name, exc)
+                sock.close()
+                continue
+            if quotas.is_protected(listener_name) and quotas.over_broker_limit():
+                self._close_lowest_priority_connection()
+            task = asyncio.create_task(self._serve(sock, listener_name, client_host))
+            task.add_done_callback(functools.partial(_release_slot, quotas, client_host))
+
+    def _close_lowest_priority_connection(self) -> None:
+        """Kafka's ``closeExcessConnections``: close the least recently active connection of an
+        unprotected listener."""
+        candidates = [c for c in self._connections if not self.quotas.is_protected(c.listener_name)]
+        if candidates:
+            victim = min(candidates, key=lambda c: c.last_active_s)
+            logger.info("max.connections reached: closing %s", victim.connection_id)
+            victim.writer.close()
+            if victim.task is not None:
+                victim.task.cancel()
 
     # -- the processor --------------------------------------------------------------------------
-    async def _serve(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener_name: str
-    ) -> None:
-        sock = writer.get_extra_info("socket")
+    async def _serve(self, sock: socket.socket, listener_name: str, client_host: str) -> None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            reader, writer = await asyncio.open_connection(sock=sock, limit=_STREAM_LIMIT)
+        except OSError:
+            sock.close()
+            return
         local = writer.get_extra_info("sockname") or ("?", 0)
         peer = writer.get_extra_info("peername") or ("?", 0)
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = _Connection(f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{next(self._ids)}", writer)
+        conn = _Connection(
+            f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{next(self._ids)}", writer, listener_name, client_host
+        )
         conn.task = asyncio.current_task()
         self._connections.add(conn)
         try:
-            await self._process(reader, conn, listener_name, str(peer[0]))
+            await self._process(reader, conn)
         except (asyncio.IncompleteReadError, ConnectionError, CloseConnection) as exc:
             logger.debug("closing connection %s: %r", conn.connection_id, exc)
+        except FrameTimeoutError as exc:
+            logger.warning("closing connection %s: %s", conn.connection_id, exc)
         except asyncio.CancelledError:
             pass
         except Exception:  # defensive: a processor must never take the broker down
@@ -166,41 +254,92 @@ class SocketServer:
         finally:
             self._connections.discard(conn)
             writer.close()
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
 
-    async def _process(
-        self, reader: asyncio.StreamReader, conn: _Connection, listener_name: str, client_host: str
-    ) -> None:
-        max_bytes = self.max_request_bytes
+    async def _read_frame(self, reader: asyncio.StreamReader, conn: _Connection) -> bytes | None:
+        """Read one frame; its ``len(frame)`` bytes are allocated from the memory pool (the caller
+        releases them). Returns None when the peer closed between frames or the size is invalid.
+
+        Raises:
+            FrameTimeoutError: the frame stalled midway (``kafkalite.socket.request.receive.timeout.ms``).
+            asyncio.IncompleteReadError: EOF inside the frame.
+        """
+        head = await reader.read(4)  # no deadline between frames (connections.max.idle.ms)
+        if not head:
+            return None
+        conn.busy = True
+        loop = asyncio.get_running_loop()
+        timeout_s = self.request_receive_timeout_ms / 1000.0
+        deadline = loop.time() + timeout_s if timeout_s >= 0 else None
+        try:
+            async with asyncio.timeout_at(deadline):
+                if len(head) < 4:
+                    head += await reader.readexactly(4 - len(head))
+        except TimeoutError:
+            raise FrameTimeoutError(self._timeout_message(4)) from None
+        size = int.from_bytes(head, "big", signed=True)
+        if size < 0 or size > self.max_request_bytes:
+            # Kafka's InvalidReceiveException: close before reading the body.
+            logger.warning(
+                "closing connection %s: request size %d is outside [0, socket.request.max.bytes=%d]",
+                conn.connection_id,
+                size,
+                self.max_request_bytes,
+            )
+            return None
+        waited_from = loop.time()
+        await self.memory_pool.allocate(size)  # queued.max.request.bytes: wait, do not fail
+        if deadline is not None:
+            deadline += loop.time() - waited_from
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await reader.readexactly(size)
+        except TimeoutError:
+            self.memory_pool.release(size)
+            raise FrameTimeoutError(self._timeout_message(size)) from None
+        except BaseException:
+            self.memory_pool.release(size)
+            raise
+
+    def _timeout_message(self, expected: int) -> str:
+        return (
+            f"request frame ({expected} bytes) incomplete after "
+            f"kafkalite.socket.request.receive.timeout.ms={self.request_receive_timeout_ms}"
+        )
+
+    async def _process(self, reader: asyncio.StreamReader, conn: _Connection) -> None:
         handler = self.handler
         writer = conn.writer
+        idle_s = self.connections_max_idle_ms / 1000.0 if self.connections_max_idle_ms >= 0 else None
         while not self._stopping:
-            size_bytes = await reader.readexactly(4)
-            size = int.from_bytes(size_bytes, "big", signed=True)
-            if size < 0 or size > max_bytes:
-                # Kafka's InvalidReceiveException: close before reading the body.
-                logger.warning(
-                    "closing connection %s: request size %d is outside [0, socket.request.max.bytes=%d]",
-                    conn.connection_id,
-                    size,
-                    max_bytes,
-                )
+            frame = await self._read_frame(reader, conn)
+            if frame is None:
                 return
-            frame = await reader.readexactly(size)  # a frame stalled past the idle limit is reaped
-            now = time.monotonic()
-            conn.last_active_s = now
-            conn.busy = True  # never reap a connection while its request is being served
+            size = len(frame)
             try:
-                header, body_offset = decode_request_header(frame)
-            except KafkaError as exc:
-                logger.warning("closing connection %s: bad request header: %s", conn.connection_id, exc)
-                return
-            context = RequestContext(header, conn.connection_id, client_host, listener_name, now)
-            response = await handler(context, frame, body_offset)
+                async with self._request_slots:  # queued.max.requests
+                    now = time.monotonic()
+                    conn.last_active_s = now
+                    try:
+                        header, body_offset = decode_request_header(frame)
+                    except KafkaError as exc:
+                        logger.warning(
+                            "closing connection %s: bad request header: %s", conn.connection_id, exc
+                        )
+                        return
+                    context = RequestContext(
+                        header, conn.connection_id, conn.client_host, conn.listener_name, now
+                    )
+                    response = await handler(context, frame, body_offset)
+            finally:
+                del frame
+                self.memory_pool.release(size)
             if response is not None:
                 writer.write(response)
-                await writer.drain()
+                del response
+                async with asyncio.timeout(idle_s):  # a client that never reads is dropped
+                    await writer.drain()
             conn.busy = False
             conn.last_active_s = time.monotonic()
 
@@ -216,3 +355,30 @@ class SocketServer:
                     conn.writer.close()
                     if conn.task is not None:
                         conn.task.cancel()
+
+
+def _release_slot(quotas: ConnectionQuotas, client_host: str, _task: asyncio.Task[None]) -> None:
+    quotas.release(client_host)
+
+
+def _bind(host: str, port: int, backlog: int) -> socket.socket:
+    """A non-blocking listening socket for ``host:port`` ("" = every interface, IPv4 and IPv6
+    when the OS supports a dual-stack socket).
+
+    Raises:
+        OSError: the address cannot be resolved or bound.
+    """
+    if not host:
+        if socket.has_dualstack_ipv6():
+            sock = socket.create_server(
+                ("", port), family=socket.AF_INET6, backlog=backlog, dualstack_ipv6=True
+            )
+        else:
+            sock = socket.create_server(("", port), backlog=backlog)
+    else:
+        family, _type, _proto, _name, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.create_server(address, family=family, backlog=backlog)
+    sock.setblocking(False)
+    return sock

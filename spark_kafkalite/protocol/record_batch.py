@@ -30,7 +30,6 @@ The broker only touches the header (per batch, never per record); clients encode
 
 from __future__ import annotations
 
-import gzip
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -38,11 +37,18 @@ from dataclasses import dataclass, field
 import crc32c as _crc32c
 
 from spark_kafkalite.protocol import native as _native
-from spark_kafkalite.protocol.errors import (
-    CorruptRecordError,
-    InvalidRecordError,
-    UnsupportedCompressionTypeError,
+from spark_kafkalite.protocol.compression import (
+    COMPRESSION_CODECS,
+    COMPRESSION_GZIP,
+    COMPRESSION_LZ4,
+    COMPRESSION_NONE,
+    COMPRESSION_SNAPPY,
+    COMPRESSION_ZSTD,
+    compress,
+    decompress,
+    iter_decompressed,
 )
+from spark_kafkalite.protocol.errors import CorruptRecordError, InvalidRecordError
 from spark_kafkalite.protocol.record_decode import read_varint as _read_varint
 
 __all__ = [
@@ -75,13 +81,6 @@ MAGIC_V2 = 2
 _LOG_OVERHEAD = 12  # baseOffset + batchLength
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _CRC_START = 21
-
-COMPRESSION_NONE = 0
-COMPRESSION_GZIP = 1
-COMPRESSION_SNAPPY = 2
-COMPRESSION_LZ4 = 3
-COMPRESSION_ZSTD = 4
-COMPRESSION_CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 _ATTR_COMPRESSION_MASK = 0x07
 _ATTR_TIMESTAMP_TYPE = 0x08
@@ -195,49 +194,121 @@ def validate_batch(
     return header
 
 
-def validate_record_framing(buf: Buffer, header: BatchHeader, pos: int = 0) -> None:
+def validate_record_framing(
+    buf: Buffer, header: BatchHeader, pos: int = 0, *, max_uncompressed_bytes: int = 2**31 - 1
+) -> None:
     """Check that the records section of a (CRC-valid) batch really holds ``records_count``
-    records whose length prefixes end exactly at the batch end, decompressing first when the batch
-    is compressed. This is the structural part of Kafka's ``LogValidator`` record iteration: a
-    batch that passes it can be decoded by every consumer, so one bad producer cannot make a
-    partition unreadable. It walks only the record-length varints and builds no record objects.
+    records whose length prefixes end exactly at the batch end. This is the structural part of
+    Kafka's ``LogValidator`` record iteration: a batch that passes it can be decoded by every
+    consumer, so one bad producer cannot make a partition unreadable. It walks only the
+    record-length varints and builds no record objects. A compressed section is streamed through
+    (``iter_decompressed``, as Kafka's ``streamingIterator``), never inflated whole, and may
+    decompress to at most ``max_uncompressed_bytes``.
 
     Raises:
         CorruptRecordError: unknown codec, undecompressable payload, or record framing that does
             not match the header (CORRUPT_MESSAGE).
+        MessageTooLargeError: the records decompress to more than ``max_uncompressed_bytes``.
     """
     codec = header.compression_type
     if codec > COMPRESSION_ZSTD:
         raise CorruptRecordError(f"record batch uses unknown compression type {codec}")
     start = pos + RECORD_BATCH_OVERHEAD
     end = pos + header.size_bytes
-    data: Buffer
-    if codec:
-        data = decompress(memoryview(buf)[start:end], codec)
-        p, limit = 0, len(data)
-    else:
-        data, p, limit = buf, start, end
     count = header.records_count
-    n = 0
-    try:
-        while p < limit and n < count:
-            b = data[p]
-            if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                length, p = _read_varint(data, p)
-            if length <= 0:
-                raise CorruptRecordError(f"record {n} has invalid length {length}")
-            p += length
-            n += 1
-    except IndexError as exc:
-        raise CorruptRecordError("record batch ends inside a record length") from exc
-    if n != count or p != limit:
+    if not codec:
+        n, p = _walk_records(buf, start, end, count)
+        extra = end - p
+    else:
+        walker = _RecordWalker(count)
+        for chunk in iter_decompressed(memoryview(buf)[start:end], codec, max_uncompressed_bytes):
+            walker.feed(chunk)
+        n, extra = walker.finish()
+    if n != count or extra != 0:
         raise CorruptRecordError(
             f"record batch declares {count} records but its records section holds {n} "
-            f"records and {limit - p} extra bytes"
+            f"records and {extra} extra bytes"
         )
+
+
+def _walk_records(data: Buffer, p: int, limit: int, count: int, n: int = 0) -> tuple[int, int]:
+    """Skip over records by their length varints from ``p`` to ``limit``; returns (records seen,
+    position after the last one). Stops after ``count`` records. Raises ``IndexError`` when a
+    length varint runs past the end of ``data``."""
+    while p < limit and n < count:
+        b = data[p]
+        if b < 0x80:
+            length = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            length, p = _read_varint(data, p)
+        if length <= 0:
+            raise CorruptRecordError(f"record {n} has invalid length {length}")
+        p += length
+        n += 1
+    return n, p
+
+
+class _RecordWalker:
+    """``_walk_records`` over a stream of decompressed chunks: keeps only the bytes still to skip
+    and at most a partial length varint (< 10 bytes) between chunks."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.n = 0
+        self.skip = 0  # bytes of the current record still to come
+        self.carry = b""  # an incomplete length varint from the previous chunk
+        self.extra = 0  # bytes after the last declared record
+
+    def feed(self, chunk: bytes) -> None:
+        if self.n >= self.count and self.skip == 0:
+            self.extra += len(chunk)
+            return
+        if self.skip >= len(chunk):
+            self.skip -= len(chunk)
+            return
+        data = self.carry + chunk if self.carry else chunk
+        start = 0 if self.carry else self.skip
+        self.carry = b""
+        self.skip = 0
+        limit = len(data)
+        n, p = self.n, start
+        try:
+            n, p = _walk_records(data, start, limit, self.count, n)
+        except IndexError:
+            # a length varint is cut by the chunk end: redo the last record with the next chunk
+            n, p = self._last_complete(data, start, limit)
+            self.n = n
+            self.carry = bytes(data[p:])
+            if len(self.carry) > 10:
+                raise CorruptRecordError("varint too long in record") from None
+            return
+        self.n = n
+        if p > limit:
+            self.skip = p - limit
+        elif n >= self.count:
+            self.extra += limit - p
+
+    def _last_complete(self, data: bytes, p: int, limit: int) -> tuple[int, int]:
+        """(records, position) up to the start of the record whose length varint is cut."""
+        n = self.n
+        while True:
+            q = p
+            while q < limit and data[q] >= 0x80:
+                q += 1
+            if q >= limit:
+                return n, p
+            length, q = _read_varint(data, p)
+            if length <= 0:
+                raise CorruptRecordError(f"record {n} has invalid length {length}")
+            p = q + length
+            n += 1
+
+    def finish(self) -> tuple[int, int]:
+        """(records seen, extra bytes: negative when the last record is cut short)."""
+        if self.carry:
+            return self.n, len(self.carry)
+        return self.n, self.extra - self.skip
 
 
 def iter_batch_headers(buf: Buffer, start_pos: int = 0) -> Iterator[tuple[int, BatchHeader]]:
@@ -275,84 +346,6 @@ def _write_varint(out: bytearray, value: int) -> None:
         out.append((v & 0x7F) | 0x80)
         v >>= 7
     out.append(v)
-
-
-# ---------------------------------------------------------------------------------------------
-# compression
-
-
-def compress(data: bytes, compression_type: int) -> bytes:
-    """Compress a records section with Kafka's codec ``compression_type`` (1-4).
-
-    Raises:
-        UnsupportedCompressionTypeError: the codec's library is not installed or the type is unknown.
-    """
-    if compression_type == COMPRESSION_NONE:
-        return data
-    if compression_type == COMPRESSION_GZIP:
-        return gzip.compress(data, compresslevel=6)
-    cramjam = _cramjam()
-    if compression_type == COMPRESSION_SNAPPY:
-        return _snappy_xerial_compress(bytes(cramjam.snappy.compress_raw(data)))
-    if compression_type == COMPRESSION_LZ4:
-        return bytes(cramjam.lz4.compress(data))
-    if compression_type == COMPRESSION_ZSTD:
-        return bytes(cramjam.zstd.compress(data))
-    raise UnsupportedCompressionTypeError(f"unknown compression type {compression_type}")
-
-
-def decompress(data: Buffer, compression_type: int) -> bytes:
-    """Decompress a records section (gzip, snappy raw or xerial-framed, lz4 frame, zstd frame).
-
-    Raises:
-        UnsupportedCompressionTypeError: the codec is unknown or its library is missing.
-        CorruptRecordError: the compressed data is invalid.
-    """
-    try:
-        if compression_type == COMPRESSION_GZIP:
-            return gzip.decompress(bytes(data))
-        if compression_type in (COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD):
-            cramjam = _cramjam()
-            if compression_type == COMPRESSION_SNAPPY:
-                return _snappy_decompress(cramjam, bytes(data))
-            if compression_type == COMPRESSION_LZ4:
-                return bytes(cramjam.lz4.decompress(bytes(data)))
-            return bytes(cramjam.zstd.decompress(bytes(data)))
-    except UnsupportedCompressionTypeError:
-        raise
-    except Exception as exc:  # codec libraries raise their own error types
-        raise CorruptRecordError(f"cannot decompress records (codec {compression_type}): {exc}") from exc
-    raise UnsupportedCompressionTypeError(f"unknown compression type {compression_type}")
-
-
-def _cramjam():  # type: ignore[no-untyped-def]
-    try:
-        import cramjam
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise UnsupportedCompressionTypeError(
-            "snappy/lz4/zstd need the 'cramjam' package (pip install cramjam)"
-        ) from exc
-    return cramjam
-
-
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
-
-
-def _snappy_xerial_compress(raw_block: bytes) -> bytes:
-    return _XERIAL_MAGIC + struct.pack(">ii", 1, 1) + struct.pack(">i", len(raw_block)) + raw_block
-
-
-def _snappy_decompress(cramjam, data: bytes) -> bytes:  # type: ignore[no-untyped-def]
-    if not data.startswith(_XERIAL_MAGIC):
-        return bytes(cramjam.snappy.decompress_raw(data))
-    pos = 16
-    out = bytearray()
-    while pos < len(data):
-        (n,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        out += cramjam.snappy.decompress_raw(data[pos : pos + n])
-        pos += n
-    return bytes(out)
 
 
 # ---------------------------------------------------------------------------------------------
