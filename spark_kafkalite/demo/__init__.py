@@ -50,7 +50,6 @@ the demo prints whether they match.
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -123,6 +122,6 @@ def main_from_config(config: DemoConfig) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m spark_kafkalite.demo`` / ``examples/flights_demo.py`` (same flags as
     ``kafkalite demo``)."""
-    from spark_kafkalite.cli import main as cli_main
+    from spark_kafkalite.demo.command import main as command_main
 
-    return cli_main(["demo", *(argv if argv is not None else sys.argv[1:])])
+    return command_main(argv)

@@ -14,7 +14,7 @@ from pathlib import Path
 import confluent_kafka
 import pytest
 
-from spark_kafkalite.cli_cluster import _alive
+from spark_kafkalite.cli.cluster import _alive
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from rich.console import Console
 
-from spark_kafkalite.cli_cluster import _print_partitions
+from spark_kafkalite.cli.cluster import _print_partitions
 
 
 def _p(replicas: tuple[int, ...], isr: tuple[int, ...]) -> SimpleNamespace:

@@ -23,32 +23,38 @@ import sys
 import time
 from typing import Any, TextIO
 
+from spark_kafkalite.cli.common import (
+    CLIENT_TIMEOUTS,
+    CliError,
+    add_bootstrap,
+    bootstrap,
+    format_record,
+    key_values,
+)
+
 __all__ = ["add_groups_parser", "cmd_groups", "consume_with_group"]
 
 
 def add_groups_parser(commands: Any) -> None:
     """Add the ``groups`` command to the ``kafkalite`` subparsers ``commands``."""
-    from spark_kafkalite.cli import _add_bootstrap
-
     groups = commands.add_parser("groups", help="list, describe or delete consumer groups")
     actions = groups.add_subparsers(dest="groups_command", metavar="ACTION", required=True)
     listing = actions.add_parser("list", help="list consumer groups")
-    _add_bootstrap(listing)
+    add_bootstrap(listing)
     listing.add_argument("--state", action="store_true", help="also show each group's state")
     describe = actions.add_parser("describe", help="members, assignments, committed offsets and lag")
-    _add_bootstrap(describe)
+    add_bootstrap(describe)
     describe.add_argument("group", nargs="+", metavar="GROUP")
     delete = actions.add_parser("delete", help="delete groups (they must have no members)")
-    _add_bootstrap(delete)
+    add_bootstrap(delete)
     delete.add_argument("group", nargs="+", metavar="GROUP")
 
 
 def _admin(args: argparse.Namespace) -> Any:
-    from spark_kafkalite.cli import _CLIENT_TIMEOUTS, _bootstrap
     from spark_kafkalite.client import KafkaAdminClient
 
     return KafkaAdminClient(
-        {"bootstrap.servers": _bootstrap(args), "client.id": "kafkalite-cli", **_CLIENT_TIMEOUTS}
+        {"bootstrap.servers": bootstrap(args), "client.id": "kafkalite-cli", **CLIENT_TIMEOUTS}
     )
 
 
@@ -60,8 +66,6 @@ def cmd_groups(args: argparse.Namespace) -> int:
     """
     from rich.console import Console
     from rich.table import Table
-
-    from spark_kafkalite.cli import CliError
 
     out = Console() if sys.stdout.isatty() else Console(width=250)
     with _admin(args) as admin:
@@ -154,19 +158,18 @@ def consume_with_group(args: argparse.Namespace, stdout: TextIO) -> int:
         CliError: ``--partition`` or ``--offset`` given with ``--group`` (Kafka's console
         consumer refuses them too).
     """
-    from spark_kafkalite.cli import _CLIENT_TIMEOUTS, CliError, _bootstrap, _format_record, _key_values
     from spark_kafkalite.client import KafkaConsumer
 
     if args.partition is not None or args.offset is not None:
         raise CliError("--partition and --offset cannot be used with --group (the group assigns partitions)")
-    props = _key_values(args.property, "--property")
+    props = key_values(args.property, "--property")
     config: dict[str, Any] = {
-        "bootstrap.servers": _bootstrap(args),
+        "bootstrap.servers": bootstrap(args),
         "client.id": "kafkalite-console-consumer",
         "group.id": args.group,
-        **_CLIENT_TIMEOUTS,
+        **CLIENT_TIMEOUTS,
     }
-    config.update(_key_values(args.consumer_property, "--consumer-property"))
+    config.update(key_values(args.consumer_property, "--consumer-property"))
     config["auto.offset.reset"] = (
         "earliest" if args.from_beginning else config.get("auto.offset.reset", "latest")
     )
@@ -186,7 +189,7 @@ def consume_with_group(args: argparse.Namespace, stdout: TextIO) -> int:
             got = False
             for records in polled.values():
                 for record in records:
-                    stdout.write(_format_record(record, props) + "\n")
+                    stdout.write(format_record(record, props) + "\n")
                     count += 1
                     got = True
             done = args.max_messages is not None and count >= args.max_messages
