@@ -13,7 +13,7 @@ nullability. :func:`records_to_batch` builds exactly that schema.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,7 +30,14 @@ from pyspark.sql.types import (
 
 from spark_kafkalite.client.types import ConsumerRecord
 
-__all__ = ["HEADERS_TYPE", "kafka_schema", "kafka_arrow_schema", "records_to_batch", "empty_batch"]
+__all__ = [
+    "HEADERS_TYPE",
+    "kafka_schema",
+    "kafka_arrow_schema",
+    "records_to_batch",
+    "columns_to_batch",
+    "empty_batch",
+]
 
 HEADERS_TYPE = ArrayType(
     StructType([StructField("key", StringType(), True), StructField("value", BinaryType(), True)]),
@@ -95,6 +102,31 @@ def records_to_batch(
     ]
     if include_headers:
         arrays.append(_headers_array(headers, schema.field("headers").type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def columns_to_batch(
+    columns: Mapping[str, pa.Array], topic: str, partition: int, include_headers: bool
+) -> pa.RecordBatch:
+    """The Kafka Arrow batch (schema: :func:`kafka_arrow_schema`) over columns decoded straight
+    from RecordBatch bytes (``KafkaConsumer.poll_columns``): no Python object per record; ``topic``
+    and ``partition`` are constant columns built in Arrow."""
+    schema = kafka_arrow_schema(include_headers)
+    n = len(columns["offset"])
+    arrays = [
+        columns["key"],
+        columns["value"],
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        columns["offset"],
+        columns["timestamp"],
+        columns["timestampType"],
+    ]
+    if include_headers:
+        headers = columns["headers"]
+        want = schema.field("headers").type
+        # same layout, Spark's field names ("element") instead of Arrow's default ("item")
+        arrays.append(headers if headers.type == want else headers.cast(want))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 

@@ -24,8 +24,8 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
-from spark_kafkalite.client.types import ConsumerRecord, TopicPartition
-from spark_kafkalite.datasource.arrow import records_to_batch
+from spark_kafkalite.client.types import TopicPartition
+from spark_kafkalite.datasource.arrow import columns_to_batch
 from spark_kafkalite.datasource.errors import (
     INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_FALSE,
     INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_TRUE,
@@ -167,34 +167,42 @@ def read_offset_range(rng: OffsetRange, config: ReadConfig) -> Iterator[pa.Recor
 
 
 def _read(consumer: Any, rng: OffsetRange, config: ReadConfig) -> Iterator[pa.RecordBatch]:
+    """Poll columns (decoded straight into Arrow, no Python object per record), slice the first
+    and last batch to ``[from_offset, until_offset)`` and yield them as they come (each at most
+    ``max.poll.records`` = ``batch_rows`` rows)."""
     tp = TopicPartition(rng.topic, rng.partition)
     until = rng.until_offset
     consumer.assign([tp])
     consumer.seek(tp, rng.from_offset)
     next_offset = rng.from_offset
-    pending: list[ConsumerRecord] = []
     timeout_s = config.poll_timeout_ms / 1000.0
     last_progress = time.monotonic()
     while next_offset < until:
         try:
-            polled = consumer.poll(timeout_ms=min(_POLL_SLICE_MS, config.poll_timeout_ms))
+            polled = consumer.poll_columns(
+                timeout_ms=min(_POLL_SLICE_MS, config.poll_timeout_ms),
+                max_records=config.batch_rows,
+                include_headers=config.include_headers,
+            )
         except OffsetOutOfRangeError:
             next_offset = _skip_out_of_range(consumer, tp, next_offset, until, config.fail_on_data_loss)
             if next_offset < until:
                 consumer.seek(tp, next_offset)
             last_progress = time.monotonic()
             continue
-        records = polled.get(tp) or []
-        if records and records[0].offset < next_offset:
-            records = [r for r in records if r.offset >= next_offset]  # stale: before our position
-            if not records:
-                continue
-        if records:
-            if records[-1].offset >= until:
-                records = records[: bisect.bisect_left([r.offset for r in records], until)]
-            if records:
-                pending.extend(records)
-                next_offset = records[-1].offset + 1
+        columns = polled.get(tp)
+        if columns:
+            offsets = _int64_view(columns["offset"])
+            start = bisect.bisect_left(offsets, next_offset) if offsets[0] < next_offset else 0
+            stop = bisect.bisect_left(offsets, until) if offsets[-1] >= until else len(offsets)
+            if start >= len(offsets):
+                continue  # stale: all before our position
+            if stop > start:
+                batch = columns_to_batch(columns, rng.topic, rng.partition, config.include_headers)
+                if start or stop < len(offsets):
+                    batch = batch.slice(start, stop - start)
+                next_offset = offsets[stop - 1] + 1
+                yield batch
             else:
                 next_offset = until  # the next record is past the end: the rest of the range is a gap
             last_progress = time.monotonic()
@@ -215,11 +223,12 @@ def _read(consumer: Any, rng: OffsetRange, config: ReadConfig) -> Iterator[pa.Re
                     f"Cannot fetch record for offset {next_offset} in {config.poll_timeout_ms} milliseconds "
                     f"(topic-partition {rng.topic}-{rng.partition}, range [{rng.from_offset}, {until}))"
                 )
-        while len(pending) >= config.batch_rows:
-            chunk, pending = pending[: config.batch_rows], pending[config.batch_rows :]
-            yield records_to_batch(chunk, rng.topic, rng.partition, config.include_headers)
-    if pending:
-        yield records_to_batch(pending, rng.topic, rng.partition, config.include_headers)
+
+
+def _int64_view(array: pa.Array) -> memoryview:
+    """The values of a null-free int64 Arrow array as a memoryview (bisect-able, no copy)."""
+    view = memoryview(array.buffers()[1]).cast("q")
+    return view[array.offset : array.offset + len(array)]
 
 
 def _beyond_log_end(consumer: Any, tp: TopicPartition, offset: int) -> bool:

@@ -29,9 +29,10 @@ from spark_kafkalite.protocol.record_batch import (
 __all__ = ["new_builder", "append_batch", "to_arrow_arrays", "HEADERS_ARROW_TYPE"]
 
 HEADERS_ARROW_TYPE = pa.list_(
-    pa.struct([pa.field("key", pa.string(), True), pa.field("value", pa.binary(), True)])
+    pa.field("element", pa.struct([pa.field("key", pa.string(), True), pa.field("value", pa.binary(), True)]))
 )
-"""Arrow type of the ``headers`` column (``array<struct<key:string,value:binary>>``)."""
+"""Arrow type of the ``headers`` column (``array<struct<key:string,value:binary>>``; the list item
+is named ``element`` as in pyspark's ``to_arrow_schema``)."""
 
 _TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 

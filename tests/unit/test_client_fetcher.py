@@ -1,11 +1,15 @@
 """Fetcher.collect_fetch on fetched record data (pure logic: the responses are built here with
-``encode_batch``; nothing is sent): positions, skipping, control batches, stale data, errors."""
+``encode_batch``; nothing is sent): positions, skipping, control batches, stale data, errors.
+
+Every test runs twice: on ``collect_fetch`` (ConsumerRecord lists) and on ``collect_columns``
+(Arrow columns decoded straight from the batches, converted back to records for the checks)."""
 
 from __future__ import annotations
 
 import struct
 
 import crc32c
+import pyarrow as pa
 import pytest
 from kio.schema.errors import ErrorCode
 
@@ -19,6 +23,36 @@ from spark_kafkalite.protocol.errors import KafkaError, OffsetOutOfRangeError
 from spark_kafkalite.protocol.record_batch import encode_batch
 
 TP = TopicPartition("t", 0)
+
+_collect_records = Fetcher.collect_fetch
+
+
+def _collect_via_columns(self: Fetcher, max_records: int | None = None) -> dict:
+    out = {}
+    for tp, cols in self.collect_columns(max_records, include_headers=True).items():
+        rows = zip(
+            cols["offset"].to_pylist(),
+            [t // 1000 for t in cols["timestamp"].cast(pa.int64()).to_pylist()],
+            cols["timestampType"].to_pylist(),
+            cols["key"].to_pylist(),
+            cols["value"].to_pylist(),
+            cols["headers"].to_pylist(),
+            strict=True,
+        )
+        out[tp] = [
+            ConsumerRecord(
+                tp.topic, tp.partition, o, ts, tt, k, v, [(h["key"], h["value"]) for h in hs or []]
+            )
+            for o, ts, tt, k, v, hs in rows
+        ]
+    return out
+
+
+@pytest.fixture(autouse=True, params=["records", "columns"])
+def collect_mode(request, monkeypatch):  # type: ignore[no-untyped-def]
+    if request.param == "columns":
+        monkeypatch.setattr(Fetcher, "collect_fetch", _collect_via_columns)
+    return request.param
 
 
 def batch(base_offset: int, count: int, ts: int = 1000) -> bytes:
@@ -212,3 +246,16 @@ def test_corrupt_batch_keeps_records_of_other_partitions_collected_in_the_same_p
     with pytest.raises(KafkaError, match="CORRUPT"):
         fetcher.collect_fetch()
     assert subs.position(tp1) == 0
+
+
+def test_switching_between_records_and_columns_mid_batch_keeps_the_position() -> None:
+    fetcher, subs, _ = make_fetcher()
+    subs.seek(TP, 0)
+    add(fetcher, 0, batch(0, 5) + control_batch(5) + batch(6, 4))
+    assert offsets(_collect_records(fetcher, 2)) == [0, 1]
+    cols = fetcher.collect_columns(4)
+    assert cols[TP]["offset"].to_pylist() == [2, 3, 4, 6]
+    assert cols[TP]["key"].to_pylist() == [b"k2", b"k3", b"k4", b"k6"]
+    assert offsets(_collect_records(fetcher, 1)) == [7]
+    assert fetcher.collect_columns()[TP]["offset"].to_pylist() == [8, 9]
+    assert subs.position(TP) == 10

@@ -76,6 +76,8 @@ class CompletedFetch:
         "saw_batch",
         "end_offset",
         "failed_header",
+        "batch_item",
+        "pending_item",
     )
 
     def __init__(
@@ -104,6 +106,9 @@ class CompletedFetch:
         self.end_offset: int | None = None
         # A batch that failed to decode: retried (and raising again) on the next poll.
         self.failed_header: tuple[int, BatchHeader] | None = None
+        # (position, header) of ``batch``, and a batch that ``_fetch_columns`` left part of.
+        self.batch_item: tuple[int, BatchHeader] | None = None
+        self.pending_item: tuple[int, BatchHeader] | None = None
 
 
 class Fetcher:
@@ -332,8 +337,44 @@ class Fetcher:
                 maps the partition to its position).
             KafkaError: another non-retriable partition error, or a corrupt batch.
         """
-        remaining = self.max_poll_records if max_records is None else max_records
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
+
+        def take(cf: CompletedFetch, remaining: int) -> int:
+            records = self._fetch_records(cf, remaining)
+            if records:
+                existing = out.get(cf.tp)
+                if existing is None:
+                    out[cf.tp] = records
+                else:
+                    existing.extend(records)
+            return len(records)
+
+        self._collect(max_records, take)
+        return out
+
+    def collect_columns(
+        self, max_records: int | None = None, include_headers: bool = False
+    ) -> dict[TopicPartition, dict[str, Any]]:
+        """Like :meth:`collect_fetch`, but each partition's records come as Arrow arrays decoded
+        straight from the RecordBatch bytes (``key``, ``value``, ``offset``, ``timestamp``,
+        ``timestampType``, ``headers``; see :mod:`spark_kafkalite.protocol.record_columns`),
+        without a Python object per record. Same errors."""
+        from spark_kafkalite.protocol.record_columns import new_builder, to_arrow_arrays
+
+        builders: dict[TopicPartition, Any] = {}
+
+        def take(cf: CompletedFetch, remaining: int) -> int:
+            builder = builders.get(cf.tp)
+            if builder is None:
+                builder = builders[cf.tp] = new_builder(include_headers)
+            return self._fetch_columns(cf, remaining, builder)
+
+        self._collect(max_records, take)
+        return {tp: to_arrow_arrays(b.finish()) for tp, b in builders.items() if len(b)}
+
+    def _collect(self, max_records: int | None, take: Any) -> None:
+        remaining = self.max_poll_records if max_records is None else max_records
+        got = 0
         while remaining > 0:
             cf = self._next_in_line
             if cf is None or cf.consumed:
@@ -343,7 +384,7 @@ class Fetcher:
                 try:
                     usable = self._initialize(cf)
                 except KafkaError:
-                    if out:  # hand out what we have; raise on the next call
+                    if got:  # hand out what we have; raise on the next call
                         break
                     self._completed.popleft()
                     raise
@@ -352,19 +393,13 @@ class Fetcher:
                     continue
                 self._next_in_line = cf
             try:
-                records = self._fetch_records(cf, remaining)
+                n = take(cf, remaining)
             except KafkaError:
-                if out:  # hand out what we have; the failing batch raises again on the next call
+                if got:  # hand out what we have; the failing batch raises again on the next call
                     break
                 raise
-            if records:
-                existing = out.get(cf.tp)
-                if existing is None:
-                    out[cf.tp] = records
-                else:
-                    existing.extend(records)
-                remaining -= len(records)
-        return out
+            got += n
+            remaining -= n
 
     def _initialize(self, cf: CompletedFetch) -> bool:
         tp = cf.tp
@@ -443,8 +478,8 @@ class Fetcher:
         while len(out) < max_records:
             batch = cf.batch
             if batch is None:
-                item = cf.failed_header or next(cf.headers_iter, None)
-                cf.failed_header = None
+                item = cf.failed_header or cf.pending_item or next(cf.headers_iter, None)
+                cf.failed_header = cf.pending_item = None
                 if item is None:
                     cf.consumed = True
                     if not cf.saw_batch and position < cf.high_watermark:
@@ -475,6 +510,7 @@ class Fetcher:
                 offsets = batch.offsets
                 cf.index = bisect_left(offsets, position) if offsets and offsets[0] < position else 0
                 cf.batch = batch
+                cf.batch_item = item
             offsets = batch.offsets
             start = cf.index
             end = min(len(offsets), start + max_records - len(out))
@@ -517,6 +553,87 @@ class Fetcher:
         state.position = position
         state.offset_epoch = offset_epoch
         return out
+
+    def _fetch_columns(self, cf: CompletedFetch, max_records: int, builder: Any) -> int:
+        """Append up to ``max_records`` records of ``cf`` from the position to ``builder``, one
+        batch at a time (per batch, never per record); same position, control-batch and
+        corrupt-batch rules as :meth:`_fetch_records`. Returns the number appended."""
+        from spark_kafkalite.protocol.record_columns import append_batch
+
+        tp = cf.tp
+        subs = self._subscriptions
+        if not subs.is_assigned(tp):
+            cf.consumed = True
+            return 0
+        state = subs.state(tp)
+        if (
+            state.position != cf.next_fetch_offset
+            or state.reset_strategy is not None
+            or state.paused
+            or state.awaiting_validation
+        ):
+            cf.consumed = True
+            return 0
+        position = cf.next_fetch_offset
+        offset_epoch = state.offset_epoch
+        records = cf.records
+        assert records is not None and cf.headers_iter is not None
+        appended = 0
+        while appended < max_records:
+            if cf.batch is not None:  # left part-way by collect_fetch: decode it again from the position
+                item = cf.batch_item
+                cf.batch = None
+            else:
+                item = cf.failed_header or cf.pending_item or next(cf.headers_iter, None)
+                cf.failed_header = cf.pending_item = None
+            if item is None:
+                cf.consumed = True
+                if not cf.saw_batch and position < cf.high_watermark:
+                    raise MessageTooLargeError(
+                        f"fetch for {tp.topic}-{tp.partition} at offset {position} returned no complete "
+                        f"record batch; a batch may be larger than max.partition.fetch.bytes="
+                        f"{self._max_partition_bytes}"
+                    )
+                break
+            pos, header = item
+            cf.saw_batch = True
+            if header.next_offset <= position:
+                continue
+            if header.is_control:
+                position = header.next_offset
+                continue
+            want = max_records - appended
+            try:
+                n = append_batch(
+                    builder,
+                    records,
+                    pos,
+                    header,
+                    verify_crc=self._check_crcs,
+                    min_offset=position,
+                    max_records=want,
+                )
+            except KafkaError:
+                cf.failed_header = item
+                cf.next_fetch_offset = position
+                state.position = position
+                state.offset_epoch = offset_epoch
+                if appended:
+                    return appended
+                raise
+            if n:
+                appended += n
+                position = builder.last_offset + 1
+                epoch = header.partition_leader_epoch
+                offset_epoch = epoch if epoch >= 0 else None
+            if n == want and builder.last_offset < header.last_offset:
+                cf.pending_item = item  # records of this batch are left for the next call
+            else:
+                position = max(position, header.next_offset)
+        cf.next_fetch_offset = position
+        state.position = position
+        state.offset_epoch = offset_epoch
+        return appended
 
     def close_sessions(self, timeout_ms: float) -> None:
         """Close the fetch sessions on the brokers (a full fetch with epoch -1 and no partitions,

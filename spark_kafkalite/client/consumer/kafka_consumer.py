@@ -11,7 +11,7 @@ Not thread-safe: use one consumer per thread.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from spark_kafkalite.client.config import parse_config
@@ -200,6 +200,20 @@ class KafkaConsumer(ConsumerGroupMixin):
             NoOffsetForPartitionError: a partition has no position and the reset policy is none.
             KafkaError: other non-retriable fetch errors (e.g. a corrupt batch).
         """
+        return self._poll(timeout_ms, lambda: self._fetcher.collect_fetch(max_records))
+
+    def poll_columns(
+        self, timeout_ms: float = 0, max_records: int | None = None, include_headers: bool = False
+    ) -> dict[TopicPartition, dict[str, Any]]:
+        """:meth:`poll` for columnar readers (the ``kafkalite`` Spark source): per partition, Arrow
+        arrays ``key``, ``value``, ``offset``, ``timestamp``, ``timestampType`` (and ``headers``)
+        decoded straight from the fetched RecordBatch bytes, without a ``ConsumerRecord`` per
+        record. Same positions, limits and errors as :meth:`poll`."""
+        return self._poll(timeout_ms, lambda: self._fetcher.collect_columns(max_records, include_headers))
+
+    def _poll(
+        self, timeout_ms: float, collect: Callable[[], dict[TopicPartition, Any]]
+    ) -> dict[TopicPartition, Any]:
         self._ensure_open()
         if not self._subscriptions.assigned_partitions() and not self._is_group_subscribed():
             raise IllegalStateError("consumer is not subscribed to any topics or assigned any partitions")
@@ -209,7 +223,7 @@ class KafkaConsumer(ConsumerGroupMixin):
                 return {}
             self._offset_fetcher.validate_positions_if_needed()
             self._offset_fetcher.reset_positions_if_needed()
-            records = self._fetcher.collect_fetch(max_records)
+            records = collect()
             if records:
                 if self._fetcher.send_fetches(pipelined=True):
                     self._client.poll(0)  # get the next fetches onto the wire now
@@ -225,7 +239,7 @@ class KafkaConsumer(ConsumerGroupMixin):
             if self._metadata.update_requested():
                 wait = min(wait, self._retry_backoff_ms)
             self._client.poll(max(0.0, wait))
-            records = self._fetcher.collect_fetch(max_records)
+            records = collect()
             if records:
                 if self._fetcher.send_fetches(pipelined=True):
                     self._client.poll(0)
