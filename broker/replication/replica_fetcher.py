@@ -454,8 +454,11 @@ class ReplicaFetcher:
     async def _handle_out_of_range(self, partition: Partition, state: PartitionFetchState) -> None:
         """Kafka's ``fetchOffsetAndTruncate``."""
         log = partition.log
+        leo = log.log_end_offset
         try:
             leader_end = await self._list_offset(partition, state, LATEST_TIMESTAMP)
+            if not self._unchanged_since(partition, state, leo):
+                return
             if leader_end is not None and leader_end < log.log_end_offset:
                 logger.warning(
                     "%s: %s-%d: leader's log end %d is below ours %d: truncating (unclean leader election?)",
@@ -468,6 +471,8 @@ class ReplicaFetcher:
                 log.truncate_to(leader_end)
                 return
             leader_start = await self._list_offset(partition, state, EARLIEST_TIMESTAMP)
+            if not self._unchanged_since(partition, state, leo):
+                return
             if leader_start is not None and leader_start > log.log_end_offset:
                 logger.warning(
                     "%s: %s-%d: behind the leader's log start %d: restarting the log there",
@@ -481,6 +486,19 @@ class ReplicaFetcher:
         except BrokerConnectionError as exc:
             logger.info("%s: ListOffsets failed: %s", self.name, exc)
         state.delayed_until = time.monotonic() + self.settings.backoff_ms / 1000
+
+    def _unchanged_since(self, partition: Partition, state: PartitionFetchState, leo: int) -> bool:
+        """After an ``await``: is this still the same follower state (same fetch state and
+        leader epoch, still a follower, same log end)? Otherwise a truncation decided before the
+        await must not run: the partition may have become leader meanwhile (Kafka checks the
+        current leader epoch under ``partitionMapLock`` for the same reason)."""
+        return (
+            self.partitions.get(partition.key) is state
+            and self._lookup(partition.key) is partition
+            and not partition.is_leader
+            and partition.leader_epoch == state.leader_epoch
+            and partition.log.log_end_offset == leo
+        )
 
     async def _list_offset(
         self, partition: Partition, state: PartitionFetchState, timestamp: int

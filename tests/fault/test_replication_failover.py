@@ -177,7 +177,11 @@ def test_divergent_follower_tail_is_truncated(tmp_path: Path) -> None:
     """Test 5: the old leader writes records no follower fetched (acks=1, followers paused),
     dies; the new leader writes in a newer epoch; the old leader restarts as a follower and
     truncates its divergent tail to the leader's log (DivergingEpoch / leader epoch cache)."""
-    cluster = start_cluster(tmp_path, **{"replica.lag.time.max.ms": "60000"})
+    # The followers are paused ~2 s below: a session longer than that keeps them unfenced (and
+    # in the ISR), so the divergent tail stays on the old leader alone.
+    cluster = start_cluster(
+        tmp_path, **{"replica.lag.time.max.ms": "60000", "broker.session.timeout.ms": "6000"}
+    )
     try:
         topic = create_topic(cluster)
         old_leader = cluster.wait_for_leader(topic, 0)

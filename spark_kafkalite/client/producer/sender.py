@@ -159,6 +159,13 @@ class Sender(threading.Thread):
             else:
                 delay = self._client.connection_delay_ms(node_id, now)
                 timeout = min(timeout, delay if delay > 0 else self._request_timeout_ms)
+                if self._client.is_unavailable(node_id):
+                    # The leader is unreachable (in reconnect backoff): it may be dead and its
+                    # partitions about to move. Keep the metadata fresh (every retry.backoff.ms)
+                    # instead of waiting for the next, exponentially backed-off connect attempt,
+                    # so the new leader is found within ~retry.backoff.ms of its election.
+                    self._metadata.request_update()
+                    timeout = min(timeout, self._retry_backoff_ms)
         batches = self._accumulator.drain(cluster, ready_nodes, self._max_request_size, now)
         self._expire_batches(now)
         for node_id, node_batches in batches.items():
