@@ -236,8 +236,7 @@ class KafkaServer:
             for partition in topic.partitions.values():
                 if partition.leader == self.node_id or self.node_id in partition.replicas:
                     self.log_manager.get_or_create_log(topic.name, partition.partition, topic.topic_id)
-        if self.ctx.replica_manager is not None:  # leaders / followers, HW, fetchers (replication)
-            self.ctx.replica_manager.apply_delta(image, delta)
+        self.ctx.replica_manager.apply_delta(image, delta)  # leaders / followers, HW, fetchers
         for topic in delta.deleted_topics:
             for partition_index in topic.partitions:
                 self.log_manager.delete_log(topic.name, partition_index)
@@ -276,14 +275,17 @@ class KafkaServer:
                 default_replication_factor=config.default_replication_factor,
                 delete_topic_enable=config.delete_topic_enable,
             )
-        self.ctx = BrokerContext(config, self.node_id, image, controller, self.log_manager, FetchPurgatory())
-        self.ctx.replica_manager = ReplicaManager(
+        fetch_purgatory = FetchPurgatory()
+        replica_manager = ReplicaManager(
             config,
             self.node_id,
             self.log_manager,
-            self.ctx.fetch_purgatory,
+            fetch_purgatory,
             image=self._image,
             controller=lambda: self.ctx.controller if self.ctx is not None else None,
+        )
+        self.ctx = BrokerContext(
+            config, self.node_id, image, controller, self.log_manager, fetch_purgatory, replica_manager
         )
         self.socket_server = SocketServer(
             config.broker_listeners,  # the CONTROLLER listener is the Raft port (quorum.py)
@@ -460,8 +462,7 @@ class KafkaServer:
             await self._group_coordinator.shutdown()
             self._group_coordinator = None
         if self.ctx is not None:
-            if self.ctx.replica_manager is not None:
-                await self.ctx.replica_manager.shutdown()
+            await self.ctx.replica_manager.shutdown()
             self.ctx.fetch_purgatory.notify_all()
         if self.socket_server is not None:
             await self.socket_server.shutdown()

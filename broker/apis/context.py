@@ -15,9 +15,6 @@ from broker.controller.metadata_image import MetadataImage, PartitionRegistratio
 from broker.controller.single_node_controller import SingleNodeController
 from broker.replication.delayed_fetch import FetchPurgatory
 from spark_kafkalite.protocol.errors import (
-    FencedLeaderEpochError,
-    NotLeaderOrFollowerError,
-    UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
 
@@ -46,7 +43,8 @@ class BrokerContext:
         log_manager: the partition logs.
         fetch_purgatory: long-polling fetches waiting for data.
         replica_manager: leader/follower state of the local partitions, acks=all waits,
-            replica fetchers (set by ``KafkaServer.startup``; None in bare test contexts).
+            replica fetchers (Kafka's ``ReplicaManager``; every produce, fetch and leader
+            lookup goes through it).
         fetch_session_cache: KIP-227 fetch sessions (created on first use by
             ``broker.replication.fetch_session_cache.fetch_session_cache_for``).
         group_coordinator / group_coordinator_service: the classic group coordinator and the
@@ -59,7 +57,7 @@ class BrokerContext:
     controller: SingleNodeController | QuorumController
     log_manager: LogManager
     fetch_purgatory: FetchPurgatory
-    replica_manager: ReplicaManager | None = None
+    replica_manager: ReplicaManager
     fetch_session_cache: FetchSessionCache | None = None
     group_coordinator: GroupCoordinator | None = None
     group_coordinator_service: GroupCoordinatorService | None = None
@@ -77,27 +75,9 @@ class BrokerContext:
                 is older / newer than the partition's leader epoch (KIP-320).
         """
         registration = self.image.partition(topic, partition)
-        if registration is not None and self.replica_manager is not None:
-            # Leadership as applied locally (Partition.make_leader), same as the image's.
-            return registration, self.replica_manager.leader_partition(
-                topic, partition, current_leader_epoch
-            ).log
         if registration is None:
             raise UnknownTopicOrPartitionError(
                 f"This server does not host this topic-partition {topic}-{partition}"
             )
-        if registration.leader != self.node_id:
-            raise NotLeaderOrFollowerError(f"Broker {self.node_id} is not the leader of {topic}-{partition}")
-        if current_leader_epoch >= 0:
-            if current_leader_epoch < registration.leader_epoch:
-                raise FencedLeaderEpochError(
-                    f"leader epoch {current_leader_epoch} is older than {registration.leader_epoch} for {topic}-{partition}"
-                )
-            if current_leader_epoch > registration.leader_epoch:
-                raise UnknownLeaderEpochError(
-                    f"leader epoch {current_leader_epoch} is newer than {registration.leader_epoch} for {topic}-{partition}"
-                )
-        log = self.log_manager.get_log(topic, partition)
-        if log is None:
-            raise NotLeaderOrFollowerError(f"no local log for {topic}-{partition}")
-        return registration, log
+        # Leadership as applied locally (Partition.make_leader), same as the image's.
+        return registration, self.replica_manager.leader_partition(topic, partition, current_leader_epoch).log

@@ -61,39 +61,32 @@ def _read_all(
             diverging = None
             try:
                 partition_limit = min(max(fp.partition_max_bytes, 0), limit_bytes)
-                if replica_manager is not None:
-                    # Leader checks, KIP-320 epoch fencing, KIP-595 diverging epoch, follower
-                    # fetch state -> HW / ISR (ReplicaManager.readFromLog).
-                    result = replica_manager.read_for_fetch(
-                        topic,
-                        index,
-                        fp.fetch_offset,
-                        partition_limit,
-                        replica_id=replica_id,
-                        current_leader_epoch=getattr(fp, "current_leader_epoch", -1),
-                        last_fetched_epoch=getattr(fp, "last_fetched_epoch", -1),
-                        log_start_offset=getattr(fp, "log_start_offset", -1),
-                        min_one_message=min_one_message,
-                    )
-                    high_watermark = last_stable = result.high_watermark
-                    log_start = result.log_start_offset
-                    records = result.info.records
-                    diverging = result.diverging_epoch
-                    if diverging is not None:
-                        any_error = True  # answered at once (DelayedFetch completes on divergence)
-                else:
-                    _registration, log = ctx.leader_log(topic, index, getattr(fp, "current_leader_epoch", -1))
-                    high_watermark = last_stable = log.high_watermark
-                    log_start = log.log_start_offset
-                    max_offset = high_watermark if is_consumer else None
-                    records = log.read(fp.fetch_offset, partition_limit, max_offset, min_one_message).records
+                # Leader checks, KIP-320 epoch fencing, KIP-595 diverging epoch, follower
+                # fetch state -> HW / ISR (ReplicaManager.readFromLog).
+                result = replica_manager.read_for_fetch(
+                    topic,
+                    index,
+                    fp.fetch_offset,
+                    partition_limit,
+                    replica_id=replica_id,
+                    current_leader_epoch=getattr(fp, "current_leader_epoch", -1),
+                    last_fetched_epoch=getattr(fp, "last_fetched_epoch", -1),
+                    log_start_offset=getattr(fp, "log_start_offset", -1),
+                    min_one_message=min_one_message,
+                )
+                high_watermark = last_stable = result.high_watermark
+                log_start = result.log_start_offset
+                records = result.info.records
+                diverging = result.diverging_epoch
+                if diverging is not None:
+                    any_error = True  # answered at once (DelayedFetch completes on divergence)
                 code = ErrorCode.none
             except Exception as exc:  # noqa: BLE001 - mapped to a wire error code
                 code = error_code_for(
                     exc, f"Fetch v{rctx.api_version} of {topic}-{index} from {rctx.connection_id}"
                 )
                 any_error = True
-                if code == ErrorCode.offset_out_of_range and replica_manager is not None:
+                if code == ErrorCode.offset_out_of_range:
                     # Kafka's handleOffsetOutOfRangeError: the leader's offsets help the fetcher reset.
                     led = replica_manager.partition(topic, index)
                     if led is not None and led.is_leader:

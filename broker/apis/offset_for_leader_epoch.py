@@ -33,18 +33,10 @@ async def handle_offset_for_leader_epoch(ctx: BrokerContext, rctx: RequestContex
         for p in t.partitions:
             epoch, end_offset = -1, -1
             try:
-                if ctx.replica_manager is not None:
-                    partition = ctx.replica_manager.leader_partition(
-                        t.topic, p.partition, p.current_leader_epoch
-                    )
-                    epoch, end_offset = partition.last_offset_for_leader_epoch(
-                        p.current_leader_epoch, p.leader_epoch
-                    )
-                else:
-                    _registration, log = ctx.leader_log(t.topic, p.partition, p.current_leader_epoch)
-                    epoch, end_offset = log.leader_epoch_cache.end_offset_for(
-                        p.leader_epoch, log.log_end_offset
-                    )
+                partition = ctx.replica_manager.leader_partition(t.topic, p.partition, p.current_leader_epoch)
+                epoch, end_offset = partition.last_offset_for_leader_epoch(
+                    p.current_leader_epoch, p.leader_epoch
+                )
                 code = ErrorCode.none
             except Exception as exc:  # noqa: BLE001 - mapped to a wire error code
                 code = error_code_for(exc, f"OffsetForLeaderEpoch of {t.topic}-{p.partition}")

@@ -24,10 +24,9 @@ produce purgatory until the high watermark passes the batch: ``NONE``,
 
 from __future__ import annotations
 
-import errno
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from broker.apis.context import BrokerContext
 from broker.config import LONG_MAX
@@ -40,9 +39,7 @@ from spark_kafkalite.protocol.errors import (
     InvalidRecordError,
     InvalidTimestampError,
     KafkaError,
-    KafkaStorageError,
     MessageTooLargeError,
-    NotEnoughReplicasError,
     UnsupportedCompressionTypeError,
 )
 from spark_kafkalite.protocol.record_batch import (
@@ -52,10 +49,6 @@ from spark_kafkalite.protocol.record_batch import (
     validate_batch,
     validate_record_framing,
 )
-
-if TYPE_CHECKING:
-    from broker.log.log_results import LogAppendInfo
-    from broker.log.unified_log import UnifiedLog
 
 __all__ = ["handle_produce", "produce_error_response", "validate_produce_batch"]
 
@@ -169,7 +162,7 @@ async def handle_produce(ctx: BrokerContext, rctx: RequestContext, request: Any)
             if hasattr(request.timeout, "total_seconds")
             else int(request.timeout)
         )
-        results = await _append_records(ctx, entries, acks, timeout_ms)
+        results = await ctx.replica_manager.append_records(entries, acks, timeout_ms)
         for key, result in results.items():
             outcomes[key] = (
                 result.error_code,
@@ -203,67 +196,6 @@ async def handle_produce(ctx: BrokerContext, rctx: RequestContext, request: Any)
             )
         topics_out.append(topic_cls(name=topic, partition_responses=tuple(partitions_out)))
     return build(cls, responses=tuple(topics_out), throttle_time=ZERO_DURATION)
-
-
-async def _append_records(
-    ctx: BrokerContext, entries: dict[tuple[str, int], bytearray], acks: int, timeout_ms: int
-) -> dict[tuple[str, int], Any]:
-    """``ReplicaManager.append_records``, or a local leader append when the context has no
-    replica manager (bare test contexts)."""
-    if ctx.replica_manager is not None:
-        return await ctx.replica_manager.append_records(entries, acks, timeout_ms)
-    from broker.replication.replica_manager import PartitionAppendResult
-
-    results = {}
-    for (topic, index), batch in entries.items():
-        try:
-            registration, log = ctx.leader_log(topic, index)
-            if acks == -1 and len(registration.isr) < log.config.min_insync_replicas:
-                raise NotEnoughReplicasError(f"ISR {list(registration.isr)} below min.insync.replicas")
-            info = _append(ctx, topic, index, log, batch, registration.leader_epoch)
-            log.update_high_watermark(log.log_end_offset)
-            ctx.fetch_purgatory.notify((topic, index))
-            results[(topic, index)] = PartitionAppendResult(
-                ErrorCode.none, info.first_offset, info.log_append_time_ms, log.log_start_offset
-            )
-        except Exception as exc:  # noqa: BLE001
-            results[(topic, index)] = PartitionAppendResult(
-                error_code_for(exc, f"append to {topic}-{index}"), error_message=error_message_for(exc)
-            )
-    return results
-
-
-def _append(
-    ctx: BrokerContext,
-    topic: str,
-    partition: int,
-    log: UnifiedLog,
-    records: bytes | bytearray,
-    leader_epoch: int,
-) -> LogAppendInfo:
-    """Append one validated batch as leader, turning disk faults into ``KafkaStorageError``.
-
-    Raises:
-        KafkaStorageError: the partition's log dir is offline, or the append failed with an
-            ``OSError`` (which takes the log dir offline, Kafka's ``LogDirFailureChannel``).
-    """
-    manager = ctx.log_manager
-    offline_dir = manager.offline_dir_of(topic, partition)
-    if offline_dir is not None:
-        raise KafkaStorageError(f"Log dir {offline_dir} of {topic}-{partition} is offline")
-    try:
-        return log.append_as_leader(bytearray(records), leader_epoch)
-    except OSError as exc:
-        log_dir = manager.mark_log_dir_offline(topic, partition, exc)
-        raise KafkaStorageError(
-            f"Error while appending records to {topic}-{partition} in dir {log_dir}: "
-            f"{errno_name(exc)} {exc.strerror or exc}"
-        ) from exc
-
-
-def errno_name(exc: OSError) -> str:
-    """``"ENOSPC"``-style name of ``exc.errno`` (``"OSError"`` when it has none)."""
-    return errno.errorcode.get(exc.errno or 0, "OSError")
 
 
 def produce_error_response(request: Any, version: int, code: ErrorCode) -> Any:
