@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, DataType, IntegerType, StringType, StructType, TimestampType
 
 from spark_kafkalite.datasource.arrow import HEADERS_TYPE
+from spark_kafkalite.datasource.arrow_sink import SinkBatchEncoder
 from spark_kafkalite.datasource.errors import KafkaLiteWriteError
 from spark_kafkalite.datasource.options import KafkaLiteOptionError, SinkOptions
 
@@ -117,18 +117,16 @@ def plan_write(schema: StructType, sink: SinkOptions) -> WritePlan:
 
 
 class _PendingSends:
-    """Futures of sends not known to be complete; the first failure is raised.
-
-    Checked once per input batch (cheaper than a callback per record): completed futures are
-    dropped, so the list stays as short as the producer's in-flight backlog.
-    """
+    """Batch futures (``KafkaProducer.send_batch``) not known to be complete; the first failure
+    is raised. Checked once per input batch: completed futures are dropped, so the list stays as
+    short as the producer's in-flight backlog."""
 
     def __init__(self) -> None:
-        self.sent = 0
+        self.sent = 0  # records handed to the producer
         self._pending: list[Future[Any]] = []
 
-    def add(self, future: Future[Any]) -> None:
-        self.sent += 1
+    def add(self, future: Future[Any], records: int) -> None:
+        self.sent += records
         self._pending.append(future)
 
     def check(self) -> None:
@@ -143,54 +141,26 @@ class _PendingSends:
         self._pending = still
 
     def wait_all(self, timeout_s: float) -> None:
-        """Wait for every send (after ``flush``); raise the first failure.
+        """Wait for every batch (after ``flush``); raise the first failure.
 
         Raises:
-            KafkaLiteWriteError: some sends did not complete within ``timeout_s``.
+            KafkaLiteWriteError: some batches did not complete within ``timeout_s``.
         """
         _, not_done = wait(self._pending, timeout=timeout_s)
         self.check()
         if not_done:
             raise KafkaLiteWriteError(
-                f"{len(not_done)} of {self.sent} records were not acknowledged within {timeout_s:.0f} s"
+                f"{len(not_done)} record batches of the {self.sent} records were not acknowledged "
+                f"within {timeout_s:.0f} s"
             )
-
-
-def _column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
-    index = batch.schema.get_field_index(name)
-    if index < 0:
-        lowered = [n.lower() for n in batch.schema.names]
-        if name not in lowered:
-            return None
-        index = lowered.index(name)
-    return batch.column(index)
-
-
-def _as_bytes(column: pa.Array | None, n: int) -> list[Any]:
-    if column is None:
-        return [None] * n
-    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-        column = pc.cast(column, pa.binary() if pa.types.is_string(column.type) else pa.large_binary())
-    return column.to_pylist()
-
-
-def _timestamps_ms(column: pa.Array | None, n: int) -> list[int | None]:
-    if column is None:
-        return [None] * n
-    micros = pc.cast(column, pa.int64()).to_pylist()
-    return [None if t is None else t // 1000 for t in micros]
-
-
-def _headers(column: pa.Array | None, n: int) -> list[list[tuple[str, bytes | None]] | None]:
-    if column is None:
-        return [None] * n
-    return [None if hs is None else [(h["key"], h["value"]) for h in hs] for hs in column.to_pylist()]
 
 
 def write_batches(
     batches: Iterator[pa.RecordBatch], plan: WritePlan, sink: SinkOptions, producer_factory: Any = None
 ) -> int:
     """Send every row of ``batches`` and wait until all are acknowledged; returns the row count.
+    Rows are partitioned and encoded per Arrow batch (``arrow_sink.SinkBatchEncoder``) and reach
+    the producer as whole record batches (``KafkaProducer.send_batch``).
 
     Raises:
         KafkaLiteWriteError: a row has a null topic and no ``topic`` option is set.
@@ -202,34 +172,19 @@ def write_batches(
     config.setdefault("client.id", "kafkalite-spark-writer")
     producer = producer_factory(config)
     tracker = _PendingSends()
+    encoder = SinkBatchEncoder(
+        producer,
+        plan.topic_option,
+        has_key=plan.has_key,
+        has_partition=plan.has_partition,
+        has_headers=plan.has_headers,
+        has_timestamp=plan.has_timestamp,
+    )
     try:
         for batch in batches:
-            n = batch.num_rows
-            if n == 0:
-                continue
-            values = _as_bytes(_column(batch, "value"), n)
-            keys = _as_bytes(_column(batch, "key"), n) if plan.has_key else [None] * n
-            if plan.topic_option is not None:
-                topics: list[Any] = [plan.topic_option] * n
-            else:
-                topic_col = _column(batch, "topic")
-                topics = topic_col.to_pylist() if topic_col is not None else [None] * n
-            partition_col = _column(batch, "partition") if plan.has_partition else None
-            partitions = partition_col.to_pylist() if partition_col is not None else [None] * n
-            headers = _headers(_column(batch, "headers"), n) if plan.has_headers else [None] * n
-            timestamps = _timestamps_ms(_column(batch, "timestamp"), n) if plan.has_timestamp else [None] * n
-            for topic, value, key, partition, hs, ts in zip(
-                topics, values, keys, partitions, headers, timestamps, strict=True
-            ):
-                if topic is None:
-                    raise KafkaLiteWriteError(
-                        "[KAFKA_NULL_TOPIC_IN_DATA] The Kafka message data sent to the producer contains a null "
-                        "topic. Use the `topic` option for setting a default topic."
-                    )
+            for topic, partition, builder in encoder.encode(batch):
                 tracker.add(
-                    producer.send(
-                        topic, value=value, key=key, partition=partition, timestamp_ms=ts, headers=hs
-                    )
+                    producer.send_batch(topic, partition, builder, builder.size_bytes), builder.record_count
                 )
             tracker.check()
         producer.flush()

@@ -6,7 +6,9 @@ ways). A native module that fails to import logs ONE warning naming the cause, t
 is used; ``.ci/run`` checks :func:`native_status` so a broken build cannot hide behind it.
 
 Extensions: ``_record_decode`` (records section -> lists / Arrow columns, twin of
-:mod:`spark_kafkalite.protocol.record_decode`). Other extensions are loaded with
+:mod:`spark_kafkalite.protocol.record_decode`), ``_record_encode`` (records builder, murmur2,
+Arrow rows -> record batches, twin of :mod:`spark_kafkalite.protocol.record_encode`, loaded by
+:mod:`spark_kafkalite.protocol.record_encoding`). Other extensions are loaded with
 :func:`load_extension`.
 """
 
@@ -27,6 +29,7 @@ _failures: dict[str, str] = {}
 
 EXTENSIONS: dict[str, str] = {
     "spark_kafkalite.protocol._record_decode": "spark_kafkalite.protocol.record_decode",
+    "spark_kafkalite.protocol._record_encode": "spark_kafkalite.protocol.record_encode",
 }
 """Every compiled module and its pure-Python twin (setup.py builds the ``.pyx`` of each)."""
 

@@ -215,3 +215,40 @@ def test_batch_failure_fails_every_future() -> None:
     for f in futures:
         with pytest.raises(KafkaTimeoutError):
             f.result(timeout=0)
+
+
+def test_append_batch_queues_a_closed_prebuilt_batch() -> None:
+    from spark_kafkalite.protocol.record_encoding import MemoryRecordsBuilder
+
+    acc = RecordAccumulator(batch_size=16384, linger_ms=10_000, buffer_memory=1000)
+    builder = MemoryRecordsBuilder()
+    for i in range(3):
+        builder.append(b"k", b"v%d" % i, 1000 + i, None)
+    batch = acc.append_batch(T0, builder, builder.size_bytes, 0)
+    assert batch.record_count == 3 and batch.size_bytes == 61 + builder.size_bytes
+    # closed: ready without waiting for linger.ms, and takes no more records
+    assert acc.ready(cluster({T0: 1}), now_ms()).ready_nodes == {1}
+    _, _, new_batch = acc.append(T0, record(0), 31, 0)
+    assert new_batch
+    with pytest.raises(KafkaTimeoutError):  # buffer.memory back-pressure counts the batch
+        acc.append_batch(T1, builder, 990, 20)
+    drained = acc.drain(cluster({T0: 1}), {1}, 1 << 20, now_ms())[1][0]
+    assert drained is batch
+    assert decode_batch(batch.encoded()).values == [b"v0", b"v1", b"v2"]
+    result = batch.result()
+    batch.complete(70, -1)
+    acc.deallocate(batch)
+    assert result.result(timeout=0) == 70
+
+
+def test_record_futures_work_with_as_completed_and_late_callbacks() -> None:
+    from concurrent.futures import as_completed
+
+    batch = ProducerBatch(T0, now_ms(), 0)
+    futures = [batch.try_append(record(i), 31, 1 << 20) for i in range(3)]
+    threading.Timer(0.05, lambda: batch.complete(10, -1)).start()
+    assert sorted(f.result().offset for f in as_completed(futures, timeout=5)) == [10, 11, 12]
+    seen: list[int] = []
+    futures[2].add_done_callback(lambda f: seen.append(f.result().offset))  # already done: runs now
+    assert seen == [12]
+    assert batch.result().result(timeout=0) == 10

@@ -63,3 +63,21 @@ def test_sticky_partitioner_avoids_partitions_without_leader() -> None:
     assert seen == {1}
     # nothing available: fall back to every partition
     assert 0 <= sticky.partition("u", [], 2, 1) < 2
+
+
+@pytest.mark.parametrize("sizes", [[10] * 25, [1, 50, 3, 99, 2, 2, 2, 70, 5] * 4, [500, 1, 1], [7]])
+def test_sticky_partition_runs_pick_what_per_record_calls_pick(sizes: list[int]) -> None:
+    import itertools
+    import random
+
+    random.seed(11)
+    one_by_one = StickyPartitioner(100)
+    expected = [one_by_one.partition("t", [0, 1, 2, 3], 4, s) for s in sizes]
+    random.seed(11)
+    runs = StickyPartitioner(100).partition_runs("t", [0, 1, 2, 3], 4, list(itertools.accumulate(sizes)))
+    got: list[int] = []
+    start = 0
+    for end, partition in runs:
+        got += [partition] * (end - start)
+        start = end
+    assert got == expected

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
 from spark_kafkalite.client.config import parse_acks, parse_config
 from spark_kafkalite.client.metadata import Cluster, Metadata
 from spark_kafkalite.client.network_client import NetworkClient, now_ms
-from spark_kafkalite.client.producer.partitioner import StickyPartitioner, partition_for_key
+from spark_kafkalite.client.producer.partitioner import StickyPartitioner
 from spark_kafkalite.client.producer.producer_batch import RECORD_OVERHEAD_ESTIMATE
 from spark_kafkalite.client.producer.record_accumulator import RecordAccumulator
 from spark_kafkalite.client.producer.sender import Sender
@@ -33,7 +33,8 @@ from spark_kafkalite.protocol.errors import (
     MessageTooLargeError,
     error_for_code,
 )
-from spark_kafkalite.protocol.record_batch import COMPRESSION_CODECS, compress
+from spark_kafkalite.protocol.record_batch import COMPRESSION_CODECS, RECORD_BATCH_OVERHEAD, compress
+from spark_kafkalite.protocol.record_encoding import murmur2
 
 __all__ = ["KafkaProducer", "PRODUCER_DEFAULTS"]
 
@@ -53,8 +54,6 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "allow.auto.create.topics": True,
 }
 
-_NO_HEADERS: list[tuple[str, bytes | None]] = []
-
 
 def _to_bytes(value: Any, what: str) -> bytes | None:
     if value is None or type(value) is bytes:
@@ -67,8 +66,6 @@ def _to_bytes(value: Any, what: str) -> bytes | None:
 
 
 def _normalize_headers(headers: Any) -> list[tuple[str, bytes | None]]:
-    if not headers:
-        return _NO_HEADERS
     items: Iterable[Any] = headers.items() if isinstance(headers, Mapping) else headers
     out = []
     for key, value in items:
@@ -137,6 +134,7 @@ class KafkaProducer:
         self._linger_ms = float(cfg["linger.ms"])
         self._metadata = Metadata(cfg, allow_auto_topic_creation=bool(cfg["allow.auto.create.topics"]))
         self._partitioner = StickyPartitioner(int(cfg["batch.size"]))
+        self._tps: dict[str, list[TopicPartition]] = {}  # TopicPartition objects, built once
         max_in_flight = int(cfg["max.in.flight.requests.per.connection"])
         self._transaction_manager = TransactionManager() if self._idempotent else None
         self._accumulator = RecordAccumulator(
@@ -223,14 +221,16 @@ class KafkaProducer:
             return failed_fatal
         key_bytes = key if key is None or type(key) is bytes else _to_bytes(key, "key")
         value_bytes = value if value is None or type(value) is bytes else _to_bytes(value, "value")
-        header_list = _normalize_headers(headers) if headers else _NO_HEADERS
-        size = (
-            RECORD_OVERHEAD_ESTIMATE
-            + (len(key_bytes) if key_bytes else 0)
-            + (len(value_bytes) if value_bytes else 0)
-        )
-        if header_list:
+        size = RECORD_OVERHEAD_ESTIMATE
+        if key_bytes is not None:
+            size += len(key_bytes)
+        if value_bytes is not None:
+            size += len(value_bytes)
+        if headers:  # normalised (copied, type-checked) only when the caller gave some
+            header_list = _normalize_headers(headers)
             size += sum(len(k) + (len(v) if v else 0) + 4 for k, v in header_list)
+        else:
+            header_list = None
         try:
             if size > self._max_request_size:
                 raise MessageTooLargeError(
@@ -251,18 +251,23 @@ class KafkaProducer:
                     )
                 chosen = partition
             elif key_bytes is not None:
-                chosen = partition_for_key(key_bytes, num_partitions)
+                chosen = (murmur2(key_bytes) & 0x7FFFFFFF) % num_partitions
             else:
                 chosen = self._partitioner.partition(
                     topic, cluster.available_partitions(topic), num_partitions, size
                 )
+            tps = self._tps.get(topic)
+            if tps is None or chosen >= len(tps):
+                tps = self._tps[topic] = [
+                    TopicPartition(topic, p) for p in range(max(num_partitions, chosen + 1))
+                ]
             ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
             max_block = self._max_block_ms - (now_ms() - started) if started else self._max_block_ms
             future, batch_is_full, new_batch = self._accumulator.append(
-                TopicPartition(topic, chosen),
+                tps[chosen],
                 (key_bytes, value_bytes, ts, header_list),
                 size,
-                max(0.0, max_block),
+                max_block if max_block > 0 else 0.0,
             )
         except KafkaError as exc:
             failed: Future[RecordMetadata] = Future()
@@ -275,6 +280,55 @@ class KafkaProducer:
         if callback is not None:
             future.add_done_callback(_callback_adapter(callback))
         return future
+
+    def send_batch(self, topic: str, partition: int, builder: Any, size_bytes: int) -> Future[int]:
+        """Queue records already encoded into ``builder`` (a ``MemoryRecordsBuilder`` from
+        ``protocol.record_encoding``, at most about ``batch.size`` bytes) for ``topic``
+        ``partition`` as one batch: the batch-level append of the Spark sink. The batch goes
+        through the same accumulator as ``send`` (``linger.ms``, ``buffer.memory``
+        back-pressure for up to ``max.block.ms``, idempotent sequence numbers, retries,
+        ``delivery.timeout.ms``); ``size_bytes`` is what it charges to ``buffer.memory``.
+        Returns a future of the batch's base offset (-1 with acks=0), or its error.
+
+        Raises:
+            KafkaError: the producer is closed.
+        """
+        if self._closed:
+            raise KafkaError("cannot send after the producer is closed")
+        failed: Future[int] = Future()
+        fatal = self._sender.fatal_error
+        if fatal is not None:
+            failed.set_exception(fatal)
+            return failed
+        try:
+            if size_bytes + RECORD_BATCH_OVERHEAD > self._max_request_size:
+                raise MessageTooLargeError(
+                    f"the record is {size_bytes + RECORD_BATCH_OVERHEAD} bytes, larger than "
+                    f"max.request.size={self._max_request_size}"
+                )
+            batch = self._accumulator.append_batch(
+                TopicPartition(topic, partition), builder, size_bytes, self._max_block_ms
+            )
+        except KafkaError as exc:
+            failed.set_exception(exc)
+            return failed
+        self._sender.wakeup()
+        return batch.result()
+
+    def sticky_partition_runs(self, topic: str, cumulative_sizes: Sequence[int]) -> list[tuple[int, int]]:
+        """Partitions for consecutive keyless records of ``topic`` as ``send`` would pick them
+        (sticky, KIP-794), in runs: see ``StickyPartitioner.partition_runs``. Waits up to
+        ``max.block.ms`` for the topic's metadata.
+
+        Raises:
+            UnknownTopicOrPartitionError / KafkaTimeoutError: the topic did not show up.
+        """
+        cluster = self._metadata.fetch()
+        if topic not in cluster.partitions:
+            cluster = self._wait_on_metadata(topic, None, now_ms() + self._max_block_ms)
+        return self._partitioner.partition_runs(
+            topic, cluster.available_partitions(topic), len(cluster.partitions[topic]), cumulative_sizes
+        )
 
     def _wait_on_metadata(self, topic: str, partition: int | None, deadline: float) -> Cluster:
         self._metadata.add_topics(topic)

@@ -9,42 +9,14 @@ moves to another random one after ``batch.size`` bytes.
 
 from __future__ import annotations
 
+import bisect
 import random
-import struct
 import threading
-from functools import lru_cache
+from collections.abc import Sequence
+
+from spark_kafkalite.protocol.record_encoding import murmur2
 
 __all__ = ["murmur2", "to_positive", "partition_for_key", "StickyPartitioner"]
-
-_M = 0x5BD1E995
-_SEED = 0x9747B28C
-_MASK = 0xFFFFFFFF
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's ``Utils.murmur2``: the 32-bit MurmurHash2 of ``data`` as a signed Java int."""
-    length = len(data)
-    h = (_SEED ^ length) & _MASK
-    n4 = length // 4
-    if n4:
-        for k in struct.unpack_from(f"<{n4}I", data, 0):
-            k = (k * _M) & _MASK
-            k ^= k >> 24
-            k = (k * _M) & _MASK
-            h = ((h * _M) & _MASK) ^ k
-    tail = length & 3
-    base = length & ~3
-    if tail == 3:
-        h ^= data[base + 2] << 16
-    if tail >= 2:
-        h ^= data[base + 1] << 8
-    if tail >= 1:
-        h ^= data[base]
-        h = (h * _M) & _MASK
-    h ^= h >> 13
-    h = (h * _M) & _MASK
-    h ^= h >> 15
-    return h - 0x100000000 if h & 0x80000000 else h
 
 
 def to_positive(number: int) -> int:
@@ -52,19 +24,10 @@ def to_positive(number: int) -> int:
     return number & 0x7FFFFFFF
 
 
-@lru_cache(maxsize=65536)
-def _positive_hash(key: bytes) -> int:
-    return to_positive(murmur2(key))
-
-
 def partition_for_key(key: bytes, num_partitions: int) -> int:
-    """The partition the Java client picks for ``key`` among ``num_partitions``.
-
-    Hashes of recent keys are cached (real key sets repeat: users, carriers, devices), which
-    removes the pure-Python murmur2 from the per-record cost for repeated keys."""
-    if type(key) is bytes and len(key) <= 256:
-        return _positive_hash(key) % num_partitions
-    return to_positive(murmur2(bytes(key))) % num_partitions
+    """The partition the Java client picks for ``key`` among ``num_partitions``
+    (``BuiltInPartitioner.partitionForKey``)."""
+    return (murmur2(bytes(key)) & 0x7FFFFFFF) % num_partitions
 
 
 class StickyPartitioner:
@@ -89,13 +52,43 @@ class StickyPartitioner:
             state[1] += record_size  # racy under threads, harmless: only the switch point moves
             return state[0]
         with self._lock:
-            state = self._current.get(topic)
-            if state is None or state[1] >= self._limit or (available and state[0] not in available):
-                previous = state[0] if state is not None else -1
-                choices = available or list(range(num_partitions))
-                if len(choices) > 1:
-                    choices = [p for p in choices if p != previous]
-                state = [random.choice(choices), 0]
-                self._current[topic] = state
+            state = self._sticky_state(topic, available, num_partitions)
             state[1] += record_size
             return state[0]
+
+    def _sticky_state(self, topic: str, available: list[int], num_partitions: int) -> list[int]:
+        """The topic's [partition, bytes produced], switched first when full or unavailable
+        (caller holds the lock)."""
+        state = self._current.get(topic)
+        if state is None or state[1] >= self._limit or (available and state[0] not in available):
+            previous = state[0] if state is not None else -1
+            choices = available or list(range(num_partitions))
+            if len(choices) > 1:
+                choices = [p for p in choices if p != previous]
+            state = [random.choice(choices), 0]
+            self._current[topic] = state
+        return state
+
+    def partition_runs(
+        self, topic: str, available: list[int], num_partitions: int, cumulative_sizes: Sequence[int]
+    ) -> list[tuple[int, int]]:
+        """Sticky partitions for consecutive keyless records, the same choices as calling
+        :meth:`partition` for each: record ``i`` brings the running byte total to
+        ``cumulative_sizes[i]``. Returns ``(end, partition)`` runs: records ``[previous end, end)``
+        go to ``partition``. Work per partition switch (every ``batch.size`` bytes), not per record.
+        """
+        runs: list[tuple[int, int]] = []
+        n = len(cumulative_sizes)
+        i = 0
+        base = 0
+        with self._lock:
+            while i < n:
+                state = self._sticky_state(topic, available, num_partitions)
+                # records go to the current partition while its byte count before them is < limit
+                j = min(bisect.bisect_left(cumulative_sizes, base + self._limit - state[1], lo=i) + 1, n)
+                total = int(cumulative_sizes[j - 1])
+                state[1] += total - base
+                base = total
+                runs.append((j, state[0]))
+                i = j
+        return runs

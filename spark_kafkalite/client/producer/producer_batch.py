@@ -1,17 +1,32 @@
 """``ProducerBatch``: records bound for one partition, sent as one RecordBatch v2 (Java
-``ProducerBatch``). Records are kept as ``RecordTuple``s and encoded once, on first send."""
+``ProducerBatch`` + ``ProduceRequestResult``).
+
+Records are varint-encoded into the batch's ``MemoryRecordsBuilder`` as they are appended (the
+compiled builder when available, see ``protocol.record_encoding``); the batch header, compression
+and CRC are added once, on first send. A batch can also be handed over already built (the Spark
+sink encodes whole Arrow batches): it then takes no more records and has no per-record futures,
+only its batch-level ``result`` future.
+"""
 
 from __future__ import annotations
 
 import struct
 import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
+from typing import Any
 
 import crc32c
 
-from spark_kafkalite.client.producer.future_record_metadata import complete_futures, fail_futures, new_future
+from spark_kafkalite.client.producer.future_record_metadata import (
+    FAST_FUTURES,
+    FutureRecordMetadata,
+    complete_plain,
+    complete_watchers,
+    run_callbacks,
+)
 from spark_kafkalite.client.types import RecordMetadata, TopicPartition
-from spark_kafkalite.protocol.record_batch import RECORD_BATCH_OVERHEAD, encode_batch
+from spark_kafkalite.protocol.record_batch import RECORD_BATCH_OVERHEAD
+from spark_kafkalite.protocol.record_encoding import MemoryRecordsBuilder
 
 __all__ = ["ProducerBatch", "RECORD_OVERHEAD_ESTIMATE", "Record"]
 
@@ -21,16 +36,17 @@ RECORD_OVERHEAD_ESTIMATE = 21
 
 _PRODUCER_FIELDS = struct.Struct(">qhi")  # producer id, epoch, base sequence at byte 43
 
-Record = tuple[bytes | None, bytes | None, int, list[tuple[str, bytes | None]]]
+Record = tuple[bytes | None, bytes | None, int, Any]
 
 
 class ProducerBatch:
-    """A batch under construction or in flight. ``size_bytes`` is an estimate of the encoded size."""
+    """A batch under construction or in flight. ``size_bytes`` is the estimate the accumulator
+    charged to ``buffer.memory`` (61 + the records' estimated sizes)."""
 
     __slots__ = (
         "tp",
-        "records",
-        "futures",
+        "builder",
+        "count",
         "size_bytes",
         "created_ms",
         "attempts",
@@ -39,18 +55,37 @@ class ProducerBatch:
         "_encoded",
         "compression_type",
         "in_retry",
+        "closed",
         "condition",
         "producer_id",
         "producer_epoch",
         "base_sequence",
         "on_wire",
+        "base_offset",
+        "log_append_time_ms",
+        "error",
+        "watchers",
+        "plain_futures",
+        "_result",
     )
 
-    def __init__(self, tp: TopicPartition, created_ms: float, compression_type: int) -> None:
+    def __init__(
+        self,
+        tp: TopicPartition,
+        created_ms: float,
+        compression_type: int,
+        builder: Any = None,
+        size_bytes: int | None = None,
+    ) -> None:
         self.tp = tp
-        self.records: list[Record] = []
-        self.futures: list[Future[RecordMetadata]] = []
-        self.size_bytes = RECORD_BATCH_OVERHEAD
+        self.closed = builder is not None  # a prebuilt batch takes no more records
+        self.builder = builder if builder is not None else MemoryRecordsBuilder()
+        self.count = self.builder.record_count
+        self.size_bytes = (
+            RECORD_BATCH_OVERHEAD + (size_bytes if size_bytes is not None else self.builder.size_bytes)
+            if self.closed
+            else RECORD_BATCH_OVERHEAD
+        )
         self.created_ms = created_ms
         self.attempts = 0
         self.last_attempt_ms = created_ms
@@ -63,31 +98,47 @@ class ProducerBatch:
         self.producer_epoch = -1
         self.base_sequence = -1
         self.on_wire = False  # a request carrying this batch awaits its response
+        self.base_offset = -1
+        self.log_append_time_ms = -1
+        self.error: BaseException | None = None
+        self.watchers: list[Any] = []  # record futures with callbacks or waiters, in order
+        self.plain_futures: list[Future[RecordMetadata]] | None = None if FAST_FUTURES else []
+        self._result: Future[int] | None = None
 
     def try_append(self, record: Record, record_size: int, batch_size: int) -> Future[RecordMetadata] | None:
-        """Append and return the record's future, or None if the batch is non-empty and the
-        record would take it past ``batch_size``."""
-        if self.records and self.size_bytes + record_size > batch_size:
+        """Append and return the record's future, or None if the batch is closed or non-empty and
+        the record would take it past ``batch_size``.
+
+        Raises:
+            TypeError: bad header types (nothing is appended).
+        """
+        if self.closed or (self.count and self.size_bytes + record_size > batch_size):
             return None
-        future = new_future(self.condition)
-        self.records.append(record)
-        self.futures.append(future)
+        key, value, ts, headers = record
+        self.builder.append(key, value, ts, headers)
+        index = self.count
+        self.count = index + 1
         self.size_bytes += record_size
+        if self.plain_futures is None:
+            return FutureRecordMetadata(self, index, ts)
+        future: Future[RecordMetadata] = Future()
+        future._kafkalite_ts = ts  # type: ignore[attr-defined]
+        self.plain_futures.append(future)
         return future
 
     def is_full(self, batch_size: int) -> bool:
-        return self.size_bytes >= batch_size
+        return self.closed or self.size_bytes >= batch_size
 
     @property
     def record_count(self) -> int:
-        return len(self.records)
+        return self.count
 
     @property
     def last_sequence(self) -> int:
         """Sequence of the last record (wraps past Int.MAX_VALUE); -1 without a sequence."""
         if self.base_sequence < 0:
             return -1
-        last = self.base_sequence + len(self.records) - 1
+        last = self.base_sequence + self.count - 1
         return last - 2**31 if last > 2**31 - 1 else last
 
     def set_producer_state(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
@@ -100,41 +151,75 @@ class ProducerBatch:
             self._encoded = bytes(buf)
 
     def encoded(self) -> bytes:
-        """The RecordBatch v2 bytes (encoded on first call, reused for retries)."""
+        """The RecordBatch v2 bytes (built on first call, reused for retries)."""
         if self._encoded is None:
-            self._encoded = encode_batch(
-                self.records,
+            self.closed = True
+            self._encoded = self.builder.build(
                 compression_type=self.compression_type,
                 producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch,
                 base_sequence=self.base_sequence,
             )
+            self.builder = None  # the records live on in the encoded bytes only
         return self._encoded
 
+    def result(self) -> Future[int]:
+        """A future of the whole batch: its base offset (-1 with acks=0), or its error (Java
+        ``ProduceRequestResult``). Created on first call."""
+        with self.condition:
+            if self._result is None:
+                self._result = Future()
+                if self.done:
+                    _resolve(self._result, self.base_offset, self.error)
+            return self._result
+
     def complete(self, base_offset: int, log_append_time_ms: int) -> bool:
-        """Resolve every record's future with its ``RecordMetadata``. Returns False if the batch
-        was already completed (e.g. expired) and nothing was done."""
-        if self.done:
-            return False
-        self.done = True
-        topic, partition = self.tp
-        new = tuple.__new__
-        n = len(self.records)
-        offsets = range(base_offset, base_offset + n) if base_offset >= 0 else [-1] * n
-        if log_append_time_ms >= 0:
-            timestamps = [log_append_time_ms] * n
-        else:
-            timestamps = [r[2] for r in self.records]
-        results = [
-            new(RecordMetadata, (topic, partition, o, t)) for o, t in zip(offsets, timestamps, strict=True)
-        ]
-        complete_futures(self.condition, self.futures, results)
-        return True
+        """Record the batch's outcome: every record future resolves from it. Returns False if the
+        batch was already completed (e.g. expired) and nothing was done."""
+        return self._finish(base_offset, log_append_time_ms, None)
 
     def fail(self, exc: BaseException) -> bool:
-        """Fail every record's future with ``exc``. Returns False if already completed."""
-        if self.done:
-            return False
-        self.done = True
-        fail_futures(self.condition, self.futures, exc)
+        """Fail every record of the batch with ``exc``. Returns False if already completed."""
+        return self._finish(-1, -1, exc)
+
+    def _finish(self, base_offset: int, log_append_time_ms: int, error: BaseException | None) -> bool:
+        with self.condition:
+            if self.done:
+                return False
+            self.base_offset = base_offset
+            self.log_append_time_ms = log_append_time_ms
+            self.error = error
+            self.done = True
+            watchers = self.watchers
+            if watchers:
+                complete_watchers(watchers, error)
+            self.condition.notify_all()
+        if self.plain_futures:
+            results = None
+            if error is None:
+                topic, partition = self.tp
+                results = [
+                    RecordMetadata(
+                        topic,
+                        partition,
+                        base_offset + i if base_offset >= 0 else -1,
+                        log_append_time_ms if log_append_time_ms >= 0 else f._kafkalite_ts,  # type: ignore[attr-defined]
+                    )
+                    for i, f in enumerate(self.plain_futures)
+                ]
+            complete_plain(self.plain_futures, results, error)
+        if watchers:
+            run_callbacks(watchers)
+        if self._result is not None:
+            _resolve(self._result, base_offset, error)
         return True
+
+
+def _resolve(future: Future[int], base_offset: int, error: BaseException | None) -> None:
+    try:
+        if error is None:
+            future.set_result(base_offset)
+        else:
+            future.set_exception(error)
+    except InvalidStateError:  # resolved concurrently by result()
+        pass

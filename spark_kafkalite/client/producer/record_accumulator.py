@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spark_kafkalite.client.metadata import Cluster
 from spark_kafkalite.client.network_client import now_ms
@@ -113,6 +113,39 @@ class RecordAccumulator:
             dq.append(batch)
             self._incomplete.add(batch)
             return future, len(dq) > 1 or batch.size_bytes >= self.batch_size, True
+
+    def append_batch(
+        self, tp: TopicPartition, builder: Any, size_bytes: int, max_block_ms: float
+    ) -> ProducerBatch:
+        """Queue records already encoded into ``builder`` (a ``MemoryRecordsBuilder`` of at most
+        about ``batch.size`` bytes) as one closed batch of ``tp``: the batch-level append used by
+        the Spark sink. ``size_bytes`` (the records' size) is charged to ``buffer.memory``,
+        blocking up to ``max_block_ms`` for space. The batch is ready at once when it is full,
+        else after ``linger.ms`` like any other; it gets its sequence when drained and is retried
+        as a whole. Returns the batch (``batch.result()`` is its future).
+
+        Raises:
+            KafkaError: the accumulator is closed.
+            MessageTooLargeError: ``size_bytes`` exceeds ``buffer.memory``.
+            KafkaTimeoutError: no buffer space within ``max_block_ms``.
+        """
+        if size_bytes > self.buffer_memory:
+            raise MessageTooLargeError(
+                f"record batch of {size_bytes} bytes is larger than buffer.memory={self.buffer_memory}"
+            )
+        with self._lock:
+            if self._closed:
+                raise KafkaError("producer is closed")
+            if self._used_bytes + size_bytes > self.buffer_memory:
+                self._wait_for_space(size_bytes, max_block_ms)
+            self._used_bytes += size_bytes
+            batch = ProducerBatch(tp, now_ms(), self.compression_type, builder, size_bytes)
+            dq = self._batches.get(tp)
+            if dq is None:
+                dq = self._batches[tp] = deque()
+            dq.append(batch)
+            self._incomplete.add(batch)
+            return batch
 
     def _wait_for_space(self, size: int, max_block_ms: float) -> None:
         deadline = now_ms() + max_block_ms

@@ -1,0 +1,531 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Compiled record encoding: the hot-path twin of ``record_encode.py`` (same API and bytes; see
+that module for the semantics). Records are varint-encoded straight into a growable C buffer;
+Arrow columns are read through their buffers (validity bitmap, int32 offsets, data) without a
+Python object per row, and the row loop of :func:`encode_rows` runs without the GIL so the
+producer's Sender thread can work meanwhile. Kafka layout: KIP-98 RecordBatch v2
+(``DefaultRecordBatch`` / ``DefaultRecord``); hash: Kafka ``Utils.murmur2``."""
+
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+
+from spark_kafkalite.protocol.record_encode import RecordTooLargeError, _build_batch
+
+__all__ = [
+    "MemoryRecordsBuilder",
+    "RecordTooLargeError",
+    "ArrowRecordColumns",
+    "encode_rows",
+    "murmur2",
+    "key_hashes",
+    "IMPLEMENTATION",
+]
+
+IMPLEMENTATION = "native"
+
+cdef int RECORD_BATCH_OVERHEAD = 61
+
+
+cdef inline int varint_size(int64_t value) noexcept nogil:
+    cdef uint64_t v = (<uint64_t>value << 1) ^ <uint64_t>(value >> 63)
+    cdef int n = 1
+    while v > 0x7F:
+        v >>= 7
+        n += 1
+    return n
+
+
+cdef inline uint8_t* put_varint(uint8_t* p, int64_t value) noexcept nogil:
+    cdef uint64_t v = (<uint64_t>value << 1) ^ <uint64_t>(value >> 63)
+    while v > 0x7F:
+        p[0] = <uint8_t>((v & 0x7F) | 0x80)
+        p += 1
+        v >>= 7
+    p[0] = <uint8_t>v
+    return p + 1
+
+
+cdef inline uint8_t* put_bytes(uint8_t* p, const uint8_t* src, Py_ssize_t n) noexcept nogil:
+    # a null field is length -1 (zig-zag 1); ``src`` NULL with n < 0 means null
+    if n < 0:
+        p[0] = 1
+        return p + 1
+    p = put_varint(p, n)
+    if n:
+        memcpy(p, src, n)
+    return p + n
+
+
+cdef inline Py_ssize_t field_size(Py_ssize_t n) noexcept nogil:
+    return 1 if n < 0 else varint_size(n) + n
+
+
+# ---------------------------------------------------------------------------------------------
+# the builder
+
+
+cdef class MemoryRecordsBuilder:
+    """An open RecordBatch v2 (Java ``MemoryRecordsBuilder``); see ``record_encode``."""
+
+    cdef uint8_t* buf
+    cdef Py_ssize_t size
+    cdef Py_ssize_t cap
+    cdef Py_ssize_t count
+    cdef int64_t base_ts
+    cdef int64_t max_ts
+
+    def __cinit__(self):
+        self.buf = NULL
+        self.size = 0
+        self.cap = 0
+        self.count = 0
+        self.base_ts = -1
+        self.max_ts = -1
+
+    def __dealloc__(self):
+        if self.buf != NULL:
+            free(self.buf)
+
+    cdef int reserve(self, Py_ssize_t extra) except -1 nogil:
+        cdef Py_ssize_t need = self.size + extra
+        cdef Py_ssize_t cap
+        cdef uint8_t* grown
+        if need <= self.cap:
+            return 0
+        cap = self.cap * 2 if self.cap else 4096
+        while cap < need:
+            cap *= 2
+        grown = <uint8_t*>realloc(self.buf, cap)
+        if grown == NULL:
+            with gil:
+                raise MemoryError()
+        self.buf = grown
+        self.cap = cap
+        return 0
+
+    @property
+    def record_count(self):
+        return self.count
+
+    @property
+    def size_bytes(self):
+        return self.size
+
+    @property
+    def base_timestamp(self):
+        return self.base_ts
+
+    @property
+    def max_timestamp(self):
+        return self.max_ts
+
+    def append(self, key, value, int64_t timestamp_ms, headers=None):
+        """Encode one record at the end of the batch; returns its encoded size in bytes."""
+        cdef const uint8_t* kp = NULL
+        cdef const uint8_t* vp = NULL
+        cdef Py_ssize_t kn = -1, vn = -1, body, total, i, hcount = 0
+        cdef uint8_t* p
+        cdef list hitems = None
+        cdef object hk, hv
+        if key is not None:
+            if type(key) is not bytes:
+                key = bytes(key)
+            kp = <const uint8_t*>PyBytes_AS_STRING(key)
+            kn = PyBytes_GET_SIZE(key)
+        if value is not None:
+            if type(value) is not bytes:
+                value = bytes(value)
+            vp = <const uint8_t*>PyBytes_AS_STRING(value)
+            vn = PyBytes_GET_SIZE(value)
+        if self.count == 0:
+            self.base_ts = timestamp_ms
+            self.max_ts = timestamp_ms
+        body = 1 + varint_size(timestamp_ms - self.base_ts) + varint_size(self.count) + field_size(kn) + field_size(vn)
+        if headers:
+            hitems = []
+            for hk, hv in headers:
+                if not isinstance(hk, str):
+                    raise TypeError(f"header keys must be str, not {type(hk).__name__}")
+                hk = (<str>hk).encode("utf-8")
+                if hv is not None and type(hv) is not bytes:
+                    if isinstance(hv, str):
+                        hv = (<str>hv).encode("utf-8")
+                    elif isinstance(hv, (bytearray, memoryview)):
+                        hv = bytes(hv)
+                    else:
+                        raise TypeError(f"header value must be bytes, str or None, not {type(hv).__name__}")
+                hitems.append(hk)
+                hitems.append(hv)
+                body += field_size(PyBytes_GET_SIZE(hk)) + (1 if hv is None else field_size(PyBytes_GET_SIZE(hv)))
+            hcount = len(hitems) // 2
+        body += varint_size(hcount)
+        total = varint_size(body) + body
+        self.reserve(total)
+        if timestamp_ms > self.max_ts:
+            self.max_ts = timestamp_ms
+        p = self.buf + self.size
+        p = put_varint(p, body)
+        p[0] = 0  # attributes
+        p = put_varint(p + 1, timestamp_ms - self.base_ts)
+        p = put_varint(p, self.count)
+        p = put_bytes(p, kp, kn)
+        p = put_bytes(p, vp, vn)
+        p = put_varint(p, hcount)
+        for i in range(hcount):
+            hk = hitems[2 * i]
+            hv = hitems[2 * i + 1]
+            p = put_bytes(p, <const uint8_t*>PyBytes_AS_STRING(hk), PyBytes_GET_SIZE(hk))
+            if hv is None:
+                p = put_bytes(p, NULL, -1)
+            else:
+                p = put_bytes(p, <const uint8_t*>PyBytes_AS_STRING(hv), PyBytes_GET_SIZE(hv))
+        self.size += total
+        self.count += 1
+        return total
+
+    def records_bytes(self):
+        """The records section encoded so far (uncompressed)."""
+        return PyBytes_FromStringAndSize(<char*>self.buf, self.size) if self.size else b""
+
+    def build(
+        self,
+        *,
+        int64_t producer_id=-1,
+        int producer_epoch=-1,
+        int base_sequence=-1,
+        int compression_type=0,
+        int timestamp_type=0,
+        bint is_transactional=False,
+        int partition_leader_epoch=-1,
+    ):
+        """The RecordBatch v2 bytes (baseOffset 0) of the records appended so far."""
+        return _build_batch(
+            self.records_bytes(),
+            self.count,
+            self.base_ts,
+            self.max_ts,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            compression_type,
+            timestamp_type,
+            is_transactional,
+            partition_leader_epoch,
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# murmur2
+
+
+cdef inline int32_t murmur2_c(const uint8_t* data, Py_ssize_t length) noexcept nogil:
+    cdef uint32_t m = 0x5BD1E995U
+    cdef uint32_t h = 0x9747B28CU ^ <uint32_t>length
+    cdef uint32_t k
+    cdef Py_ssize_t i, n4 = length // 4, base
+    for i in range(n4):
+        base = i * 4
+        k = (<uint32_t>data[base]) | (<uint32_t>data[base + 1] << 8) | (<uint32_t>data[base + 2] << 16) | (
+            <uint32_t>data[base + 3] << 24
+        )
+        k *= m
+        k ^= k >> 24
+        k *= m
+        h *= m
+        h ^= k
+    base = n4 * 4
+    cdef Py_ssize_t tail = length & 3
+    if tail == 3:
+        h ^= (<uint32_t>data[base + 2]) << 16
+    if tail >= 2:
+        h ^= (<uint32_t>data[base + 1]) << 8
+    if tail >= 1:
+        h ^= data[base]
+        h *= m
+    h ^= h >> 13
+    h *= m
+    h ^= h >> 15
+    return <int32_t>h
+
+
+def murmur2(data):
+    """Kafka's ``Utils.murmur2``: the 32-bit MurmurHash2 of ``data`` as a signed Java int."""
+    if type(data) is not bytes:
+        data = bytes(data)
+    return murmur2_c(<const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+
+
+# ---------------------------------------------------------------------------------------------
+# Arrow columns
+
+
+cdef struct BinCol:
+    const uint8_t* valid  # NULL: no nulls
+    const int32_t* offsets
+    const uint8_t* data
+    Py_ssize_t base  # the array's offset
+    bint present
+
+
+cdef inline bint bit_set(const uint8_t* bitmap, Py_ssize_t i) noexcept nogil:
+    return (bitmap[i >> 3] >> (i & 7)) & 1
+
+
+cdef inline Py_ssize_t bin_get(BinCol* col, Py_ssize_t row, const uint8_t** out) noexcept nogil:
+    """Length of ``row`` (-1 = null) and its bytes in ``out``."""
+    cdef Py_ssize_t j
+    if not col.present:
+        out[0] = NULL
+        return -1
+    j = col.base + row
+    if col.valid != NULL and not bit_set(col.valid, j):
+        out[0] = NULL
+        return -1
+    out[0] = col.data + col.offsets[j]
+    return col.offsets[j + 1] - col.offsets[j]
+
+
+cdef const uint8_t* buffer_ptr(object buf, list keep):
+    cdef const uint8_t[:] view
+    if buf is None or buf.size == 0:
+        return NULL
+    view = memoryview(buf).cast("B")
+    keep.append(buf)
+    return &view[0]
+
+
+cdef object as_binary(object arr):
+    import pyarrow as pa
+
+    t = arr.type
+    if pa.types.is_string(t):
+        return arr.view(pa.binary())
+    if pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+        return arr.cast(pa.binary())
+    if pa.types.is_binary(t):
+        return arr
+    raise TypeError(f"expected a binary or string column, got {t}")
+
+
+cdef int bin_init(BinCol* col, object arr, list keep) except -1:
+    if arr is None:
+        col.present = False
+        return 0
+    arr = as_binary(arr)
+    bufs = arr.buffers()
+    col.present = True
+    col.base = arr.offset
+    col.valid = buffer_ptr(bufs[0], keep) if arr.null_count else NULL
+    col.offsets = <const int32_t*>buffer_ptr(bufs[1], keep)
+    col.data = buffer_ptr(bufs[2], keep)
+    if col.offsets == NULL:  # an empty array
+        col.present = len(arr) > 0
+    keep.append(arr)
+    return 0
+
+
+cdef class ArrowRecordColumns:
+    """The sink columns of one Arrow batch (see ``record_encode.ArrowRecordColumns``)."""
+
+    cdef BinCol values
+    cdef BinCol keys
+    cdef BinCol hkeys
+    cdef BinCol hvalues
+    cdef const int64_t* ts
+    cdef const uint8_t* ts_valid
+    cdef Py_ssize_t ts_base
+    cdef const int32_t* h_offsets  # list offsets (absolute into the flattened struct), or NULL
+    cdef const uint8_t* h_valid
+    cdef Py_ssize_t h_base
+    cdef readonly Py_ssize_t num_rows
+    cdef readonly int64_t default_timestamp_ms
+    cdef list keep
+
+    def __init__(self, values, keys=None, timestamps_us=None, headers=None, int64_t default_timestamp_ms=0):
+        import pyarrow as pa
+
+        self.keep = []
+        self.num_rows = len(values)
+        self.default_timestamp_ms = default_timestamp_ms
+        bin_init(&self.values, values, self.keep)
+        bin_init(&self.keys, keys, self.keep)
+        self.ts = NULL
+        self.ts_valid = NULL
+        if timestamps_us is not None and len(timestamps_us):
+            ints = timestamps_us.cast(pa.int64())
+            bufs = ints.buffers()
+            self.ts_base = ints.offset
+            self.ts = <const int64_t*>buffer_ptr(bufs[1], self.keep)
+            self.ts_valid = buffer_ptr(bufs[0], self.keep) if ints.null_count else NULL
+            self.keep.append(ints)
+        self.h_offsets = NULL
+        self.h_valid = NULL
+        self.hkeys.present = False
+        self.hvalues.present = False
+        if headers is not None and len(headers):
+            bufs = headers.buffers()
+            self.h_base = headers.offset
+            self.h_valid = buffer_ptr(bufs[0], self.keep) if headers.null_count else NULL
+            self.h_offsets = <const int32_t*>buffer_ptr(bufs[1], self.keep)
+            self.keep.append(headers)
+            hkeys, hvalues = headers.values.flatten()
+            if hkeys.null_count:
+                raise ValueError("header key is null in the headers column")
+            bin_init(&self.hkeys, hkeys, self.keep)
+            bin_init(&self.hvalues, hvalues, self.keep)
+
+    cdef inline int64_t timestamp_of(self, Py_ssize_t row) noexcept nogil:
+        cdef Py_ssize_t j
+        cdef int64_t us
+        if self.ts == NULL:
+            return self.default_timestamp_ms
+        j = self.ts_base + row
+        if self.ts_valid != NULL and not bit_set(self.ts_valid, j):
+            return self.default_timestamp_ms
+        us = self.ts[j]
+        return us // 1000 if us >= 0 or us % 1000 == 0 else us // 1000 - 1  # floor
+
+    cdef inline void header_range(self, Py_ssize_t row, Py_ssize_t* start, Py_ssize_t* end) noexcept nogil:
+        cdef Py_ssize_t j
+        if self.h_offsets == NULL:
+            start[0] = 0
+            end[0] = 0
+            return
+        j = self.h_base + row
+        if self.h_valid != NULL and not bit_set(self.h_valid, j):
+            start[0] = 0
+            end[0] = 0
+            return
+        start[0] = self.h_offsets[j]
+        end[0] = self.h_offsets[j + 1]
+
+    cdef inline Py_ssize_t headers_size(self, Py_ssize_t row) noexcept nogil:
+        cdef Py_ssize_t s, e, h, size, n
+        cdef const uint8_t* p
+        self.header_range(row, &s, &e)
+        size = varint_size(e - s)
+        for h in range(s, e):
+            size += field_size(bin_get(&self.hkeys, h, &p))
+            size += field_size(bin_get(&self.hvalues, h, &p))
+        return size
+
+    cdef inline uint8_t* put_headers(self, uint8_t* out, Py_ssize_t row) noexcept nogil:
+        cdef Py_ssize_t s, e, h, n
+        cdef const uint8_t* p
+        self.header_range(row, &s, &e)
+        out = put_varint(out, e - s)
+        for h in range(s, e):
+            n = bin_get(&self.hkeys, h, &p)
+            out = put_bytes(out, p, n)
+            n = bin_get(&self.hvalues, h, &p)
+            out = put_bytes(out, p, n)
+        return out
+
+    def record_size(self, Py_ssize_t row):
+        """Upper bound of the bytes that ``row`` adds to a batch (its payload plus framing)."""
+        cdef const uint8_t* p
+        cdef Py_ssize_t kn = bin_get(&self.keys, row, &p)
+        cdef Py_ssize_t vn = bin_get(&self.values, row, &p)
+        return 21 + (kn if kn > 0 else 0) + (vn if vn > 0 else 0) + (self.headers_size(row) - 1)
+
+
+cdef Py_ssize_t fill(
+    MemoryRecordsBuilder b,
+    ArrowRecordColumns cols,
+    const int64_t* rows,
+    Py_ssize_t start,
+    Py_ssize_t n,
+    Py_ssize_t limit,
+    Py_ssize_t max_record,
+    Py_ssize_t* too_large,
+) except? -2 nogil:
+    """Append rows[start:n] to ``b`` while the records section stays within ``limit`` (the first
+    record always goes in). Returns the index of the first row not appended; sets ``too_large``
+    to the row's encoded size and returns -1 - index when a record exceeds ``max_record``."""
+    cdef Py_ssize_t i, row, kn, vn, body, total
+    cdef const uint8_t* kp
+    cdef const uint8_t* vp
+    cdef int64_t ts
+    cdef uint8_t* p
+    for i in range(start, n):
+        row = rows[i]
+        kn = bin_get(&cols.keys, row, &kp)
+        vn = bin_get(&cols.values, row, &vp)
+        ts = cols.timestamp_of(row)
+        if b.count == 0:
+            b.base_ts = ts
+            b.max_ts = ts
+        body = 1 + varint_size(ts - b.base_ts) + varint_size(b.count) + field_size(kn) + field_size(vn)
+        body += cols.headers_size(row)
+        total = varint_size(body) + body
+        if total + RECORD_BATCH_OVERHEAD > max_record:
+            too_large[0] = total + RECORD_BATCH_OVERHEAD
+            return -1 - i
+        if b.count and b.size + total > limit:
+            return i
+        b.reserve(total)
+        if ts > b.max_ts:
+            b.max_ts = ts
+        p = b.buf + b.size
+        p = put_varint(p, body)
+        p[0] = 0
+        p = put_varint(p + 1, ts - b.base_ts)
+        p = put_varint(p, b.count)
+        p = put_bytes(p, kp, kn)
+        p = put_bytes(p, vp, vn)
+        cols.put_headers(p, row)
+        b.size += total
+        b.count += 1
+    return n
+
+
+def encode_rows(ArrowRecordColumns columns, rows, Py_ssize_t max_batch_bytes, Py_ssize_t max_record_bytes):
+    """Encode ``rows`` (int64 indices into ``columns``, in order) into builders whose records
+    section stays within ``max_batch_bytes`` - 61 (see ``record_encode.encode_rows``).
+
+    Raises:
+        RecordTooLargeError: a record is larger than ``max_record_bytes``.
+    """
+    import numpy as np
+
+    cdef const int64_t[:] idx = np.ascontiguousarray(rows, dtype=np.int64)
+    cdef Py_ssize_t n = idx.shape[0], pos = 0, nxt, too_large = 0
+    cdef Py_ssize_t limit = max_batch_bytes - RECORD_BATCH_OVERHEAD
+    cdef list out = []
+    cdef MemoryRecordsBuilder b
+    cdef Py_ssize_t i
+    if n == 0:
+        return out
+    for i in range(n):
+        if idx[i] < 0 or idx[i] >= columns.num_rows:
+            raise IndexError(f"row {idx[i]} is outside the batch of {columns.num_rows} rows")
+    while pos < n:
+        b = MemoryRecordsBuilder()
+        with nogil:
+            nxt = fill(b, columns, &idx[0], pos, n, limit, max_record_bytes, &too_large)
+        if nxt < 0:
+            raise RecordTooLargeError(int(idx[-1 - nxt]), too_large, max_record_bytes)
+        out.append(b)
+        pos = nxt
+    return out
+
+
+def key_hashes(keys):
+    """``toPositive(murmur2(key))`` for every key of an Arrow binary/string array (-1 = null),
+    as a numpy int32 array."""
+    import numpy as np
+
+    cdef list keep = []
+    cdef BinCol col
+    bin_init(&col, keys, keep)
+    cdef Py_ssize_t n = len(keys), i, kn
+    out = np.empty(n, dtype=np.int32)
+    cdef int32_t[:] o = out
+    cdef const uint8_t* kp
+    with nogil:
+        for i in range(n):
+            kn = bin_get(&col, i, &kp)
+            o[i] = -1 if kn < 0 else (murmur2_c(kp, kn) & 0x7FFFFFFF)
+    return out
