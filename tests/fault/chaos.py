@@ -55,7 +55,7 @@ from pathlib import Path
 if __name__ == "__main__":  # run as a script: make ``fault.*`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from fault.chaos_cluster import AckRecord, ChaosCluster, Verdict, compare_replicas, verify_acks
 from fault.chaos_proxy import BLACKHOLE, CLIENT, DROP, KAFKA, RAFT
@@ -125,7 +125,7 @@ class ChaosSoak:
         self._load: subprocess.Popen[str] | None = None
         self._load_runs = 0
         self._lock = threading.Lock()
-        self._observer: Consumer | None = None
+        self.harness_errors: list[str] = []
         self.verdict: Verdict | None = None
         self.final_replica_problems: list[str] = []
 
@@ -136,19 +136,10 @@ class ChaosSoak:
         new = NewTopic(self.topic, self.partitions, 3, config={"min.insync.replicas": "2"})
         admin.create_topics([new])[self.topic].result(30)
         self._wait_isr(30.0)
-        self._observer = Consumer(
-            {
-                "bootstrap.servers": self.cluster.bootstrap_servers,
-                "group.id": "chaos-observer",
-                "enable.auto.commit": False,
-            }
-        )
         self._start_load()
 
     def close(self) -> None:
         self._stop_load()
-        if self._observer is not None:
-            self._observer.close()
         self.cluster.stop()
         self._load_log.close()
 
@@ -218,22 +209,6 @@ class ChaosSoak:
     def _leader_of(self, partition: int) -> int:
         return self.cluster.wait_for_leader(self.topic, partition, timeout_s=30)
 
-    def _high_watermarks(self) -> dict[int, int]:
-        assert self._observer is not None
-        out = {}
-        for p in range(self.partitions):
-            for attempt in range(50):
-                try:
-                    _low, out[p] = self._observer.get_watermark_offsets(
-                        TopicPartition(self.topic, p), timeout=10
-                    )
-                    break
-                except KafkaException:  # a leader moved (NOT_LEADER_FOR_PARTITION): ask again
-                    if attempt == 49:
-                        raise
-                    time.sleep(0.2)
-        return out
-
     def _evidence(self) -> str:
         """The last warnings/errors of each broker's output (for a liveness report)."""
         parts = []
@@ -284,9 +259,7 @@ class ChaosSoak:
             )
             self.liveness.append(f"cycle {cycle} {fault} {role} {target}: {rec.note}\n{self._evidence()}")
             self._remediate(rec)
-        rec.replica_problems = compare_replicas(
-            self.cluster, self.topic, self.partitions, self._high_watermarks()
-        )
+        rec.replica_problems = compare_replicas(self.cluster, self.topic, self.partitions)
         self.records.append(rec)
         with self._lock:
             acked = len(self.acked)
@@ -340,6 +313,15 @@ class ChaosSoak:
         if self._wait_isr(self.heal_wait_s) is None:
             raise RuntimeError(f"cycle {rec.cycle}: the ISR stays short even after restarts: {rec.note}")
 
+    def heal_everything(self) -> None:
+        """Undo any fault left behind (after a harness error): links, paused and stopped brokers."""
+        self.cluster.links.heal_all()
+        for node in self.cluster.node_ids:
+            self.cluster.resume(node)
+        stopped = [n for n in self.cluster.node_ids if not self.cluster.is_running(n)]
+        if stopped:
+            self.cluster.start_nodes(*stopped)
+
     # -- end ------------------------------------------------------------------------------------
     def finish(self) -> Verdict:
         """Stop the load, heal everything, read every record back and compare all replicas."""
@@ -347,14 +329,32 @@ class ChaosSoak:
         self._stop_load()
         if self._wait_isr(self.heal_wait_s) is None:
             self.liveness.append(f"end: ISR not full: {self.cluster.isr_views(self.topic, self.partitions)}")
-        consumed = consume_all(self.cluster, self.topic, self.partitions, timeout_s=120)
+        for attempt in range(10):  # librdkafka may not know the partitions yet right after faults
+            try:
+                consumed = consume_all(self.cluster, self.topic, self.partitions, timeout_s=120)
+                break
+            except KafkaException as exc:
+                self.log(f"read-back attempt {attempt + 1} failed: {exc}")
+                if attempt == 9:
+                    raise
+                time.sleep(2.0)
         with self._lock:
             self.verdict = verify_acks(list(self.acked), consumed)
-        hws = self._high_watermarks()
         self.final_replica_problems = compare_replicas(
-            self.cluster, self.topic, self.partitions, hws, wait_s=15
+            self.cluster, self.topic, self.partitions, require_equal=True, wait_s=15
         )
         return self.verdict
+
+    def _log_counts(self) -> dict[str, int]:
+        """Lines of interest in the brokers' output over the whole run (liveness evidence)."""
+        patterns = ("Traceback", " ERROR ", "diverging epoch", "under-replicated", "fetcher")
+        counts = dict.fromkeys(patterns, 0)
+        for i in self.cluster.node_ids:
+            for line in self.cluster.output(i).splitlines():
+                for pattern in patterns:
+                    if pattern in line:
+                        counts[pattern] += 1
+        return counts
 
     def summary(self) -> dict[str, object]:
         heals = sorted(r.heal_s for r in self.records if r.heal_s is not None)
@@ -391,7 +391,9 @@ class ChaosSoak:
             "never_healed": sum(1 for r in self.records if r.heal_s is None),
             "late_isr_shrinks": self.late_shrinks,
             "liveness": self.liveness,
+            "harness_errors": self.harness_errors,
             "load_events": self.load_events,
+            "broker_log_counts": self._log_counts(),
             "examples": {
                 "lost": v.lost[:5],
                 "duplicated": v.duplicated[:5],
@@ -407,7 +409,14 @@ def run(
     try:
         soak.start()
         for cycle in range(1, cycles + 1):
-            soak.run_cycle(cycle)
+            try:
+                soak.run_cycle(cycle)
+            except Exception as exc:  # noqa: BLE001 - recorded, the soak goes on (bounded)
+                soak.harness_errors.append(f"cycle {cycle}: {exc!r}"[:500])
+                soak.log(f"cycle {cycle}: harness error {exc!r}")
+                if len(soak.harness_errors) > 3:
+                    raise
+                soak.heal_everything()
         soak.finish()
         return soak.summary(), soak.records
     finally:
@@ -460,6 +469,7 @@ def main(argv: list[str] | None = None) -> int:
         and not summary["replica_diffs_per_cycle"]
         and not summary["replica_diffs_final"]
         and not summary["never_healed"]
+        and not summary["harness_errors"]
         and (summary["heal_s_max"] or 0) <= args.heal_bound_s
     )
     return 0 if ok else 1

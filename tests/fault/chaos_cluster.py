@@ -219,34 +219,33 @@ def verify_acks(acked: list[AckRecord], consumed: dict[int, list[tuple[int, byte
 
 
 def compare_replicas(
-    cluster: ChaosCluster, topic: str, partitions: int, below: dict[int, int], wait_s: float = 10.0
+    cluster: ChaosCluster, topic: str, partitions: int, require_equal: bool = False, wait_s: float = 10.0
 ) -> list[str]:
-    """Batches with offsets below ``below[p]`` (a high watermark) must be byte-identical on all
-    three replicas. Waits up to ``wait_s`` for a follower that has not written them yet. Returns
+    """Byte comparison of the replicas' segment files, when every ISR is full: each replica's
+    batches must be a prefix of the longest replica's (an ISR member has truncated any divergent
+    tail before it rejoined: KIP-101/KIP-279), and with ``require_equal`` (load stopped) all
+    must be the same length too. Waits up to ``wait_s`` for followers still catching up. Returns
     the differences found (empty when identical)."""
     deadline = time.monotonic() + wait_s
     while True:
         problems: list[str] = []
+        diverged = False
         for p in range(partitions):
-            hw = below.get(p, 0)
-            logs = {
-                i: [b for b in read_batches(cluster.partition_dir(i, topic, p)) if b[1] < hw]
-                for i in cluster.node_ids
-            }
-            counts = {i: len(v) for i, v in logs.items()}
-            ref_id = max(counts, key=lambda i: counts[i])
+            logs = {i: read_batches(cluster.partition_dir(i, topic, p)) for i in cluster.node_ids}
+            ref_id = max(logs, key=lambda i: len(logs[i]))
             ref = logs[ref_id]
             for i, batches in logs.items():
                 if batches != ref[: len(batches)]:
-                    first = next(k for k, (a, b) in enumerate(zip(batches, ref, strict=False)) if a != b)
+                    k = next(k for k, (a, b) in enumerate(zip(batches, ref, strict=False)) if a != b)
+                    diverged = True
                     problems.append(
-                        f"p{p}: replica {i} differs from {ref_id} at batch {first} "
-                        f"(offsets {batches[first][0]}..{batches[first][1]} vs {ref[first][0]}..{ref[first][1]})"
+                        f"p{p}: replica {i} differs from replica {ref_id} at batch {k} "
+                        f"(offsets {batches[k][0]}..{batches[k][1]} vs {ref[k][0]}..{ref[k][1]})"
                     )
-                elif len(batches) < len(ref) or (ref and ref[-1][1] < hw - 1):
+                elif require_equal and len(batches) < len(ref):
                     problems.append(
-                        f"p{p}: replica {i} has {len(batches)} batches below hw {hw}, replica {ref_id} {len(ref)}"
+                        f"p{p}: replica {i} has {len(batches)} batches, replica {ref_id} {len(ref)}"
                     )
-        if not problems or time.monotonic() > deadline or any("differs" in x for x in problems):
+        if not problems or diverged or time.monotonic() > deadline:
             return problems
         time.sleep(0.5)
