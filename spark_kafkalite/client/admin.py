@@ -25,9 +25,15 @@ from spark_kafkalite.client.admin_configs import (
     parse_alter_configs,
     parse_describe_configs,
 )
-from spark_kafkalite.client.admin_groups import AdminGroupsMixin
+from spark_kafkalite.client.admin_groups import (
+    AdminGroups,
+    ConsumerGroupDescription,
+    ConsumerGroupListing,
+    PartitionLag,
+)
 from spark_kafkalite.client.admin_log_dirs import describe_log_dirs_builder, parse_describe_log_dirs
 from spark_kafkalite.client.config import parse_config
+from spark_kafkalite.client.consumer.group_requests import OffsetAndMetadata
 from spark_kafkalite.client.consumer.offset_fetcher import OffsetFetcher
 from spark_kafkalite.client.errors import IllegalStateError
 from spark_kafkalite.client.metadata import Cluster, Metadata, metadata_request, parse_metadata_response
@@ -54,9 +60,9 @@ ADMIN_DEFAULTS: dict[str, Any] = {"exclude.internal.topics": True}
 _RETRY_CODES = {ErrorCode.not_controller, ErrorCode.request_timed_out, ErrorCode.leader_not_available}
 
 
-class KafkaAdminClient(AdminGroupsMixin):
-    """Administer topics and consumer groups and inspect the cluster (group methods:
-    ``admin_groups.AdminGroupsMixin``).
+class KafkaAdminClient:
+    """Administer topics and consumer groups and inspect the cluster (group methods delegate to
+    an ``admin_groups.AdminGroups`` component).
 
     Config: ``bootstrap.servers`` (required), ``request.timeout.ms`` (30000),
     ``default.api.timeout.ms`` (60000), ``retry.backoff.ms`` (100), ``client.id``.
@@ -72,6 +78,14 @@ class KafkaAdminClient(AdminGroupsMixin):
         self._client = NetworkClient(self.config, self._metadata)
         self._offsets = OffsetFetcher(self._client, self._metadata, None, self.config)
         self._closed = False
+        self._groups = AdminGroups(
+            self._client,
+            self._default_timeout_ms,
+            self._retry_backoff_ms,
+            ensure_open=self._ensure_open,
+            describe=self._describe,
+            list_offsets=self.list_offsets,
+        )
 
     # -------------------------------------------------------------- plumbing
 
@@ -507,6 +521,46 @@ class KafkaAdminClient(AdminGroupsMixin):
         }
 
     # -------------------------------------------------------------- lifecycle
+
+    # -------------------------------------------------------------- consumer groups
+    def list_consumer_groups(self, timeout_ms: float | None = None) -> list[ConsumerGroupListing]:
+        """Every consumer and simple group, sorted by id (``AdminGroups.list_consumer_groups``)."""
+        return self._groups.list_consumer_groups(timeout_ms)
+
+    def describe_consumer_groups(
+        self, group_ids: Iterable[str], timeout_ms: float | None = None
+    ) -> dict[str, ConsumerGroupDescription]:
+        """Members, assignor and state of each group (``AdminGroups.describe_consumer_groups``)."""
+        return self._groups.describe_consumer_groups(group_ids, timeout_ms)
+
+    def list_consumer_group_offsets(
+        self, group_id: str, timeout_ms: float | None = None
+    ) -> dict[TopicPartition, int]:
+        """Committed offsets of the group (``AdminGroups.list_consumer_group_offsets``)."""
+        return self._groups.list_consumer_group_offsets(group_id, timeout_ms)
+
+    def list_consumer_group_offsets_and_metadata(
+        self, group_id: str, timeout_ms: float | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Committed offsets with metadata and leader epoch
+        (``AdminGroups.list_consumer_group_offsets_and_metadata``)."""
+        return self._groups.list_consumer_group_offsets_and_metadata(group_id, timeout_ms)
+
+    def alter_consumer_group_offsets(
+        self, group_id: str, offsets: dict[TopicPartition, int], timeout_ms: float | None = None
+    ) -> None:
+        """Commit offsets for a group without members (``AdminGroups.alter_consumer_group_offsets``)."""
+        self._groups.alter_consumer_group_offsets(group_id, offsets, timeout_ms)
+
+    def delete_consumer_groups(self, group_ids: Iterable[str], timeout_ms: float | None = None) -> None:
+        """Delete empty groups (``AdminGroups.delete_consumer_groups``)."""
+        self._groups.delete_consumer_groups(group_ids, timeout_ms)
+
+    def consumer_group_lag(
+        self, group_id: str, timeout_ms: float | None = None, include_assigned: bool = True
+    ) -> dict[TopicPartition, PartitionLag]:
+        """Committed offset, log end offset and lag per partition (``AdminGroups.consumer_group_lag``)."""
+        return self._groups.consumer_group_lag(group_id, timeout_ms, include_assigned)
 
     def close(self) -> None:
         if self._closed:

@@ -11,7 +11,7 @@ timeout). Member assignments are decoded from Java ``ConsumerProtocol`` bytes.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from spark_kafkalite.client.consumer.abstract_coordinator import AbstractCoordinator, coordinator_node_id
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from spark_kafkalite.client.types import OffsetAndTimestamp
 
 __all__ = [
-    "AdminGroupsMixin",
+    "AdminGroups",
     "ConsumerGroupListing",
     "ConsumerGroupDescription",
     "MemberDescription",
@@ -106,23 +106,37 @@ class PartitionLag(NamedTuple):
     lag: int | None
 
 
-class AdminGroupsMixin:
-    """Group methods of ``KafkaAdminClient`` (see module docstring)."""
+class AdminGroups:
+    """The consumer-group part of ``KafkaAdminClient`` (see module docstring), a component the
+    admin client owns and delegates its group methods to (as Kafka's ``KafkaAdminClient`` hands
+    group calls to its ``*Handler`` objects). It shares the admin client's ``NetworkClient`` and
+    reaches the rest of the admin client only through the three callables it is given.
 
-    _client: NetworkClient
-    _default_timeout_ms: float
-    _retry_backoff_ms: float
+    Args:
+        client: the admin client's network client.
+        default_timeout_ms: ``default.api.timeout.ms``; retry_backoff_ms: ``retry.backoff.ms``.
+        ensure_open: raises when the admin client is closed.
+        describe: ``(topics, timeout_ms) -> Cluster``: one MetadataRequest.
+        list_offsets: ``({tp: timestamp}, timeout_ms) -> {tp: OffsetAndTimestamp}`` (ListOffsets).
+    """
 
-    def _ensure_open(self) -> None:  # provided by KafkaAdminClient
-        raise NotImplementedError
-
-    def _describe(self, topics: list[str] | None, timeout_ms: float | None = None) -> Cluster:
-        raise NotImplementedError
-
-    def list_offsets(
-        self, specs: Mapping[TopicPartition, int], timeout_ms: float | None = None
-    ) -> dict[TopicPartition, OffsetAndTimestamp]:
-        raise NotImplementedError
+    def __init__(
+        self,
+        client: NetworkClient,
+        default_timeout_ms: float,
+        retry_backoff_ms: float,
+        ensure_open: Callable[[], None],
+        describe: Callable[[list[str] | None, float | None], Cluster],
+        list_offsets: Callable[
+            [Mapping[TopicPartition, int], float | None], dict[TopicPartition, OffsetAndTimestamp]
+        ],
+    ) -> None:
+        self._client = client
+        self._default_timeout_ms = default_timeout_ms
+        self._retry_backoff_ms = retry_backoff_ms
+        self._ensure_open = ensure_open
+        self._describe = describe
+        self._list_offsets = list_offsets
 
     # ------------------------------------------------------------------ plumbing
     def _deadline(self, timeout_ms: float | None) -> float:
@@ -377,7 +391,7 @@ class AdminGroupsMixin:
             return {}
         existing = self._describe(sorted({tp.topic for tp in tps}), timeout_ms).partitions
         live = {tp for tp in tps if tp.partition in existing.get(tp.topic, {})}
-        ends = self.list_offsets({tp: -1 for tp in live}, timeout_ms) if live else {}
+        ends = self._list_offsets({tp: -1 for tp in live}, timeout_ms) if live else {}
         out: dict[TopicPartition, PartitionLag] = {}
         for tp in sorted(tps):
             end = ends[tp].offset if tp in ends else -1
