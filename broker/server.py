@@ -38,6 +38,7 @@ from pathlib import Path
 
 from broker.apis.context import BrokerContext
 from broker.apis.kafka_apis import KafkaApis
+from broker.atomic_file import write_atomically
 from broker.config import LONG_MAX, Endpoint, KafkaConfig, parse_properties
 from broker.controller.metadata_image import MetadataDelta, MetadataImage, MetadataRecord, diff_images
 from broker.controller.quorum import METADATA_DIR_NAME
@@ -159,9 +160,7 @@ def ensure_meta_properties(log_dirs: list[Path], node_id: int, default_cluster_i
             "#\n#" + time.strftime("%a %b %d %H:%M:%S %Z %Y") + "\n"
             f"cluster.id={cluster_id}\ndirectory.id={_new_cluster_id()}\nnode.id={node_id}\nversion=1\n"
         )
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomically(path, text)
     return cluster_id
 
 
@@ -416,9 +415,7 @@ class KafkaServer:
             "pid": os.getpid(),
             "listeners": {name: f"{host}:{port}" for name, (host, port) in self.advertised.items()},
         }
-        tmp = self._endpoints_file.with_name(self._endpoints_file.name + f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(payload), encoding="utf-8")
-        os.replace(tmp, self._endpoints_file)
+        write_atomically(self._endpoints_file, json.dumps(payload), tmp_suffix=f".{os.getpid()}.tmp")
 
     async def _checkpoint_loop(self) -> None:
         """Periodic work of Kafka's LogManager / ReplicaManager schedulers: HW checkpoints

@@ -16,7 +16,6 @@ file was stale keeps no foreign overrides).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -25,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from broker.atomic_file import write_atomically
 from broker.log.partition_metadata import format_topic_id, parse_topic_id
 
 __all__ = ["TOPIC_CONFIGS_FILE", "topic_configs_path", "load_topic_configs", "save_topic_configs"]
@@ -81,15 +81,4 @@ def save_topic_configs(path: Path, configs: Mapping[str, tuple[uuid.UUID, Mappin
         },
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(payload, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    with contextlib.suppress(OSError):
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    write_atomically(path, json.dumps(payload, indent=1))

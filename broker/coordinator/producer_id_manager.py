@@ -15,14 +15,13 @@ next block is kept (written atomically and fsynced before the block is handed ou
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import os
 import threading
 from pathlib import Path
 from typing import Any
 
+from broker.atomic_file import write_atomically
 from spark_kafkalite.protocol.errors import CoordinatorLoadInProgressError, KafkaError
 
 __all__ = [
@@ -70,18 +69,7 @@ def allocate_block_in_file(path: Path | None, block_size: int = PRODUCER_ID_BLOC
             raise KafkaError(f"corrupt producer id block file {path}: {exc}") from exc
     if start > _MAX_PRODUCER_ID - block_size:
         raise KafkaError("producer id space exhausted")
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"version": 1, "next_block_start": start + block_size}, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    with contextlib.suppress(OSError):
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    write_atomically(path, json.dumps({"version": 1, "next_block_start": start + block_size}))
     return start, block_size
 
 

@@ -12,9 +12,10 @@ Format (text)::
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping
 from pathlib import Path
+
+from broker.atomic_file import write_atomically
 
 __all__ = [
     "read_offset_checkpoint",
@@ -58,14 +59,8 @@ def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
 def write_offset_checkpoint(
     path: Path, offsets: Mapping[tuple[str, int], int], *, sync: bool = False
 ) -> None:
-    """Atomically replace ``path`` (write ``path.tmp`` then rename); fsync it when ``sync``."""
-    path = Path(path)
+    """Atomically replace ``path`` (:func:`broker.atomic_file.write_atomically`); durably when
+    ``sync``."""
     body = [str(_VERSION), str(len(offsets))]
     body += [f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())]
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write("\n".join(body) + "\n")
-        if sync:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomically(Path(path), "\n".join(body) + "\n", fsync=sync)

@@ -17,10 +17,11 @@ Every change is written through to the file (atomic rename), as Kafka does.
 from __future__ import annotations
 
 import logging
-import os
 from bisect import bisect_right
 from collections.abc import Iterable
 from pathlib import Path
+
+from broker.atomic_file import write_atomically
 
 __all__ = [
     "LeaderEpochFileCache",
@@ -79,16 +80,14 @@ class LeaderEpochFileCache:
         return self.path is not None and self.path.exists()
 
     def flush(self) -> None:
-        """Write the entries to the checkpoint file (``<file>.tmp`` + rename)."""
+        """Write the entries to the checkpoint file, atomically and durably (Kafka's
+        ``LeaderEpochCheckpointFile``)."""
         if self.path is None:
             return
         body = [str(_VERSION), str(len(self._epochs))]
         body += [f"{e} {o}" for e, o in zip(self._epochs, self._offsets, strict=True)]
-        tmp = self.path.with_name(self.path.name + ".tmp")
         try:
-            with open(tmp, "w") as f:
-                f.write("\n".join(body) + "\n")
-            os.replace(tmp, self.path)
+            write_atomically(self.path, "\n".join(body) + "\n")
         except FileNotFoundError:  # the partition directory was deleted meanwhile
             logger.debug("leader epoch checkpoint %s not written: directory gone", self.path)
 

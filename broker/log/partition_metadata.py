@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import base64
 import logging
-import os
 import uuid
 from pathlib import Path
+
+from broker.atomic_file import write_atomically
 
 __all__ = [
     "PARTITION_METADATA_FILE",
@@ -77,8 +78,6 @@ def read_partition_metadata(partition_dir: Path) -> uuid.UUID | None:
 
 
 def write_partition_metadata(partition_dir: Path, topic_id: uuid.UUID) -> None:
-    """Atomically write ``partition.metadata`` (tmp file + rename)."""
+    """Atomically and durably write ``partition.metadata`` (Kafka's ``PartitionMetadataFile``)."""
     path = Path(partition_dir) / PARTITION_METADATA_FILE
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(f"version: 0\ntopic_id: {format_topic_id(topic_id)}\n")
-    os.replace(tmp, path)
+    write_atomically(path, f"version: 0\ntopic_id: {format_topic_id(topic_id)}\n")

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from broker.atomic_file import write_atomically
 from spark_kafkalite.protocol.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
@@ -337,13 +338,7 @@ class ProducerStateManager:
             )
             for e in self.producers.values()
         )
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            if sync:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_atomically(path, data, fsync=sync)
         for old in self.snapshot_offsets()[:-MAX_SNAPSHOTS_KEPT]:
             self._delete_snapshot(old)
         return path

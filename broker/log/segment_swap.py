@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from broker.atomic_file import fsync_dir
+
 from .segment_files import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
@@ -37,15 +39,6 @@ __all__ = ["commit_swap", "complete_interrupted_swaps", "fsync_dir"]
 logger = logging.getLogger(__name__)
 
 _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
-
-
-def fsync_dir(path: Path) -> None:
-    """fsync a directory (makes renames and unlinks in it durable)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def commit_swap(directory: Path, old: Sequence[LogSegment], cleaned: LogSegment) -> None:

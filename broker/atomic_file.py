@@ -1,0 +1,53 @@
+"""The one way the broker replaces a checkpoint or state file: atomically and durably.
+
+Write ``<file>.tmp``, fsync it, rename it over ``<file>``, fsync the directory: a crash leaves
+either the old or the new contents, never a torn file, and once this returns the new contents
+survive a power loss. This is Kafka's ``CheckpointFile.write`` (``fileOutputStream.getFD().sync()``)
+followed by ``Utils.atomicMoveWithFallback`` (rename, then ``flushDir`` of the parent).
+
+Callers that rewrite a file periodically and recover from losing its latest version (the
+recovery-point and high-watermark checkpoints between clean shutdowns, producer snapshots taken
+at segment rolls) pass ``fsync=False``: still atomic, not yet durable.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["write_atomically", "fsync_dir"]
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a directory (makes renames and unlinks in it durable)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: Path, data: bytes | str, *, fsync: bool = True, tmp_suffix: str = ".tmp") -> None:
+    """Replace ``path`` with ``data`` (str is written as UTF-8) as the module docstring says.
+
+    Args:
+        path: the file to replace.
+        data: its new contents.
+        fsync: fsync the file before the rename and the directory after it.
+        tmp_suffix: suffix of the temporary file beside ``path`` (unique per writer when several
+            processes may write the same file).
+
+    Raises:
+        OSError: the write, fsync or rename failed (``path`` then still holds its old contents).
+    """
+    path = Path(path)
+    tmp = path.with_name(path.name + tmp_suffix)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    with open(tmp, "wb") as f:
+        f.write(raw)
+        if fsync:
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)
+    if fsync:
+        fsync_dir(path.parent)
