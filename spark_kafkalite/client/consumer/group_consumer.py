@@ -1,16 +1,17 @@
 """Consumer-group methods of ``KafkaConsumer`` (Java ``KafkaConsumer.subscribe`` /
 ``commitSync`` / ``commitAsync`` / ``committed`` ...), kept apart from the fetch path.
 
-``KafkaConsumer`` inherits ``ConsumerGroupMixin``; the mixin owns the ``ConsumerCoordinator``
-(created when ``group.id`` is set) and the hooks the poll loop calls
-(``_update_assignment_metadata``, ``_group_poll_wait_ms``, ``_close_group``).
+``KafkaConsumer`` owns a ``ConsumerGroup`` and delegates its group methods to it (as Java's
+``KafkaConsumer`` holds an optional ``ConsumerCoordinator``). The component owns the
+``ConsumerCoordinator`` (created when ``group.id`` is set) and the hooks the poll loop calls
+(``update_assignment_metadata``, ``poll_wait_ms``, ``close``).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, overload
 
 from spark_kafkalite.client.consumer.consumer_coordinator import (
@@ -24,20 +25,16 @@ from spark_kafkalite.client.consumer.group_requests import OffsetAndMetadata
 from spark_kafkalite.client.errors import IllegalStateError
 from spark_kafkalite.client.network_client import now_ms
 from spark_kafkalite.client.types import TopicPartition
-from spark_kafkalite.protocol import errors as _errors
-from spark_kafkalite.protocol.errors import InvalidConfigError, KafkaError
+from spark_kafkalite.protocol.errors import InvalidConfigError, InvalidGroupIdError
 
 if TYPE_CHECKING:
-    from spark_kafkalite.client.consumer.fetcher import Fetcher
     from spark_kafkalite.client.consumer.subscription_state import SubscriptionState
     from spark_kafkalite.client.metadata import Metadata
     from spark_kafkalite.client.network_client import NetworkClient
 
-__all__ = ["ConsumerGroupMixin", "GROUP_DEFAULTS", "InvalidGroupIdError"]
+__all__ = ["ConsumerGroup", "GROUP_DEFAULTS", "InvalidGroupIdError"]
 
 log = logging.getLogger(__name__)
-
-InvalidGroupIdError: type[KafkaError] = _errors.InvalidGroupIdError  # type: ignore[attr-defined]
 
 _MUTUALLY_EXCLUSIVE = "subscription to topics, partitions and pattern are mutually exclusive"
 
@@ -53,48 +50,46 @@ def _offsets(offsets: Mapping[Any, int | OffsetAndMetadata]) -> dict[TopicPartit
     return out
 
 
-class ConsumerGroupMixin:
-    """Group management for ``KafkaConsumer`` (see module docstring)."""
+class ConsumerGroup:
+    """Group management of one ``KafkaConsumer`` (see module docstring). Without ``group.id``
+    there is no coordinator: the hooks are no-ops and the group methods raise
+    ``InvalidGroupIdError``.
 
-    # provided by KafkaConsumer
-    config: dict[str, Any]
-    _client: NetworkClient
-    _metadata: Metadata
-    _subscriptions: SubscriptionState
-    _fetcher: Fetcher
-    _default_timeout_ms: float
-    _coordinator: ConsumerCoordinator | None
+    Raises:
+        InvalidConfigError: bad group settings (e.g. heartbeat.interval.ms >= session.timeout.ms).
+    """
 
-    def _ensure_open(self) -> None:  # overridden by KafkaConsumer
-        raise NotImplementedError
-
-    # ------------------------------------------------------------------ wiring
-    def _init_group(self) -> None:
-        """Create the coordinator when ``group.id`` is set (call at the end of ``__init__``).
-
-        Raises:
-            InvalidConfigError: bad group settings (e.g. heartbeat.interval.ms >= session.timeout.ms).
-        """
-        self._coordinator = None
-        group_id = str(self.config.get("group.id") or "")
+    def __init__(
+        self,
+        config: dict[str, Any],
+        client: NetworkClient,
+        metadata: Metadata,
+        subscriptions: SubscriptionState,
+        clear_buffered: Callable[[set[TopicPartition] | None], None],
+        default_timeout_ms: float,
+    ) -> None:
+        self._client = client
+        self._subscriptions = subscriptions
+        self._default_timeout_ms = default_timeout_ms
+        self.coordinator: ConsumerCoordinator | None = None
+        group_id = str(config.get("group.id") or "")
         if not group_id:
             return
-        if int(self.config["heartbeat.interval.ms"]) >= int(self.config["session.timeout.ms"]):
+        if int(config["heartbeat.interval.ms"]) >= int(config["session.timeout.ms"]):
             raise InvalidConfigError("heartbeat.interval.ms must be lower than session.timeout.ms")
-        self._coordinator = ConsumerCoordinator(
-            self._client, self._metadata, self._subscriptions, self.config, self._fetcher.clear_buffered
-        )
+        self.coordinator = ConsumerCoordinator(client, metadata, subscriptions, config, clear_buffered)
 
-    def _require_group(self, what: str) -> ConsumerCoordinator:
-        if self._coordinator is None:
+    # ------------------------------------------------------------------ poll-loop hooks
+    def require(self, what: str) -> ConsumerCoordinator:
+        if self.coordinator is None:
             raise InvalidGroupIdError(
                 f"to use {what} you must provide a valid group.id in the consumer config"
             )
-        return self._coordinator
+        return self.coordinator
 
-    def _check_manual_assign(self, partitions: list[TopicPartition]) -> None:
+    def check_manual_assign(self, partitions: list[TopicPartition]) -> None:
         """``assign`` is exclusive with ``subscribe``; ``assign([])`` equals unsubscribe."""
-        coordinator = self._coordinator
+        coordinator = self.coordinator
         if coordinator is None:
             return
         if coordinator.is_auto_subscribed():
@@ -105,32 +100,36 @@ class ConsumerGroupMixin:
             SubscriptionType.USER_ASSIGNED if partitions else SubscriptionType.NONE
         )
 
-    def _is_group_subscribed(self) -> bool:
-        return self._coordinator is not None and self._coordinator.is_auto_subscribed()
+    def is_subscribed(self) -> bool:
+        return self.coordinator is not None and self.coordinator.is_auto_subscribed()
 
-    def _update_assignment_metadata(self, deadline: float) -> bool:
+    def update_assignment_metadata(self, deadline: float) -> bool:
         """Group work at the top of each poll round: (re)join, then committed-offset positions.
         False when ``deadline`` passed first."""
-        coordinator = self._coordinator
+        coordinator = self.coordinator
         if coordinator is None:
             return True
         if not coordinator.poll(deadline):
             return False
         return coordinator.refresh_committed_offsets_if_needed(deadline)
 
-    def _refresh_committed_positions(self, deadline: float) -> bool:
+    def refresh_committed_positions(self, deadline: float) -> bool:
         """Positions of partitions without one from the group's committed offsets (Java
         ``updateFetchPositions``); False when ``deadline`` passed first."""
-        coordinator = self._coordinator
+        coordinator = self.coordinator
         return True if coordinator is None else coordinator.refresh_committed_offsets_if_needed(deadline)
 
-    def _group_poll_wait_ms(self, now: float) -> float:
-        coordinator = self._coordinator
+    def poll_wait_ms(self, now: float) -> float:
+        coordinator = self.coordinator
         return float("inf") if coordinator is None else coordinator.time_to_next_poll_ms(now)
 
-    def _close_group(self, timeout_ms: float) -> None:
-        if self._coordinator is not None:
-            self._coordinator.close(timeout_ms)
+    def close(self, timeout_ms: float) -> None:
+        if self.coordinator is not None:
+            self.coordinator.close(timeout_ms)
+
+    def unsubscribe(self) -> None:
+        if self.coordinator is not None:
+            self.coordinator.unsubscribe()
 
     # ------------------------------------------------------------------ subscriptions
     def subscribe(
@@ -139,18 +138,10 @@ class ConsumerGroupMixin:
         listener: ConsumerRebalanceListener | None = None,
         *,
         pattern: str | re.Pattern[str] | None = None,
-    ) -> None:
-        """Join the group ``group.id`` for ``topics`` (names, or a compiled regex / ``pattern=``
-        matched in full against every topic, re-evaluated every ``metadata.max.age.ms``).
-        The assignment arrives in ``poll``; ``listener`` gets the rebalance callbacks. An empty
-        topic list equals ``unsubscribe()``.
-
-        Raises:
-            InvalidGroupIdError: no ``group.id``. IllegalStateError: partitions were assigned
-            manually. ValueError: an empty topic name.
-        """
-        self._ensure_open()
-        coordinator = self._require_group("subscribe")
+    ) -> bool:
+        """``KafkaConsumer.subscribe``; False for an empty topic list, which the consumer turns
+        into ``unsubscribe()`` (as Java's ``subscribe(emptyList)``)."""
+        coordinator = self.require("subscribe")
         if (
             coordinator.subscription_type is SubscriptionType.USER_ASSIGNED
             and self._subscriptions.assigned_partitions()
@@ -161,39 +152,26 @@ class ConsumerGroupMixin:
             topics = ()
         if pattern is not None:
             coordinator.subscribe_pattern(pattern, listener)
-            return
+            return True
         names = [topics] if isinstance(topics, str) else list(topics)
         if not names:
-            self.unsubscribe()  # type: ignore[attr-defined]
-            return
+            return False
         coordinator.subscribe(names, listener)
+        return True
 
     def subscription(self) -> set[str]:
         """Topics of the current subscription (for a pattern: the topics it matches now)."""
-        coordinator = self._coordinator
+        coordinator = self.coordinator
         if coordinator is None or not coordinator.is_auto_subscribed():
             return set()
         return set(coordinator.subscribed_topics)
-
-    def _group_unsubscribe(self) -> None:
-        if self._coordinator is not None:
-            self._coordinator.unsubscribe()
 
     # ------------------------------------------------------------------ offsets
     def commit_sync(
         self, offsets: Mapping[Any, int | OffsetAndMetadata] | None = None, timeout_ms: float | None = None
     ) -> None:
-        """Commit ``offsets`` (``{tp: next offset to consume}`` or OffsetAndMetadata values;
-        default: the position of every assigned partition) and wait.
-
-        Raises:
-            InvalidGroupIdError: no ``group.id``. CommitFailedError: the member left the group
-            (rebalanced away). RebalanceInProgressError: a rebalance is under way; ``poll`` and
-            retry. KafkaTimeoutError: not done within ``timeout_ms`` (default.api.timeout.ms).
-            KafkaError: other broker errors (OFFSET_METADATA_TOO_LARGE, authorization ...).
-        """
-        self._ensure_open()
-        coordinator = self._require_group("commit_sync")
+        """``KafkaConsumer.commit_sync`` (documented there)."""
+        coordinator = self.require("commit_sync")
         resolved = coordinator.all_consumed_offsets() if offsets is None else _offsets(offsets)
         deadline = now_ms() + (self._default_timeout_ms if timeout_ms is None else float(timeout_ms))
         coordinator.commit_sync(resolved, deadline)
@@ -203,14 +181,8 @@ class ConsumerGroupMixin:
         offsets: Mapping[Any, int | OffsetAndMetadata] | None = None,
         callback: OffsetCommitCallback | None = None,
     ) -> None:
-        """Send a commit without waiting; ``callback(offsets, exception_or_None)`` runs during a
-        later ``poll``/``commit_*``/``close`` on this thread.
-
-        Raises:
-            InvalidGroupIdError: no ``group.id``.
-        """
-        self._ensure_open()
-        coordinator = self._require_group("commit_async")
+        """``KafkaConsumer.commit_async`` (documented there)."""
+        coordinator = self.require("commit_async")
         resolved = coordinator.all_consumed_offsets() if offsets is None else _offsets(offsets)
         coordinator.commit_async(resolved, callback)
         self._client.poll(0)
@@ -228,14 +200,8 @@ class ConsumerGroupMixin:
     def committed(
         self, partitions: TopicPartition | Iterable[TopicPartition], timeout_ms: float | None = None
     ) -> OffsetAndMetadata | None | dict[TopicPartition, OffsetAndMetadata | None]:
-        """The group's committed offsets (OffsetFetch): for one TopicPartition its
-        ``OffsetAndMetadata`` or None; for several ``{tp: OffsetAndMetadata | None}``.
-
-        Raises:
-            InvalidGroupIdError: no ``group.id``. KafkaTimeoutError. KafkaError.
-        """
-        self._ensure_open()
-        coordinator = self._require_group("committed")
+        """``KafkaConsumer.committed`` (documented there)."""
+        coordinator = self.require("committed")
         if isinstance(partitions, TopicPartition):
             tps = [partitions]
         else:
@@ -245,13 +211,8 @@ class ConsumerGroupMixin:
         return found.get(tps[0]) if isinstance(partitions, TopicPartition) else found
 
     def group_metadata(self) -> dict[str, Any]:
-        """``{"group_id", "generation_id", "member_id", "group_instance_id"}`` (Java
-        ``ConsumerGroupMetadata``).
-
-        Raises:
-            InvalidGroupIdError: no ``group.id``.
-        """
-        coordinator = self._require_group("group_metadata")
+        """``KafkaConsumer.group_metadata`` (documented there)."""
+        coordinator = self.require("group_metadata")
         generation = coordinator.generation
         return {
             "group_id": coordinator.group_id,

@@ -11,12 +11,18 @@ Not thread-safe: use one consumer per thread.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, overload
 
 from spark_kafkalite.client.config import parse_config
+from spark_kafkalite.client.consumer.consumer_coordinator import (
+    ConsumerRebalanceListener,
+    OffsetCommitCallback,
+)
 from spark_kafkalite.client.consumer.fetcher import Fetcher
-from spark_kafkalite.client.consumer.group_consumer import GROUP_DEFAULTS, ConsumerGroupMixin
+from spark_kafkalite.client.consumer.group_consumer import GROUP_DEFAULTS, ConsumerGroup
+from spark_kafkalite.client.consumer.group_requests import OffsetAndMetadata
 from spark_kafkalite.client.consumer.offset_fetcher import OffsetFetcher
 from spark_kafkalite.client.consumer.subscription_state import OffsetResetStrategy, SubscriptionState
 from spark_kafkalite.client.errors import IllegalStateError
@@ -57,9 +63,9 @@ def _tp(value: Any) -> TopicPartition:
     return TopicPartition(str(topic), int(partition))
 
 
-class KafkaConsumer(ConsumerGroupMixin):
+class KafkaConsumer:
     """Consume records from manually assigned partitions, or as a member of the consumer group
-    ``group.id`` with ``subscribe`` (group methods: ``group_consumer.ConsumerGroupMixin``).
+    ``group.id`` with ``subscribe`` (group methods delegate to a ``group_consumer.ConsumerGroup``).
 
     Config (Kafka's names; values may be strings): ``bootstrap.servers`` (required),
     ``auto.offset.reset`` (earliest | latest | none; default latest), ``fetch.min.bytes`` (1),
@@ -86,7 +92,14 @@ class KafkaConsumer(ConsumerGroupMixin):
         self._fetcher = Fetcher(self._client, self._metadata, self._subscriptions, cfg)
         self._offset_fetcher = OffsetFetcher(self._client, self._metadata, self._subscriptions, cfg)
         self._closed = False
-        self._init_group()
+        self._group = ConsumerGroup(
+            cfg,
+            self._client,
+            self._metadata,
+            self._subscriptions,
+            self._fetcher.clear_buffered,
+            self._default_timeout_ms,
+        )
 
     # -------------------------------------------------------------- assignment and positions
 
@@ -94,7 +107,7 @@ class KafkaConsumer(ConsumerGroupMixin):
         """Replace the assignment with ``partitions`` (positions of kept partitions are kept)."""
         self._ensure_open()
         tps = [_tp(p) for p in partitions]
-        self._check_manual_assign(tps)
+        self._group.check_manual_assign(tps)
         removed = self._subscriptions.assigned_partitions() - set(tps)
         if removed:
             self._fetcher.clear_buffered(removed)
@@ -104,7 +117,7 @@ class KafkaConsumer(ConsumerGroupMixin):
     def unsubscribe(self) -> None:
         """Drop the assignment, or the group subscription (revoke callbacks, auto-commit,
         LeaveGroup)."""
-        self._group_unsubscribe()
+        self._group.unsubscribe()
         self.assign([])
 
     def assignment(self) -> set[TopicPartition]:
@@ -155,7 +168,7 @@ class KafkaConsumer(ConsumerGroupMixin):
         tp = self._assigned(partition)
         deadline = now_ms() + (self._default_timeout_ms if timeout_ms is None else timeout_ms)
         while not self._subscriptions.has_valid_position(tp):
-            if not self._refresh_committed_positions(deadline):  # group: committed offsets first
+            if not self._group.refresh_committed_positions(deadline):  # group: committed offsets first
                 raise KafkaTimeoutError(
                     f"cannot fetch the committed offset of {tp.topic}-{tp.partition} in time"
                 )
@@ -215,11 +228,11 @@ class KafkaConsumer(ConsumerGroupMixin):
         self, timeout_ms: float, collect: Callable[[], dict[TopicPartition, Any]]
     ) -> dict[TopicPartition, Any]:
         self._ensure_open()
-        if not self._subscriptions.assigned_partitions() and not self._is_group_subscribed():
+        if not self._subscriptions.assigned_partitions() and not self._group.is_subscribed():
             raise IllegalStateError("consumer is not subscribed to any topics or assigned any partitions")
         deadline = now_ms() + max(0.0, float(timeout_ms))
         while True:
-            if not self._update_assignment_metadata(deadline):  # group (re)join, committed offsets
+            if not self._group.update_assignment_metadata(deadline):  # group (re)join, committed offsets
                 return {}
             self._offset_fetcher.validate_positions_if_needed()
             self._offset_fetcher.reset_positions_if_needed()
@@ -234,7 +247,7 @@ class KafkaConsumer(ConsumerGroupMixin):
                 deadline - now,
                 self._subscriptions.next_reset_delay_ms(now),
                 self._subscriptions.next_validation_delay_ms(now),
-                self._group_poll_wait_ms(now),
+                self._group.poll_wait_ms(now),
             )
             if self._metadata.update_requested():
                 wait = min(wait, self._retry_backoff_ms)
@@ -369,6 +382,91 @@ class KafkaConsumer(ConsumerGroupMixin):
         """A few counters: ``fetch_requests`` (FetchRequests sent)."""
         return {"fetch_requests": self._fetcher.fetch_requests_sent}
 
+    # -------------------------------------------------------------- consumer group
+    def subscribe(
+        self,
+        topics: Iterable[str] | str | re.Pattern[str] = (),
+        listener: ConsumerRebalanceListener | None = None,
+        *,
+        pattern: str | re.Pattern[str] | None = None,
+    ) -> None:
+        """Join the group ``group.id`` for ``topics`` (names, or a compiled regex / ``pattern=``
+        matched in full against every topic, re-evaluated every ``metadata.max.age.ms``).
+        The assignment arrives in ``poll``; ``listener`` gets the rebalance callbacks. An empty
+        topic list equals ``unsubscribe()``.
+
+        Raises:
+            InvalidGroupIdError: no ``group.id``. IllegalStateError: partitions were assigned
+            manually. ValueError: an empty topic name.
+        """
+        self._ensure_open()
+        if not self._group.subscribe(topics, listener, pattern=pattern):
+            self.unsubscribe()
+
+    def subscription(self) -> set[str]:
+        """Topics of the current subscription (for a pattern: the topics it matches now)."""
+        return self._group.subscription()
+
+    def commit_sync(
+        self, offsets: Mapping[Any, int | OffsetAndMetadata] | None = None, timeout_ms: float | None = None
+    ) -> None:
+        """Commit ``offsets`` (``{tp: next offset to consume}`` or OffsetAndMetadata values;
+        default: the position of every assigned partition) and wait.
+
+        Raises:
+            InvalidGroupIdError: no ``group.id``. CommitFailedError: the member left the group
+            (rebalanced away). RebalanceInProgressError: a rebalance is under way; ``poll`` and
+            retry. KafkaTimeoutError: not done within ``timeout_ms`` (default.api.timeout.ms).
+            KafkaError: other broker errors (OFFSET_METADATA_TOO_LARGE, authorization ...).
+        """
+        self._ensure_open()
+        self._group.commit_sync(offsets, timeout_ms)
+
+    def commit_async(
+        self,
+        offsets: Mapping[Any, int | OffsetAndMetadata] | None = None,
+        callback: OffsetCommitCallback | None = None,
+    ) -> None:
+        """Send a commit without waiting; ``callback(offsets, exception_or_None)`` runs during a
+        later ``poll``/``commit_*``/``close`` on this thread.
+
+        Raises:
+            InvalidGroupIdError: no ``group.id``.
+        """
+        self._ensure_open()
+        self._group.commit_async(offsets, callback)
+
+    @overload
+    def committed(
+        self, partitions: TopicPartition, timeout_ms: float | None = None
+    ) -> OffsetAndMetadata | None: ...
+
+    @overload
+    def committed(
+        self, partitions: Iterable[TopicPartition], timeout_ms: float | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]: ...
+
+    def committed(
+        self, partitions: TopicPartition | Iterable[TopicPartition], timeout_ms: float | None = None
+    ) -> OffsetAndMetadata | None | dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets (OffsetFetch): for one TopicPartition its
+        ``OffsetAndMetadata`` or None; for several ``{tp: OffsetAndMetadata | None}``.
+
+        Raises:
+            InvalidGroupIdError: no ``group.id``. KafkaTimeoutError. KafkaError.
+        """
+        self._ensure_open()
+        return self._group.committed(partitions, timeout_ms)
+
+    def group_metadata(self) -> dict[str, Any]:
+        """``{"group_id", "generation_id", "member_id", "group_instance_id"}`` (Java
+        ``ConsumerGroupMetadata``).
+
+        Raises:
+            InvalidGroupIdError: no ``group.id``.
+        """
+        return self._group.group_metadata()
+
     def _ensure_open(self) -> None:
         if self._closed:
             raise IllegalStateError("this consumer has already been closed")
@@ -378,7 +476,7 @@ class KafkaConsumer(ConsumerGroupMixin):
         if self._closed:
             return
         try:
-            self._close_group(min(30000.0, self._default_timeout_ms))  # commit, revoke, LeaveGroup
+            self._group.close(min(30000.0, self._default_timeout_ms))  # commit, revoke, LeaveGroup
         except Exception:  # noqa: BLE001 - closing must not fail on a group error
             log.warning("closing the group membership failed", exc_info=True)
         self._closed = True
