@@ -500,3 +500,29 @@ def test_retried_join_and_sync_answer_the_replaced_request() -> None:
         assert s2[0].assignment == b"F"
 
     run(scenario())
+
+
+def test_join_or_commit_during_a_group_deletion_cannot_revive_it() -> None:
+    """Kafka's handleDeleteGroups turns the group Dead before writing its tombstones: a
+    JoinGroup or OffsetCommit interleaving with the write is refused (retriable), not applied
+    to a group that is then removed (issue #14: every await in coordinator state changes)."""
+
+    async def scenario() -> None:
+        h = Harness()
+        c = h.coordinator
+        await h.load()
+        await c.handle_commit_offsets(GROUP, "", None, -1, {("t", 0): OffsetAndMetadata(1)})
+        deleting = asyncio.ensure_future(c.handle_delete_groups([GROUP]))
+        await asyncio.sleep(0)  # the deletion is now waiting on its append
+        assert h.join()[0].error == E.coordinator_not_available
+        late = await c.handle_commit_offsets(GROUP, "", None, -1, {("t", 1): OffsetAndMetadata(5)})
+        assert late == {("t", 1): E.coordinator_not_available}
+        assert await deleting == {GROUP: 0}
+        assert h.manager.get_group(GROUP) is None
+        # a failed deletion leaves the group usable
+        await c.handle_commit_offsets("other", "", None, -1, {("t", 0): OffsetAndMetadata(1)})
+        h.logs[0].fail_next = E.not_leader_or_follower
+        assert await c.handle_delete_groups(["other"]) == {"other": E.not_coordinator}  # mapped as Kafka
+        assert h.manager.get_group("other").state is GroupState.EMPTY
+
+    run(scenario())

@@ -199,17 +199,17 @@ class GroupMetadataManager:
 
     async def delete_offsets(self, group: GroupMetadata, partitions: Iterable[TopicPartitionKey]) -> int:
         """Tombstone and forget committed offsets of ``partitions``; error code."""
-        present = {tp: group.offsets[tp] for tp in partitions if tp in group.offsets}
+        present = [tp for tp in partitions if tp in group.offsets]
         if not present:
             return 0
         code = await self._append(
             group.group_id, [(encode_offset_commit_key(group.group_id, t, p), None) for t, p in present]
         )
         if code == 0:
-            for tp, value in present.items():
-                # A commit stored while the tombstones were being written is newer: keep it.
-                if group.offsets.get(tp) is value:
-                    del group.offsets[tp]
+            # Appends to one partition complete in log order: a commit appended before these
+            # tombstones is in the cache already and goes, one appended after lands after this.
+            for tp in present:
+                group.offsets.pop(tp, None)
         return code
 
     async def delete_group(self, group: GroupMetadata) -> int:

@@ -182,11 +182,21 @@ class OffsetOpsMixin:
             elif not group.is_state(GroupState.EMPTY):
                 results[group_id] = int(E.non_empty_group)
             else:
-                results[group_id] = await self.manager.delete_group(group)
+                results[group_id] = await self._delete_empty_group(group)
                 if results[group_id] == 0:
-                    group.state = GroupState.DEAD
                     logger.info("deleted group %s", group_id)
         return results
+
+    async def _delete_empty_group(self, group: GroupMetadata) -> int:
+        """Delete an Empty group: it turns Dead *before* the tombstones are written, as Kafka's
+        ``handleDeleteGroups`` / ``cleanupGroupMetadata`` do under the group lock, so a JoinGroup
+        or OffsetCommit arriving during the write is refused (retriable) instead of reviving a
+        group that is being removed. If the write fails the group is Empty again."""
+        group.state = GroupState.DEAD
+        code = await self.manager.delete_group(group)
+        if code != 0 and group.is_state(GroupState.DEAD) and self.manager.get_group(group.group_id) is group:
+            group.state = GroupState.EMPTY
+        return code
 
     async def handle_delete_offsets(
         self, group_id: str, partitions: list[TopicPartitionKey]
@@ -259,6 +269,5 @@ class OffsetOpsMixin:
                 and not group.pending_members  # a KIP-394 rejoin is on its way
                 and self.manager.get_group(group.group_id) is group
             ):
-                if await self.manager.delete_group(group) == 0:
-                    group.state = GroupState.DEAD
+                await self._delete_empty_group(group)
         return expired_total
