@@ -165,6 +165,20 @@ def machine_summary() -> str:
     return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
+def emit_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
+    """Append one printed table as a JSON line to ``$KAFKALITE_BENCH_JSON`` (set by
+    ``python -m bench``, which computes the ratios and regenerates BENCHMARKS.md); no-op otherwise."""
+    path = os.environ.get("KAFKALITE_BENCH_JSON")
+    if not path:
+        return
+    import json
+    import sys
+
+    line = {"script": Path(sys.argv[0]).stem, "title": title, "columns": columns, "rows": rows}
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps(line) + "\n")
+
+
 def print_table(
     title: str,
     results: list[Result],
@@ -185,6 +199,7 @@ def print_table(
     if with_cpu:
         table.add_column("broker CPU s", justify="right")
     table.add_column("note")
+    emitted: list[list[str]] = []
     for r in results:
         row = [r.name, f"{r.records:,}", f"{r.elapsed_s:.2f}", f"{r.records_per_s:,.0f}"]
         if with_mb:
@@ -193,5 +208,7 @@ def print_table(
             row.append("" if r.broker_cpu_s is None else f"{r.broker_cpu_s:.2f}")
         row.append(r.note)
         table.add_row(*row)
+        emitted.append(row)
+    emit_table(title, [str(c.header) for c in table.columns], emitted)
     console.print(table)
     console.print(f"[dim]{machine_summary()}[/dim]")

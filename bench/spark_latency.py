@@ -22,7 +22,7 @@ import tempfile
 import threading
 import time
 
-from _common import base_parser, bootstrap, console, create_topic, machine_summary, topic_name
+from _common import base_parser, bootstrap, console, create_topic, emit_table, machine_summary, topic_name
 from rich.table import Table
 
 
@@ -150,6 +150,11 @@ def main() -> None:
             f"{max(trigger_ms):.0f}",
             f"{statistics.mean(trigger_ms):.0f}",
         )
+    emit_table(
+        str(table.title),
+        [str(c.header) for c in table.columns],
+        [[str(cell) for cell in row] for row in zip(*(list(c.cells) for c in table.columns), strict=True)],
+    )
     console.print(table)
     console.print(f"[dim]{machine_summary()}[/dim]")
 
