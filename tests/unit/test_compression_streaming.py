@@ -50,13 +50,13 @@ def test_iter_decompressed_rejects_truncated_streams(codec: int) -> None:
 
 def test_gzip_bomb_is_stopped_without_inflating_it() -> None:
     bomb = zlib.compressobj(9, zlib.DEFLATED, 31)
-    packed = b"".join(bomb.compress(b"\0" * (1 << 20)) for _ in range(64)) + bomb.flush()
+    packed = b"".join(bomb.compress(b"\0" * (1 << 20)) for _ in range(16)) + bomb.flush()
     seen = 0
     with pytest.raises(MessageTooLargeError):
-        for chunk in iter_decompressed(packed, 1, 8 << 20):
+        for chunk in iter_decompressed(packed, 1, 4 << 20):
             seen += len(chunk)
-    assert seen <= 8 << 20
-    assert gzip.decompress(packed) == b"\0" * (64 << 20)  # the bomb is a valid gzip stream
+    assert seen <= 4 << 20
+    assert len(gzip.decompress(packed)) == 16 << 20  # the bomb is a valid gzip stream
 
 
 @settings(max_examples=200, deadline=None)
