@@ -9,32 +9,27 @@ timestamp grew, plus one final entry when the segment is rolled or closed, so th
 always carries the segment's max timestamp (Kafka's ``LogSegment.onBecomeInactiveSegment``).
 Timestamps are strictly increasing; offsets strictly increasing.
 
-Like :mod:`broker.log.offset_index`, the file is not preallocated: entries are appended with
-one ``write`` each and mirrored in memory for binary search.
+Loading, trimming, truncation and the file itself are :class:`broker.log.index_file.IndexFile`'s.
 """
 
 from __future__ import annotations
 
-import logging
-import os
 import struct
-from bisect import bisect_left, bisect_right
+from array import array
 from pathlib import Path
+from typing import ClassVar
 
-from .index_file import IndexFile, write_all
+from .index_file import INT32_MAX, IndexFile
 
 __all__ = ["TimeIndex", "TIME_INDEX_ENTRY_SIZE", "TIME_INDEX_SUFFIX"]
-
-logger = logging.getLogger(__name__)
 
 TIME_INDEX_ENTRY_SIZE = 12
 TIME_INDEX_SUFFIX = ".timeindex"
 _ENTRY = struct.Struct(">qi")
-_INT32_MAX = 2**31 - 1
 
 
 class TimeIndex(IndexFile):
-    """Timestamp -> offset index of one segment.
+    """Timestamp -> offset index of one segment (values: timestamps in ms).
 
     Args:
         path: the ``.timeindex`` file (created when missing).
@@ -46,77 +41,54 @@ class TimeIndex(IndexFile):
             the final max-timestamp entry may be gone).
     """
 
-    def __init__(self, path: Path, base_offset: int, max_index_size_bytes: int = 10485760) -> None:
-        self._init_file(path)
-        self.base_offset = base_offset
-        self.max_entries = max(2, max_index_size_bytes // TIME_INDEX_ENTRY_SIZE)
-        self._timestamps: list[int] = []
-        self._relative_offsets: list[int] = []
-        self.was_trimmed = False
-        self._load()
+    ENTRY_SIZE: ClassVar[int] = TIME_INDEX_ENTRY_SIZE
+    KIND: ClassVar[str] = "time index"
+    VALUE_FLOOR: ClassVar[int] = -(2**63)
+    VALUE_TYPECODE: ClassVar[str] = "q"
 
-    def _load(self) -> None:
-        try:
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
-            raw = b""
-            self.path.touch()
-        usable = len(raw) - len(raw) % TIME_INDEX_ENTRY_SIZE
-        keep = 0
-        prev_ts, prev_rel = -(2**63), -1
-        for ts, rel in _ENTRY.iter_unpack(raw[:usable]):
-            if ts <= prev_ts or rel <= prev_rel or rel < 0:
-                break
-            self._timestamps.append(ts)
-            self._relative_offsets.append(rel)
-            prev_ts, prev_rel = ts, rel
-            keep += 1
-        if keep * TIME_INDEX_ENTRY_SIZE != len(raw):
-            self.was_trimmed = True
-            logger.warning(
-                "time index %s: trimming %d invalid trailing bytes",
-                self.path,
-                len(raw) - keep * TIME_INDEX_ENTRY_SIZE,
-            )
-            os.truncate(self.path, keep * TIME_INDEX_ENTRY_SIZE)
+    def __init__(self, path: Path, base_offset: int, max_index_size_bytes: int = 10485760) -> None:
+        super().__init__(path, base_offset, max(2, max_index_size_bytes // TIME_INDEX_ENTRY_SIZE))
+
+    def _decode(self, raw: bytes) -> tuple[array[int], array[int]]:
+        timestamps = array("q")
+        rel = array("i")
+        for ts, r in _ENTRY.iter_unpack(raw):
+            timestamps.append(ts)
+            rel.append(r)
+        return rel, timestamps
+
+    def _encode(self, relative_offset: int, value: int) -> bytes:
+        return _ENTRY.pack(value, relative_offset)
 
     # -- queries ---------------------------------------------------------------------------
 
     @property
-    def entries(self) -> int:
-        return len(self._timestamps)
-
-    @property
-    def is_full(self) -> bool:
-        return len(self._timestamps) >= self.max_entries
-
-    @property
     def last_entry(self) -> tuple[int, int]:
         """(timestamp_ms, absolute offset) of the last entry, or (-1, base_offset) when empty."""
-        if not self._timestamps:
+        if not self._values:
             return -1, self.base_offset
-        return self._timestamps[-1], self.base_offset + self._relative_offsets[-1]
+        return self._values[-1], self.base_offset + self._relative_offsets[-1]
 
     def entry(self, n: int) -> tuple[int, int]:
         """(timestamp_ms, absolute offset) of entry ``n``."""
-        return self._timestamps[n], self.base_offset + self._relative_offsets[n]
+        return self._values[n], self.base_offset + self._relative_offsets[n]
 
     def lookup_before(self, target_timestamp_ms: int) -> tuple[int, int] | None:
         """(timestamp_ms, offset) of the last entry whose timestamp is < ``target_timestamp_ms``,
         or None. Every batch up to the one ending at that offset has max_timestamp <
         target, so a search for the first record >= target may start right after it."""
-        i = bisect_left(self._timestamps, target_timestamp_ms) - 1
+        i = self._slot_below(self._values, target_timestamp_ms)
         if i < 0:
             return None
-        return self._timestamps[i], self.base_offset + self._relative_offsets[i]
+        return self._values[i], self.base_offset + self._relative_offsets[i]
 
     def lookup(self, target_timestamp_ms: int) -> tuple[int, int]:
         """Kafka's ``TimeIndex.lookup``: (timestamp, offset) of the last entry whose timestamp is
         <= the target, or (-1, base_offset)."""
-        i = bisect_right(self._timestamps, target_timestamp_ms) - 1
+        i = self._slot_at_or_below(self._values, target_timestamp_ms)
         if i < 0:
             return -1, self.base_offset
-        return self._timestamps[i], self.base_offset + self._relative_offsets[i]
+        return self._values[i], self.base_offset + self._relative_offsets[i]
 
     # -- mutation --------------------------------------------------------------------------
 
@@ -128,39 +100,16 @@ class TimeIndex(IndexFile):
             ValueError: the index is full (unless ``skip_full_check``, used for the final entry
                 on roll) or the relative offset does not fit int32.
         """
-        if self._timestamps and (
-            timestamp_ms <= self._timestamps[-1] or offset - self.base_offset <= self._relative_offsets[-1]
+        if self._values and (
+            timestamp_ms <= self._values[-1] or offset - self.base_offset <= self._relative_offsets[-1]
         ):
             return False
         if timestamp_ms < 0:
             return False
         rel = offset - self.base_offset
-        if not 0 <= rel <= _INT32_MAX:
+        if not 0 <= rel <= INT32_MAX:
             raise ValueError(f"time index entry offset {offset} overflows int32 in {self.path}")
         if self.is_full and not skip_full_check:
             raise ValueError(f"time index {self.path} is full ({self.entries} entries)")
-        write_all(self._ensure_fd(), _ENTRY.pack(timestamp_ms, rel))
-        self._dirty = True
-        self._timestamps.append(timestamp_ms)
-        self._relative_offsets.append(rel)
+        self._append_entry(rel, timestamp_ms)
         return True
-
-    def truncate_to(self, offset: int) -> None:
-        """Remove every entry whose offset is >= ``offset`` (Kafka's ``TimeIndex.truncateTo``)."""
-        keep = (
-            bisect_left(self._relative_offsets, offset - self.base_offset) if offset > self.base_offset else 0
-        )
-        if keep >= len(self._timestamps):
-            return
-        del self._timestamps[keep:]
-        del self._relative_offsets[keep:]
-        os.ftruncate(self._ensure_fd(), keep * TIME_INDEX_ENTRY_SIZE)
-        self._dirty = True
-
-    def reset(self) -> None:
-        """Remove all entries (before a rebuild)."""
-        self.truncate_to(self.base_offset)
-        self.was_trimmed = False
-
-    def __repr__(self) -> str:
-        return f"TimeIndex({self.path.name}, entries={self.entries})"
