@@ -48,14 +48,16 @@ _new_metadata = tuple.__new__
 class FutureRecordMetadata(Future):  # type: ignore[type-arg]
     """A ``Future[RecordMetadata]`` of record ``index`` of ``batch`` (see module docstring)."""
 
-    __slots__ = ("_batch", "_index", "_timestamp_ms", "_w", "_callbacks")
+    __slots__ = ("_batch", "_index", "_timestamp_ms")
+
+    # set on the instance only for the few futures that get waiters or callbacks
+    _w: list[Any] | None = None
+    _callbacks: list[Callable[[Future[RecordMetadata]], object]] | None = None
 
     def __init__(self, batch: ProducerBatch, index: int, timestamp_ms: int) -> None:  # no Future.__init__
         self._batch = batch
         self._index = index
         self._timestamp_ms = timestamp_ms
-        self._w: list[Any] | None = None
-        self._callbacks: list[Callable[[Future[RecordMetadata]], object]] | None = None
 
     # -- what concurrent.futures.wait / as_completed read ------------------------------------
 

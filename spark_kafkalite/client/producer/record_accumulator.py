@@ -97,19 +97,20 @@ class RecordAccumulator:
                 raise KafkaError("producer is closed")
             if self._used_bytes + record_size > self.buffer_memory:
                 self._wait_for_space(record_size, max_block_ms)
-            self._used_bytes += record_size
             dq = self._batches.get(tp)
-            if dq is None:
-                dq = self._batches[tp] = deque()
             if dq:
                 last = dq[-1]
                 if not last.in_retry:
                     future = last.try_append(record, record_size, self.batch_size)
                     if future is not None:
+                        self._used_bytes += record_size
                         return future, len(dq) > 1 or last.size_bytes >= self.batch_size, False
+            elif dq is None:
+                dq = self._batches[tp] = deque()
             batch = ProducerBatch(tp, now_ms(), self.compression_type)
-            future = batch.try_append(record, record_size, self.batch_size)
+            future = batch.try_append(record, record_size, self.batch_size)  # raises before any change
             assert future is not None
+            self._used_bytes += record_size
             dq.append(batch)
             self._incomplete.add(batch)
             return future, len(dq) > 1 or batch.size_bytes >= self.batch_size, True
