@@ -26,9 +26,10 @@ import time
 import uuid
 from typing import Any
 
-from _common import console
+from _common import console, emit_table, machine_summary
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from rich.table import Table
 
 from spark_kafkalite.client import KafkaProducer
 from spark_kafkalite.local_cluster import MULTI_NODE_DEFAULTS, LocalCluster
@@ -170,6 +171,21 @@ def main() -> None:
             cluster.stop()
     p50, p95 = statistics.median(times), _percentile(times, 0.95)
     settings = ", ".join(f"{k}={v}" for k, v in MULTI_NODE_DEFAULTS.items())
+    title = f"kill -9 of the leader -> first acked produce on the new leader ({len(times)} trials)"
+    columns = ["run", "p50 s", "p95 s", "max s", "note"]
+    session_s = int(MULTI_NODE_DEFAULTS["broker.session.timeout.ms"]) / 1000
+    rows = [
+        [f"{args.client} client", f"{p50:.2f}", f"{p95:.2f}", f"{max(times):.2f}", settings],
+        ["goal (issue #14)", f"{GOAL_P50_S:.2f}", "", "", f"session timeout {session_s:.1f} s"],
+    ]
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("run", "note") else "right")
+    for row in rows:
+        table.add_row(*row)
+    emit_table(title, columns, rows)
+    console.print(table)
+    console.print(f"[dim]{machine_summary()}[/dim]")
     console.print(
         f"failover (kill -9 of the leader -> first acked produce on the new leader), {args.client} client, "
         f"{len(times)} trials: p50 {p50:.2f} s, p95 {p95:.2f} s, max {max(times):.2f} s; "
