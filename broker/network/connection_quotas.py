@@ -94,40 +94,40 @@ class ConnectionQuotas:
         """Kafka's ``connectionSlotAvailable``."""
         return self.is_protected(listener_name) or self.total < self.max_connections
 
-    async def reserve_slot(self, listener_name: str) -> None:
-        """Wait until a broker-wide slot is free, then take it (Kafka's ``waitForConnectionSlot``
-        followed by the ``totalCount`` increment). Released by :meth:`release`."""
+    async def wait_for_slot(self, listener_name: str) -> None:
+        """Wait until a broker-wide slot is free (Kafka's ``waitForConnectionSlot``, called by
+        the acceptor before it accepts; :meth:`register` then counts the connection). Acceptors
+        of several listeners may each pass it for the last slot, so the total can exceed the
+        limit by the number of listeners minus one, as in Kafka."""
         while not self.slot_available(listener_name):
             self._slot_freed.clear()
             await self._slot_freed.wait()
-        self.total += 1
 
     def over_broker_limit(self) -> bool:
         """True when protected-listener connections pushed the total above ``max.connections``
         (Kafka's ``maxConnectionsExceeded``): an unprotected connection should be closed."""
         return self.total > self.max_connections
 
-    def register_ip(self, address: str) -> None:
-        """Count a connection from ``address`` (its broker-wide slot is already reserved).
+    def register(self, address: str) -> None:
+        """Count a new connection from ``address`` (Kafka's ``ConnectionQuotas.inc``).
 
         Raises:
-            TooManyConnectionsError: ``address`` is at its limit; the caller closes the socket
-                and calls :meth:`release` (without the address).
+            TooManyConnectionsError: ``address`` is at its limit; nothing was counted and the
+                caller closes the socket.
         """
         limit = self.per_ip_overrides.get(address, self.max_connections_per_ip)
         count = self.per_ip.get(address, 0)
         if count >= limit:
             raise TooManyConnectionsError(address, limit)
         self.per_ip[address] = count + 1
+        self.total += 1
 
-    def release(self, address: str | None = None) -> None:
-        """A connection closed (or a reserved slot was not used): free its slot and, when given,
-        its per-address count."""
-        if address is not None:
-            count = self.per_ip.get(address, 0) - 1
-            if count > 0:
-                self.per_ip[address] = count
-            else:
-                self.per_ip.pop(address, None)
+    def release(self, address: str) -> None:
+        """A connection from ``address`` closed: free its slots (Kafka's ``ConnectionQuotas.dec``)."""
+        count = self.per_ip.get(address, 0) - 1
+        if count > 0:
+            self.per_ip[address] = count
+        else:
+            self.per_ip.pop(address, None)
         self.total -= 1
         self._slot_freed.set()

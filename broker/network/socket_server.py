@@ -190,22 +190,17 @@ class SocketServer:
         loop = asyncio.get_running_loop()
         quotas = self.quotas
         while not self._stopping:
-            await quotas.reserve_slot(listener_name)  # Kafka's waitForConnectionSlot
+            await quotas.wait_for_slot(listener_name)  # Kafka's waitForConnectionSlot
             try:
                 sock, address = await loop.sock_accept(lsock)
-            except asyncio.CancelledError:
-                quotas.release()
-                raise
             except OSError as exc:  # e.g. EMFILE: back off instead of spinning
-                quotas.release()
                 logger.warning("accept on %s failed: %s", listener_name, exc)
                 await asyncio.sleep(0.1)
                 continue
             client_host = str(address[0])
             try:
-                quotas.register_ip(client_host)
+                quotas.register(client_host)
             except TooManyConnectionsError as exc:
-                quotas.release()
                 logger.info("rejected connection on %s: %s", listener_name, exc)
                 sock.close()
                 continue

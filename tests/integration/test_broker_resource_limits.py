@@ -6,8 +6,11 @@ with bounded broker memory. Small config values keep every wait short."""
 from __future__ import annotations
 
 import datetime
+import json
 import socket
 import struct
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -258,3 +261,43 @@ def test_compression_bomb_is_rejected_with_bounded_memory(
             conn.api_versions()  # the connection and the broker carry on
         finally:
             conn.close()
+
+
+def test_inter_broker_listener_is_protected_from_max_connections(tmp_path: Path, conns: list[Conn]) -> None:
+    """KIP-402: with two listeners, the inter-broker one accepts beyond ``max.connections`` and
+    the least recently active connection of the other listener is closed to make room."""
+    config = tmp_path / "b.properties"
+    config.write_text(
+        "node.id=1\n"
+        "listeners=PLAINTEXT://127.0.0.1:0,REPLICATION://127.0.0.1:0\n"
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT\n"
+        "inter.broker.listener.name=REPLICATION\n"
+        "max.connections=2\n"
+        f"log.dirs={tmp_path / 'logs'}\n",
+        encoding="utf-8",
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "broker", "--config", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        endpoints_file = tmp_path / "logs" / ".broker-endpoints.json"
+        deadline = time.monotonic() + 30
+        while not endpoints_file.exists():
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        listeners = json.loads(endpoints_file.read_text())["listeners"]
+        oldest, newer = Conn(listeners["PLAINTEXT"]), Conn(listeners["PLAINTEXT"])
+        conns.extend([oldest, newer])
+        oldest.api_versions()
+        time.sleep(0.05)
+        newer.api_versions()
+        replication = Conn(listeners["REPLICATION"])
+        conns.append(replication)
+        replication.api_versions()  # accepted although 2 connections are open
+        assert oldest.closed_by_peer(5.0)  # the least recently active one made room
+        newer.api_versions()
+    finally:
+        process.terminate()
+        process.wait(20)

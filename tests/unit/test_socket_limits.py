@@ -60,35 +60,33 @@ def test_unbounded_pool_never_waits() -> None:
 
 
 def test_connection_quotas_per_ip_and_overrides() -> None:
-    async def scenario() -> None:
-        quotas = ConnectionQuotas(10, 1, {"10.0.0.9": 2})
-        await quotas.reserve_slot("PLAINTEXT")
-        quotas.register_ip("10.0.0.1")
-        await quotas.reserve_slot("PLAINTEXT")
-        with pytest.raises(TooManyConnectionsError, match="max.connections.per.ip=1"):
-            quotas.register_ip("10.0.0.1")
-        quotas.release()
-        for _ in range(2):
-            await quotas.reserve_slot("PLAINTEXT")
-            quotas.register_ip("10.0.0.9")
-        assert quotas.total == 3
-        quotas.release("10.0.0.1")
-        assert quotas.per_ip == {"10.0.0.9": 2}
-
-    asyncio.run(scenario())
+    quotas = ConnectionQuotas(10, 1, {"10.0.0.9": 2})
+    quotas.register("10.0.0.1")
+    with pytest.raises(TooManyConnectionsError, match="max.connections.per.ip=1"):
+        quotas.register("10.0.0.1")
+    for _ in range(2):
+        quotas.register("10.0.0.9")
+    assert quotas.total == 3
+    quotas.release("10.0.0.1")
+    assert quotas.per_ip == {"10.0.0.9": 2}
+    assert quotas.total == 2
 
 
 def test_connection_quotas_broker_limit_waits_and_protects_inter_broker_listener() -> None:
     async def scenario() -> None:
         quotas = ConnectionQuotas(1, 100, protected_listener="REPLICATION", listener_count=2)
-        await quotas.reserve_slot("CLIENT")
-        blocked = asyncio.create_task(quotas.reserve_slot("CLIENT"))
+        await quotas.wait_for_slot("CLIENT")
+        quotas.register("10.0.0.1")
+        blocked = asyncio.create_task(quotas.wait_for_slot("CLIENT"))
         await asyncio.sleep(0.01)
         assert not blocked.done()
-        await quotas.reserve_slot("REPLICATION")  # protected: never waits
+        await quotas.wait_for_slot("REPLICATION")  # protected: never waits
+        quotas.register("10.0.0.2")
         assert quotas.over_broker_limit()
-        quotas.release()
-        quotas.release()
+        quotas.release("10.0.0.2")
+        await asyncio.sleep(0.01)
+        assert not blocked.done()  # still 1 of 1
+        quotas.release("10.0.0.1")
         await asyncio.wait_for(blocked, 1.0)
 
     asyncio.run(scenario())
