@@ -280,8 +280,8 @@ _define(
     "Largest request accepted; bigger ones close the connection.",
     at_least(1),
 )
-_define("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF of sockets (-1 = OS default).", at_least(-1))
-_define("socket.receive.buffer.bytes", "int", 102400, "SO_RCVBUF of sockets (-1 = OS default).", at_least(-1))
+_define("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF of sockets" + _UNUSED, at_least(-1))
+_define("socket.receive.buffer.bytes", "int", 102400, "SO_RCVBUF of sockets" + _UNUSED, at_least(-1))
 _define("socket.listen.backlog.size", "int", 50, "Listen backlog of the acceptor.", at_least(1))
 _define("num.network.threads", "int", 3, "Network threads (one asyncio loop here)" + _UNUSED, at_least(1))
 _define("num.io.threads", "int", 8, "Request handler threads (one asyncio loop here)" + _UNUSED, at_least(1))

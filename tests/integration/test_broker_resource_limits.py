@@ -182,7 +182,7 @@ def test_slow_frame_is_closed_but_an_idle_connection_is_not(tmp_path: Path, conn
         started = time.monotonic()
         assert half_size.closed_by_peer(5.0)
         assert half_body.closed_by_peer(5.0)
-        assert time.monotonic() - started < 3.0
+        assert time.monotonic() - started < 10.0  # far below connections.max.idle.ms (60 s)
         assert not idle.closed_by_peer(1.5)  # silence between frames is connections.max.idle.ms
         idle.api_versions()
 
