@@ -211,6 +211,28 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
     def _is_dynamic_member(self) -> bool:
         return self.group_instance_id is None
 
+    def set_fatal_error(self, exc: KafkaError) -> None:
+        """Record an error that ``poll`` raises next (e.g. a fenced static member)."""
+        with self._lock:
+            self._fatal_error = exc
+
+    def is_current_generation(self, generation: Generation) -> bool:
+        with self._lock:
+            return self.generation == generation
+
+    def now_ms(self) -> float:
+        """The coordinator's clock (milliseconds)."""
+        return self._clock()
+
+    @property
+    def request_timeout_ms(self) -> int:
+        return self._request_timeout_ms
+
+    @property
+    def close_deadline(self) -> float:
+        """Bounds the commit + LeaveGroup of ``close`` (infinite until ``close`` starts)."""
+        return self._close_deadline
+
     def raise_fatal_if_any(self) -> None:
         with self._lock:
             exc, self._fatal_error = self._fatal_error, None
@@ -218,7 +240,7 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
             raise exc
 
     # ------------------------------------------------------------------ driving the client
-    def _wait(self, future: RequestFuture, deadline: float) -> bool:
+    def wait_for(self, future: RequestFuture, deadline: float) -> bool:
         """Poll the application's client until ``future`` is done or ``deadline`` passes."""
         self._client.poll(0)
         while not future.is_done():
@@ -228,12 +250,12 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
             self._client.poll(min(remaining, 1000.0))
         return True
 
-    def _backoff(self, deadline: float) -> None:
+    def backoff(self, deadline: float) -> None:
         remaining = deadline - self._clock()
         if remaining > 0:
             self._client.poll(min(self._retry_backoff_ms, remaining))
 
-    def _send_to_coordinator(self, builder: Any, timeout_ms: float | None = None) -> RequestFuture:
+    def send_to_coordinator(self, builder: Any, timeout_ms: float | None = None) -> RequestFuture:
         node = self.coordinator()
         if node is None:
             future = RequestFuture()
@@ -241,7 +263,7 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
             return future
         return self._client.send(node, builder, timeout_ms=timeout_ms)
 
-    def _watch_coordinator_errors(self, future: RequestFuture) -> None:
+    def watch_coordinator_errors(self, future: RequestFuture) -> None:
         """A failed request to the coordinator (disconnect, timeout) invalidates it."""
 
         def check(f: RequestFuture) -> None:
@@ -277,9 +299,9 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
 
     def _on_find_coordinator(self, future: RequestFuture) -> None:
         if future.succeeded():
-            self._set_coordinator(future.value)
+            self.set_coordinator(future.value)
 
-    def _set_coordinator(self, found: tuple[int, str, int]) -> None:
+    def set_coordinator(self, found: tuple[int, str, int]) -> None:
         broker_id, host, port = found
         with self._lock:
             self._coordinator = (coordinator_node_id(broker_id), host, port)
@@ -295,7 +317,7 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
             if self._find_future is None:
                 self._find_future = self.send_find_coordinator(self._client, self.group_id)
                 self._find_future.add_callback(self._on_find_coordinator)
-            if not self._wait(self._find_future, deadline):
+            if not self.wait_for(self._find_future, deadline):
                 return False
             future, self._find_future = self._find_future, None
             if future.failed():
@@ -304,7 +326,7 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
                 if not is_retriable_group_error(exc):
                     raise exc
                 log.debug("group %s: coordinator lookup failed: %s", self.group_id, exc)
-                self._backoff(deadline)
+                self.backoff(deadline)
                 if self._clock() >= deadline:
                     return False
         return True
@@ -330,7 +352,7 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
                     self.on_join_prepare(generation)
                     self._needs_join_prepare = False
                 self._join_future = self._send_join_group()
-            if not self._wait(self._join_future, deadline):
+            if not self.wait_for(self._join_future, deadline):
                 return False
             future, self._join_future = self._join_future, None
             if future.succeeded():
@@ -345,7 +367,7 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
                 raise exc
             if getattr(exc, "error_code", None) != ErrorCode.member_id_required:
                 log.info("group %s: join failed (%s); retrying", self.group_id, exc)
-                self._backoff(deadline)
+                self.backoff(deadline)
             if self._clock() >= deadline:
                 return False
         return True
@@ -369,10 +391,10 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
             reason,
         )
         log.info("group %s: (re-)joining group (member id %r, reason: %s)", self.group_id, member_id, reason)
-        future = self._send_to_coordinator(
+        future = self.send_to_coordinator(
             builder, rebalance_request_timeout_ms(self.rebalance_timeout_ms, self._request_timeout_ms)
         )
-        self._watch_coordinator_errors(future)
+        self.watch_coordinator_errors(future)
         future.add_callback(lambda f: self._on_join_response(f, outer))
         return outer
 
@@ -467,8 +489,8 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
             generation.protocol_name or "",
             assignments,
         )
-        future = self._send_to_coordinator(builder)
-        self._watch_coordinator_errors(future)
+        future = self.send_to_coordinator(builder)
+        self.watch_coordinator_errors(future)
         future.add_callback(lambda f: self._on_sync_response(f, outer, generation))
 
     def _on_sync_response(self, f: RequestFuture, outer: RequestFuture, generation: Generation) -> None:
@@ -518,7 +540,7 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
                     node, leave_group_request(self.group_id, [(generation.member_id, None)], reason)
                 )
                 try:
-                    self._wait(future, self._clock() + timeout_ms)
+                    self.wait_for(future, self._clock() + timeout_ms)
                 except KafkaError:
                     pass
         self.reset_generation(reason, reset_member_id=True)

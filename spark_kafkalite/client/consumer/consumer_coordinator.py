@@ -29,7 +29,6 @@ import dataclasses
 import logging
 import math
 import re
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -45,7 +44,7 @@ from spark_kafkalite.client.consumer.assignors import (
 )
 from spark_kafkalite.client.consumer.consumer_offsets import (
     CommitFailedError,
-    ConsumerOffsetsMixin,
+    ConsumerOffsets,
     OffsetCommitCallback,
     RebalanceInProgressError,
 )
@@ -107,7 +106,7 @@ class ConsumerRebalanceListener:
         self.on_partitions_revoked(lost)
 
 
-class ConsumerCoordinator(ConsumerOffsetsMixin, AbstractCoordinator):
+class ConsumerCoordinator(AbstractCoordinator):
     """See module docstring. Application thread only, except the heartbeat machinery."""
 
     def __init__(
@@ -134,9 +133,6 @@ class ConsumerCoordinator(ConsumerOffsetsMixin, AbstractCoordinator):
             if RebalanceProtocol.COOPERATIVE in common
             else RebalanceProtocol.EAGER
         )
-        self.auto_commit_enabled = bool(config["enable.auto.commit"])
-        self.auto_commit_interval_ms = float(config["auto.commit.interval.ms"])
-        self._next_auto_commit_ms = clock() + self.auto_commit_interval_ms
         self._rack = str(config.get("client.rack") or "") or None
         self._exclude_internal = bool(config.get("exclude.internal.topics", True))
         self._metadata_max_age_ms = float(config.get("metadata.max.age.ms", 300000))
@@ -151,11 +147,42 @@ class ConsumerCoordinator(ConsumerOffsetsMixin, AbstractCoordinator):
         self._pattern_future: RequestFuture | None = None
         self._pattern_evaluated = False
         self._next_pattern_refresh_ms = 0.0
-        self._pending_committed: tuple[frozenset[TopicPartition], RequestFuture] | None = None
-        self._completed_commits: deque[
-            tuple[OffsetCommitCallback | None, dict[TopicPartition, OffsetAndMetadata], BaseException | None]
-        ] = deque()
         self._listener_error: BaseException | None = None
+        #: the offset manager: commits, committed offsets, auto-commit (Java keeps these in
+        #: ConsumerCoordinator itself; a component here so each half reads and tests alone)
+        self.offsets = ConsumerOffsets(
+            self,
+            client,
+            subscriptions,
+            auto_commit_enabled=bool(config["enable.auto.commit"]),
+            auto_commit_interval_ms=float(config["auto.commit.interval.ms"]),
+        )
+
+    # ------------------------------------------------------------------ offsets (delegated)
+    def all_consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The position of every assigned partition that has one (what auto-commit commits)."""
+        return self.offsets.all_consumed_offsets()
+
+    def commit_sync(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], deadline: float) -> None:
+        """``ConsumerOffsets.commit_sync``: commit and wait, retrying until ``deadline``."""
+        self.offsets.commit_sync(offsets, deadline)
+
+    def commit_async(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata], callback: OffsetCommitCallback | None
+    ) -> None:
+        """``ConsumerOffsets.commit_async``: the callback runs in a later poll/commit/close."""
+        self.offsets.commit_async(offsets, callback)
+
+    def fetch_committed_offsets(
+        self, partitions: Iterable[TopicPartition], deadline: float
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """``ConsumerOffsets.fetch_committed_offsets`` (OffsetFetch, retried until ``deadline``)."""
+        return self.offsets.fetch_committed_offsets(partitions, deadline)
+
+    def refresh_committed_offsets_if_needed(self, deadline: float) -> bool:
+        """``ConsumerOffsets.refresh_committed_offsets_if_needed`` (Java
+        ``initWithCommittedOffsetsIfNeeded``)."""
+        return self.offsets.refresh_committed_offsets_if_needed(deadline)
 
     # ------------------------------------------------------------------ subscriptions
     def subscribe(self, topics: Iterable[str], listener: ConsumerRebalanceListener | None) -> None:
@@ -251,8 +278,8 @@ class ConsumerCoordinator(ConsumerOffsetsMixin, AbstractCoordinator):
             self._metadata.set_topics(self.subscribed_topics | self._group_subscription)
 
     def on_join_prepare(self, generation: Generation) -> None:
-        if self.auto_commit_enabled and generation.generation_id >= 0 and generation.member_id:
-            self._commit_quietly(self.all_consumed_offsets(), "before rebalance")
+        if self.offsets.auto_commit_enabled and generation.generation_id >= 0 and generation.member_id:
+            self.offsets.commit_quietly(self.offsets.all_consumed_offsets(), "before rebalance")
         owned = self._subscriptions.assigned_partitions()
         if generation.generation_id < 0 or not generation.member_id:
             if owned:
@@ -318,15 +345,15 @@ class ConsumerCoordinator(ConsumerOffsetsMixin, AbstractCoordinator):
         added = assigned - owned
         revoked = owned - assigned
         if revoked:  # cooperative: give up only what moved, then rejoin so it can be reassigned
-            if self.auto_commit_enabled:
-                self._commit_quietly(
-                    {tp: om for tp, om in self.all_consumed_offsets().items() if tp in revoked},
+            if self.offsets.auto_commit_enabled:
+                self.offsets.commit_quietly(
+                    {tp: om for tp, om in self.offsets.all_consumed_offsets().items() if tp in revoked},
                     "of revoked partitions",
                 )
             self._invoke("on_partitions_revoked", revoked)
             self.request_rejoin("need to revoke partitions and re-join")
         self._assign(assigned)
-        self._next_auto_commit_ms = self._clock() + self.auto_commit_interval_ms
+        self.offsets.reset_auto_commit_timer()
         log.info(
             "group %s: generation %d assigned %s",
             self.group_id,
@@ -338,8 +365,8 @@ class ConsumerCoordinator(ConsumerOffsetsMixin, AbstractCoordinator):
 
     def on_leave_prepare(self, generation: Generation) -> None:
         owned = self._subscriptions.assigned_partitions()
-        if self.auto_commit_enabled and generation.generation_id >= 0:
-            self._commit_quietly(self.all_consumed_offsets(), "before leaving the group")
+        if self.offsets.auto_commit_enabled and generation.generation_id >= 0:
+            self.offsets.commit_quietly(self.offsets.all_consumed_offsets(), "before leaving the group")
         if owned:
             lost = generation.generation_id < 0 or not generation.member_id
             self._invoke("on_partitions_lost" if lost else "on_partitions_revoked", owned)
@@ -353,7 +380,7 @@ class ConsumerCoordinator(ConsumerOffsetsMixin, AbstractCoordinator):
         Raises:
             KafkaError: fatal group errors; a rebalance listener's exception.
         """
-        self.invoke_completed_commit_callbacks()
+        self.offsets.invoke_completed_commit_callbacks()
         self.raise_fatal_if_any()
         self.poll_heartbeat(self._clock())
         if self.is_auto_subscribed():
@@ -367,14 +394,14 @@ class ConsumerCoordinator(ConsumerOffsetsMixin, AbstractCoordinator):
             elif self.coordinator_unknown():
                 self.ensure_coordinator_ready(deadline)
             self.poll_heartbeat(self._clock())
-        self._maybe_auto_commit()
+        self.offsets.maybe_auto_commit()
         return True
 
     def time_to_next_poll_ms(self, now: float) -> float:
         """How long ``KafkaConsumer.poll`` may block in the network before coming back here."""
         wait = math.inf
-        if self.auto_commit_enabled and self.subscription_type is not SubscriptionType.NONE:
-            wait = max(0.0, self._next_auto_commit_ms - now)
+        if self.offsets.auto_commit_enabled and self.subscription_type is not SubscriptionType.NONE:
+            wait = max(0.0, self.offsets.next_auto_commit_ms - now)
         if self.is_auto_subscribed():
             if self.rejoin_needed_or_pending():
                 return 0.0
@@ -400,10 +427,10 @@ class ConsumerCoordinator(ConsumerOffsetsMixin, AbstractCoordinator):
         if self.subscription_type is SubscriptionType.AUTO_PATTERN:
             while not self._pattern_evaluated:
                 self._maybe_refresh_pattern()
-                if self._pattern_future is None or not self._wait(self._pattern_future, deadline):
+                if self._pattern_future is None or not self.wait_for(self._pattern_future, deadline):
                     if self._clock() >= deadline:
                         return False
-                    self._backoff(deadline)
+                    self.backoff(deadline)
         cluster = self._metadata.fetch()
         if (
             self.subscribed_topics
@@ -457,8 +484,8 @@ class ConsumerCoordinator(ConsumerOffsetsMixin, AbstractCoordinator):
         """Commit (auto-commit), revoke, leave the group, stop heartbeats; run pending commit
         callbacks. Never raises for group errors (they are logged)."""
         try:
-            if self.auto_commit_enabled and self.subscription_type is SubscriptionType.USER_ASSIGNED:
-                self._commit_quietly(self.all_consumed_offsets(), "on close")
+            if self.offsets.auto_commit_enabled and self.subscription_type is SubscriptionType.USER_ASSIGNED:
+                self.offsets.commit_quietly(self.offsets.all_consumed_offsets(), "on close")
             if self.is_auto_subscribed():
                 self.close_coordinator(timeout_ms)
             else:
@@ -466,4 +493,4 @@ class ConsumerCoordinator(ConsumerOffsetsMixin, AbstractCoordinator):
         except KafkaError as exc:
             log.warning("group %s: error while closing the coordinator: %s", self.group_id, exc)
         finally:
-            self.invoke_completed_commit_callbacks()
+            self.offsets.invoke_completed_commit_callbacks()

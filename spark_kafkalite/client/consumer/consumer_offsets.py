@@ -12,10 +12,9 @@ retried by ``commit_sync`` / ``fetch_committed_offsets`` until their deadline.
 from __future__ import annotations
 
 import logging
-import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from spark_kafkalite.client.consumer.group_requests import (
     OffsetAndMetadata,
@@ -32,24 +31,27 @@ from spark_kafkalite.client.consumer.group_state import (
 )
 from spark_kafkalite.client.request_future import RequestFuture
 from spark_kafkalite.client.types import TopicPartition
-from spark_kafkalite.protocol import errors as _errors
-from spark_kafkalite.protocol.errors import ErrorCode, KafkaError, KafkaTimeoutError, error_for_code
+from spark_kafkalite.protocol.errors import (
+    ErrorCode,
+    KafkaError,
+    KafkaTimeoutError,
+    RebalanceInProgressError,
+    error_for_code,
+)
 
 if TYPE_CHECKING:
     from spark_kafkalite.client.consumer.subscription_state import SubscriptionState
     from spark_kafkalite.client.network_client import NetworkClient
 
 __all__ = [
-    "ConsumerOffsetsMixin",
+    "ConsumerOffsets",
+    "GroupMember",
     "CommitFailedError",
     "RebalanceInProgressError",
     "OffsetCommitCallback",
 ]
 
 log = logging.getLogger(__name__)
-
-#: Java ``RebalanceInProgressException`` (REBALANCE_IN_PROGRESS, 27)
-RebalanceInProgressError: type[KafkaError] = _errors.RebalanceInProgressError  # type: ignore[attr-defined]
 
 OffsetCommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], "BaseException | None"], None]
 
@@ -66,44 +68,75 @@ class CommitFailedError(KafkaError):
         return f"COMMIT_FAILED: {message}" if message else "COMMIT_FAILED"
 
 
-class ConsumerOffsetsMixin:
-    """Offset commits and fetches of ``ConsumerCoordinator`` (see module docstring)."""
+class GroupMember(Protocol):
+    """What ``ConsumerOffsets`` needs of its group member (``ConsumerCoordinator``): identity,
+    generation, coordinator lookup and requests to it."""
 
-    if TYPE_CHECKING:  # provided by ConsumerCoordinator / AbstractCoordinator
-        _client: NetworkClient
-        _subscriptions: SubscriptionState
-        _lock: threading.RLock
-        _clock: Callable[[], float]
-        _fatal_error: KafkaError | None
-        _request_timeout_ms: int
-        _close_deadline: float
-        _next_auto_commit_ms: float
-        _pending_committed: tuple[frozenset[TopicPartition], RequestFuture] | None
-        _completed_commits: deque[
+    group_id: str
+    group_instance_id: str | None
+    generation: Generation
+    subscription_type: SubscriptionType
+
+    @property
+    def request_timeout_ms(self) -> int: ...
+    @property
+    def close_deadline(self) -> float: ...
+    def now_ms(self) -> float: ...
+    def is_auto_subscribed(self) -> bool: ...
+    def generation_if_stable(self) -> Generation | None: ...
+    def is_current_generation(self, generation: Generation) -> bool: ...
+    def rebalance_in_progress(self) -> bool: ...
+    def coordinator(self) -> int | None: ...
+    def mark_coordinator_unknown(self, reason: str) -> None: ...
+    def request_rejoin(self, reason: str) -> None: ...
+    def reset_generation(self, reason: str, reset_member_id: bool) -> None: ...
+    def set_fatal_error(self, exc: KafkaError) -> None: ...
+    def ensure_coordinator_ready(self, deadline: float) -> bool: ...
+    def send_to_coordinator(self, builder: Any, timeout_ms: float | None = None) -> RequestFuture: ...
+    def watch_coordinator_errors(self, future: RequestFuture) -> None: ...
+    def wait_for(self, future: RequestFuture, deadline: float) -> bool: ...
+    def backoff(self, deadline: float) -> None: ...
+    def set_coordinator(self, found: tuple[int, str, int]) -> None: ...
+    def send_find_coordinator(self, client: NetworkClient, group_id: str) -> RequestFuture: ...
+
+
+class ConsumerOffsets:
+    """Offset commits and fetches of a group member (see module docstring): the offset manager
+    a ``ConsumerCoordinator`` owns. Runs on the application thread.
+
+    Args:
+        member: the coordinator whose generation the commits carry.
+        client: the application thread's network client.
+        subscriptions: the consumer's assignment and positions.
+        auto_commit_enabled: ``enable.auto.commit``; auto_commit_interval_ms: ``auto.commit.interval.ms``.
+    """
+
+    def __init__(
+        self,
+        member: GroupMember,
+        client: NetworkClient,
+        subscriptions: SubscriptionState,
+        auto_commit_enabled: bool,
+        auto_commit_interval_ms: float,
+    ) -> None:
+        self._member = member
+        self._client = client
+        self._subscriptions = subscriptions
+        self.auto_commit_enabled = auto_commit_enabled
+        self.auto_commit_interval_ms = auto_commit_interval_ms
+        self.next_auto_commit_ms = member.now_ms() + auto_commit_interval_ms
+        self._pending_committed: tuple[frozenset[TopicPartition], RequestFuture] | None = None
+        self._completed_commits: deque[
             tuple[OffsetCommitCallback | None, dict[TopicPartition, OffsetAndMetadata], BaseException | None]
-        ]
-        auto_commit_enabled: bool
-        auto_commit_interval_ms: float
-        subscription_type: SubscriptionType
-        group_id: str
-        group_instance_id: str | None
-        generation: Generation
+        ] = deque()
 
-        def is_auto_subscribed(self) -> bool: ...
-        def generation_if_stable(self) -> Generation | None: ...
-        def rebalance_in_progress(self) -> bool: ...
-        def coordinator(self) -> int | None: ...
-        def mark_coordinator_unknown(self, reason: str) -> None: ...
-        def request_rejoin(self, reason: str) -> None: ...
-        def reset_generation(self, reason: str, reset_member_id: bool) -> None: ...
-        def ensure_coordinator_ready(self, deadline: float) -> bool: ...
-        def _send_to_coordinator(self, builder: Any, timeout_ms: float | None = None) -> RequestFuture: ...
-        def _watch_coordinator_errors(self, future: RequestFuture) -> None: ...
-        def _wait(self, future: RequestFuture, deadline: float) -> bool: ...
-        def _backoff(self, deadline: float) -> None: ...
-        def _set_coordinator(self, found: tuple[int, str, int]) -> None: ...
-        @staticmethod
-        def send_find_coordinator(client: NetworkClient, group_id: str) -> RequestFuture: ...
+    @property
+    def group_id(self) -> str:
+        return self._member.group_id
+
+    def reset_auto_commit_timer(self) -> None:
+        """Next auto-commit one ``auto.commit.interval.ms`` from now (after a rebalance)."""
+        self.next_auto_commit_ms = self._member.now_ms() + self.auto_commit_interval_ms
 
     # ------------------------------------------------------------------ offsets
     def all_consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
@@ -116,14 +149,14 @@ class ConsumerOffsetsMixin:
                 out[tp] = OffsetAndMetadata(int(state.position), "", -1 if epoch is None else int(epoch))
         return out
 
-    def _maybe_auto_commit(self) -> None:
-        if not self.auto_commit_enabled or self.subscription_type is SubscriptionType.NONE:
+    def maybe_auto_commit(self) -> None:
+        if not self.auto_commit_enabled or self._member.subscription_type is SubscriptionType.NONE:
             return
-        now = self._clock()
-        if now < self._next_auto_commit_ms:
+        now = self._member.now_ms()
+        if now < self.next_auto_commit_ms:
             return
-        self._next_auto_commit_ms = now + self.auto_commit_interval_ms
-        if self.is_auto_subscribed() and self.generation_if_stable() is None:
+        self.next_auto_commit_ms = now + self.auto_commit_interval_ms
+        if self._member.is_auto_subscribed() and self._member.generation_if_stable() is None:
             return
         offsets = self.all_consumed_offsets()
         if offsets:
@@ -137,21 +170,24 @@ class ConsumerOffsetsMixin:
         else:
             log.debug("group %s: auto-committed %s", self.group_id, offsets)
 
-    def _commit_quietly(self, offsets: dict[TopicPartition, OffsetAndMetadata], when: str) -> None:
+    def commit_quietly(self, offsets: dict[TopicPartition, OffsetAndMetadata], when: str) -> None:
         if not offsets:
             return
         try:
-            self.commit_sync(offsets, min(self._clock() + self._request_timeout_ms, self._close_deadline))
+            self.commit_sync(
+                offsets,
+                min(self._member.now_ms() + self._member.request_timeout_ms, self._member.close_deadline),
+            )
         except KafkaError as exc:
             log.warning("group %s: auto-commit %s failed: %s", self.group_id, when, exc)
 
     def _send_offset_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> RequestFuture:
         outer = RequestFuture()
-        if self.is_auto_subscribed():
-            generation = self.generation_if_stable()
-            instance_id = self.group_instance_id
+        if self._member.is_auto_subscribed():
+            generation = self._member.generation_if_stable()
+            instance_id = self._member.group_instance_id
             if generation is None:
-                if self.rebalance_in_progress():
+                if self._member.rebalance_in_progress():
                     outer.failure(
                         RebalanceInProgressError(
                             "offset commit cannot be completed since the consumer is undergoing a rebalance; "
@@ -171,8 +207,8 @@ class ConsumerOffsetsMixin:
         builder = offset_commit_request(
             self.group_id, generation.generation_id, generation.member_id, instance_id, offsets
         )
-        future = self._send_to_coordinator(builder)
-        self._watch_coordinator_errors(future)
+        future = self._member.send_to_coordinator(builder)
+        self._member.watch_coordinator_errors(future)
 
         def done(f: RequestFuture) -> None:
             if f.failed():
@@ -187,16 +223,15 @@ class ConsumerOffsetsMixin:
                     ErrorCode.not_coordinator,
                     ErrorCode.request_timed_out,
                 ):
-                    self.mark_coordinator_unknown(error_for_code(code).name)
+                    self._member.mark_coordinator_unknown(error_for_code(code).name)
                 elif code == ErrorCode.rebalance_in_progress:
-                    self.request_rejoin("OffsetCommit: REBALANCE_IN_PROGRESS")
+                    self._member.request_rejoin("OffsetCommit: REBALANCE_IN_PROGRESS")
                     outer.failure(RebalanceInProgressError(where))
                     return
                 elif code in (ErrorCode.unknown_member_id, ErrorCode.illegal_generation):
-                    with self._lock:
-                        current = self.generation == generation
+                    current = self._member.is_current_generation(generation)
                     if current and generation is not NO_GENERATION:
-                        self.reset_generation(
+                        self._member.reset_generation(
                             f"OffsetCommit: {error_for_code(code).name}",
                             reset_member_id=code == ErrorCode.unknown_member_id,
                         )
@@ -208,8 +243,7 @@ class ConsumerOffsetsMixin:
                     )
                     return
                 elif code == ErrorCode.fenced_instance_id:
-                    with self._lock:
-                        self._fatal_error = error_for_code(code, where)
+                    self._member.set_fatal_error(error_for_code(code, where))
                 outer.failure(error_for_code(code, where))
                 return
             outer.success(None)
@@ -229,12 +263,12 @@ class ConsumerOffsetsMixin:
             return
         last: BaseException | None = None
         while True:
-            if not self.ensure_coordinator_ready(deadline):
+            if not self._member.ensure_coordinator_ready(deadline):
                 raise KafkaTimeoutError(
                     f"offset commit for group {self.group_id} timed out finding the coordinator"
                 )
             future = self._send_offset_commit(offsets)
-            if not self._wait(future, deadline):
+            if not self._member.wait_for(future, deadline):
                 raise KafkaTimeoutError(f"offset commit for group {self.group_id} timed out")
             if future.succeeded():
                 return
@@ -244,8 +278,8 @@ class ConsumerOffsetsMixin:
                 last, (CommitFailedError, RebalanceInProgressError)
             ) or not is_retriable_group_error(last):
                 raise last
-            self._backoff(deadline)
-            if self._clock() >= deadline:
+            self._member.backoff(deadline)
+            if self._member.now_ms() >= deadline:
                 raise KafkaTimeoutError(
                     f"offset commit for group {self.group_id} timed out (last error: {last})"
                 )
@@ -263,7 +297,7 @@ class ConsumerOffsetsMixin:
         if not snapshot:
             finish(None)
             return
-        if self.coordinator() is not None:
+        if self._member.coordinator() is not None:
             self._send_offset_commit(snapshot).add_callback(
                 lambda f: finish(f.exception if f.failed() else None)
             )
@@ -273,12 +307,12 @@ class ConsumerOffsetsMixin:
             if f.failed():
                 finish(f.exception)
                 return
-            self._set_coordinator(f.value)
+            self._member.set_coordinator(f.value)
             self._send_offset_commit(snapshot).add_callback(
                 lambda g: finish(g.exception if g.failed() else None)
             )
 
-        self.send_find_coordinator(self._client, self.group_id).add_callback(found)
+        self._member.send_find_coordinator(self._client, self.group_id).add_callback(found)
 
     def invoke_completed_commit_callbacks(self) -> None:
         while self._completed_commits:
@@ -295,8 +329,8 @@ class ConsumerOffsetsMixin:
     def _send_offset_fetch(self, partitions: Iterable[TopicPartition]) -> RequestFuture:
         tps = sorted(set(partitions))
         outer = RequestFuture()
-        future = self._send_to_coordinator(offset_fetch_request(self.group_id, tps))
-        self._watch_coordinator_errors(future)
+        future = self._member.send_to_coordinator(offset_fetch_request(self.group_id, tps))
+        self._member.watch_coordinator_errors(future)
 
         def done(f: RequestFuture) -> None:
             if f.failed():
@@ -305,7 +339,7 @@ class ConsumerOffsetsMixin:
             top, found = parse_offset_fetch_response(f.value)
             if top != ErrorCode.none:
                 if top in (ErrorCode.coordinator_not_available, ErrorCode.not_coordinator):
-                    self.mark_coordinator_unknown(error_for_code(top).name)
+                    self._member.mark_coordinator_unknown(error_for_code(top).name)
                 outer.failure(error_for_code(top, f"OffsetFetch for group {self.group_id}"))
                 return
             result: dict[TopicPartition, OffsetAndMetadata | None] = {}
@@ -315,7 +349,7 @@ class ConsumerOffsetsMixin:
                     result[tp] = om
                 else:
                     if code in (ErrorCode.coordinator_not_available, ErrorCode.not_coordinator):
-                        self.mark_coordinator_unknown(error_for_code(code).name)
+                        self._member.mark_coordinator_unknown(error_for_code(code).name)
                     outer.failure(error_for_code(code, f"OffsetFetch of {tp.topic}-{tp.partition}"))
                     return
             outer.success(result)
@@ -335,10 +369,10 @@ class ConsumerOffsetsMixin:
         if not tps:
             return {}
         while True:
-            if not self.ensure_coordinator_ready(deadline):
+            if not self._member.ensure_coordinator_ready(deadline):
                 raise KafkaTimeoutError(f"cannot find the coordinator of group {self.group_id} in time")
             future = self._send_offset_fetch(tps)
-            if not self._wait(future, deadline):
+            if not self._member.wait_for(future, deadline):
                 raise KafkaTimeoutError(f"OffsetFetch for group {self.group_id} timed out")
             if future.succeeded():
                 result: dict[TopicPartition, OffsetAndMetadata | None] = future.value
@@ -347,8 +381,8 @@ class ConsumerOffsetsMixin:
             assert exc is not None
             if not is_retriable_group_error(exc):
                 raise exc
-            self._backoff(deadline)
-            if self._clock() >= deadline:
+            self._member.backoff(deadline)
+            if self._member.now_ms() >= deadline:
                 raise KafkaTimeoutError(
                     f"OffsetFetch for group {self.group_id} timed out (last error: {exc})"
                 )
@@ -363,11 +397,11 @@ class ConsumerOffsetsMixin:
                 return True
             pending = self._pending_committed
             if pending is None or pending[0] != missing:
-                if not self.ensure_coordinator_ready(deadline):
+                if not self._member.ensure_coordinator_ready(deadline):
                     return False
                 pending = (missing, self._send_offset_fetch(missing))
                 self._pending_committed = pending
-            if not self._wait(pending[1], deadline):
+            if not self._member.wait_for(pending[1], deadline):
                 return False
             self._pending_committed = None
             future = pending[1]
@@ -376,8 +410,8 @@ class ConsumerOffsetsMixin:
                 assert exc is not None
                 if not is_retriable_group_error(exc):
                     raise exc
-                self._backoff(deadline)
-                if self._clock() >= deadline:
+                self._member.backoff(deadline)
+                if self._member.now_ms() >= deadline:
                     return False
                 continue
             for tp, om in future.value.items():
