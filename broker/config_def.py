@@ -341,15 +341,6 @@ _define(
     "",
     "Per-host or per-IP overrides of max.connections.per.ip, e.g. 'hostName:100,127.0.0.1:200'.",
 )
-_define(
-    "kafkalite.message.max.uncompressed.bytes",
-    "int",
-    67108864,
-    "kafkalite-only (Kafka has no equivalent): largest decompressed records section of a "
-    "compressed produce batch; the broker streams through it with bounded memory and answers "
-    "MESSAGE_TOO_LARGE beyond it (a compression bomb).",
-    at_least(1),
-)
 
 # --- topics / log ----------------------------------------------------------------------------
 _define("log.dirs", "list", None, "Directories of the log data; overrides log.dir.")
@@ -465,6 +456,15 @@ _define("log.segment.delete.delay.ms", "long", 60000, "Delay before deleting a f
 _define("log.initial.task.delay.ms", "long", 30000, "Delay of the first log background task.", at_least(0))
 _define("num.recovery.threads.per.data.dir", "int", 2, "Recovery threads" + _UNUSED, at_least(1))
 _define("message.max.bytes", "int", 1048588, "Largest record batch accepted by Produce.", at_least(0))
+_define(
+    "kafkalite.message.max.uncompressed.bytes",
+    "int",
+    67108864,
+    "kafkalite-only (Kafka has no equivalent): largest decompressed records section of a "
+    "compressed produce batch; the broker streams through it with bounded memory and answers "
+    "MESSAGE_TOO_LARGE beyond it (a compression bomb).",
+    at_least(1),
+)
 _define(
     "compression.type",
     "string",
