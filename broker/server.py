@@ -40,6 +40,7 @@ from broker.apis.context import BrokerContext
 from broker.apis.kafka_apis import KafkaApis
 from broker.atomic_file import write_atomically
 from broker.config import LONG_MAX, Endpoint, KafkaConfig, parse_properties
+from broker.controller.controller import Controller
 from broker.controller.metadata_image import MetadataDelta, MetadataImage, MetadataRecord, diff_images
 from broker.controller.quorum import METADATA_DIR_NAME
 from broker.controller.quorum_controller import QuorumController
@@ -47,6 +48,7 @@ from broker.controller.replication_control import ControllerSettings
 from broker.controller.single_node_controller import SingleNodeController
 from broker.controller.topic_publisher import TopicMetadataPublisher
 from broker.coordinator.group.service import GroupCoordinatorService
+from broker.coordinator.producer_id_manager import PRODUCER_ID_BLOCK_FILE
 from broker.log.dir_lock import LogDirLockError, LogDirLocks
 from broker.log.log_cleaner import LogCleaner
 from broker.log.log_config import LogConfig
@@ -262,10 +264,11 @@ class KafkaServer:
         self.log_manager.startup()
         self._topic_publisher = TopicMetadataPublisher.for_broker(config, self.log_manager)
         image = MetadataImage(cluster_id=cluster_id, controller_id=-1 if quorum else self.node_id)
-        controller: SingleNodeController | QuorumController
+        controller: Controller
         if quorum:
             controller = self._quorum_controller(cluster_id)
         else:
+            log_manager, topic_publisher = self.log_manager, self._topic_publisher
             controller = SingleNodeController(
                 self.node_id,
                 lambda: self._image(),
@@ -273,6 +276,9 @@ class KafkaServer:
                 default_num_partitions=config.num_partitions,
                 default_replication_factor=config.default_replication_factor,
                 delete_topic_enable=config.delete_topic_enable,
+                topics_on_disk=log_manager.topics_on_disk,
+                stored_topic_configs=topic_publisher.stored_topic_configs,
+                producer_id_block_file=config.log_dirs[0] / PRODUCER_ID_BLOCK_FILE,
             )
         fetch_purgatory = FetchPurgatory()
         replica_manager = ReplicaManager(
@@ -307,31 +313,22 @@ class KafkaServer:
             self.log_manager.shutdown()
             raise StartupError(f"cannot bind listeners {[str(e) for e in config.listeners]}: {exc}") from exc
         self.advertised = self._advertised_endpoints(config.advertised_listeners)
-        if isinstance(controller, QuorumController):
-            # Metadata comes from the Raft log (journal replay, then the leader); logs on disk
-            # are not assumed committed (ReplicaManager decides). Register, then wait until the
-            # controller unfences us (caught up with the metadata log), as Kafka's broker does.
-            # The image is built silently until then; publishers get it whole at the end.
-            empty = self.ctx.image
-            self._catching_up = True
-            try:
-                controller.start()
-            except OSError as exc:
-                raise StartupError(str(exc)) from exc
-            await controller.register_broker(self.advertised, config.broker_rack)
-            await controller.wait_unfenced()
+        # Quorum: metadata comes from the Raft log (journal replay, then the leader); logs on
+        # disk are not assumed committed (ReplicaManager decides). The controller registers this
+        # broker and waits until it is unfenced (caught up with the metadata log), as Kafka's
+        # broker does; the image is built silently until then and publishers get it whole at
+        # the end. Single node: the bootstrap records (topics on disk) are applied at once.
+        empty = self.ctx.image
+        self._catching_up = controller.replays_metadata_log
+        try:
+            await controller.startup(self.advertised, config.broker_rack)
+        except OSError as exc:
+            raise StartupError(str(exc)) from exc
+        if self._catching_up:
             self._catching_up = False
             self._publish(self.ctx.image, diff_images(empty, self.ctx.image))
             self._delete_stray_logs()
-            controller.start_background()
-        else:
-            records = controller.bootstrap_records(
-                self.advertised,
-                config.broker_rack,
-                self.log_manager.topics_on_disk(),
-                topic_configs=self._topic_publisher.stored_topic_configs(),
-            )
-            self._commit(records)
+        controller.start_background()
         # High watermarks: Partition.make_leader (ISR of one: HW = LEO; else from the
         # replication-offset-checkpoint until the followers catch up).
         self.ctx.replica_manager.startup()
@@ -446,7 +443,7 @@ class KafkaServer:
         """Clean shutdown; safe to call after a partial startup."""
         logger.info("shutting down broker node %d", self.node_id)
         controller = self.ctx.controller if self.ctx is not None else None
-        if isinstance(controller, QuorumController) and controller.broker_epoch >= 0:
+        if controller is not None:
             # Kafka's controlled shutdown: leaderships move away while we still serve fetches.
             await controller.controlled_shutdown(timeout_s=3.0)
         for task in self._background:
@@ -463,7 +460,7 @@ class KafkaServer:
             self.ctx.fetch_purgatory.notify_all()
         if self.socket_server is not None:
             await self.socket_server.shutdown()
-        if isinstance(controller, QuorumController):
+        if controller is not None:
             await controller.stop()  # no metadata is applied to the logs after this
         if self.log_manager is not None:
             self.log_manager.shutdown()

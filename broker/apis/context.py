@@ -11,15 +11,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from broker.config import KafkaConfig
+from broker.controller.controller import Controller
 from broker.controller.metadata_image import MetadataImage, PartitionRegistration
-from broker.controller.single_node_controller import SingleNodeController
 from broker.replication.delayed_fetch import FetchPurgatory
 from spark_kafkalite.protocol.errors import (
     UnknownTopicOrPartitionError,
 )
 
 if TYPE_CHECKING:
-    from broker.controller.quorum_controller import QuorumController
     from broker.coordinator.group.group_coordinator import GroupCoordinator
     from broker.coordinator.group.service import GroupCoordinatorService
     from broker.log.log_manager import LogManager
@@ -38,8 +37,8 @@ class BrokerContext:
         config: the broker config.
         node_id: this broker's id.
         image: the current metadata image (replaced on every metadata change).
-        controller: the controller: ``SingleNodeController`` (standalone) or ``QuorumController``
-            (Raft quorum); the same async API.
+        controller: the :class:`~broker.controller.controller.Controller` (single node or
+            Raft quorum).
         log_manager: the partition logs.
         fetch_purgatory: long-polling fetches waiting for data.
         replica_manager: leader/follower state of the local partitions, acks=all waits,
@@ -54,7 +53,7 @@ class BrokerContext:
     config: KafkaConfig
     node_id: int
     image: MetadataImage
-    controller: SingleNodeController | QuorumController
+    controller: Controller
     log_manager: LogManager
     fetch_purgatory: FetchPurgatory
     replica_manager: ReplicaManager

@@ -24,7 +24,7 @@ import weakref
 from typing import Any
 
 from broker.apis.context import BrokerContext
-from broker.coordinator.producer_id_manager import PRODUCER_ID_BLOCK_FILE, ProducerIdManager
+from broker.coordinator.producer_id_manager import ProducerIdManager
 from broker.errors import error_code_for
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
@@ -47,9 +47,6 @@ def producer_id_manager(ctx: BrokerContext) -> ProducerIdManager:
     manager = _MANAGERS.get(ctx)
     if manager is None:
         controller = ctx.controller
-        if getattr(controller, "producer_id_block_file", 0) is None and ctx.config.log_dirs:
-            # single-node controller not told where to persist: its documented location
-            controller.producer_id_block_file = ctx.config.log_dirs[0] / PRODUCER_ID_BLOCK_FILE  # type: ignore[union-attr]
 
         def broker_epoch() -> int:
             registration = ctx.image.brokers.get(ctx.node_id)

@@ -1,5 +1,6 @@
-"""The broker side of KIP-631 (Kafka's ``BrokerLifecycleManager``), a mixin of
-:class:`~broker.controller.quorum_controller.QuorumController`.
+"""The broker side of KIP-631 (Kafka's ``BrokerLifecycleManager``), composed into
+:class:`~broker.controller.quorum_controller.QuorumController`, whose Raft node carries its
+commands (``submit``).
 
 * :meth:`register_broker` at startup (retries until a quorum answers; the answer is the broker
   epoch), then :meth:`wait_unfenced` (heartbeats until the controller unfences this broker, i.e.
@@ -17,7 +18,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from broker.controller.controller_commands import Command, HeartbeatCmd, HeartbeatResult, RegisterBrokerCmd
@@ -38,22 +39,52 @@ class ControllerUnavailable(KafkaError):
 
 class BrokerLifecycleManager:
     """Registration, heartbeats and controlled shutdown of this broker (see the module docstring).
-    The host class provides ``node_id``, ``_submit``, ``_broker_image``, ``request_timeout_s``,
-    ``heartbeat_interval_s`` and ``_tasks``."""
 
-    node_id: int
-    request_timeout_s: float
-    heartbeat_interval_s: float
-    broker_epoch: int
-    fenced: bool
-    _broker_image: Callable[[], MetadataImage]
-    _tasks: list[asyncio.Task[None]]
-    _endpoints: dict[str, tuple[str, int]]
-    _rack: str | None
-    _shutting_down: bool
+    Args:
+        node_id: this broker.
+        submit: ``await submit(command, timeout_s)`` -> the command's result once committed;
+            raises :class:`ControllerUnavailable` when the quorum does not answer in time.
+        broker_image: the broker's applied metadata image (its offset goes in heartbeats).
+        request_timeout_s: how long one command may wait for its commit.
+        heartbeat_interval_s: ``broker.heartbeat.interval.ms`` in seconds.
 
-    async def _submit(self, command: Command, timeout_s: float | None = None) -> Any:  # pragma: no cover
-        raise NotImplementedError
+    Attributes:
+        broker_epoch: the epoch of this broker's registration (-1 before it registered).
+        fenced: whether the controller has this broker fenced (as of the last heartbeat).
+    """
+
+    def __init__(
+        self,
+        node_id: int,
+        submit: Callable[[Command, float | None], Awaitable[Any]],
+        broker_image: Callable[[], MetadataImage],
+        *,
+        request_timeout_s: float,
+        heartbeat_interval_s: float,
+    ) -> None:
+        self.node_id = node_id
+        self._submit = submit
+        self._broker_image = broker_image
+        self.request_timeout_s = request_timeout_s
+        self.heartbeat_interval_s = heartbeat_interval_s
+        self.broker_epoch = -1
+        self.fenced = True
+        self._endpoints: dict[str, tuple[str, int]] = {}
+        self._rack: str | None = None
+        self._shutting_down = False
+        self._heartbeat_task: asyncio.Task[None] | None = None
+
+    def start_heartbeats(self) -> None:
+        """Start the heartbeat task (after :meth:`wait_unfenced`)."""
+        self._heartbeat_task = asyncio.create_task(self._heartbeat_loop(), name="broker-heartbeat")
+
+    async def stop(self) -> None:
+        """Stop the heartbeat task."""
+        task, self._heartbeat_task = self._heartbeat_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
     # -- this broker's lifecycle ----------------------------------------------------------------
     async def register_broker(
@@ -71,7 +102,7 @@ class BrokerLifecycleManager:
             if stop is not None and stop.is_set():
                 raise asyncio.CancelledError("stopped while waiting for the controller quorum")
             try:
-                code, epoch = await self._submit(command, timeout_s=max(self.request_timeout_s, 2.0))
+                code, epoch = await self._submit(command, max(self.request_timeout_s, 2.0))
             except ControllerUnavailable as exc:
                 waited += max(self.request_timeout_s, 2.0)
                 logger.info("waiting for the controller quorum to register broker %d (%s)", self.node_id, exc)
@@ -126,9 +157,8 @@ class BrokerLifecycleManager:
         """Ask the controller to move this broker's leaderships away (fencing it); True when it
         confirmed within ``timeout_s``."""
         self._shutting_down = True
-        for task in self._tasks:
-            if task.get_name() == "broker-heartbeat":
-                task.cancel()
+        if self._heartbeat_task is not None:
+            self._heartbeat_task.cancel()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:

@@ -9,13 +9,15 @@ its own copy of the state machine (deterministically), so the proposer gets its 
 after the resulting metadata records have been posted to its broker (``_commit``) -- a result is
 never seen before the metadata it describes. No Kafka-protocol controller channel is needed.
 
-Same async API as :class:`~broker.controller.single_node_controller.SingleNodeController`
-(create/delete topics, create partitions, alter configs, ``alter_partition``,
-``allocate_producer_ids``, ``elect_preferred_leaders``) plus the broker lifecycle
-(:class:`~broker.controller.broker_lifecycle_manager.BrokerLifecycleManager`):
+The :class:`~broker.controller.controller.Controller` protocol, as
+:class:`~broker.controller.single_node_controller.SingleNodeController` (create/delete topics,
+create partitions, alter configs, ``alter_partition``, ``allocate_producer_ids``,
+``elect_preferred_leaders``); the broker lifecycle is a
+:class:`~broker.controller.broker_lifecycle_manager.BrokerLifecycleManager` it owns
+(``lifecycle``), whose commands go through this Raft node:
 
-* :meth:`register_broker` at startup (retries until a quorum answers), then :meth:`wait_unfenced`
-  (heartbeats until the controller unfences this broker: it is caught up with the metadata log);
+* :meth:`startup` starts the Raft node, registers the broker (retries until a quorum answers),
+  then heartbeats until the controller unfences it (it is caught up with the metadata log);
 * a heartbeat task every ``broker.heartbeat.interval.ms`` (a STALE_BROKER_EPOCH answer makes the
   broker register again);
 * :meth:`controlled_shutdown` on SIGTERM: a heartbeat with ``want_shutdown`` moves this broker's
@@ -86,7 +88,7 @@ _FAIL_REASONS = {
 }
 
 
-class QuorumController(BrokerLifecycleManager):
+class QuorumController:
     """Controller API backed by the Raft quorum (see the module docstring).
 
     Args:
@@ -142,16 +144,18 @@ class QuorumController(BrokerLifecycleManager):
         self.auto_rebalance = auto_rebalance
         self.rebalance_interval_s = rebalance_interval_s
         self.imbalance_percentage = imbalance_percentage
-        self.broker_epoch = -1
-        self.fenced = True
         self._loop: asyncio.AbstractEventLoop | None = None
         self._last_heartbeat: dict[int, float] = {}
         self._leader_since: float | None = None
         self._fencing: dict[int, int] = {}  # broker -> epoch being fenced
         self._tasks: list[asyncio.Task[None]] = []
-        self._endpoints: dict[str, tuple[str, int]] = {}
-        self._rack: str | None = None
-        self._shutting_down = False
+        self.lifecycle = BrokerLifecycleManager(
+            node_id,
+            self._submit,
+            broker_image,
+            request_timeout_s=self.request_timeout_s,
+            heartbeat_interval_s=self.heartbeat_interval_s,
+        )
         self.quorum = MetadataQuorum(
             node_id,
             dict(voters),
@@ -200,18 +204,38 @@ class QuorumController(BrokerLifecycleManager):
             logger.info("node %d is no longer the active controller", self.node_id)
 
     # -- lifecycle ------------------------------------------------------------------------------
+    @property
+    def replays_metadata_log(self) -> bool:
+        """Metadata comes from the Raft log (journal replay, then the leader)."""
+        return True
+
     def start(self) -> None:
         """Start the Raft node (must run on the broker's event loop)."""
         self._loop = asyncio.get_running_loop()
         self.quorum.start()
 
+    async def startup(self, endpoints: Mapping[str, tuple[str, int]], rack: str | None) -> None:
+        """Start the Raft node, register this broker and wait until the controller unfences
+        it (caught up with the metadata log), as Kafka's broker does before serving."""
+        self.start()
+        await self.lifecycle.register_broker(endpoints, rack)
+        await self.lifecycle.wait_unfenced()
+
     def start_background(self) -> None:
         """Start the heartbeat task and the active-controller duties (after registration)."""
-        self._tasks.append(asyncio.create_task(self._heartbeat_loop(), name="broker-heartbeat"))
+        self.lifecycle.start_heartbeats()
         self._tasks.append(asyncio.create_task(self._active_controller_loop(), name="controller-duties"))
+
+    async def controlled_shutdown(self, timeout_s: float) -> bool:
+        """Kafka's controlled shutdown (when this broker registered): its leaderships move away
+        while it still serves fetches."""
+        if self.lifecycle.broker_epoch < 0:
+            return True
+        return await self.lifecycle.controlled_shutdown(timeout_s=timeout_s)
 
     async def stop(self) -> None:
         """Stop the background tasks and leave the quorum."""
+        await self.lifecycle.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -7,7 +7,8 @@ It plays the part of KRaft's ``QuorumController`` for a standalone broker (no
 callback that applies them to the broker's metadata image at once. Every partition is led by this
 node with leader epoch 0 and ISR = replicas = [node].
 
-The API is async (the same as ``QuorumController``'s) so request handlers ``await`` either.
+Both implement :class:`~broker.controller.controller.Controller` (async, so request handlers
+``await`` either).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from broker.controller.configuration_control import config_records
@@ -60,6 +62,12 @@ class SingleNodeController:
         default_num_partitions: ``num.partitions``.
         default_replication_factor: ``default.replication.factor``.
         delete_topic_enable: ``delete.topic.enable``.
+        topics_on_disk: returns the topics whose logs are on disk (name -> (topic id, partition
+            count)) for :meth:`startup`.
+        stored_topic_configs: returns the durable topic config overrides (name -> (topic id,
+            overrides)) for :meth:`startup`.
+        producer_id_block_file: where the next producer-id block start is persisted
+            (``<first log dir>/producer-id-block``; None: in memory only).
     """
 
     def __init__(
@@ -71,6 +79,9 @@ class SingleNodeController:
         default_num_partitions: int = 1,
         default_replication_factor: int = 1,
         delete_topic_enable: bool = True,
+        topics_on_disk: Callable[[], Mapping[str, tuple[uuid.UUID | None, int]]] = dict,
+        stored_topic_configs: Callable[[], Mapping[str, tuple[uuid.UUID, Mapping[str, str]]]] = dict,
+        producer_id_block_file: Path | None = None,
     ) -> None:
         self.node_id = node_id
         self._image = image
@@ -78,11 +89,38 @@ class SingleNodeController:
         self.default_num_partitions = default_num_partitions
         self.default_replication_factor = default_replication_factor
         self.delete_topic_enable = delete_topic_enable
+        self._topics_on_disk = topics_on_disk
+        self._stored_topic_configs = stored_topic_configs
+        self.producer_id_block_file = producer_id_block_file
 
     @property
     def controller_id(self) -> int:
         """The active controller: this node."""
         return self.node_id
+
+    # -- lifecycle (Controller protocol) ---------------------------------------------------------
+    @property
+    def replays_metadata_log(self) -> bool:
+        """The image is rebuilt from bootstrap records, applied as they are committed."""
+        return False
+
+    async def startup(self, endpoints: Mapping[str, tuple[str, int]], rack: str | None) -> None:
+        """Commit the :meth:`bootstrap_records` of this broker and the topics on disk."""
+        self._commit(
+            self.bootstrap_records(
+                endpoints, rack, self._topics_on_disk(), topic_configs=self._stored_topic_configs()
+            )
+        )
+
+    def start_background(self) -> None:
+        """Nothing runs in the background on one node."""
+
+    async def controlled_shutdown(self, timeout_s: float) -> bool:
+        """Nothing to move: this node leads every partition."""
+        return True
+
+    async def stop(self) -> None:
+        """Nothing to stop."""
 
     def _control(self) -> ReplicationControl:
         return ReplicationControl(
@@ -251,10 +289,6 @@ class SingleNodeController:
         }
 
     # -- producer ids (KIP-730 AllocateProducerIds; idem helper) -----------------------------
-    #: ``<first log dir>/producer-id-block``: where the next block start is persisted (None:
-    #: in memory only). Set by the broker at startup.
-    producer_id_block_file: Any = None
-
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         """``(first_producer_id, count)``: a block of producer ids never handed out before, also
         across restarts (the next block start is fsynced to ``producer_id_block_file`` first)."""
