@@ -41,14 +41,15 @@ def pure_python_forced() -> bool:
 
 def load_extension(native_name: str, fallback_name: str) -> ModuleType:
     """Import ``native_name`` (a compiled module) or, when forced or when it cannot be imported,
-    ``fallback_name`` (its pure-Python twin). A failed native import logs one warning per module."""
+    ``fallback_name`` (its pure-Python twin). The first failed native import logs one warning
+    naming its cause; later failures (the same broken build) log at debug level."""
     if not pure_python_forced():
         try:
             return importlib.import_module(native_name)
         except ImportError as exc:
             if native_name not in _failures:
                 _failures[native_name] = f"{type(exc).__name__}: {exc}"
-                log.warning(
+                (log.debug if len(_failures) > 1 else log.warning)(
                     "native extension %s is not available (%s); using the pure-Python fallback %s "
                     "(slower). Reinstall with a C compiler to build it.",
                     native_name,

@@ -18,10 +18,11 @@ import functools
 import logging
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from itertools import repeat
 from typing import Any
 
+from spark_kafkalite.client.consumer.completed_fetch import CompletedFetch
 from spark_kafkalite.client.consumer.fetch_session_handler import (
     FetchRequestData,
     FetchSessionHandler,
@@ -46,7 +47,7 @@ from spark_kafkalite.protocol.errors import (
     error_for_code,
     needs_metadata_refresh,
 )
-from spark_kafkalite.protocol.record_batch import BatchHeader, DecodedBatch, decode_batch, iter_batch_headers
+from spark_kafkalite.protocol.record_batch import decode_batch, iter_batch_headers
 
 __all__ = ["Fetcher", "CompletedFetch"]
 
@@ -55,60 +56,6 @@ log = logging.getLogger(__name__)
 _RETRY_ERRORS = {ErrorCode.unknown_server_error}
 
 _new_tuple = tuple.__new__
-
-
-class CompletedFetch:
-    """One partition's part of a fetch response, consumed incrementally."""
-
-    __slots__ = (
-        "tp",
-        "fetch_offset",
-        "error_code",
-        "high_watermark",
-        "log_start_offset",
-        "last_stable_offset",
-        "records",
-        "next_fetch_offset",
-        "consumed",
-        "batch",
-        "index",
-        "headers_iter",
-        "saw_batch",
-        "end_offset",
-        "failed_header",
-        "batch_item",
-        "pending_item",
-    )
-
-    def __init__(
-        self,
-        tp: TopicPartition,
-        fetch_offset: int,
-        error_code: int,
-        high_watermark: int,
-        log_start_offset: int,
-        last_stable_offset: int,
-        records: bytes | None,
-    ) -> None:
-        self.tp = tp
-        self.fetch_offset = fetch_offset
-        self.error_code = error_code
-        self.high_watermark = high_watermark
-        self.log_start_offset = log_start_offset
-        self.last_stable_offset = last_stable_offset
-        self.records = records
-        self.next_fetch_offset = fetch_offset
-        self.consumed = False
-        self.batch: DecodedBatch | None = None
-        self.index = 0
-        self.headers_iter: Iterator[tuple[int, BatchHeader]] | None = None
-        self.saw_batch = False
-        self.end_offset: int | None = None
-        # A batch that failed to decode: retried (and raising again) on the next poll.
-        self.failed_header: tuple[int, BatchHeader] | None = None
-        # (position, header) of ``batch``, and a batch that ``_fetch_columns`` left part of.
-        self.batch_item: tuple[int, BatchHeader] | None = None
-        self.pending_item: tuple[int, BatchHeader] | None = None
 
 
 class Fetcher:

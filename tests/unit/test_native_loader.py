@@ -1,0 +1,49 @@
+"""protocol/native.py: KAFKALITE_PURE_PYTHON forces the pure-Python twin; a native module that
+cannot be imported falls back with ONE warning naming the cause."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from spark_kafkalite.protocol import native, record_decode
+
+
+@pytest.fixture(autouse=True)
+def fresh_failures(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(native, "_failures", {})
+
+
+def test_pure_python_env_forces_the_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(native.PURE_PYTHON_ENV, "1")
+    assert native.pure_python_forced()
+    module = native.load_extension(
+        "spark_kafkalite.protocol._record_decode", "spark_kafkalite.protocol.record_decode"
+    )
+    assert module is record_decode
+    monkeypatch.setenv(native.PURE_PYTHON_ENV, "0")
+    assert not native.pure_python_forced()
+
+
+def test_failed_native_import_warns_once_naming_the_cause(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.delenv(native.PURE_PYTHON_ENV, raising=False)
+    caplog.set_level(logging.DEBUG, logger=native.__name__)
+    for missing in (
+        "spark_kafkalite.protocol._missing_a",
+        "spark_kafkalite.protocol._missing_a",
+        "spark_kafkalite.protocol._missing_b",
+    ):
+        assert native.load_extension(missing, "spark_kafkalite.protocol.record_decode") is record_decode
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "ModuleNotFoundError" in warnings[0].getMessage()
+    assert "_missing_a" in warnings[0].getMessage()
+
+
+def test_native_status_names_each_extension() -> None:
+    status = native.native_status()
+    assert set(status) == set(native.EXTENSIONS)
+    assert all(v == "native" or v.startswith("NOT BUILT") for v in status.values())
