@@ -224,15 +224,21 @@ def test_join_with_member_id_required_then_lead_and_sync() -> None:
     assert client.nodes[2**31 - 1 - 7] == ("h", 9)  # separate coordinator connection
 
     # heartbeat errors
-    coordinator._handle_heartbeat_error(int(ErrorCode.rebalance_in_progress), coordinator.generation)
+    coordinator.heartbeat_sender.handle_heartbeat_error(
+        int(ErrorCode.rebalance_in_progress), coordinator.generation
+    )
     assert coordinator.rejoin_needed_or_pending() and coordinator.state is MemberState.STABLE
     generation = coordinator.generation
-    coordinator._handle_heartbeat_error(int(ErrorCode.illegal_generation), generation)
+    coordinator.heartbeat_sender.handle_heartbeat_error(int(ErrorCode.illegal_generation), generation)
     assert coordinator.generation.member_id == "m-1" and coordinator.generation.generation_id == -1
     assert coordinator.state is MemberState.UNJOINED
-    coordinator._handle_heartbeat_error(int(ErrorCode.unknown_member_id), coordinator.generation)
+    coordinator.heartbeat_sender.handle_heartbeat_error(
+        int(ErrorCode.unknown_member_id), coordinator.generation
+    )
     assert coordinator.generation.member_id == ""
-    coordinator._handle_heartbeat_error(int(ErrorCode.not_coordinator), coordinator.generation)
+    coordinator.heartbeat_sender.handle_heartbeat_error(
+        int(ErrorCode.not_coordinator), coordinator.generation
+    )
     assert coordinator._coordinator is None
 
 
@@ -297,11 +303,11 @@ def test_poll_timeout_makes_the_heartbeat_thread_leave() -> None:
     coordinator.state = MemberState.STABLE
     coordinator._heartbeat_enabled = True
     coordinator._coordinator = (99, "h", 9)
-    coordinator._hb_client = client  # type: ignore[assignment]
+    coordinator.heartbeat_sender._client = client  # type: ignore[assignment]
     client.send_and_wait = lambda node, b, t: (client.send(node, b), client.poll(0))  # type: ignore[attr-defined]
     coordinator.heartbeat.reset_timeouts(clock.now)
     clock.now += 5001
-    coordinator.heartbeat_once()
+    coordinator.heartbeat_sender.heartbeat_once()
     assert left and left[0].members[0].member_id == "m"
     assert coordinator.state is MemberState.UNJOINED and coordinator.generation.member_id == ""
     assert coordinator.rejoin_needed_or_pending()

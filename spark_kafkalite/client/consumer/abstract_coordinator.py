@@ -51,7 +51,7 @@ from spark_kafkalite.client.consumer.group_state import (
     coordinator_node_id,
     is_retriable_group_error,
 )
-from spark_kafkalite.client.consumer.heartbeat import Heartbeat, HeartbeatMixin, HeartbeatThread
+from spark_kafkalite.client.consumer.heartbeat import Heartbeat, HeartbeatSender
 from spark_kafkalite.client.network_client import NetworkClient
 from spark_kafkalite.client.request_future import RequestFuture
 from spark_kafkalite.protocol.errors import (
@@ -74,7 +74,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class AbstractCoordinator(HeartbeatMixin, ABC):
+class AbstractCoordinator(ABC):
     """Group membership (see module docstring).
 
     Config: ``group.id``, ``group.instance.id`` (None), ``session.timeout.ms`` (45000),
@@ -110,8 +110,8 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
             clock,
         )
         self._heartbeat_enabled = False
-        self._heartbeat_thread: HeartbeatThread | None = None
-        self._hb_client: NetworkClient | None = None
+        #: the heartbeat thread and its client (Java's AbstractCoordinator.HeartbeatThread)
+        self.heartbeat_sender = HeartbeatSender(self, self._config)
         self._find_future: RequestFuture | None = None
         self._join_future: RequestFuture | None = None
         self._needs_join_prepare = True
@@ -208,8 +208,52 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
             self._rejoin_reason = reason
         self._client.wakeup()
 
-    def _is_dynamic_member(self) -> bool:
+    def is_dynamic_member(self) -> bool:
         return self.group_instance_id is None
+
+    # ------------------------------------------------------------------ for the heartbeat side
+    @property
+    def lock(self) -> threading.RLock:
+        """Guards the membership fields shared with the heartbeat thread."""
+        return self._lock
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def heartbeat_enabled(self) -> bool:
+        return self._heartbeat_enabled
+
+    @property
+    def coordinator_endpoint(self) -> tuple[int, str, int] | None:
+        """``(node id, host, port)`` of the known coordinator, or None."""
+        return self._coordinator
+
+    @property
+    def retry_backoff_ms(self) -> float:
+        return self._retry_backoff_ms
+
+    def forget_coordinator(self) -> None:
+        """Drop the coordinator quietly (its session expired); call under ``lock``."""
+        self._coordinator = None
+
+    def leave_on_poll_timeout(self) -> Generation:
+        """``max.poll.interval.ms`` expired: leave the generation (Java
+        ``maybeLeaveGroup("consumer poll timeout has expired")`` state change) and ask for a
+        rejoin on the next ``poll``; returns the generation left. Call under ``lock``."""
+        generation = self.generation
+        self.generation = Generation(-1, "" if self.is_dynamic_member() else generation.member_id, None)
+        self.state = MemberState.UNJOINED
+        self._heartbeat_enabled = False
+        self._rejoin_needed = True
+        self._rejoin_reason = "consumer poll timeout has expired"
+        return generation
+
+    def poll_heartbeat(self, now: float) -> None:
+        """The application polled: restart the ``max.poll.interval.ms`` timer."""
+        with self._lock:
+            self.heartbeat.poll(now)
 
     def set_fatal_error(self, exc: KafkaError) -> None:
         """Record an error that ``poll`` raises next (e.g. a fenced static member)."""
@@ -340,7 +384,7 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
             KafkaError: fatal group errors (INCONSISTENT_GROUP_PROTOCOL, INVALID_SESSION_TIMEOUT,
                 GROUP_AUTHORIZATION_FAILED, FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED ...).
         """
-        self._start_heartbeat_thread()
+        self.heartbeat_sender.start()
         while self.rejoin_needed_or_pending():
             self.raise_fatal_if_any()
             if not self.ensure_coordinator_ready(deadline):
@@ -434,7 +478,7 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
                 self.state = MemberState.COMPLETING_REBALANCE
                 self._heartbeat_enabled = True
                 self.heartbeat.reset_timeouts(self._clock())
-            self._wake_heartbeat()
+            self.heartbeat_sender.wake()
             is_leader = str(r.leader) == str(r.member_id)
             log.info(
                 "group %s: joined generation %s as %s (%s) with protocol %s",
@@ -528,7 +572,7 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
         with self._lock:
             generation = self.generation
             send = (
-                self._is_dynamic_member() and generation.member_id and self.state is not MemberState.UNJOINED
+                self.is_dynamic_member() and generation.member_id and self.state is not MemberState.UNJOINED
             )
         if send:
             node = self.coordinator()
@@ -562,8 +606,4 @@ class AbstractCoordinator(HeartbeatMixin, ABC):
             with self._lock:
                 self._closed = True
                 self._heartbeat_enabled = False
-            thread = self._heartbeat_thread
-            if thread is not None:
-                thread.close()
-            if thread is None or not thread.is_alive():  # else the thread closes it on exit
-                self.close_heartbeat_client()
+            self.heartbeat_sender.close()

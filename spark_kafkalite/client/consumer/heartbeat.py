@@ -14,7 +14,9 @@ Three clocks, all in milliseconds of the injected clock:
 
 The thread uses its own ``NetworkClient`` (and connection) so heartbeats flow while the
 application thread is busy or blocked in a long fetch; it shares only the coordinator's
-lock-protected membership state.
+lock-protected membership state. ``HeartbeatSender`` is the component a coordinator owns (Java's
+``AbstractCoordinator.HeartbeatThread`` with its ``HeartbeatResponseHandler``); it reaches the
+coordinator only through the ``HeartbeatMember`` protocol.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import logging
 import math
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from spark_kafkalite.client.clock import now_ms
 from spark_kafkalite.client.consumer.group_requests import heartbeat_request, leave_group_request
@@ -34,7 +36,7 @@ from spark_kafkalite.protocol.errors import ErrorCode, KafkaError, error_for_cod
 if TYPE_CHECKING:
     from spark_kafkalite.client.request_future import RequestFuture
 
-__all__ = ["Heartbeat", "HeartbeatThread", "HeartbeatMixin"]
+__all__ = ["Heartbeat", "HeartbeatThread", "HeartbeatSender", "HeartbeatMember"]
 
 log = logging.getLogger(__name__)
 
@@ -108,13 +110,49 @@ class Heartbeat:
         return self._last_poll_ms
 
 
-class HeartbeatThread(threading.Thread):
-    """Daemon thread sending Heartbeats for ``coordinator`` while it is a stable (or completing
-    rebalance) member; see ``AbstractCoordinator.heartbeat_once``."""
+class HeartbeatMember(Protocol):
+    """What the heartbeat side needs of its group member (``AbstractCoordinator``). Membership
+    fields are read and changed under ``lock``."""
 
-    def __init__(self, coordinator: HeartbeatMixin, name: str) -> None:
+    group_id: str
+    group_instance_id: str | None
+    rebalance_timeout_ms: int
+    state: MemberState
+    generation: Generation
+    heartbeat: Heartbeat
+
+    @property
+    def lock(self) -> threading.RLock: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def heartbeat_enabled(self) -> bool: ...
+    @property
+    def coordinator_endpoint(self) -> tuple[int, str, int] | None: ...
+    @property
+    def retry_backoff_ms(self) -> float: ...
+    @property
+    def request_timeout_ms(self) -> int: ...
+    def now_ms(self) -> float: ...
+    def forget_coordinator(self) -> None: ...
+    def leave_on_poll_timeout(self) -> Generation: ...
+    def is_dynamic_member(self) -> bool: ...
+    def mark_coordinator_unknown(self, reason: str) -> None: ...
+    def request_rejoin(self, reason: str) -> None: ...
+    def generation_if_stable(self) -> Generation | None: ...
+    def is_current_generation(self, generation: Generation) -> bool: ...
+    def reset_generation(self, reason: str, reset_member_id: bool) -> None: ...
+    def set_coordinator(self, found: tuple[int, str, int]) -> None: ...
+    def set_fatal_error(self, exc: KafkaError) -> None: ...
+    def send_find_coordinator(self, client: NetworkClient, group_id: str) -> RequestFuture: ...
+
+
+class HeartbeatThread(threading.Thread):
+    """Daemon thread running ``sender.heartbeat_once`` while the sender is open."""
+
+    def __init__(self, sender: HeartbeatSender, name: str) -> None:
         super().__init__(name=name, daemon=True)
-        self._coordinator = coordinator
+        self._sender = sender
         self._closed = threading.Event()
         self._wake = threading.Event()
 
@@ -132,7 +170,7 @@ class HeartbeatThread(threading.Thread):
         try:
             while not self._closed.is_set():
                 try:
-                    wait_ms = self._coordinator.heartbeat_once()
+                    wait_ms = self._sender.heartbeat_once()
                 except Exception:  # never die silently: log and keep beating
                     log.exception("heartbeat thread error")
                     wait_ms = 1000.0
@@ -142,118 +180,91 @@ class HeartbeatThread(threading.Thread):
                     self._wake.wait(None if math.isinf(wait_ms) else wait_ms / 1000.0)
                     self._wake.clear()
         finally:
-            self._coordinator.close_heartbeat_client()
+            self._sender.close_client()
             log.debug("heartbeat thread stopped")
 
 
-class HeartbeatMixin:
-    """The heartbeat side of ``AbstractCoordinator`` (Java ``HeartbeatThread.run`` and
-    ``HeartbeatResponseHandler``): runs on the heartbeat thread with its own client."""
+class HeartbeatSender:
+    """Heartbeats of one group member (see module docstring): the thread, its own client, and
+    the handling of Heartbeat responses. ``config`` builds the thread's ``NetworkClient``."""
 
-    if TYPE_CHECKING:  # provided by AbstractCoordinator
-        _lock: threading.RLock
-        _closed: bool
-        _heartbeat_enabled: bool
-        _heartbeat_thread: HeartbeatThread | None
-        _hb_client: NetworkClient | None
-        _coordinator: tuple[int, str, int] | None
-        _config: dict[str, Any]
-        _clock: Callable[[], float]
-        _rejoin_needed: bool
-        _rejoin_reason: str
-        _retry_backoff_ms: float
-        _request_timeout_ms: int
-        _fatal_error: KafkaError | None
-        state: MemberState
-        generation: Generation
-        heartbeat: Heartbeat
-        group_id: str
-        group_instance_id: str | None
-        rebalance_timeout_ms: int
+    def __init__(self, member: HeartbeatMember, config: dict[str, Any]) -> None:
+        self._member = member
+        self._config = config
+        self._thread: HeartbeatThread | None = None
+        self._client: NetworkClient | None = None
 
-        def _is_dynamic_member(self) -> bool: ...
-        def mark_coordinator_unknown(self, reason: str) -> None: ...
-        def request_rejoin(self, reason: str) -> None: ...
-        def generation_if_stable(self) -> Generation | None: ...
-        def reset_generation(self, reason: str, reset_member_id: bool) -> None: ...
-        def set_coordinator(self, found: tuple[int, str, int]) -> None: ...
-        @staticmethod
-        def send_find_coordinator(client: NetworkClient, group_id: str) -> RequestFuture: ...
+    def start(self) -> None:
+        """Start the thread (once; not after the member closed)."""
+        if self._thread is None and not self._member.closed:
+            self._thread = HeartbeatThread(self, f"kafkalite-heartbeat-{self._member.group_id}")
+            self._thread.start()
 
-    # ------------------------------------------------------------------ heartbeats
-    def _start_heartbeat_thread(self) -> None:
-        if self._heartbeat_thread is None and not self._closed:
-            self._heartbeat_thread = HeartbeatThread(self, f"kafkalite-heartbeat-{self.group_id}")
-            self._heartbeat_thread.start()
+    def wake(self) -> None:
+        if self._thread is not None:
+            self._thread.wake()
 
-    def _wake_heartbeat(self) -> None:
-        if self._heartbeat_thread is not None:
-            self._heartbeat_thread.wake()
+    def close(self) -> None:
+        """Stop the thread; its client is closed by the thread on exit, or here."""
+        thread = self._thread
+        if thread is not None:
+            thread.close()
+        if thread is None or not thread.is_alive():
+            self.close_client()
 
-    def poll_heartbeat(self, now: float) -> None:
-        """The application polled: restart the ``max.poll.interval.ms`` timer."""
-        with self._lock:
-            self.heartbeat.poll(now)
-
-    def close_heartbeat_client(self) -> None:
+    def close_client(self) -> None:
         """Close the heartbeat thread's client (by the thread on exit, or by ``close``)."""
-        with self._lock:
-            client, self._hb_client = self._hb_client, None
+        with self._member.lock:
+            client, self._client = self._client, None
         if client is not None:
             client.close()
 
     def _heartbeat_client(self) -> NetworkClient:
-        if self._hb_client is None:
+        if self._client is None:
             from spark_kafkalite.client.metadata import Metadata
 
             config = dict(self._config)
             config["client.id"] = f"{config.get('client.id', 'spark-kafkalite')}"
-            self._hb_client = NetworkClient(config, Metadata(config))
-        return self._hb_client
+            self._client = NetworkClient(config, Metadata(config))
+        return self._client
 
     def heartbeat_once(self) -> float:
         """One step of the heartbeat thread; returns milliseconds to sleep."""
-        with self._lock:
-            if self._closed:
+        member = self._member
+        with member.lock:
+            if member.closed:
                 return math.inf
-            if not self._heartbeat_enabled or self.state not in (
+            if not member.heartbeat_enabled or member.state not in (
                 MemberState.STABLE,
                 MemberState.COMPLETING_REBALANCE,
             ):
                 return 1000.0
-            coordinator = self._coordinator
-            now = self._clock()
-            if coordinator is not None and self.heartbeat.session_timeout_expired(now):
-                self._coordinator = None
+            coordinator = member.coordinator_endpoint
+            now = member.now_ms()
+            if coordinator is not None and member.heartbeat.session_timeout_expired(now):
+                member.forget_coordinator()
                 log.info(
                     "group %s: no successful heartbeat for session.timeout.ms; coordinator presumed dead",
-                    self.group_id,
+                    member.group_id,
                 )
-                self.heartbeat.reset_session_timeout(now)
-                return self._retry_backoff_ms
-            if self.heartbeat.poll_timeout_expired(now):
+                member.heartbeat.reset_session_timeout(now)
+                return member.retry_backoff_ms
+            if member.heartbeat.poll_timeout_expired(now):
                 log.warning(
                     "group %s: consumer poll timeout has expired: poll() was not called for %d ms "
                     "(max.poll.interval.ms); leaving the group",
-                    self.group_id,
-                    self.rebalance_timeout_ms,
+                    member.group_id,
+                    member.rebalance_timeout_ms,
                 )
-                generation = self.generation
-                self.generation = Generation(
-                    -1, "" if self._is_dynamic_member() else generation.member_id, None
-                )
-                self.state = MemberState.UNJOINED
-                self._heartbeat_enabled = False
-                self._rejoin_needed = True
-                self._rejoin_reason = "consumer poll timeout has expired"
-                leave = (coordinator, generation) if coordinator and self._is_dynamic_member() else None
+                generation = member.leave_on_poll_timeout()
+                leave = (coordinator, generation) if coordinator and member.is_dynamic_member() else None
             else:
                 leave = None
-                if coordinator is not None and not self.heartbeat.should_heartbeat(now):
-                    return self.heartbeat.time_to_next_heartbeat(now)
-                generation = self.generation
+                if coordinator is not None and not member.heartbeat.should_heartbeat(now):
+                    return member.heartbeat.time_to_next_heartbeat(now)
+                generation = member.generation
                 if coordinator is not None:
-                    self.heartbeat.sent_heartbeat(now)
+                    member.heartbeat.sent_heartbeat(now)
         client = self._heartbeat_client()
         if leave is not None:
             (node, host, port), gen = leave
@@ -262,22 +273,22 @@ class HeartbeatMixin:
                 client.send_and_wait(
                     node,
                     leave_group_request(
-                        self.group_id, [(gen.member_id, None)], "consumer poll timeout has expired"
+                        member.group_id, [(gen.member_id, None)], "consumer poll timeout has expired"
                     ),
-                    self._request_timeout_ms,
+                    member.request_timeout_ms,
                 )
             except KafkaError as exc:
-                log.debug("group %s: LeaveGroup failed: %s", self.group_id, exc)
+                log.debug("group %s: LeaveGroup failed: %s", member.group_id, exc)
             return 0.0
         if coordinator is None:
             try:
                 found = client.wait_for(
-                    self.send_find_coordinator(client, self.group_id), self._request_timeout_ms
+                    member.send_find_coordinator(client, member.group_id), member.request_timeout_ms
                 )
             except KafkaError as exc:
-                log.debug("group %s: heartbeat thread coordinator lookup failed: %s", self.group_id, exc)
-                return self._retry_backoff_ms
-            self.set_coordinator(found)
+                log.debug("group %s: heartbeat thread coordinator lookup failed: %s", member.group_id, exc)
+                return member.retry_backoff_ms
+            member.set_coordinator(found)
             return 0.0
         node, host, port = coordinator
         client.add_node(node, host, port)
@@ -285,50 +296,50 @@ class HeartbeatMixin:
             response = client.send_and_wait(
                 node,
                 heartbeat_request(
-                    self.group_id, generation.generation_id, generation.member_id, self.group_instance_id
+                    member.group_id, generation.generation_id, generation.member_id, member.group_instance_id
                 ),
-                self._request_timeout_ms,
+                member.request_timeout_ms,
             )
             code = int(response.error_code)
         except KafkaError as exc:
-            log.debug("group %s: heartbeat failed: %s", self.group_id, exc)
-            self.mark_coordinator_unknown(f"heartbeat failed: {exc}")
-            with self._lock:
-                self.heartbeat.fail_heartbeat(self._clock())
-            return self._retry_backoff_ms
-        self._handle_heartbeat_error(code, generation)
+            log.debug("group %s: heartbeat failed: %s", member.group_id, exc)
+            member.mark_coordinator_unknown(f"heartbeat failed: {exc}")
+            with member.lock:
+                member.heartbeat.fail_heartbeat(member.now_ms())
+            return member.retry_backoff_ms
+        self.handle_heartbeat_error(code, generation)
         return 0.0
 
-    def _handle_heartbeat_error(self, code: int, generation: Generation) -> None:
-        now = self._clock()
-        with self._lock:
+    def handle_heartbeat_error(self, code: int, generation: Generation) -> None:
+        """Act on a Heartbeat response's error code (Java ``HeartbeatResponseHandler``)."""
+        member = self._member
+        now = member.now_ms()
+        with member.lock:
             if code in (ErrorCode.none, ErrorCode.rebalance_in_progress):
-                self.heartbeat.received_heartbeat(now)
+                member.heartbeat.received_heartbeat(now)
             else:
-                self.heartbeat.fail_heartbeat(now)
-            current = self.generation == generation
+                member.heartbeat.fail_heartbeat(now)
+            current = member.generation == generation
         if code == ErrorCode.none:
             return
         if code == ErrorCode.rebalance_in_progress:
-            if self.generation_if_stable() is not None:
-                self.request_rejoin("group is rebalancing (heartbeat: REBALANCE_IN_PROGRESS)")
+            if member.generation_if_stable() is not None:
+                member.request_rejoin("group is rebalancing (heartbeat: REBALANCE_IN_PROGRESS)")
         elif code in (
             ErrorCode.illegal_generation,
             ErrorCode.unknown_member_id,
             ErrorCode.fenced_instance_id,
         ):
             if current:
-                self.reset_generation(
+                member.reset_generation(
                     f"heartbeat: {error_for_code(code).name}",
                     reset_member_id=code != ErrorCode.illegal_generation,
                 )
             if code == ErrorCode.fenced_instance_id:
-                with self._lock:
-                    self._fatal_error = error_for_code(
-                        code, f"static member {self.group_instance_id} was fenced"
-                    )
+                member.set_fatal_error(
+                    error_for_code(code, f"static member {member.group_instance_id} was fenced")
+                )
         elif code in COORDINATOR_ERRORS or code == ErrorCode.coordinator_load_in_progress:
-            self.mark_coordinator_unknown(error_for_code(code).name)
+            member.mark_coordinator_unknown(error_for_code(code).name)
         else:
-            with self._lock:
-                self._fatal_error = error_for_code(code, f"heartbeat of group {self.group_id}")
+            member.set_fatal_error(error_for_code(code, f"heartbeat of group {member.group_id}"))
