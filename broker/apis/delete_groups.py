@@ -29,7 +29,7 @@ def _response(version: int, results: list[tuple[str, int]]) -> Any:
 async def handle_delete_groups(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
     """Handle a DeleteGroupsRequest."""
     names = list(dict.fromkeys(request.groups_names))
-    errors = await coordinator_of(ctx).handle_delete_groups(names)
+    errors = await coordinator_of(ctx).offsets.handle_delete_groups(names)
     return _response(rctx.api_version, [(g, errors[g]) for g in names])
 
 

@@ -27,7 +27,7 @@ async def handle_describe_groups(ctx: BrokerContext, rctx: RequestContext, reque
     coordinator = coordinator_of(ctx)
     described = []
     for group_id in request.groups:
-        error, summary = coordinator.handle_describe_group(group_id)
+        error, summary = coordinator.offsets.handle_describe_group(group_id)
         described.append(
             build(
                 group_cls,

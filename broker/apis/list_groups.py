@@ -22,7 +22,7 @@ async def handle_list_groups(ctx: BrokerContext, rctx: RequestContext, request: 
     listed_cls = nested(cls, "ListedGroup")
     states = set(getattr(request, "states_filter", ()) or ()) or None
     types = {t.lower() for t in (getattr(request, "types_filter", ()) or ())}
-    error, groups = coordinator_of(ctx).handle_list_groups(states)
+    error, groups = coordinator_of(ctx).offsets.handle_list_groups(states)
     if types and "classic" not in types:
         groups = []
     return build(

@@ -75,7 +75,7 @@ async def handle_offset_commit(ctx: BrokerContext, rctx: RequestContext, request
     known = {tp: value for tp, value in offsets.items() if tp not in unknown}
     if known or not offsets:
         errors.update(
-            await coordinator.handle_commit_offsets(
+            await coordinator.offsets.handle_commit_offsets(
                 request.group_id,
                 request.member_id,
                 getattr(request, "group_instance_id", None),

@@ -41,7 +41,7 @@ def _response(version: int, request: Any, error: int, errors: dict[tuple[str, in
 async def handle_offset_delete(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
     """Handle an OffsetDeleteRequest."""
     partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    error, errors = await coordinator_of(ctx).handle_delete_offsets(request.group_id, partitions)
+    error, errors = await coordinator_of(ctx).offsets.handle_delete_offsets(request.group_id, partitions)
     return _response(rctx.api_version, request, error, errors)
 
 

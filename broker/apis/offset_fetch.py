@@ -28,7 +28,7 @@ def _group_entry(
     if coordinator is None:
         error, offsets = int(ErrorCode.coordinator_not_available), {}
     else:
-        error, offsets = coordinator.handle_fetch_offsets(group_id, requested)
+        error, offsets = coordinator.offsets.handle_fetch_offsets(group_id, requested)
     if error:
         if version >= 2 or requested is None:
             return error, ()

@@ -351,32 +351,36 @@ def test_offset_commit_rules() -> None:
         await h.load()
         offsets = {("t", 0): OffsetAndMetadata(10, metadata="m", commit_timestamp_ms=1)}
         # unknown group: standalone commit ok, generation >= 0 is an old generation
-        assert await c.handle_commit_offsets("solo", "", None, -1, offsets) == {("t", 0): 0}
-        assert await c.handle_commit_offsets("nope", "x", None, 3, offsets) == {
+        assert await c.offsets.handle_commit_offsets("solo", "", None, -1, offsets) == {("t", 0): 0}
+        assert await c.offsets.handle_commit_offsets("nope", "x", None, 3, offsets) == {
             ("t", 0): E.illegal_generation
         }
         a, b = await stable_group(h)
-        assert await c.handle_commit_offsets(GROUP, "", None, -1, offsets) == {("t", 0): E.unknown_member_id}
-        assert await c.handle_commit_offsets(GROUP, a.member_id, None, 0, offsets) == {
+        assert await c.offsets.handle_commit_offsets(GROUP, "", None, -1, offsets) == {
+            ("t", 0): E.unknown_member_id
+        }
+        assert await c.offsets.handle_commit_offsets(GROUP, a.member_id, None, 0, offsets) == {
             ("t", 0): E.illegal_generation
         }
-        assert await c.handle_commit_offsets(GROUP, "zz", None, 1, offsets) == {("t", 0): E.unknown_member_id}
-        assert await c.handle_commit_offsets(GROUP, a.member_id, None, 1, offsets) == {("t", 0): 0}
+        assert await c.offsets.handle_commit_offsets(GROUP, "zz", None, 1, offsets) == {
+            ("t", 0): E.unknown_member_id
+        }
+        assert await c.offsets.handle_commit_offsets(GROUP, a.member_id, None, 1, offsets) == {("t", 0): 0}
         big = {("t", 1): OffsetAndMetadata(1, metadata="x" * 5000)}
-        assert await c.handle_commit_offsets(GROUP, a.member_id, None, 1, big) == {
+        assert await c.offsets.handle_commit_offsets(GROUP, a.member_id, None, 1, big) == {
             ("t", 1): E.offset_metadata_too_large
         }
-        assert c.handle_fetch_offsets(GROUP, [("t", 0), ("t", 1)]) == (
+        assert c.offsets.handle_fetch_offsets(GROUP, [("t", 0), ("t", 1)]) == (
             0,
             {("t", 0): offsets[("t", 0)], ("t", 1): None},
         )
         # a commit of the current generation is still allowed while preparing the next one
         h.join(a.member_id, protocols=[("range", b"changed")])
         assert h.group().state is GroupState.PREPARING_REBALANCE
-        assert await c.handle_commit_offsets(GROUP, b.member_id, None, 1, offsets) == {("t", 0): 0}
+        assert await c.offsets.handle_commit_offsets(GROUP, b.member_id, None, 1, offsets) == {("t", 0): 0}
         h.join(b.member_id)
         assert h.group().state is GroupState.COMPLETING_REBALANCE
-        assert await c.handle_commit_offsets(GROUP, b.member_id, None, 2, offsets) == {
+        assert await c.offsets.handle_commit_offsets(GROUP, b.member_id, None, 2, offsets) == {
             ("t", 0): E.rebalance_in_progress
         }
         h.logs[0].fail_next = E.not_leader_or_follower
@@ -393,9 +397,11 @@ def test_state_survives_reload_from_log_and_tombstones() -> None:
         a, b = await stable_group(h)
         c = h.coordinator
         offsets = {("t", 0): OffsetAndMetadata(7, 3, "m", 5), ("t", 1): OffsetAndMetadata(9, -1, "", 5)}
-        assert set((await c.handle_commit_offsets(GROUP, a.member_id, None, 1, offsets)).values()) == {0}
-        await c.handle_commit_offsets("solo", "", None, -1, {("u", 0): OffsetAndMetadata(1)})
-        assert (await c.handle_delete_groups(["solo"]))["solo"] == 0
+        assert set(
+            (await c.offsets.handle_commit_offsets(GROUP, a.member_id, None, 1, offsets)).values()
+        ) == {0}
+        await c.offsets.handle_commit_offsets("solo", "", None, -1, {("u", 0): OffsetAndMetadata(1)})
+        assert (await c.offsets.handle_delete_groups(["solo"]))["solo"] == 0
         c.on_resigned(0)
         assert c.validate_group_status(GROUP) == E.not_coordinator
         await h.load()
@@ -428,21 +434,21 @@ def test_delete_groups_and_offsets() -> None:
         h = Harness()
         c = h.coordinator
         a, b = await stable_group(h)
-        assert await c.handle_delete_groups([GROUP, "missing"]) == {
+        assert await c.offsets.handle_delete_groups([GROUP, "missing"]) == {
             GROUP: E.non_empty_group,
             "missing": E.group_id_not_found,
         }
-        err, res = await c.handle_delete_offsets(GROUP, [("t", 0)])
+        err, res = await c.offsets.handle_delete_offsets(GROUP, [("t", 0)])
         assert err == E.non_empty_group  # subscription bytes are not ConsumerProtocol here
         c.handle_leave_group(GROUP, [(a.member_id, None), (b.member_id, None)])
         assert h.group().state is GroupState.EMPTY
-        await c.handle_commit_offsets(
+        await c.offsets.handle_commit_offsets(
             GROUP, "", None, -1, {("t", 0): OffsetAndMetadata(1), ("t", 1): OffsetAndMetadata(2)}
         )
-        assert await c.handle_delete_offsets(GROUP, [("t", 0)]) == (0, {("t", 0): 0})
-        assert c.handle_fetch_offsets(GROUP, None) == (0, {("t", 1): OffsetAndMetadata(2)})
-        assert await c.handle_delete_groups([GROUP]) == {GROUP: 0}
-        assert c.handle_fetch_offsets(GROUP, None) == (0, {})
+        assert await c.offsets.handle_delete_offsets(GROUP, [("t", 0)]) == (0, {("t", 0): 0})
+        assert c.offsets.handle_fetch_offsets(GROUP, None) == (0, {("t", 1): OffsetAndMetadata(2)})
+        assert await c.offsets.handle_delete_groups([GROUP]) == {GROUP: 0}
+        assert c.offsets.handle_fetch_offsets(GROUP, None) == (0, {})
 
     run(scenario())
 
@@ -453,12 +459,12 @@ def test_offset_expiration_for_empty_groups() -> None:
         c = h.coordinator
         await h.load()
         now = h.scheduler.now_ms()
-        await c.handle_commit_offsets(
+        await c.offsets.handle_commit_offsets(
             "solo", "", None, -1, {("t", 0): OffsetAndMetadata(1, commit_timestamp_ms=now)}
         )
-        assert await c.expire_offsets() == 0
+        assert await c.offsets.expire_offsets() == 0
         h.scheduler.advance(60_001)
-        assert await c.expire_offsets() == 1
+        assert await c.offsets.expire_offsets() == 1
         assert h.manager.get_group("solo") is None
 
     run(scenario())
@@ -470,13 +476,13 @@ def test_list_and_describe(state_filter: set[str] | None) -> None:
         h = Harness()
         c = h.coordinator
         await stable_group(h)
-        err, groups = c.handle_list_groups(state_filter)
+        err, groups = c.offsets.handle_list_groups(state_filter)
         expected = [] if state_filter == {"Empty"} else [(GROUP, "consumer", "Stable")]
         assert err == 0 and groups == expected
-        err, summary = c.handle_describe_group(GROUP)
+        err, summary = c.offsets.handle_describe_group(GROUP)
         assert summary.state == "Stable" and summary.protocol == "range" and len(summary.members) == 2
         assert all(m.metadata == b"range-meta" for m in summary.members)
-        assert c.handle_describe_group("unknown")[1].state == "Dead"
+        assert c.offsets.handle_describe_group("unknown")[1].state == "Dead"
 
     run(scenario())
 
@@ -511,18 +517,20 @@ def test_join_or_commit_during_a_group_deletion_cannot_revive_it() -> None:
         h = Harness()
         c = h.coordinator
         await h.load()
-        await c.handle_commit_offsets(GROUP, "", None, -1, {("t", 0): OffsetAndMetadata(1)})
-        deleting = asyncio.ensure_future(c.handle_delete_groups([GROUP]))
+        await c.offsets.handle_commit_offsets(GROUP, "", None, -1, {("t", 0): OffsetAndMetadata(1)})
+        deleting = asyncio.ensure_future(c.offsets.handle_delete_groups([GROUP]))
         await asyncio.sleep(0)  # the deletion is now waiting on its append
         assert h.join()[0].error == E.coordinator_not_available
-        late = await c.handle_commit_offsets(GROUP, "", None, -1, {("t", 1): OffsetAndMetadata(5)})
+        late = await c.offsets.handle_commit_offsets(GROUP, "", None, -1, {("t", 1): OffsetAndMetadata(5)})
         assert late == {("t", 1): E.coordinator_not_available}
         assert await deleting == {GROUP: 0}
         assert h.manager.get_group(GROUP) is None
         # a failed deletion leaves the group usable
-        await c.handle_commit_offsets("other", "", None, -1, {("t", 0): OffsetAndMetadata(1)})
+        await c.offsets.handle_commit_offsets("other", "", None, -1, {("t", 0): OffsetAndMetadata(1)})
         h.logs[0].fail_next = E.not_leader_or_follower
-        assert await c.handle_delete_groups(["other"]) == {"other": E.not_coordinator}  # mapped as Kafka
+        assert await c.offsets.handle_delete_groups(["other"]) == {
+            "other": E.not_coordinator
+        }  # mapped as Kafka
         assert h.manager.get_group("other").state is GroupState.EMPTY
 
     run(scenario())

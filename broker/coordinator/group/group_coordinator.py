@@ -1,6 +1,7 @@
 """The classic-protocol group coordinator: JoinGroup / SyncGroup / Heartbeat / LeaveGroup and
 session expiry (Kafka's ``GroupCoordinator.scala``, pre-KIP-848). Offsets and admin operations
-live in :mod:`broker.coordinator.group.offset_ops` (mixed in).
+live in :class:`~broker.coordinator.group.group_offset_manager.GroupOffsetManager`, which this
+class owns (``offsets``) and serves through the ``GroupMembership`` interface.
 
 Runs on the broker's event loop; every method runs to completion without awaiting except the
 persistence calls, after which the group state is re-checked (Kafka's ``group.inLock`` +
@@ -37,7 +38,7 @@ from broker.coordinator.group.classic_group import (
     SyncResult,
 )
 from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
-from broker.coordinator.group.offset_ops import OffsetOpsMixin
+from broker.coordinator.group.group_offset_manager import GroupOffsetManager
 from broker.coordinator.group.rebalance import RebalanceMixin
 from broker.coordinator.group.scheduler import Scheduler
 from spark_kafkalite.protocol.errors import ErrorCode
@@ -77,7 +78,7 @@ class GroupConfig:
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
 
 
-class GroupCoordinator(RebalanceMixin, OffsetOpsMixin):
+class GroupCoordinator(RebalanceMixin):
     """Args: ``manager`` (cache + persistence), ``scheduler`` (clock + timers), ``config``."""
 
     def __init__(self, manager: GroupMetadataManager, scheduler: Scheduler, config: GroupConfig) -> None:
@@ -87,6 +88,8 @@ class GroupCoordinator(RebalanceMixin, OffsetOpsMixin):
         self.active = False
         self._heartbeat_timers: dict[tuple[str, str], Any] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: OffsetCommit/OffsetFetch/ListGroups/DescribeGroups/DeleteGroups/OffsetDelete, expiration.
+        self.offsets = GroupOffsetManager(self, manager, scheduler, config)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def startup(self) -> None:
@@ -124,7 +127,7 @@ class GroupCoordinator(RebalanceMixin, OffsetOpsMixin):
         return 0
 
     @staticmethod
-    def _validate_current_member(group: GroupMetadata, member_id: str, instance_id: str | None) -> int:
+    def validate_current_member(group: GroupMetadata, member_id: str, instance_id: str | None) -> int:
         if group.is_static_member_fenced(member_id, instance_id):
             return int(E.fenced_instance_id)
         if not group.has(member_id):
@@ -237,7 +240,7 @@ class GroupCoordinator(RebalanceMixin, OffsetOpsMixin):
                 return
             self._add_member_and_rebalance(group, member_id, None, join, callback)
             return
-        error = self._validate_current_member(group, member_id, instance_id)
+        error = self.validate_current_member(group, member_id, instance_id)
         if error:
             callback(JoinResult(member_id, error))
             return
@@ -296,7 +299,7 @@ class GroupCoordinator(RebalanceMixin, OffsetOpsMixin):
             group.new_member_added = True
         group.add(member, callback)
         # new members can't heartbeat yet: time out their parked JoinGroup instead
-        self._complete_and_schedule_heartbeat(group, member, self.config.new_member_join_timeout_ms)
+        self.complete_and_schedule_heartbeat(group, member, self.config.new_member_join_timeout_ms)
         self._maybe_prepare_rebalance(group, f"adding new member {member_id}")
 
     def _update_member_and_rebalance(
@@ -328,7 +331,7 @@ class GroupCoordinator(RebalanceMixin, OffsetOpsMixin):
         old_protocols = list(old.protocols)
         old_rebalance, old_session = old.rebalance_timeout_ms, old.session_timeout_ms
         member = group.replace_static_member(instance_id, old_member_id, new_member_id)
-        self._complete_and_schedule_heartbeat(group, member)
+        self.complete_and_schedule_heartbeat(group, member)
         state = group.state
         if state is GroupState.STABLE:
             group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, None)
@@ -400,7 +403,7 @@ class GroupCoordinator(RebalanceMixin, OffsetOpsMixin):
         if group.is_state(GroupState.DEAD):
             callback(SyncResult(int(E.coordinator_not_available)))
             return
-        error = self._validate_current_member(group, member_id, group_instance_id)
+        error = self.validate_current_member(group, member_id, group_instance_id)
         if not error and generation_id != group.generation_id:
             error = int(E.illegal_generation)
         if not error and protocol_type is not None and group.protocol_type != protocol_type:
@@ -427,7 +430,7 @@ class GroupCoordinator(RebalanceMixin, OffsetOpsMixin):
             group.pending_sync_members.discard(member_id)
             member = group.get(member_id)
             callback(SyncResult(0, member.assignment, group.protocol_type, group.protocol_name))
-            self._complete_and_schedule_heartbeat(group, member)
+            self.complete_and_schedule_heartbeat(group, member)
 
     # -- Heartbeat --------------------------------------------------------------------------------
     def handle_heartbeat(
@@ -443,14 +446,14 @@ class GroupCoordinator(RebalanceMixin, OffsetOpsMixin):
             return int(E.unknown_member_id)
         if group.is_state(GroupState.DEAD):
             return int(E.coordinator_not_available)
-        error = self._validate_current_member(group, member_id, group_instance_id)
+        error = self.validate_current_member(group, member_id, group_instance_id)
         if error:
             return error
         if generation_id != group.generation_id:
             return int(E.illegal_generation)
         if group.is_state(GroupState.EMPTY):
             return int(E.unknown_member_id)
-        self._complete_and_schedule_heartbeat(group, group.get(member_id))
+        self.complete_and_schedule_heartbeat(group, group.get(member_id))
         if group.is_state(GroupState.PREPARING_REBALANCE):
             return int(E.rebalance_in_progress)
         return 0
@@ -481,7 +484,7 @@ class GroupCoordinator(RebalanceMixin, OffsetOpsMixin):
                 self._remove_pending_member(group, member_id)
                 results.append((member_id, instance_id, 0))
             else:
-                error = self._validate_current_member(group, member_id, instance_id)
+                error = self.validate_current_member(group, member_id, instance_id)
                 if not error:
                     self._remove_member_and_update_group(group, group.get(member_id), "member left")
                 results.append((member_id, instance_id, error))

@@ -157,7 +157,7 @@ class RebalanceMixin:
             group.invoke_join_callback(
                 member, self._join_result(group, member, leader_members=group.is_leader(member.member_id))
             )
-            self._complete_and_schedule_heartbeat(group, member)
+            self.complete_and_schedule_heartbeat(group, member)
             member.is_new = False
         generation = group.generation_id
         group.sync_timer = self.scheduler.call_later(
@@ -190,7 +190,7 @@ class RebalanceMixin:
                 error, b"" if error else member.assignment, group.protocol_type, group.protocol_name
             )
             if group.invoke_sync_callback(member, result):
-                self._complete_and_schedule_heartbeat(group, member)
+                self.complete_and_schedule_heartbeat(group, member)
 
     async def _store_assignment(
         self, group: GroupMetadata, generation: int, assignment: dict[str, bytes]
@@ -210,7 +210,7 @@ class RebalanceMixin:
         logger.info("group %s: generation %d is stable", group.group_id, generation)
 
     # -- heartbeats / session expiry ----------------------------------------------------------------
-    def _complete_and_schedule_heartbeat(
+    def complete_and_schedule_heartbeat(
         self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int | None = None
     ) -> None:
         timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
@@ -276,7 +276,7 @@ class RebalanceMixin:
 
     def _on_group_loaded(self, group: GroupMetadata) -> None:
         for member in group.members.values():
-            self._complete_and_schedule_heartbeat(group, member)
+            self.complete_and_schedule_heartbeat(group, member)
 
     def _on_group_unloaded(self, group: GroupMetadata) -> None:
         previous = group.state

@@ -146,7 +146,7 @@ class GroupCoordinatorService:
         """Deleted topics lose their committed offsets (tombstones written in the background)."""
         topics = {t for t in topics if t != GROUP_METADATA_TOPIC_NAME}
         if topics and self.coordinator.active:
-            self.coordinator.spawn(self.coordinator.delete_offsets_of_topics(topics))
+            self.coordinator.spawn(self.coordinator.offsets.delete_offsets_of_topics(topics))
 
     # -- the internal topic ----------------------------------------------------------------------
     async def ensure_offsets_topic(self) -> tuple[int, str | None]:
@@ -197,6 +197,6 @@ class GroupCoordinatorService:
         while True:
             await asyncio.sleep(interval_s)
             try:
-                await self.coordinator.expire_offsets()
+                await self.coordinator.offsets.expire_offsets()
             except Exception:
                 logger.exception("offset expiration failed")

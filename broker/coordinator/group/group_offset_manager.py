@@ -1,8 +1,10 @@
-"""Offset and admin operations of the group coordinator (mixed into ``GroupCoordinator``):
+"""``GroupOffsetManager``: the offset and admin operations of the group coordinator, an object the
+:class:`~broker.coordinator.group.group_coordinator.GroupCoordinator` owns (``coordinator.offsets``):
 OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete and offset
 expiration (Kafka's ``GroupCoordinator.handleCommitOffsets`` / ``handleFetchOffsets`` /
 ``handleListGroups`` / ``handleDescribeGroup`` / ``handleDeleteGroups`` / ``handleDeleteOffsets``
-and ``GroupMetadataManager.cleanupGroupMetadata``).
+and ``GroupMetadataManager.cleanupGroupMetadata``). It reaches the membership side only through
+the :class:`GroupMembership` interface (group validation, member validation, heartbeats).
 
 Standalone commits (generation -1, empty member id, no instance id; Kafka's admin and
 ``assign()`` consumers) are accepted only while the group is Empty or doesn't exist.
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.coordinator.group.classic_group import GroupMetadata, GroupState
 from spark_kafkalite.protocol.errors import ErrorCode
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
     from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
     from broker.coordinator.group.scheduler import Scheduler
 
-__all__ = ["OffsetOpsMixin", "GroupSummary", "MemberSummary"]
+__all__ = ["GroupOffsetManager", "GroupMembership", "GroupSummary", "MemberSummary"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,23 +53,50 @@ class GroupSummary:
     members: tuple[MemberSummary, ...]
 
 
-class OffsetOpsMixin:
-    manager: GroupMetadataManager
-    scheduler: Scheduler
-    config: GroupConfig
+class GroupMembership(Protocol):
+    """What the offset manager needs from the membership side of the coordinator."""
 
-    if TYPE_CHECKING:
+    @property
+    def active(self) -> bool:
+        """The coordinator is started (COORDINATOR_NOT_AVAILABLE otherwise)."""
+        ...
 
-        def validate_group_status(self, group_id: str | None, allow_empty_id: bool = False) -> int: ...
+    def validate_group_status(self, group_id: str | None, allow_empty_id: bool = False) -> int:
+        """Kafka's ``validateGroupStatus``: 0 or the error code."""
+        ...
 
-        @staticmethod
-        def _validate_current_member(
-            group: GroupMetadata, member_id: str, instance_id: str | None
-        ) -> int: ...
+    def validate_current_member(self, group: GroupMetadata, member_id: str, instance_id: str | None) -> int:
+        """0, FENCED_INSTANCE_ID or UNKNOWN_MEMBER_ID."""
+        ...
 
-        def _complete_and_schedule_heartbeat(
-            self, group: GroupMetadata, member: Any, timeout_ms: int | None = None
-        ) -> None: ...
+    def complete_and_schedule_heartbeat(
+        self, group: GroupMetadata, member: Any, timeout_ms: int | None = None
+    ) -> None:
+        """Count a commit from ``member`` as its heartbeat."""
+        ...
+
+
+class GroupOffsetManager:
+    """Offset and admin operations (see the module docstring).
+
+    Args:
+        membership: the coordinator's membership side.
+        manager: the group cache and ``__consumer_offsets`` persistence.
+        scheduler: clock (offset expiration).
+        config: ``offsets.retention.*``.
+    """
+
+    def __init__(
+        self,
+        membership: GroupMembership,
+        manager: GroupMetadataManager,
+        scheduler: Scheduler,
+        config: GroupConfig,
+    ) -> None:
+        self.membership = membership
+        self.manager = manager
+        self.scheduler = scheduler
+        self.config = config
 
     # -- OffsetCommit -----------------------------------------------------------------------------
     async def handle_commit_offsets(
@@ -79,7 +108,7 @@ class OffsetOpsMixin:
         offsets: dict[TopicPartitionKey, OffsetAndMetadata],
     ) -> dict[TopicPartitionKey, int]:
         """Per-partition error codes, after the commit record was appended (acks=-1)."""
-        error = self.validate_group_status(group_id, allow_empty_id=True)
+        error = self.membership.validate_group_status(group_id, allow_empty_id=True)
         if error:
             return {tp: error for tp in offsets}
         group = self.manager.get_group(group_id)
@@ -92,7 +121,7 @@ class OffsetOpsMixin:
         if error:
             return {tp: error for tp in offsets}
         if group.has(member_id):
-            self._complete_and_schedule_heartbeat(group, group.get(member_id))
+            self.membership.complete_and_schedule_heartbeat(group, group.get(member_id))
         return await self.manager.store_offsets(group, offsets)
 
     def _validate_offset_commit(
@@ -103,7 +132,7 @@ class OffsetOpsMixin:
         if generation_id < 0 and member_id == "" and instance_id is None:
             # the group only stores offsets: allowed unless it has members
             return 0 if group.is_state(GroupState.EMPTY) else int(E.unknown_member_id)
-        error = self._validate_current_member(group, member_id, instance_id)
+        error = self.membership.validate_current_member(group, member_id, instance_id)
         if error:
             return error
         if generation_id != group.generation_id:
@@ -117,7 +146,7 @@ class OffsetOpsMixin:
         self, group_id: str, partitions: list[TopicPartitionKey] | None
     ) -> tuple[int, dict[TopicPartitionKey, OffsetAndMetadata | None]]:
         """(group error, committed offsets); ``partitions`` None = every committed partition."""
-        error = self.validate_group_status(group_id, allow_empty_id=True)
+        error = self.membership.validate_group_status(group_id, allow_empty_id=True)
         if error:
             return error, {}
         return 0, self.manager.get_offsets(group_id, partitions)
@@ -126,7 +155,7 @@ class OffsetOpsMixin:
     def handle_list_groups(self, states: set[str] | None = None) -> tuple[int, list[tuple[str, str, str]]]:
         """(error, [(group id, protocol type, state)]) of local groups; ``states`` filters
         case-insensitively (KIP-518). COORDINATOR_LOAD_IN_PROGRESS while a partition loads."""
-        if not self.active:  # type: ignore[attr-defined]
+        if not self.membership.active:
             return int(E.coordinator_not_available), []
         if self.manager.is_loading():
             return int(E.coordinator_load_in_progress), []
@@ -142,7 +171,7 @@ class OffsetOpsMixin:
 
     def handle_describe_group(self, group_id: str) -> tuple[int, GroupSummary]:
         dead = GroupSummary(GroupState.DEAD.value, "", "", ())
-        error = self.validate_group_status(group_id, allow_empty_id=True)
+        error = self.membership.validate_group_status(group_id, allow_empty_id=True)
         if error:
             return error, dead
         group = self.manager.get_group(group_id)
@@ -172,7 +201,7 @@ class OffsetOpsMixin:
         """Per group: 0, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, or a coordinator error."""
         results: dict[str, int] = {}
         for group_id in group_ids:
-            error = self.validate_group_status(group_id, allow_empty_id=True)
+            error = self.membership.validate_group_status(group_id, allow_empty_id=True)
             if error:
                 results[group_id] = error
                 continue
@@ -204,7 +233,7 @@ class OffsetOpsMixin:
         """(group error, per-partition errors): GROUP_SUBSCRIBED_TO_TOPIC for partitions of
         topics a non-empty consumer group subscribes to; NON_EMPTY_GROUP for a non-empty
         group of another protocol type."""
-        error = self.validate_group_status(group_id)
+        error = self.membership.validate_group_status(group_id)
         if error:
             return error, {}
         group = self.manager.get_group(group_id)
