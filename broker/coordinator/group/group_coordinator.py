@@ -1,7 +1,9 @@
 """The classic-protocol group coordinator: JoinGroup / SyncGroup / Heartbeat / LeaveGroup and
 session expiry (Kafka's ``GroupCoordinator.scala``, pre-KIP-848). Offsets and admin operations
 live in :class:`~broker.coordinator.group.group_offset_manager.GroupOffsetManager`, which this
-class owns (``offsets``) and serves through the ``GroupMembership`` interface.
+class owns (``offsets``) and serves through the ``GroupMembership`` interface; the join/sync
+phases, member removal and session expiry in
+:class:`~broker.coordinator.group.rebalance.GroupRebalancer` (``rebalance``), also owned.
 
 Runs on the broker's event loop; every method runs to completion without awaiting except the
 persistence calls, after which the group state is re-checked (Kafka's ``group.inLock`` +
@@ -39,7 +41,7 @@ from broker.coordinator.group.classic_group import (
 )
 from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
 from broker.coordinator.group.group_offset_manager import GroupOffsetManager
-from broker.coordinator.group.rebalance import RebalanceMixin
+from broker.coordinator.group.rebalance import GroupRebalancer, join_result
 from broker.coordinator.group.scheduler import Scheduler
 from spark_kafkalite.protocol.errors import ErrorCode
 
@@ -78,7 +80,7 @@ class GroupConfig:
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
 
 
-class GroupCoordinator(RebalanceMixin):
+class GroupCoordinator:
     """Args: ``manager`` (cache + persistence), ``scheduler`` (clock + timers), ``config``."""
 
     def __init__(self, manager: GroupMetadataManager, scheduler: Scheduler, config: GroupConfig) -> None:
@@ -86,8 +88,9 @@ class GroupCoordinator(RebalanceMixin):
         self.scheduler = scheduler
         self.config = config
         self.active = False
-        self._heartbeat_timers: dict[tuple[str, str], Any] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: join/sync phases, member removal, heartbeats and session expiry.
+        self.rebalance = GroupRebalancer(manager, scheduler, config, self.spawn)
         #: OffsetCommit/OffsetFetch/ListGroups/DescribeGroups/DeleteGroups/OffsetDelete, expiration.
         self.offsets = GroupOffsetManager(self, manager, scheduler, config)
 
@@ -175,7 +178,7 @@ class GroupCoordinator(RebalanceMixin):
         else:
             self._do_current_member_join(group, member_id, group_instance_id, join, callback)
         if group.is_state(GroupState.PREPARING_REBALANCE):
-            self._try_complete_join(group)
+            self.rebalance.try_complete_join(group)
 
     def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
         if group.is_state(GroupState.EMPTY, GroupState.DEAD):
@@ -208,7 +211,9 @@ class GroupCoordinator(RebalanceMixin):
         elif require_known_member_id:
             # KIP-394: hand out the id; the client rejoins with it before the session timeout.
             group.pending_members.add(new_member_id)
-            self._schedule_heartbeat_expiration(group, new_member_id, join.session_timeout_ms, pending=True)
+            self.rebalance.schedule_heartbeat_expiration(
+                group, new_member_id, join.session_timeout_ms, pending=True
+            )
             callback(JoinResult(new_member_id, int(E.member_id_required)))
             return
         self._add_member_and_rebalance(group, new_member_id, instance_id, join, callback)
@@ -251,7 +256,7 @@ class GroupCoordinator(RebalanceMixin):
         elif state is GroupState.COMPLETING_REBALANCE:
             if member.matches(join.protocols):
                 # a retried JoinGroup of the current generation: answer with its state again
-                callback(self._join_result(group, member, leader_members=group.is_leader(member_id)))
+                callback(join_result(group, member, leader_members=group.is_leader(member_id)))
             else:
                 self._update_member_and_rebalance(group, member, join, callback)
         elif state is GroupState.STABLE:
@@ -259,22 +264,9 @@ class GroupCoordinator(RebalanceMixin):
                 # the leader rejoining forces a rebalance (e.g. new topics matched its pattern)
                 self._update_member_and_rebalance(group, member, join, callback)
             else:
-                callback(self._join_result(group, member, leader_members=False))
+                callback(join_result(group, member, leader_members=False))
         else:
             callback(JoinResult(member_id, int(E.unknown_member_id)))
-
-    def _join_result(
-        self, group: GroupMetadata, member: MemberMetadata, *, leader_members: bool
-    ) -> JoinResult:
-        return JoinResult(
-            member.member_id,
-            0,
-            group.generation_id,
-            group.protocol_type,
-            group.protocol_name,
-            group.leader_id or "",
-            group.current_member_metadata() if leader_members else [],
-        )
 
     def _add_member_and_rebalance(
         self,
@@ -299,8 +291,8 @@ class GroupCoordinator(RebalanceMixin):
             group.new_member_added = True
         group.add(member, callback)
         # new members can't heartbeat yet: time out their parked JoinGroup instead
-        self.complete_and_schedule_heartbeat(group, member, self.config.new_member_join_timeout_ms)
-        self._maybe_prepare_rebalance(group, f"adding new member {member_id}")
+        self.rebalance.complete_and_schedule_heartbeat(group, member, self.config.new_member_join_timeout_ms)
+        self.rebalance.maybe_prepare_rebalance(group, f"adding new member {member_id}")
 
     def _update_member_and_rebalance(
         self,
@@ -312,7 +304,7 @@ class GroupCoordinator(RebalanceMixin):
         group.update_member(
             member, join.protocols, join.rebalance_timeout_ms, join.session_timeout_ms, callback
         )
-        self._maybe_prepare_rebalance(group, f"updating metadata of member {member.member_id}")
+        self.rebalance.maybe_prepare_rebalance(group, f"updating metadata of member {member.member_id}")
 
     def _update_static_member_and_rebalance(
         self,
@@ -327,11 +319,11 @@ class GroupCoordinator(RebalanceMixin):
         old = group.get(old_member_id)
         assert old.group_instance_id is not None
         instance_id = old.group_instance_id
-        self._cancel_heartbeat(group, old_member_id)
+        self.rebalance.cancel_heartbeat(group, old_member_id)
         old_protocols = list(old.protocols)
         old_rebalance, old_session = old.rebalance_timeout_ms, old.session_timeout_ms
         member = group.replace_static_member(instance_id, old_member_id, new_member_id)
-        self.complete_and_schedule_heartbeat(group, member)
+        self.rebalance.complete_and_schedule_heartbeat(group, member)
         state = group.state
         if state is GroupState.STABLE:
             group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, None)
@@ -372,11 +364,13 @@ class GroupCoordinator(RebalanceMixin):
                 self.spawn(persist())
             else:
                 group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, callback)
-                self._maybe_prepare_rebalance(group, f"static member {instance_id} changed protocols")
+                self.rebalance.maybe_prepare_rebalance(
+                    group, f"static member {instance_id} changed protocols"
+                )
         else:
             group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, callback)
             if state is GroupState.COMPLETING_REBALANCE:
-                self._prepare_rebalance(group, f"updating static member {instance_id}")
+                self.rebalance.prepare_rebalance(group, f"updating static member {instance_id}")
 
     # -- SyncGroup --------------------------------------------------------------------------------
     def handle_sync_group(
@@ -425,12 +419,12 @@ class GroupCoordinator(RebalanceMixin):
             group.pending_sync_members.discard(member_id)
             if group.is_leader(member_id):
                 full = {m: assignments.get(m, b"") for m in group.members}
-                self.spawn(self._store_assignment(group, generation_id, full))
+                self.spawn(self.rebalance.store_assignment(group, generation_id, full))
         else:  # Stable
             group.pending_sync_members.discard(member_id)
             member = group.get(member_id)
             callback(SyncResult(0, member.assignment, group.protocol_type, group.protocol_name))
-            self.complete_and_schedule_heartbeat(group, member)
+            self.rebalance.complete_and_schedule_heartbeat(group, member)
 
     # -- Heartbeat --------------------------------------------------------------------------------
     def handle_heartbeat(
@@ -453,7 +447,7 @@ class GroupCoordinator(RebalanceMixin):
             return int(E.illegal_generation)
         if group.is_state(GroupState.EMPTY):
             return int(E.unknown_member_id)
-        self.complete_and_schedule_heartbeat(group, group.get(member_id))
+        self.rebalance.complete_and_schedule_heartbeat(group, group.get(member_id))
         if group.is_state(GroupState.PREPARING_REBALANCE):
             return int(E.rebalance_in_progress)
         return 0
@@ -478,32 +472,60 @@ class GroupCoordinator(RebalanceMixin):
                 if current is None:
                     results.append((member_id, instance_id, int(E.unknown_member_id)))
                 else:
-                    self._remove_member_and_update_group(group, group.get(current), "removed by instance id")
+                    self.rebalance.remove_member_and_update_group(
+                        group, group.get(current), "removed by instance id"
+                    )
                     results.append((member_id, instance_id, 0))
             elif group.is_pending_member(member_id):
-                self._remove_pending_member(group, member_id)
+                self.rebalance.remove_pending_member(group, member_id)
                 results.append((member_id, instance_id, 0))
             else:
                 error = self.validate_current_member(group, member_id, instance_id)
                 if not error:
-                    self._remove_member_and_update_group(group, group.get(member_id), "member left")
+                    self.rebalance.remove_member_and_update_group(group, group.get(member_id), "member left")
                 results.append((member_id, instance_id, error))
         return 0, results
 
-    def _remove_member_and_update_group(
-        self, group: GroupMetadata, member: MemberMetadata, reason: str
+    # -- GroupMembership (for the offset manager) ---------------------------------------------------
+    def complete_and_schedule_heartbeat(
+        self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int | None = None
     ) -> None:
-        logger.info("group %s: removing member %s (%s)", group.group_id, member.member_id, reason)
-        self._cancel_heartbeat(group, member.member_id)
-        group.invoke_join_callback(member, JoinResult(member.member_id, int(E.unknown_member_id)))
-        group.remove(member.member_id)
-        if group.is_state(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._maybe_prepare_rebalance(group, reason)
-        elif group.is_state(GroupState.PREPARING_REBALANCE):
-            self._try_complete_join(group)
+        """A member's commit counts as its heartbeat (Kafka's ``completeAndScheduleNextHeartbeatExpiration``)."""
+        self.rebalance.complete_and_schedule_heartbeat(group, member, timeout_ms)
 
-    def _remove_pending_member(self, group: GroupMetadata, member_id: str) -> None:
-        group.pending_members.discard(member_id)
-        self._cancel_heartbeat(group, member_id)
-        if group.is_state(GroupState.PREPARING_REBALANCE):
-            self._try_complete_join(group)
+    # -- partition leadership ------------------------------------------------------------------------
+    def on_elected(self, partition: int, epoch: int, log: Any) -> asyncio.Task[Any] | None:
+        """Become coordinator of ``__consumer_offsets-partition``: load it (groups answer
+        COORDINATOR_LOAD_IN_PROGRESS until done). Returns the load task."""
+        if (
+            partition in self.manager.owned_partitions
+            and self.manager.partition_epochs.get(partition) == epoch
+        ):
+            return None
+        if partition in self.manager.owned_partitions:
+            self.manager.unload_partition(partition, self._on_group_unloaded)
+        self.manager.begin_loading(partition, epoch)
+        return self.spawn(self.manager.load_partition(partition, epoch, log, self._on_group_loaded))
+
+    def on_resigned(self, partition: int) -> None:
+        """Stop coordinating the groups of ``partition`` (NOT_COORDINATOR afterwards)."""
+        count = self.manager.unload_partition(partition, self._on_group_unloaded)
+        if count:
+            logger.info("unloaded %d group(s) of partition %d", count, partition)
+
+    def _on_group_loaded(self, group: GroupMetadata) -> None:
+        for member in group.members.values():
+            self.rebalance.complete_and_schedule_heartbeat(group, member)
+
+    def _on_group_unloaded(self, group: GroupMetadata) -> None:
+        previous = group.state
+        group.state = GroupState.DEAD
+        self.rebalance.cancel_timer(group, "join_timer")
+        self.rebalance.cancel_timer(group, "sync_timer")
+        for member in group.members.values():
+            self.rebalance.cancel_heartbeat(group, member.member_id)
+            if previous is GroupState.PREPARING_REBALANCE:
+                group.invoke_join_callback(member, JoinResult(member.member_id, int(E.not_coordinator)))
+            group.invoke_sync_callback(member, SyncResult(int(E.not_coordinator)))
+        for member_id in group.pending_members:
+            self.rebalance.cancel_heartbeat(group, member_id)

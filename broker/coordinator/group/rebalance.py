@@ -1,8 +1,8 @@
-"""Rebalance mechanics of the classic group coordinator, mixed into ``GroupCoordinator``:
-the join phase (Kafka's ``InitialDelayedJoin`` / ``DelayedJoin`` and ``onCompleteJoin``), the
-sync deadline (``DelayedSync``), storing the leader's assignment, heartbeat / session expiry
-(``DelayedHeartbeat``) and loading / unloading groups when leadership of a
-``__consumer_offsets`` partition moves (``onElection`` / ``onResignation``).
+"""``GroupRebalancer``: the rebalance mechanics of the classic group coordinator, an object the
+:class:`~broker.coordinator.group.group_coordinator.GroupCoordinator` owns (``rebalance``): the
+join phase (Kafka's ``InitialDelayedJoin`` / ``DelayedJoin`` and ``onCompleteJoin``), the sync
+deadline (``DelayedSync``), storing the leader's assignment, member removal, and heartbeat /
+session expiry (``DelayedHeartbeat``).
 
 Timers come from the coordinator's ``Scheduler``; every callback re-checks the group state
 (the timer may fire after the group moved on).
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from broker.coordinator.group.classic_group import (
@@ -29,42 +29,59 @@ if TYPE_CHECKING:
     from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
     from broker.coordinator.group.scheduler import Scheduler
 
-__all__ = ["RebalanceMixin"]
+__all__ = ["GroupRebalancer", "join_result"]
 
 logger = logging.getLogger(__name__)
 
 E = ErrorCode
 
 
-class RebalanceMixin:
-    manager: GroupMetadataManager
-    scheduler: Scheduler
-    config: GroupConfig
-    _heartbeat_timers: dict[tuple[str, str], Any]
+def join_result(group: GroupMetadata, member: MemberMetadata, *, leader_members: bool) -> JoinResult:
+    """The JoinGroup answer for ``member`` of the current generation (the leader also gets every
+    member's metadata)."""
+    return JoinResult(
+        member.member_id,
+        0,
+        group.generation_id,
+        group.protocol_type,
+        group.protocol_name,
+        group.leader_id or "",
+        group.current_member_metadata() if leader_members else [],
+    )
 
-    if TYPE_CHECKING:
 
-        def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]: ...
+class GroupRebalancer:
+    """Rebalances and member sessions of the local groups (see the module docstring).
 
-        def _join_result(
-            self, group: GroupMetadata, member: MemberMetadata, *, leader_members: bool
-        ) -> JoinResult: ...
+    Args:
+        manager: the group cache and persistence.
+        scheduler: clock and timers.
+        config: ``group.*`` settings.
+        spawn: runs a coroutine as a task the coordinator tracks (persisting a group).
+    """
 
-        def _remove_pending_member(self, group: GroupMetadata, member_id: str) -> None: ...
-
-        def _remove_member_and_update_group(
-            self, group: GroupMetadata, member: MemberMetadata, reason: str
-        ) -> None: ...
+    def __init__(
+        self,
+        manager: GroupMetadataManager,
+        scheduler: Scheduler,
+        config: GroupConfig,
+        spawn: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]],
+    ) -> None:
+        self.manager = manager
+        self.scheduler = scheduler
+        self.config = config
+        self.spawn = spawn
+        self._heartbeat_timers: dict[tuple[str, str], Any] = {}
 
     # -- rebalance --------------------------------------------------------------------------------
-    def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+    def maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
         if group.can_rebalance():
-            self._prepare_rebalance(group, reason)
+            self.prepare_rebalance(group, reason)
 
-    def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+    def prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
         if group.is_state(GroupState.COMPLETING_REBALANCE):
             self._reset_and_propagate_assignment_error(group, int(E.rebalance_in_progress))
-        self._cancel_timer(group, "sync_timer")
+        self.cancel_timer(group, "sync_timer")
         was_empty = group.is_state(GroupState.EMPTY)
         group.transition_to(GroupState.PREPARING_REBALANCE, self.scheduler.now_ms())
         logger.info(
@@ -73,7 +90,7 @@ class RebalanceMixin:
             group.generation_id,
             reason,
         )
-        self._cancel_timer(group, "join_timer")
+        self.cancel_timer(group, "join_timer")
         if was_empty:
             delay = self.config.initial_rebalance_delay_ms
             remaining = max(group.rebalance_timeout_ms() - delay, 0)
@@ -82,7 +99,7 @@ class RebalanceMixin:
             group.join_timer = self.scheduler.call_later(
                 group.rebalance_timeout_ms(), lambda: self._on_join_deadline(group)
             )
-            self._try_complete_join(group)
+            self.try_complete_join(group)
 
     def _schedule_initial_join(self, group: GroupMetadata, delay_ms: int, remaining_ms: int) -> None:
         def fire() -> None:
@@ -99,7 +116,7 @@ class RebalanceMixin:
         group.join_timer = self.scheduler.call_later(delay_ms, fire)
         group.initial_join_pending = True
 
-    def _try_complete_join(self, group: GroupMetadata) -> None:
+    def try_complete_join(self, group: GroupMetadata) -> None:
         """Complete the join phase early when every member rejoined (DelayedJoin.tryComplete);
         the initial delay of a new group only completes on its timer."""
         if group.initial_join_pending and group.join_timer is not None:
@@ -115,14 +132,14 @@ class RebalanceMixin:
     def _complete_join(self, group: GroupMetadata) -> None:
         """Kafka's ``onCompleteJoin``: drop dynamic members that didn't rejoin, start the next
         generation, answer every parked JoinGroup (the leader gets the members' metadata)."""
-        self._cancel_timer(group, "join_timer")
+        self.cancel_timer(group, "join_timer")
         group.initial_join_pending = False
         for member in group.not_yet_rejoined_members():
             if not member.is_static:
                 logger.info(
                     "group %s: removing member %s that did not rejoin", group.group_id, member.member_id
                 )
-                self._cancel_heartbeat(group, member.member_id)
+                self.cancel_heartbeat(group, member.member_id)
                 group.remove(member.member_id)
         if group.is_state(GroupState.DEAD):
             return
@@ -155,7 +172,7 @@ class RebalanceMixin:
         )
         for member in list(group.members.values()):
             group.invoke_join_callback(
-                member, self._join_result(group, member, leader_members=group.is_leader(member.member_id))
+                member, join_result(group, member, leader_members=group.is_leader(member.member_id))
             )
             self.complete_and_schedule_heartbeat(group, member)
             member.is_new = False
@@ -175,9 +192,9 @@ class RebalanceMixin:
         if not missing:
             return
         for member_id in missing:
-            self._cancel_heartbeat(group, member_id)
+            self.cancel_heartbeat(group, member_id)
             group.remove(member_id)
-        self._prepare_rebalance(group, f"members {missing} did not sync in time")
+        self.prepare_rebalance(group, f"members {missing} did not sync in time")
 
     def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: int) -> None:
         for member in group.members.values():
@@ -192,7 +209,7 @@ class RebalanceMixin:
             if group.invoke_sync_callback(member, result):
                 self.complete_and_schedule_heartbeat(group, member)
 
-    async def _store_assignment(
+    async def store_assignment(
         self, group: GroupMetadata, generation: int, assignment: dict[str, bytes]
     ) -> None:
         error = await self.manager.store_group(group, assignment)
@@ -200,7 +217,7 @@ class RebalanceMixin:
             return  # the group moved on while we were writing
         if error:
             self._reset_and_propagate_assignment_error(group, error)
-            self._maybe_prepare_rebalance(group, f"storing the assignment failed with error {error}")
+            self.maybe_prepare_rebalance(group, f"storing the assignment failed with error {error}")
             return
         for member_id, data in assignment.items():
             if group.has(member_id):
@@ -215,9 +232,9 @@ class RebalanceMixin:
     ) -> None:
         timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
         member.heartbeat_satisfied = False
-        self._schedule_heartbeat_expiration(group, member.member_id, timeout, pending=False)
+        self.schedule_heartbeat_expiration(group, member.member_id, timeout, pending=False)
 
-    def _schedule_heartbeat_expiration(
+    def schedule_heartbeat_expiration(
         self, group: GroupMetadata, member_id: str, timeout_ms: int, *, pending: bool
     ) -> None:
         key = (group.group_id, member_id)
@@ -228,7 +245,7 @@ class RebalanceMixin:
             timeout_ms, lambda: self._on_heartbeat_expired(group, member_id, pending)
         )
 
-    def _cancel_heartbeat(self, group: GroupMetadata, member_id: str) -> None:
+    def cancel_heartbeat(self, group: GroupMetadata, member_id: str) -> None:
         timer = self._heartbeat_timers.pop((group.group_id, member_id), None)
         if timer is not None:
             timer.cancel()
@@ -240,53 +257,35 @@ class RebalanceMixin:
         if pending:
             if group.is_pending_member(member_id):
                 logger.info("group %s: pending member %s expired", group.group_id, member_id)
-                self._remove_pending_member(group, member_id)
+                self.remove_pending_member(group, member_id)
             return
         member = group.members.get(member_id)
         if member is None or member.has_satisfied_heartbeat():
             return
-        self._remove_member_and_update_group(group, member, "session timeout expired")
+        self.remove_member_and_update_group(group, member, "session timeout expired")
 
     @staticmethod
-    def _cancel_timer(group: GroupMetadata, name: str) -> None:
+    def cancel_timer(group: GroupMetadata, name: str) -> None:
         timer = getattr(group, name)
         if timer is not None:
             timer.cancel()
             setattr(group, name, None)
 
-    # -- partition leadership ------------------------------------------------------------------------
-    def on_elected(self, partition: int, epoch: int, log: Any) -> asyncio.Task[Any] | None:
-        """Become coordinator of ``__consumer_offsets-partition``: load it (groups answer
-        COORDINATOR_LOAD_IN_PROGRESS until done). Returns the load task."""
-        if (
-            partition in self.manager.owned_partitions
-            and self.manager.partition_epochs.get(partition) == epoch
-        ):
-            return None
-        if partition in self.manager.owned_partitions:
-            self.manager.unload_partition(partition, self._on_group_unloaded)
-        self.manager.begin_loading(partition, epoch)
-        return self.spawn(self.manager.load_partition(partition, epoch, log, self._on_group_loaded))
+    # -- member removal -----------------------------------------------------------------------------
+    def remove_member_and_update_group(
+        self, group: GroupMetadata, member: MemberMetadata, reason: str
+    ) -> None:
+        logger.info("group %s: removing member %s (%s)", group.group_id, member.member_id, reason)
+        self.cancel_heartbeat(group, member.member_id)
+        group.invoke_join_callback(member, JoinResult(member.member_id, int(E.unknown_member_id)))
+        group.remove(member.member_id)
+        if group.is_state(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self.maybe_prepare_rebalance(group, reason)
+        elif group.is_state(GroupState.PREPARING_REBALANCE):
+            self.try_complete_join(group)
 
-    def on_resigned(self, partition: int) -> None:
-        """Stop coordinating the groups of ``partition`` (NOT_COORDINATOR afterwards)."""
-        count = self.manager.unload_partition(partition, self._on_group_unloaded)
-        if count:
-            logger.info("unloaded %d group(s) of partition %d", count, partition)
-
-    def _on_group_loaded(self, group: GroupMetadata) -> None:
-        for member in group.members.values():
-            self.complete_and_schedule_heartbeat(group, member)
-
-    def _on_group_unloaded(self, group: GroupMetadata) -> None:
-        previous = group.state
-        group.state = GroupState.DEAD
-        self._cancel_timer(group, "join_timer")
-        self._cancel_timer(group, "sync_timer")
-        for member in group.members.values():
-            self._cancel_heartbeat(group, member.member_id)
-            if previous is GroupState.PREPARING_REBALANCE:
-                group.invoke_join_callback(member, JoinResult(member.member_id, int(E.not_coordinator)))
-            group.invoke_sync_callback(member, SyncResult(int(E.not_coordinator)))
-        for member_id in group.pending_members:
-            self._cancel_heartbeat(group, member_id)
+    def remove_pending_member(self, group: GroupMetadata, member_id: str) -> None:
+        group.pending_members.discard(member_id)
+        self.cancel_heartbeat(group, member_id)
+        if group.is_state(GroupState.PREPARING_REBALANCE):
+            self.try_complete_join(group)
