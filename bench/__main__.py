@@ -327,6 +327,8 @@ def main(argv: list[str] | None = None) -> int:
         if not (BENCH_DIR / f"{script}.py").exists():
             continue
         runs.append(run_script(script, quick if args.quick else full, args.timeout_s))
+        if not args.no_write:  # after each script, so a cut-off run still leaves what it measured
+            write_benchmarks_md(render_markdown(runs, args.quick))
     print("\n=== ratios (ours vs peer, same run)")
     for pair, ours_name, ours_v, peer_name, peer_v, ratio in ratios(runs):
         goal = (
@@ -341,7 +343,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{run.script:14} {roles}; idle worker {_mib(run.idle_worker_kib)}; exit {run.returncode}")
     failed = [r.script for r in runs if r.returncode != 0]
     if not args.no_write and runs:
-        write_benchmarks_md(render_markdown(runs, args.quick))
         print(f"\nwrote {BENCHMARKS_MD}")
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
