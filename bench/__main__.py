@@ -36,9 +36,9 @@ END = "<!-- bench:end -->"
 BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("spark_read", ["--records", "1000000"], ["--records", "200000"]),
     ("read_memory", ["--records", "1000000"], ["--records", "300000"]),
-    ("spark_write", ["--records", "300000"], ["--records", "100000"]),
-    ("produce", [], ["--records", "100000"]),
     ("consume", [], ["--records", "100000"]),
+    ("produce", [], ["--records", "100000"]),
+    ("spark_write", ["--records", "300000"], ["--records", "100000"]),
     ("replication", [], ["--records", "30000", "--failovers", "1"]),
     ("spark_latency", [], ["--seconds", "10"]),
     ("failover", [], []),  # bench/failover.py, when present
