@@ -30,7 +30,8 @@ its acknowledged offset, offsets increasing, send order kept; all replicas byte-
 Short run in the test suite: ``tests/fault/test_chaos_soak.py``. Long run (one command; figures
 go in BENCHMARKS.md, "Chaos soak")::
 
-    taskset -c 1 python tests/fault/chaos.py --cycles 100 --seed 1 [--data-dir DIR] [--json OUT]
+    taskset -c 1 python tests/fault/chaos.py --cycles 100 --seed 1 [--fault-s MIN MAX]
+        [--rate RECORDS_PER_S] [--data-dir DIR (kept: broker logs, load.log)] [--json OUT]
 
 Exit status 0 when every invariant held (heal time <= ``--heal-bound-s``, default 15 s).
 """
