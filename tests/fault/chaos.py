@@ -5,13 +5,14 @@ Setup: :class:`~fault.chaos_cluster.ChaosCluster` (3 ``python -m broker`` proces
 combined mode, every broker-to-broker, Raft and client link through a
 :class:`~fault.chaos_proxy.LinkProxy`); one topic of ``--partitions`` partitions, RF 3,
 ``min.insync.replicas=2``; confluent-kafka (librdkafka, idempotent, ``acks=all``) producing
-``--rate`` records/s in its own process (:mod:`fault.chaos_load`).
+``--rate`` records/s in its own process (:mod:`fault.chaos_load`; ``--client kafkalite``: our
+producer instead).
 
 Each cycle: wait until every partition's ISR is full, pick a fault with the seeded RNG, hold it
 ``--fault-s`` seconds (uniform in the range), heal it, and measure the **heal time** (from the
 start of the heal until all three brokers report every partition with a full ISR); then check that
-the committed batches (below the high watermark) are byte-identical on the three replicas'
-segment files. Faults (target = the leader of a random partition, one of its followers, or the
+the three replicas' segment files agree byte for byte (each replica's batches a prefix of the
+longest replica's; all equal at the end). Faults (target = the leader of a random partition, one of its followers, or the
 active controller):
 
 - ``kill9`` (SIGKILL, then start), ``pause`` (SIGSTOP, then SIGCONT), ``restart`` (SIGTERM:
@@ -103,6 +104,7 @@ class ChaosSoak:
         fault_s: tuple[float, float] = (5.0, 8.0),
         heal_wait_s: float = 60.0,
         faults: tuple[str, ...] = FAULTS,
+        client: str = "confluent",
         log=print,  # noqa: ANN001
     ) -> None:
         self.rng = random.Random(seed)
@@ -112,6 +114,7 @@ class ChaosSoak:
         self.fault_s = fault_s
         self.heal_wait_s = heal_wait_s
         self.faults = faults
+        self.client = client
         self.log = log
         self.cluster = ChaosCluster(data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -156,6 +159,7 @@ class ChaosSoak:
                 str(self.partitions),
                 str(self.rate_per_s),
                 run_id,
+                self.client,
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -363,6 +367,7 @@ class ChaosSoak:
         v = self.verdict or Verdict()
         return {
             "seed": self.seed,
+            "client": self.client,
             "cycles": len(self.records),
             "faults": dict(Counter(f"{r.fault}{'/' + r.mode if r.mode else ''}" for r in self.records)),
             "targets": dict(Counter(r.role for r in self.records)),
@@ -431,6 +436,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--rate", type=float, default=200.0, help="records/s of the load")
     parser.add_argument("--fault-s", type=float, nargs=2, default=(5.0, 8.0), metavar=("MIN", "MAX"))
+    parser.add_argument(
+        "--client", choices=("confluent", "kafkalite"), default="confluent", help="the producer of the load"
+    )
     parser.add_argument("--heal-bound-s", type=float, default=15.0)
     parser.add_argument(
         "--data-dir", type=Path, default=None, help="kept after the run (default: a temp dir, removed)"
@@ -453,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
             partitions=args.partitions,
             rate_per_s=args.rate,
             fault_s=tuple(args.fault_s),
+            client=args.client,
             log=stamp,
         )
     summary["elapsed_s"] = round(time.monotonic() - started, 1)
