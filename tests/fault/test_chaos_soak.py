@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from fault.chaos import FAULTS, ChaosSoak
+from fault.chaos_proxy import CLIENT
 
 
 @pytest.mark.timeout(240)
@@ -37,3 +38,13 @@ def test_every_fault_kind_once_keeps_acked_records_and_heals(tmp_path: Path) -> 
     assert summary["heal_s_max"] is not None and summary["heal_s_max"] <= 15.0, report
     # The partitions really cut links: the isolated leader lost its leadership / ISR shrank.
     assert summary["faults_with_short_isr_at_heal"] >= 3, report
+    # The proxies told the brokers' and the producer's connections apart (else no fault applies).
+    kafka_sources = {s for p in soak.cluster.kafka_proxies.values() for s in p.connections_by_source}
+    raft_sources = {s for p in soak.cluster.raft_proxies.values() for s in p.connections_by_source}
+    brokers = {1, 2, 3}
+    assert (
+        CLIENT in kafka_sources and len(kafka_sources & brokers) >= 2 and len(raft_sources & brokers) >= 2
+    ), (
+        kafka_sources,
+        raft_sources,
+    )
