@@ -10,7 +10,7 @@ no dynamic broker configs). :func:`alter_resources` is shared with IncrementalAl
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.controller.metadata_image import RESOURCE_TYPE_BROKER, RESOURCE_TYPE_TOPIC
@@ -19,6 +19,9 @@ from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode, InvalidRequestError, KafkaError
+
+if TYPE_CHECKING:
+    from broker.apis.kio_types import AlterConfigsRequest, AlterConfigsResponse
 
 __all__ = ["handle_alter_configs", "alter_configs_error_response", "alter_resources"]
 
@@ -84,7 +87,9 @@ def build_alter_response(
     )
 
 
-async def handle_alter_configs(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_alter_configs(
+    ctx: BrokerContext, rctx: RequestContext, request: AlterConfigsRequest
+) -> AlterConfigsResponse:
     """Handle an AlterConfigsRequest (v0-v2)."""
 
     async def alter_topics(topic_resources: list[Any]) -> list[KafkaError | None]:

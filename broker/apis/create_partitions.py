@@ -9,7 +9,7 @@ current number), INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST (topic named twice)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.controller.single_node_controller import CreatePartitionsSpec
@@ -18,6 +18,9 @@ from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.apis.kio_types import CreatePartitionsRequest, CreatePartitionsResponse
 
 __all__ = ["handle_create_partitions", "create_partitions_error_response"]
 
@@ -29,7 +32,9 @@ def _spec(topic: Any) -> CreatePartitionsSpec:
     return CreatePartitionsSpec(name=topic.name, count=int(topic.count), assignments=assignments)
 
 
-async def handle_create_partitions(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_create_partitions(
+    ctx: BrokerContext, rctx: RequestContext, request: CreatePartitionsRequest
+) -> CreatePartitionsResponse:
     """Handle a CreatePartitionsRequest (v0-v3)."""
     cls = response_class(ApiKey.CREATE_PARTITIONS, rctx.api_version)
     result_cls = nested(cls, "CreatePartitionsTopicResult")

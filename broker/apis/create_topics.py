@@ -10,7 +10,7 @@ become the topic's overrides (validated by :mod:`broker.controller.topic_configs
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.config_helper import describe_topic_configs
 from broker.apis.context import BrokerContext
@@ -19,6 +19,9 @@ from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, has_field, nested
 from spark_kafkalite.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.apis.kio_types import CreateTopicsRequest, CreateTopicsResponse
 
 __all__ = ["handle_create_topics", "create_topics_error_response"]
 
@@ -33,7 +36,9 @@ def _spec(topic: Any) -> CreatableTopicSpec:
     )
 
 
-async def handle_create_topics(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_create_topics(
+    ctx: BrokerContext, rctx: RequestContext, request: CreateTopicsRequest
+) -> CreateTopicsResponse:
     """Handle a CreateTopicsRequest."""
     cls = response_class(ApiKey.CREATE_TOPICS, rctx.api_version)
     result_cls = nested(cls, "CreatableTopicResult")

@@ -4,7 +4,7 @@ offsets are written to ``__consumer_offsets`` before answering."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.coordinator.group.api_support import coordinator_of
@@ -12,6 +12,9 @@ from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.apis.kio_types import DeleteGroupsRequest, DeleteGroupsResponse
 
 __all__ = ["handle_delete_groups", "delete_groups_error_response"]
 
@@ -26,7 +29,9 @@ def _response(version: int, results: list[tuple[str, int]]) -> Any:
     )
 
 
-async def handle_delete_groups(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_delete_groups(
+    ctx: BrokerContext, rctx: RequestContext, request: DeleteGroupsRequest
+) -> DeleteGroupsResponse:
     """Handle a DeleteGroupsRequest."""
     names = list(dict.fromkeys(request.groups_names))
     errors = await coordinator_of(ctx).offsets.handle_delete_groups(names)

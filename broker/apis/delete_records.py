@@ -12,7 +12,7 @@ log-start-offset checkpoint is written before answering, so the deletion survive
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.errors import error_code_for
@@ -20,6 +20,9 @@ from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode, OffsetOutOfRangeError, PolicyViolationError
+
+if TYPE_CHECKING:
+    from broker.apis.kio_types import DeleteRecordsRequest, DeleteRecordsResponse
 
 __all__ = ["handle_delete_records", "delete_records_error_response", "HIGH_WATERMARK_OFFSET"]
 
@@ -44,7 +47,9 @@ def _delete(ctx: BrokerContext, topic: str, partition: int, offset: int) -> int:
     return log.delete_records(target)
 
 
-async def handle_delete_records(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_delete_records(
+    ctx: BrokerContext, rctx: RequestContext, request: DeleteRecordsRequest
+) -> DeleteRecordsResponse:
     """Handle a DeleteRecordsRequest (any of v0-v2)."""
     version = rctx.api_version
     cls = response_class(ApiKey.DELETE_RECORDS, version)

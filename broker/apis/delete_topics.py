@@ -9,13 +9,16 @@ v1-v5 name topics; v6 names them or gives topic ids. Unknown names ->
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.apis.kio_types import DeleteTopicsRequest, DeleteTopicsResponse
 
 __all__ = ["handle_delete_topics", "delete_topics_error_response"]
 
@@ -28,7 +31,9 @@ def _requested(request: Any) -> list[tuple[str | None, uuid.UUID | None]]:
     return [(name, None) for name in request.topic_names]
 
 
-async def handle_delete_topics(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_delete_topics(
+    ctx: BrokerContext, rctx: RequestContext, request: DeleteTopicsRequest
+) -> DeleteTopicsResponse:
     """Handle a DeleteTopicsRequest."""
     cls = response_class(ApiKey.DELETE_TOPICS, rctx.api_version)
     result_cls = nested(cls, "DeletableTopicResult")

@@ -5,7 +5,7 @@ UNSUPPORTED_ENDPOINT_TYPE (our controllers speak Raft, not the Kafka protocol)."
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.network.request_context import RequestContext
@@ -13,12 +13,17 @@ from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from broker.apis.kio_types import DescribeClusterRequest, DescribeClusterResponse
+
 __all__ = ["handle_describe_cluster", "describe_cluster_error_response"]
 
 _NO_AUTHORIZED_OPERATIONS = -2147483648
 
 
-async def handle_describe_cluster(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_describe_cluster(
+    ctx: BrokerContext, rctx: RequestContext, request: DescribeClusterRequest
+) -> DescribeClusterResponse:
     """Handle a DescribeClusterRequest (v0-v1)."""
     cls = response_class(ApiKey.DESCRIBE_CLUSTER, rctx.api_version)
     endpoint_type = int(getattr(request, "endpoint_type", 1))

@@ -11,7 +11,7 @@ null or empty means every config; unknown keys are skipped. Synonyms only when
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.config_helper import DescribedConfig, describe_broker_configs, describe_topic_configs
 from broker.apis.context import BrokerContext
@@ -26,6 +26,9 @@ from spark_kafkalite.protocol.errors import (
     InvalidTopicError,
     UnknownTopicOrPartitionError,
 )
+
+if TYPE_CHECKING:
+    from broker.apis.kio_types import DescribeConfigsRequest, DescribeConfigsResponse
 
 __all__ = ["handle_describe_configs", "describe_configs_error_response", "describe_resource"]
 
@@ -57,7 +60,9 @@ def describe_resource(
     raise InvalidRequestError(f"Unsupported resource type {resource_type} for DescribeConfigs")
 
 
-async def handle_describe_configs(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_describe_configs(
+    ctx: BrokerContext, rctx: RequestContext, request: DescribeConfigsRequest
+) -> DescribeConfigsResponse:
     """Handle a DescribeConfigsRequest (v1-v4)."""
     cls = response_class(ApiKey.DESCRIBE_CONFIGS, rctx.api_version)
     result_cls = nested(cls, "DescribeConfigsResult")

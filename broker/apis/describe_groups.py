@@ -7,7 +7,7 @@ authorized operations are not computed (INT32_MIN, "not requested / unknown").
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.coordinator.group.api_support import INT32_MIN, coordinator_of
@@ -16,10 +16,15 @@ from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from broker.apis.kio_types import DescribeGroupsRequest, DescribeGroupsResponse
+
 __all__ = ["handle_describe_groups", "describe_groups_error_response"]
 
 
-async def handle_describe_groups(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_describe_groups(
+    ctx: BrokerContext, rctx: RequestContext, request: DescribeGroupsRequest
+) -> DescribeGroupsResponse:
     """Handle a DescribeGroupsRequest."""
     cls = response_class(ApiKey.DESCRIBE_GROUPS, rctx.api_version)
     group_cls = nested(cls, "DescribedGroup")

@@ -18,7 +18,7 @@ import os
 import shutil
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.errors import error_code_for
@@ -27,6 +27,9 @@ from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.apis.kio_types import DescribeLogDirsRequest, DescribeLogDirsResponse
 
 __all__ = ["handle_describe_log_dirs", "describe_log_dirs_error_response"]
 
@@ -73,7 +76,9 @@ def _describe_dir(
     )
 
 
-async def handle_describe_log_dirs(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_describe_log_dirs(
+    ctx: BrokerContext, rctx: RequestContext, request: DescribeLogDirsRequest
+) -> DescribeLogDirsResponse:
     """Handle a DescribeLogDirsRequest (v1-v4)."""
     cls = response_class(ApiKey.DESCRIBE_LOG_DIRS, rctx.api_version)
     result_cls = nested(cls, "DescribeLogDirsResult")

@@ -13,13 +13,16 @@ an unknown ``election_type`` is INVALID_REQUEST for the whole request.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.apis.kio_types import ElectLeadersRequest, ElectLeadersResponse
 
 __all__ = ["handle_elect_leaders", "elect_leaders_error_response"]
 
@@ -50,7 +53,9 @@ def _response(cls: type[Any], top: ErrorCode, results: dict[tuple[str, int], Err
     )
 
 
-async def handle_elect_leaders(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_elect_leaders(
+    ctx: BrokerContext, rctx: RequestContext, request: ElectLeadersRequest
+) -> ElectLeadersResponse:
     """Handle an ElectLeadersRequest (v0-v2)."""
     cls = response_class(ApiKey.ELECT_LEADERS, rctx.api_version)
     election_type = int(getattr(request, "election_type", 0))

@@ -20,7 +20,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.errors import error_code_for
@@ -29,6 +29,9 @@ from broker.replication.fetch_session_cache import fetch_session_cache_for
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.apis.kio_types import FetchRequest, FetchResponse
 
 __all__ = ["handle_fetch", "fetch_error_response"]
 
@@ -126,7 +129,7 @@ def _diverging_field(partition_cls: type[Any], diverging: tuple[int, int] | None
     }
 
 
-async def handle_fetch(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_fetch(ctx: BrokerContext, rctx: RequestContext, request: FetchRequest) -> FetchResponse:
     """Handle a FetchRequest; may wait up to ``max_wait`` in the fetch purgatory."""
     cls = response_class(ApiKey.FETCH, rctx.api_version)
     # KIP-227 (broker/replication/fetch_session_cache.py): an incremental fetch reads every

@@ -10,7 +10,7 @@ error code clients may see (TRANSACTION_ABORTABLE, never sent here).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.coordinator.group import GROUP_METADATA_TOPIC_NAME
@@ -18,6 +18,9 @@ from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.apis.kio_types import FindCoordinatorRequest, FindCoordinatorResponse
 
 __all__ = ["handle_find_coordinator", "find_coordinator_error_response"]
 
@@ -60,7 +63,9 @@ async def _find(
     return 0, None, (registration.leader, endpoint[0], endpoint[1])
 
 
-async def handle_find_coordinator(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_find_coordinator(
+    ctx: BrokerContext, rctx: RequestContext, request: FindCoordinatorRequest
+) -> FindCoordinatorResponse:
     """Handle a FindCoordinatorRequest."""
     version = rctx.api_version
     cls = response_class(ApiKey.FIND_COORDINATOR, version)
@@ -68,7 +73,7 @@ async def handle_find_coordinator(ctx: BrokerContext, rctx: RequestContext, requ
     if version >= 4:
         coordinator_cls = nested(cls, "Coordinator")
         entries = []
-        for key in request.coordinator_keys:
+        for key in request.coordinator_keys:  # type: ignore[union-attr]  # v4+
             error, message, (node_id, host, port) = await _find(ctx, key_type, key, rctx.listener_name)
             entries.append(
                 coordinator_cls(
@@ -81,7 +86,8 @@ async def handle_find_coordinator(ctx: BrokerContext, rctx: RequestContext, requ
                 )
             )
         return build(cls, throttle_time=ZERO_DURATION, coordinators=tuple(entries))
-    error, message, (node_id, host, port) = await _find(ctx, key_type, request.key, rctx.listener_name)
+    key = request.key  # type: ignore[union-attr]  # v0-3
+    error, message, (node_id, host, port) = await _find(ctx, key_type, key, rctx.listener_name)
     return build(
         cls,
         throttle_time=ZERO_DURATION,

@@ -4,7 +4,7 @@ UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID for stale members."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.coordinator.group.api_support import coordinator_of
@@ -13,10 +13,15 @@ from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build
 from spark_kafkalite.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from broker.apis.kio_types import HeartbeatRequest, HeartbeatResponse
+
 __all__ = ["handle_heartbeat", "heartbeat_error_response"]
 
 
-async def handle_heartbeat(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_heartbeat(
+    ctx: BrokerContext, rctx: RequestContext, request: HeartbeatRequest
+) -> HeartbeatResponse:
     """Handle a HeartbeatRequest."""
     error = coordinator_of(ctx).handle_heartbeat(
         request.group_id,

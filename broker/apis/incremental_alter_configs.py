@@ -10,7 +10,7 @@ non-TOPIC resources as in :mod:`broker.apis.alter_configs`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.alter_configs import alter_resources, build_alter_response
 from broker.apis.context import BrokerContext
@@ -18,10 +18,15 @@ from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError
 
+if TYPE_CHECKING:
+    from broker.apis.kio_types import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
+
 __all__ = ["handle_incremental_alter_configs", "incremental_alter_configs_error_response"]
 
 
-async def handle_incremental_alter_configs(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_incremental_alter_configs(
+    ctx: BrokerContext, rctx: RequestContext, request: IncrementalAlterConfigsRequest
+) -> IncrementalAlterConfigsResponse:
     """Handle an IncrementalAlterConfigsRequest (v0-v1)."""
 
     async def alter_topics(topic_resources: list[Any]) -> list[KafkaError | None]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.coordinator.producer_id_manager import ProducerIdManager
@@ -30,6 +30,9 @@ from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build
 from spark_kafkalite.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.apis.kio_types import InitProducerIdRequest, InitProducerIdResponse
 
 __all__ = ["handle_init_producer_id", "init_producer_id_error_response", "producer_id_manager"]
 
@@ -67,7 +70,9 @@ def _response(version: int, code: ErrorCode, producer_id: int = -1, producer_epo
     )
 
 
-async def handle_init_producer_id(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_init_producer_id(
+    ctx: BrokerContext, rctx: RequestContext, request: InitProducerIdRequest
+) -> InitProducerIdResponse:
     """Handle an InitProducerIdRequest (v0-v5); see the module docstring."""
     version = rctx.api_version
     transactional_id = request.transactional_id

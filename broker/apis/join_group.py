@@ -9,7 +9,7 @@ is set for a static leader that rejoined a Stable group without a rebalance (KIP
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.coordinator.group.api_support import await_callback, coordinator_of, to_ms
@@ -18,6 +18,9 @@ from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.apis.kio_types import JoinGroupRequest, JoinGroupResponse
 
 __all__ = ["handle_join_group", "join_group_error_response"]
 
@@ -45,12 +48,14 @@ def _response(version: int, result: JoinResult) -> Any:
     )
 
 
-async def handle_join_group(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_join_group(
+    ctx: BrokerContext, rctx: RequestContext, request: JoinGroupRequest
+) -> JoinGroupResponse:
     """Handle a JoinGroupRequest."""
     version = rctx.api_version
     coordinator = coordinator_of(ctx)
     session_ms = to_ms(request.session_timeout)
-    rebalance_ms = to_ms(request.rebalance_timeout) if version >= 1 else session_ms
+    rebalance_ms = to_ms(request.rebalance_timeout) if version >= 1 else session_ms  # type: ignore[union-attr]
     instance_id = getattr(request, "group_instance_id", None)
     protocols = [(p.name, bytes(p.metadata)) for p in request.protocols]
     result: JoinResult = await await_callback(

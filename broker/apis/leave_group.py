@@ -7,7 +7,7 @@ static member), per-member errors plus the top-level (group) error.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.coordinator.group.api_support import coordinator_of
@@ -16,17 +16,22 @@ from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from broker.apis.kio_types import LeaveGroupRequest, LeaveGroupResponse
+
 __all__ = ["handle_leave_group", "leave_group_error_response"]
 
 
-async def handle_leave_group(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_leave_group(
+    ctx: BrokerContext, rctx: RequestContext, request: LeaveGroupRequest
+) -> LeaveGroupResponse:
     """Handle a LeaveGroupRequest."""
     version = rctx.api_version
     cls = response_class(ApiKey.LEAVE_GROUP, version)
     if version >= 3:
-        members = [(m.member_id, m.group_instance_id) for m in request.members]
+        members = [(m.member_id, m.group_instance_id) for m in request.members]  # type: ignore[union-attr]
     else:
-        members = [(request.member_id, None)]
+        members = [(request.member_id, None)]  # type: ignore[union-attr]  # v0-2
     error, results = coordinator_of(ctx).handle_leave_group(request.group_id, members)
     if version < 3:
         if not error and results:

@@ -4,7 +4,7 @@ every group here is ``classic``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.coordinator.group.api_support import coordinator_of
@@ -13,10 +13,15 @@ from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from broker.apis.kio_types import ListGroupsRequest, ListGroupsResponse
+
 __all__ = ["handle_list_groups", "list_groups_error_response"]
 
 
-async def handle_list_groups(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_list_groups(
+    ctx: BrokerContext, rctx: RequestContext, request: ListGroupsRequest
+) -> ListGroupsResponse:
     """Handle a ListGroupsRequest."""
     cls = response_class(ApiKey.LIST_GROUPS, rctx.api_version)
     listed_cls = nested(cls, "ListedGroup")

@@ -13,7 +13,7 @@ watermark reaches the start offset of its epoch (``Partition.fetchOffsetForTimes
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.errors import error_code_for
@@ -21,6 +21,9 @@ from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode, OffsetNotAvailableError
+
+if TYPE_CHECKING:
+    from broker.apis.kio_types import ListOffsetsRequest, ListOffsetsResponse
 
 __all__ = [
     "handle_list_offsets",
@@ -70,7 +73,9 @@ def _lookup(ctx: BrokerContext, request: Any, topic: str, p: Any, version: int) 
     return found[0], found[1], epoch
 
 
-async def handle_list_offsets(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_list_offsets(
+    ctx: BrokerContext, rctx: RequestContext, request: ListOffsetsRequest
+) -> ListOffsetsResponse:
     """Handle a ListOffsetsRequest; returns a v1+-shaped response entity (v0 is re-encoded)."""
     version = rctx.api_version
     cls = _response_class(version)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.controller.metadata_image import MetadataImage, TopicImage
@@ -25,6 +25,9 @@ from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.apis.kio_types import MetadataRequest, MetadataResponse
 
 __all__ = ["handle_metadata", "metadata_error_response"]
 
@@ -106,7 +109,9 @@ def _requested(request: Any, version: int) -> list[tuple[str | None, uuid.UUID |
     return out
 
 
-async def handle_metadata(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_metadata(
+    ctx: BrokerContext, rctx: RequestContext, request: MetadataRequest
+) -> MetadataResponse:
     """Handle a MetadataRequest (may auto-create topics)."""
     version = rctx.api_version
     cls = response_class(ApiKey.METADATA, version)

@@ -10,7 +10,7 @@ Partitions unknown to the metadata get UNKNOWN_TOPIC_OR_PARTITION (as Kafka's ``
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.coordinator.group.api_support import coordinator_of, to_ms
@@ -19,6 +19,9 @@ from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
 from spark_kafkalite.protocol.group_records import OffsetAndMetadata
+
+if TYPE_CHECKING:
+    from broker.apis.kio_types import OffsetCommitRequest, OffsetCommitResponse
 
 __all__ = ["handle_offset_commit", "offset_commit_error_response"]
 
@@ -48,7 +51,9 @@ def _response(version: int, request: Any, errors: dict[tuple[str, int], int] | N
     )
 
 
-async def handle_offset_commit(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_offset_commit(
+    ctx: BrokerContext, rctx: RequestContext, request: OffsetCommitRequest
+) -> OffsetCommitResponse:
     """Handle an OffsetCommitRequest."""
     version = rctx.api_version
     coordinator = coordinator_of(ctx)

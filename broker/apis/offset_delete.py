@@ -4,7 +4,7 @@ consumer group subscribes to; GROUP_ID_NOT_FOUND / NON_EMPTY_GROUP at the top le
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.coordinator.group.api_support import coordinator_of
@@ -12,6 +12,9 @@ from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.apis.kio_types import OffsetDeleteRequest, OffsetDeleteResponse
 
 __all__ = ["handle_offset_delete", "offset_delete_error_response"]
 
@@ -38,7 +41,9 @@ def _response(version: int, request: Any, error: int, errors: dict[tuple[str, in
     return build(cls, error_code=ErrorCode(error), throttle_time=ZERO_DURATION, topics=topics)
 
 
-async def handle_offset_delete(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_offset_delete(
+    ctx: BrokerContext, rctx: RequestContext, request: OffsetDeleteRequest
+) -> OffsetDeleteResponse:
     """Handle an OffsetDeleteRequest."""
     partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     error, errors = await coordinator_of(ctx).offsets.handle_delete_offsets(request.group_id, partitions)

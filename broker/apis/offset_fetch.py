@@ -8,7 +8,7 @@ v8+ batches groups (KIP-709). v1 reports a group error in every partition.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.coordinator.group.api_support import coordinator_of
@@ -16,6 +16,9 @@ from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.apis.kio_types import OffsetFetchRequest, OffsetFetchResponse
 
 __all__ = ["handle_offset_fetch", "offset_fetch_error_response"]
 
@@ -52,7 +55,9 @@ def _group_entry(
     )
 
 
-async def handle_offset_fetch(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_offset_fetch(
+    ctx: BrokerContext, rctx: RequestContext, request: OffsetFetchRequest
+) -> OffsetFetchResponse:
     """Handle an OffsetFetchRequest."""
     version = rctx.api_version
     coordinator = coordinator_of(ctx)
@@ -62,14 +67,19 @@ async def handle_offset_fetch(ctx: BrokerContext, rctx: RequestContext, request:
         topic_cls = nested(cls, "OffsetFetchResponseTopics")
         partition_cls = nested(cls, "OffsetFetchResponsePartitions")
         groups = []
-        for g in request.groups:
+        for g in request.groups:  # type: ignore[union-attr]  # v8+ (checked above)
             error, topics = _group_entry(coordinator, version, g.group_id, g.topics, topic_cls, partition_cls)
             groups.append(group_cls(group_id=g.group_id, topics=topics, error_code=ErrorCode(error)))
         return build(cls, throttle_time=ZERO_DURATION, groups=tuple(groups))
     topic_cls = nested(cls, "OffsetFetchResponseTopic")
     partition_cls = nested(cls, "OffsetFetchResponsePartition")
     error, topics = _group_entry(
-        coordinator, version, request.group_id, request.topics, topic_cls, partition_cls
+        coordinator,
+        version,
+        request.group_id,  # type: ignore[union-attr]  # v1-7
+        request.topics,  # type: ignore[union-attr]
+        topic_cls,
+        partition_cls,
     )
     return build(cls, throttle_time=ZERO_DURATION, topics=topics, error_code=ErrorCode(error))
 

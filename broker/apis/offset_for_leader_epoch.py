@@ -11,7 +11,7 @@ offset); else (largest epoch <= requested, start offset of the next higher epoch
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.errors import error_code_for
@@ -20,10 +20,15 @@ from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from broker.apis.kio_types import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+
 __all__ = ["handle_offset_for_leader_epoch", "offset_for_leader_epoch_error_response"]
 
 
-async def handle_offset_for_leader_epoch(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_offset_for_leader_epoch(
+    ctx: BrokerContext, rctx: RequestContext, request: OffsetForLeaderEpochRequest
+) -> OffsetForLeaderEpochResponse:
     cls = response_class(ApiKey.OFFSET_FOR_LEADER_EPOCH, rctx.api_version)
     topic_cls = nested(cls, "OffsetForLeaderTopicResult")
     partition_cls = nested(cls, "EpochEndOffset")

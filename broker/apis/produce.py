@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.config import LONG_MAX
@@ -49,6 +49,9 @@ from spark_kafkalite.protocol.record_batch import (
     validate_batch,
     validate_record_framing,
 )
+
+if TYPE_CHECKING:
+    from broker.apis.kio_types import ProduceRequest, ProduceResponse
 
 __all__ = ["handle_produce", "produce_error_response", "validate_produce_batch"]
 
@@ -109,7 +112,9 @@ def validate_produce_batch(
     return header
 
 
-async def handle_produce(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_produce(
+    ctx: BrokerContext, rctx: RequestContext, request: ProduceRequest
+) -> ProduceResponse | None:
     """Handle a ProduceRequest (v3-v9); returns the response entity, or None for acks=0.
 
     Each partition's batch is validated here (leadership, then ``validate_produce_batch`` with
@@ -126,10 +131,10 @@ async def handle_produce(ctx: BrokerContext, rctx: RequestContext, request: Any)
     entries: dict[tuple[str, int], bytearray] = {}
     order: list[tuple[str, list[int]]] = []
     for topic_data in request.topic_data:
-        topic = topic_data.name
-        indexes = []
+        topic: str = topic_data.name
+        indexes: list[int] = []
         for partition_data in topic_data.partition_data:
-            index = partition_data.index
+            index: int = partition_data.index
             indexes.append(index)
             key = (topic, index)
             if acks not in (0, 1, -1):
@@ -149,6 +154,7 @@ async def handle_produce(ctx: BrokerContext, rctx: RequestContext, request: Any)
                 )
                 if key in entries:
                     raise InvalidRecordError(f"Duplicate partition {topic}-{index} in the produce request")
+                assert records is not None  # validate_produce_batch rejects a null batch
                 entries[key] = bytearray(records)
             except Exception as exc:  # noqa: BLE001 - mapped to a wire error code
                 code = error_code_for(exc, f"Produce v{version} to {topic}-{index} from {rctx.connection_id}")
@@ -160,7 +166,7 @@ async def handle_produce(ctx: BrokerContext, rctx: RequestContext, request: Any)
         timeout_ms = (
             int(request.timeout.total_seconds() * 1000)
             if hasattr(request.timeout, "total_seconds")
-            else int(request.timeout)
+            else int(request.timeout)  # type: ignore[call-overload]
         )
         results = await ctx.replica_manager.append_records(entries, acks, timeout_ms)
         for key, result in results.items():

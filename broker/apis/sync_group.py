@@ -7,7 +7,7 @@ SyncGroup is answered with its own assignment. v5 checks ProtocolType / Protocol
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.coordinator.group.api_support import await_callback, coordinator_of
@@ -16,6 +16,9 @@ from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build
 from spark_kafkalite.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.apis.kio_types import SyncGroupRequest, SyncGroupResponse
 
 __all__ = ["handle_sync_group", "sync_group_error_response"]
 
@@ -31,7 +34,9 @@ def _response(version: int, result: SyncResult) -> Any:
     )
 
 
-async def handle_sync_group(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_sync_group(
+    ctx: BrokerContext, rctx: RequestContext, request: SyncGroupRequest
+) -> SyncGroupResponse:
     """Handle a SyncGroupRequest."""
     coordinator = coordinator_of(ctx)
     assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
