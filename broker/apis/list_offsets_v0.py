@@ -16,18 +16,13 @@ v1-shaped response entity the handler returns.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from typing import Any
 
 from spark_kafkalite.protocol.errors import InvalidRequestError
+from spark_kafkalite.protocol.schema_io import I16, I32, I64, SchemaReader, write_string
 
 __all__ = ["decode_list_offsets_v0", "encode_list_offsets_v0_response", "ListOffsetsRequestV0"]
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-_PARTITION = struct.Struct(">iqi")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,50 +47,21 @@ class ListOffsetsRequestV0:
     __version__ = 0
 
 
-class _Reader:
-    def __init__(self, buf: bytes | memoryview, pos: int) -> None:
-        self.buf = buf
-        self.pos = pos
-
-    def unpack(self, fmt: struct.Struct) -> tuple[Any, ...]:
-        if self.pos + fmt.size > len(self.buf):
-            raise InvalidRequestError("truncated ListOffsets v0 request")
-        values = fmt.unpack_from(self.buf, self.pos)
-        self.pos += fmt.size
-        return values
-
-    def array_length(self) -> int:
-        (n,) = self.unpack(_I32)
-        if n < 0 or n > len(self.buf):
-            raise InvalidRequestError(f"invalid array length {n} in ListOffsets v0 request")
-        return int(n)
-
-    def string(self) -> str:
-        (n,) = self.unpack(_I16)
-        if n < 0 or self.pos + n > len(self.buf):
-            raise InvalidRequestError("invalid topic name in ListOffsets v0 request")
-        raw = bytes(self.buf[self.pos : self.pos + n])
-        self.pos += n
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InvalidRequestError("topic name is not UTF-8") from exc
-
-
 def decode_list_offsets_v0(frame: bytes | memoryview, offset: int) -> ListOffsetsRequestV0:
     """Decode a ListOffsets v0 body.
 
     Raises:
         InvalidRequestError: malformed or truncated body.
     """
-    r = _Reader(frame, offset)
-    (replica_id,) = r.unpack(_I32)
+    r = SchemaReader(frame, "ListOffsets v0 request", InvalidRequestError, pos=offset)
+    replica_id = r.i32()
     topics = []
-    for _ in range(r.array_length()):
+    for _ in range(r.count()):
         name = r.string()
+        assert name is not None
         partitions = []
-        for _ in range(r.array_length()):
-            partition, timestamp, max_num = r.unpack(_PARTITION)
+        for _ in range(r.count()):
+            partition, timestamp, max_num = r.i32(), r.i64(), r.i32()
             partitions.append(ListOffsetsPartitionV0(partition, timestamp, max_num))
         topics.append(ListOffsetsTopicV0(name, tuple(partitions)))
     return ListOffsetsRequestV0(replica_id, tuple(topics))
@@ -105,17 +71,16 @@ def encode_list_offsets_v0_response(response: Any, correlation_id: int) -> bytes
     """Encode a v1-shaped ListOffsetsResponse as a v0 frame (size prefix + header v0 + body);
     each partition's ``offset`` (when not -1) becomes the single old-style offset."""
     out = bytearray(b"\x00\x00\x00\x00")
-    out += _I32.pack(correlation_id)
-    out += _I32.pack(len(response.topics))
+    out += I32.pack(correlation_id)
+    out += I32.pack(len(response.topics))
     for topic in response.topics:
-        raw = topic.name.encode("utf-8")
-        out += _I16.pack(len(raw)) + raw
-        out += _I32.pack(len(topic.partitions))
+        write_string(out, topic.name)
+        out += I32.pack(len(topic.partitions))
         for p in topic.partitions:
-            out += _I32.pack(p.partition_index) + _I16.pack(int(p.error_code))
+            out += I32.pack(p.partition_index) + I16.pack(int(p.error_code))
             offsets = [p.offset] if p.offset >= 0 and int(p.error_code) == 0 else []
-            out += _I32.pack(len(offsets))
+            out += I32.pack(len(offsets))
             for value in offsets:
-                out += _I64.pack(value)
-    _I32.pack_into(out, 0, len(out) - 4)
+                out += I64.pack(value)
+    I32.pack_into(out, 0, len(out) - 4)
     return bytes(out)

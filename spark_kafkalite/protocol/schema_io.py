@@ -48,16 +48,22 @@ class SchemaReader:
     """Reads schema fields from ``buf`` in order; every malformed input raises ``error``.
 
     ``what`` names the structure in error messages; ``flexible`` switches strings, bytes and
-    arrays to the compact (varint) encoding and enables :meth:`skip_tags`.
+    arrays to the compact (varint) encoding and enables :meth:`skip_tags`; ``pos`` is where
+    reading starts (e.g. after a request header).
     """
 
     __slots__ = ("buf", "pos", "what", "error", "flexible")
 
     def __init__(
-        self, buf: bytes, what: str, error: type[Exception] = ValueError, flexible: bool = False
+        self,
+        buf: bytes | memoryview,
+        what: str,
+        error: type[Exception] = ValueError,
+        flexible: bool = False,
+        pos: int = 0,
     ) -> None:
         self.buf = memoryview(buf)
-        self.pos = 0
+        self.pos = pos
         self.what = what
         self.error = error
         self.flexible = flexible

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 
 from spark_kafkalite.client.consumer.consumer_coordinator import (
     GROUP_DEFAULTS,
@@ -186,16 +186,6 @@ class ConsumerGroup:
         resolved = coordinator.all_consumed_offsets() if offsets is None else _offsets(offsets)
         coordinator.commit_async(resolved, callback)
         self._client.poll(0)
-
-    @overload
-    def committed(
-        self, partitions: TopicPartition, timeout_ms: float | None = None
-    ) -> OffsetAndMetadata | None: ...
-
-    @overload
-    def committed(
-        self, partitions: Iterable[TopicPartition], timeout_ms: float | None = None
-    ) -> dict[TopicPartition, OffsetAndMetadata | None]: ...
 
     def committed(
         self, partitions: TopicPartition | Iterable[TopicPartition], timeout_ms: float | None = None
