@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "CLIENT_TIMEOUTS",
     "key_values",
     "bootstrap",
+    "client_config",
     "add_bootstrap",
     "format_record",
 ]
@@ -73,3 +74,26 @@ def format_record(record: Any, props: dict[str, str]) -> str:
         parts.append("null" if record.key is None else record.key.decode("utf-8", errors="replace"))
     parts.append("null" if record.value is None else record.value.decode("utf-8", errors="replace"))
     return separator.join(parts)
+
+
+def client_config(
+    args: argparse.Namespace,
+    client_id: str,
+    settings: Mapping[str, Any] | None = None,
+    overrides: Sequence[str] | None = None,
+    overrides_option: str = "",
+) -> dict[str, Any]:
+    """Client config of a command: ``--bootstrap-server``, ``client.id``, fail-fast timeouts and
+    ``settings``, then the user's ``overrides`` (``k=v`` of ``overrides_option``) on top.
+
+    Raises:
+        CliError: no bootstrap servers, or an override that is not ``k=v``.
+    """
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap(args),
+        "client.id": client_id,
+        **(settings or {}),
+    }
+    config.update(CLIENT_TIMEOUTS)
+    config.update(key_values(overrides, overrides_option))
+    return config

@@ -9,10 +9,9 @@ import time
 from typing import Any, TextIO
 
 from spark_kafkalite.cli.common import (
-    CLIENT_TIMEOUTS,
     CliError,
     add_bootstrap,
-    bootstrap,
+    client_config,
     format_record,
     key_values,
 )
@@ -63,13 +62,13 @@ def cmd_produce(args: argparse.Namespace, stdin: TextIO) -> int:
     props = key_values(args.property, "--property")
     parse_key = props.get("parse.key", "false").strip().lower() == "true"
     separator = props.get("key.separator", "\t")
-    config: dict[str, Any] = {
-        "bootstrap.servers": bootstrap(args),
-        "client.id": "kafkalite-console-producer",
-        "max.block.ms": "15000",
-        **CLIENT_TIMEOUTS,
-    }
-    config.update(key_values(args.producer_property, "--producer-property"))
+    config = client_config(
+        args,
+        "kafkalite-console-producer",
+        {"max.block.ms": "15000"},
+        args.producer_property,
+        "--producer-property",
+    )
     errors: list[BaseException | None] = []
     sent = 0
     with KafkaProducer(config) as producer:
@@ -102,12 +101,9 @@ def cmd_consume(args: argparse.Namespace, stdout: TextIO) -> int:
     from spark_kafkalite.client import KafkaConsumer, TopicPartition
 
     props = key_values(args.property, "--property")
-    config: dict[str, Any] = {
-        "bootstrap.servers": bootstrap(args),
-        "client.id": "kafkalite-console-consumer",
-        **CLIENT_TIMEOUTS,
-    }
-    config.update(key_values(args.consumer_property, "--consumer-property"))
+    config = client_config(
+        args, "kafkalite-console-consumer", None, args.consumer_property, "--consumer-property"
+    )
     config["auto.offset.reset"] = "earliest" if args.from_beginning else "latest"
     consumer = KafkaConsumer(config)
     count = 0

@@ -24,10 +24,9 @@ import time
 from typing import Any, TextIO
 
 from spark_kafkalite.cli.common import (
-    CLIENT_TIMEOUTS,
     CliError,
     add_bootstrap,
-    bootstrap,
+    client_config,
     format_record,
     key_values,
 )
@@ -53,9 +52,7 @@ def add_groups_parser(commands: Any) -> None:
 def _admin(args: argparse.Namespace) -> Any:
     from spark_kafkalite.client import KafkaAdminClient
 
-    return KafkaAdminClient(
-        {"bootstrap.servers": bootstrap(args), "client.id": "kafkalite-cli", **CLIENT_TIMEOUTS}
-    )
+    return KafkaAdminClient(client_config(args, "kafkalite-cli"))
 
 
 def cmd_groups(args: argparse.Namespace) -> int:
@@ -163,13 +160,13 @@ def consume_with_group(args: argparse.Namespace, stdout: TextIO) -> int:
     if args.partition is not None or args.offset is not None:
         raise CliError("--partition and --offset cannot be used with --group (the group assigns partitions)")
     props = key_values(args.property, "--property")
-    config: dict[str, Any] = {
-        "bootstrap.servers": bootstrap(args),
-        "client.id": "kafkalite-console-consumer",
-        "group.id": args.group,
-        **CLIENT_TIMEOUTS,
-    }
-    config.update(key_values(args.consumer_property, "--consumer-property"))
+    config = client_config(
+        args,
+        "kafkalite-console-consumer",
+        {"group.id": args.group},
+        args.consumer_property,
+        "--consumer-property",
+    )
     config["auto.offset.reset"] = (
         "earliest" if args.from_beginning else config.get("auto.offset.reset", "latest")
     )

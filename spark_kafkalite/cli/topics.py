@@ -12,7 +12,13 @@ import argparse
 import sys
 from typing import Any
 
-from spark_kafkalite.cli.common import CLIENT_TIMEOUTS, CliError, add_bootstrap, bootstrap, key_values
+from spark_kafkalite.cli.common import (
+    CliError,
+    add_bootstrap,
+    bootstrap,
+    client_config,
+    key_values,
+)
 
 __all__ = ["add_topics_parser", "cmd_topics", "human_bytes"]
 
@@ -70,9 +76,7 @@ def cmd_topics(args: argparse.Namespace) -> int:
 
     servers = bootstrap(args)
     out = Console() if sys.stdout.isatty() else Console(width=200)
-    with KafkaAdminClient(
-        {"bootstrap.servers": servers, "client.id": "kafkalite-cli", **CLIENT_TIMEOUTS}
-    ) as admin:
+    with KafkaAdminClient(client_config(args, "kafkalite-cli")) as admin:
         action = args.topics_command
         if action == "create":
             admin.create_topics(
@@ -117,9 +121,7 @@ def cmd_topics(args: argparse.Namespace) -> int:
                         entry.name, "" if entry.value is None else entry.value, entry.source.name
                     )
                 out.print(config_table)
-            consumer = KafkaConsumer(
-                {"bootstrap.servers": servers, "client.id": "kafkalite-cli", **CLIENT_TIMEOUTS}
-            )
+            consumer = KafkaConsumer(client_config(args, "kafkalite-cli"))
             try:
                 tps = [TopicPartition(t, p.partition) for t, parts in described.items() for p in parts]
                 earliest = consumer.beginning_offsets(tps) if tps else {}
