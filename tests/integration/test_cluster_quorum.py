@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -161,13 +162,26 @@ def test_lone_voter_waits_for_a_quorum_and_stops_on_sigterm(tmp_path: Path) -> N
         stderr=subprocess.PIPE,
         text=True,
     )
+    waiting = threading.Event()
+    stderr_lines: list[str] = []
+
+    def read_stderr() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            stderr_lines.append(line)
+            if "waiting for the controller quorum" in line:
+                waiting.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
     try:
-        time.sleep(4.0)
+        # Wait for the log line rather than a fixed time: startup is slow on a loaded machine.
+        assert waiting.wait(60), "".join(stderr_lines)[-2000:]
+        time.sleep(1.0)
         assert process.poll() is None
         assert not (tmp_path / "b2" / ".broker-endpoints.json").exists()  # not serving yet
         process.send_signal(signal.SIGTERM)
-        assert process.wait(20) == 0
-        assert "waiting for the controller quorum" in (process.stderr.read() if process.stderr else "")
+        assert process.wait(20) == 0, "".join(stderr_lines)[-2000:]
     finally:
         if process.poll() is None:
             process.kill()
