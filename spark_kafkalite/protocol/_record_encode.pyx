@@ -6,12 +6,15 @@ Python object per row, and the row loop of :func:`encode_rows` runs without the 
 producer's Sender thread can work meanwhile. Kafka layout: KIP-98 RecordBatch v2
 (``DefaultRecordBatch`` / ``DefaultRecord``); hash: Kafka ``Utils.murmur2``."""
 
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 
-from spark_kafkalite.protocol.record_encode import RecordTooLargeError, _build_batch
+from crc32c import crc32c as _crc32c
+
+from spark_kafkalite.protocol.record_batch import compress
+from spark_kafkalite.protocol.record_encode import RecordTooLargeError
 
 __all__ = [
     "MemoryRecordsBuilder",
@@ -200,20 +203,64 @@ cdef class MemoryRecordsBuilder:
         bint is_transactional=False,
         int partition_leader_epoch=-1,
     ):
-        """The RecordBatch v2 bytes (baseOffset 0) of the records appended so far."""
-        return _build_batch(
-            self.records_bytes(),
-            self.count,
-            self.base_ts,
-            self.max_ts,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            compression_type,
-            timestamp_type,
-            is_transactional,
-            partition_leader_epoch,
-        )
+        """The RecordBatch v2 bytes (baseOffset 0) of the records appended so far, written in one
+        allocation: header, records (compressed by ``record_batch.compress`` when a codec is
+        given) and the CRC-32C over [21, end) (Kafka ``DefaultRecordBatch``)."""
+        cdef object payload
+        cdef const uint8_t* src
+        cdef Py_ssize_t n, total
+        cdef uint8_t* out
+        cdef int16_t attributes
+        if self.count == 0:
+            raise ValueError("a record batch needs at least one record")
+        if compression_type:
+            payload = compress(self.records_bytes(), compression_type)
+            src = <const uint8_t*>PyBytes_AS_STRING(payload)
+            n = PyBytes_GET_SIZE(payload)
+        else:
+            src = self.buf
+            n = self.size
+        total = RECORD_BATCH_OVERHEAD + n
+        result = PyBytes_FromStringAndSize(NULL, total)
+        out = <uint8_t*>PyBytes_AS_STRING(result)
+        attributes = compression_type & 0x07
+        if timestamp_type:
+            attributes |= 0x08
+        if is_transactional:
+            attributes |= 0x10
+        put_be64(out, 0)  # baseOffset
+        put_be32(out + 8, <uint32_t>(total - 12))  # batchLength
+        put_be32(out + 12, <uint32_t>partition_leader_epoch)
+        out[16] = 2  # magic
+        put_be16(out + 21, <uint16_t>attributes)
+        put_be32(out + 23, <uint32_t>(self.count - 1))  # lastOffsetDelta
+        put_be64(out + 27, <uint64_t>self.base_ts)
+        put_be64(out + 35, <uint64_t>self.max_ts)
+        put_be64(out + 43, <uint64_t>producer_id)
+        put_be16(out + 51, <uint16_t>producer_epoch)
+        put_be32(out + 53, <uint32_t>base_sequence)
+        put_be32(out + 57, <uint32_t>self.count)
+        if n:
+            memcpy(out + RECORD_BATCH_OVERHEAD, src, n)
+        put_be32(out + 17, <uint32_t>_crc32c(memoryview(result)[21:]))
+        return result
+
+
+cdef inline void put_be16(uint8_t* p, uint16_t v) noexcept nogil:
+    p[0] = <uint8_t>(v >> 8)
+    p[1] = <uint8_t>v
+
+
+cdef inline void put_be32(uint8_t* p, uint32_t v) noexcept nogil:
+    p[0] = <uint8_t>(v >> 24)
+    p[1] = <uint8_t>(v >> 16)
+    p[2] = <uint8_t>(v >> 8)
+    p[3] = <uint8_t>v
+
+
+cdef inline void put_be64(uint8_t* p, uint64_t v) noexcept nogil:
+    put_be32(p, <uint32_t>(v >> 32))
+    put_be32(p + 4, <uint32_t>v)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -380,14 +380,17 @@ def encode_rows(
         value = values[row]
         ts = stamps[row] if stamps is not None else default_ts
         hs = headers[row] if headers is not None else None
-        probe = MemoryRecordsBuilder()
-        size = probe.append(key, value, ts, hs)
+        body = builder._body
+        saved = (len(body), builder._count, builder._base_ts, builder._max_ts)
+        size = builder.append(key, value, ts, hs)
         if size + RECORD_BATCH_OVERHEAD > max_record_bytes:
             raise RecordTooLargeError(row, size + RECORD_BATCH_OVERHEAD, max_record_bytes)
-        if builder.record_count and builder.size_bytes + size > limit:
+        if saved[1] and len(body) > limit:  # did not fit: undo, close the builder, start a new one
+            del body[saved[0] :]
+            builder._count, builder._base_ts, builder._max_ts = saved[1:]
             out.append(builder)
             builder = MemoryRecordsBuilder()
-        builder.append(key, value, ts, hs)
+            builder.append(key, value, ts, hs)
     if builder.record_count:
         out.append(builder)
     return out
