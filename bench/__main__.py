@@ -278,14 +278,14 @@ def render_markdown(runs: list[Run], quick: bool) -> str:
         "",
         "### Peak RSS per process role (MiB, `VmHWM`, largest process of the role)",
         "",
-        "| bench | broker | Python workers | smallest worker RSS seen (idle) | JVM | bench driver | exit |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| bench | broker | Python workers | JVM | bench driver | exit |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for run in runs:
         p = run.peak_kib
         lines.append(
             f"| {run.script} | {_mib(p.get('broker'))} | {_mib(p.get('python worker'))} | "
-            f"{_mib(run.idle_worker_kib)} | {_mib(p.get('jvm'))} | {_mib(p.get('bench driver'))} | "
+            f"{_mib(p.get('jvm'))} | {_mib(p.get('bench driver'))} | "
             f"{run.returncode} |"
         )
     for run in runs:
@@ -313,6 +313,23 @@ def write_benchmarks_md(section: str, path: Path = BENCHMARKS_MD) -> None:
     path.write_text(text, encoding="utf-8")
 
 
+def print_summary(runs: list[Run]) -> None:
+    """Ratios and peak RSS on the console."""
+    print("\n=== ratios (ours vs peer, same run)")
+    for r in ratios(runs):
+        goal = ""
+        if r.pair.goal is not None:
+            goal = f"  (goal ≥ {r.pair.goal:g}×: {'met' if r.ratio >= r.pair.goal else 'NOT met'})"
+        print(
+            f"{r.pair.script:14} {r.ratio:6.2f}×  {r.ours} {r.ours_value:,.0f} vs {r.peer} {r.peer_value:,.0f}{goal}"
+        )
+        print(f"{'':14}          [{r.table}]")
+    print("\n=== peak RSS (MiB)")
+    for run in runs:
+        roles = ", ".join(f"{k} {_mib(v)}" for k, v in sorted(run.peak_kib.items()))
+        print(f"{run.script:14} {roles}; exit {run.returncode}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller runs, for a noisy or busy machine")
@@ -329,18 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         runs.append(run_script(script, quick if args.quick else full, args.timeout_s))
         if not args.no_write:  # after each script, so a cut-off run still leaves what it measured
             write_benchmarks_md(render_markdown(runs, args.quick))
-    print("\n=== ratios (ours vs peer, same run)")
-    for pair, ours_name, ours_v, peer_name, peer_v, ratio in ratios(runs):
-        goal = (
-            ""
-            if pair.goal is None
-            else f"  (goal ≥ {pair.goal:g}×: {'met' if ratio >= pair.goal else 'NOT met'})"
-        )
-        print(f"{pair.script:14} {ratio:6.2f}×  {ours_name} {ours_v:,.0f} vs {peer_name} {peer_v:,.0f}{goal}")
-    print("\n=== peak RSS (MiB)")
-    for run in runs:
-        roles = ", ".join(f"{k} {_mib(v)}" for k, v in sorted(run.peak_kib.items()))
-        print(f"{run.script:14} {roles}; idle worker {_mib(run.idle_worker_kib)}; exit {run.returncode}")
+    print_summary(runs)
     failed = [r.script for r in runs if r.returncode != 0]
     if not args.no_write and runs:
         print(f"\nwrote {BENCHMARKS_MD}")

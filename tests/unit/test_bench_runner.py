@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.__main__ import BEGIN, END, Run, ratios, render_markdown, write_benchmarks_md
+from bench.__main__ import BEGIN, END, Run, print_summary, ratios, render_markdown, write_benchmarks_md
 
 
 def _run(script: str, rows: list[list[str]], columns: list[str] | None = None) -> Run:
@@ -61,3 +61,10 @@ def test_section_is_replaced_between_markers(tmp_path: Path) -> None:
     text = md.read_text()
     assert text.count(BEGIN) == 1 and "new body" in text and "**2.00×**" not in text
     assert "hand-written intro" in text and "A section someone added later" in text
+
+
+def test_console_summary_prints_ratios_and_rss(capsys) -> None:  # type: ignore[no-untyped-def]
+    run = _run("consume", [["ours: x", "1", "1", "150"], ["peer: confluent_kafka Consumer", "1", "1", "100"]])
+    print_summary([run])
+    out = capsys.readouterr().out
+    assert "1.50×" in out and "goal ≥ 1×: met" in out and "broker 50" in out and "python worker 130" in out
