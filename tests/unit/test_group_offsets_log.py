@@ -1,44 +1,54 @@
-"""The two append paths to ``__consumer_offsets`` (local-log adapter and ReplicaManager) and
-replaying a real partition log into groups and offsets."""
+"""The append path to ``__consumer_offsets`` (``ReplicaManager.append_records``, acks=all,
+internal) and replaying a real partition log into groups and offsets.
+
+A real :class:`ReplicaManager` over a real :class:`LogManager` on tmp_path leads an ISR-of-one
+``__consumer_offsets-0`` (the single-node case of the one production path); the error mapping
+uses a ReplicaManager stand-in answering fixed error codes (pure logic of the mapping)."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from broker.config import KafkaConfig
+from broker.controller.metadata_image import MetadataDelta, MetadataImage, PartitionRegistration, TopicImage
 from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
-from broker.coordinator.group.offsets_log import (
-    LocalLogAppender,
-    ReplicaManagerAppender,
-    appender_for,
-    read_partition,
-)
+from broker.coordinator.group.offsets_log import ReplicaManagerAppender, read_partition
 from broker.log.log_config import LogConfig
-from broker.log.unified_log import UnifiedLog
+from broker.log.log_manager import LogManager
 from broker.replication.delayed_fetch import FetchPurgatory
-from spark_kafkalite.protocol.errors import ErrorCode, NotLeaderOrFollowerError
+from broker.replication.replica_manager import ReplicaManager
+from spark_kafkalite.protocol.errors import ErrorCode
 from spark_kafkalite.protocol.group_records import OffsetAndMetadata
 
 TOPIC = "__consumer_offsets"
 
 
-@dataclass
-class _Registration:
-    leader_epoch: int = 4
-
-
-class _Ctx:
-    def __init__(self, log: UnifiedLog | None) -> None:
-        self.log = log
-        self.fetch_purgatory = FetchPurgatory()
-        self.replica_manager = None
-
-    def leader_log(self, topic: str, partition: int) -> tuple[_Registration, UnifiedLog]:
-        if self.log is None:
-            raise NotLeaderOrFollowerError(f"not the leader of {topic}-{partition}")
-        return _Registration(), self.log
+def _replica_manager(log_dir: Path, leader: int = 1) -> ReplicaManager:
+    """Node 1 hosting ``__consumer_offsets-0`` (replicas (1,), led by ``leader``, epoch 4)."""
+    config = KafkaConfig(
+        {
+            "node.id": "1",
+            "process.roles": "broker,controller",
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": str(log_dir),
+        }
+    )
+    log_manager = LogManager([log_dir], LogConfig(cleanup_policy=("compact",)))
+    log_manager.startup()
+    registration = PartitionRegistration(0, (1,), (1,), leader, 4, 4)
+    topic = TopicImage(TOPIC, uuid.UUID(int=7), {0: registration})
+    image = MetadataImage("cluster", 1, topics={TOPIC: topic})
+    replica_manager = ReplicaManager(
+        config, 1, log_manager, FetchPurgatory(), image=lambda: image, controller=lambda: None
+    )
+    replica_manager.apply_delta(
+        image, MetadataDelta(created_topics=(topic,), changed_partitions=((TOPIC, registration),))
+    )
+    return replica_manager
 
 
 @dataclass
@@ -46,7 +56,9 @@ class _Result:
     error_code: int
 
 
-class _ReplicaManager:
+class _FixedAnswers:
+    """Answers every ``append_records`` with one error code and records the call."""
+
     def __init__(self, code: int) -> None:
         self.code = code
         self.calls: list[tuple[Any, int, int, bool]] = []
@@ -58,39 +70,39 @@ class _ReplicaManager:
         return {key: _Result(self.code) for key in entries}
 
 
-def test_local_adapter_appends_and_advances_the_high_watermark(tmp_path: Path) -> None:
-    log = UnifiedLog(tmp_path / f"{TOPIC}-0", LogConfig(cleanup_policy=("compact",)))
-    ctx = _Ctx(log)
-    appender = LocalLogAppender(ctx)
-    assert appender_for(ctx).__class__ is LocalLogAppender
-    code = asyncio.run(appender.append(TOPIC, 0, [(b"k1", b"v1"), (b"k2", None)], 5000))
+def test_appends_through_the_replica_manager_and_reads_back(tmp_path: Path) -> None:
+    replica_manager = _replica_manager(tmp_path)
+    partition = replica_manager.partition(TOPIC, 0)
+    assert partition is not None
+    log = partition.log
+
+    async def scenario() -> tuple[int, list[tuple[bytes, bytes | None]]]:
+        code = await ReplicaManagerAppender(replica_manager).append(
+            TOPIC, 0, [(b"k1", b"v1"), (b"k2", None)], 5000
+        )
+        return code, [kv async for kv in read_partition(log)]
+
+    code, records = asyncio.run(scenario())
     assert code == 0
     assert log.log_end_offset == 2 and log.high_watermark == 2
-
-    async def collect() -> list[tuple[bytes, bytes | None]]:
-        return [kv async for kv in read_partition(log)]
-
-    assert asyncio.run(collect()) == [(b"k1", b"v1"), (b"k2", None)]
-    assert (
-        asyncio.run(LocalLogAppender(_Ctx(None)).append(TOPIC, 0, [(b"k", b"v")], 5000))
-        == ErrorCode.not_leader_or_follower
-    )
+    assert records == [(b"k1", b"v1"), (b"k2", None)]
 
 
-def test_replica_manager_path_uses_acks_all_and_internal() -> None:
-    ctx = _Ctx(None)
-    ctx.replica_manager = _ReplicaManager(0)  # type: ignore[assignment]
-    appender = appender_for(ctx)
-    assert isinstance(appender, ReplicaManagerAppender)
-    assert asyncio.run(appender.append(TOPIC, 2, [(b"k", b"v")], 1234)) == 0
-    assert ctx.replica_manager.calls == [([(TOPIC, 2)], -1, 1234, True)]  # type: ignore[attr-defined]
+def test_append_where_not_leader_is_an_error_code(tmp_path: Path) -> None:
+    replica_manager = _replica_manager(tmp_path, leader=-1)  # leaderless: no fetcher
+    code = asyncio.run(ReplicaManagerAppender(replica_manager).append(TOPIC, 0, [(b"k", b"v")], 5000))
+    assert code == ErrorCode.not_leader_or_follower
+
+
+def test_appends_use_acks_all_and_internal() -> None:
+    replica_manager = _FixedAnswers(0)
+    assert asyncio.run(ReplicaManagerAppender(replica_manager).append(TOPIC, 2, [(b"k", b"v")], 1234)) == 0
+    assert replica_manager.calls == [([(TOPIC, 2)], -1, 1234, True)]
 
 
 def test_append_errors_become_coordinator_errors() -> None:
     async def scenario(code: int) -> int:
-        ctx = _Ctx(None)
-        ctx.replica_manager = _ReplicaManager(code)  # type: ignore[assignment]
-        manager = GroupMetadataManager(1, appender_for(ctx), lambda: 0)
+        manager = GroupMetadataManager(1, ReplicaManagerAppender(_FixedAnswers(code)), lambda: 0)
         manager.owned_partitions.add(0)
         group = manager.get_or_create_group("g", create=True)
         assert group is not None
@@ -104,12 +116,10 @@ def test_append_errors_become_coordinator_errors() -> None:
 
 
 def test_reload_from_a_real_log_after_reopen(tmp_path: Path) -> None:
-    path = tmp_path / f"{TOPIC}-0"
-    log = UnifiedLog(path, LogConfig(cleanup_policy=("compact",)))
-    ctx = _Ctx(log)
+    replica_manager = _replica_manager(tmp_path)
 
     async def write() -> None:
-        manager = GroupMetadataManager(1, LocalLogAppender(ctx), lambda: 1000)
+        manager = GroupMetadataManager(1, ReplicaManagerAppender(replica_manager), lambda: 1000)
         manager.owned_partitions.add(0)
         group = manager.get_or_create_group("g", create=True)
         assert group is not None
@@ -120,13 +130,15 @@ def test_reload_from_a_real_log_after_reopen(tmp_path: Path) -> None:
         await manager.delete_offsets(group, [("t", 1)])
 
     asyncio.run(write())
-    log.close()
-    reopened = UnifiedLog(path, LogConfig(cleanup_policy=("compact",)))
+    replica_manager.log_manager.shutdown()
+    reopened = _replica_manager(tmp_path)
+    partition = reopened.partition(TOPIC, 0)
+    assert partition is not None and partition.log.log_end_offset > 0
 
     async def load() -> GroupMetadataManager:
-        manager = GroupMetadataManager(1, LocalLogAppender(_Ctx(reopened)), lambda: 2000)
+        manager = GroupMetadataManager(1, ReplicaManagerAppender(reopened), lambda: 2000)
         manager.begin_loading(0, 1)
-        await manager.load_partition(0, 1, reopened, lambda g: None)
+        await manager.load_partition(0, 1, partition.log, lambda g: None)
         return manager
 
     manager = asyncio.run(load())

@@ -1,11 +1,9 @@
 """Appending to and reading ``__consumer_offsets`` partitions for the group coordinator.
 
-Two append paths (contracts2.md "Groups"):
-- :class:`ReplicaManagerAppender`: ``ctx.replica_manager.append_records(..., required_acks=-1,
-  internal=True)`` once the ReplicaManager exists (replicated, acks=all);
-- :class:`LocalLogAppender`: the single-node adapter: ``append_as_leader`` on the local log and
-  high watermark = log end offset (one replica: acks=all waits for nothing else).
-:func:`appender_for` picks the first when ``ctx.replica_manager`` is set.
+One append path (contracts2.md "Groups"): :class:`ReplicaManagerAppender`,
+``ReplicaManager.append_records(..., required_acks=-1, internal=True)`` (replicated, acks=all;
+a single-node broker is the ISR-of-one case of the same path, as in Kafka's
+``GroupMetadataManager.appendForGroup``).
 
 Errors come back as Kafka error codes (ints), never exceptions.
 """
@@ -22,7 +20,7 @@ from broker.errors import error_code_for
 from spark_kafkalite.protocol.errors import ErrorCode
 from spark_kafkalite.protocol.record_batch import decode_batches, encode_batch
 
-__all__ = ["OffsetsAppender", "LocalLogAppender", "ReplicaManagerAppender", "appender_for", "read_partition"]
+__all__ = ["OffsetsAppender", "ReplicaManagerAppender", "read_partition"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,23 +38,6 @@ def _batch(records: Sequence[KeyValue]) -> bytearray:
     return bytearray(encode_batch([(key, value, now_ms, []) for key, value in records]))
 
 
-class LocalLogAppender:
-    """Single-node path: append to the local leader log and advance the HW to the log end."""
-
-    def __init__(self, ctx: Any) -> None:
-        self.ctx = ctx
-
-    async def append(self, topic: str, partition: int, records: Sequence[KeyValue], timeout_ms: int) -> int:
-        try:
-            registration, log = self.ctx.leader_log(topic, partition)
-            log.append_as_leader(_batch(records), registration.leader_epoch)
-            log.update_high_watermark(log.log_end_offset)
-            self.ctx.fetch_purgatory.notify((topic, partition))
-            return 0
-        except Exception as exc:  # noqa: BLE001 - becomes an error code
-            return int(error_code_for(exc, f"append to {topic}-{partition}"))
-
-
 class ReplicaManagerAppender:
     """Replicated path through ``ReplicaManager.append_records`` (acks=-1, internal topic)."""
 
@@ -71,14 +52,6 @@ class ReplicaManagerAppender:
             return int(results[(topic, partition)].error_code)
         except Exception as exc:  # noqa: BLE001
             return int(error_code_for(exc, f"append to {topic}-{partition}"))
-
-
-def appender_for(ctx: Any) -> OffsetsAppender:
-    """The ReplicaManager path when ``ctx.replica_manager`` exists, else the local adapter."""
-    replica_manager = getattr(ctx, "replica_manager", None)
-    if replica_manager is not None:
-        return ReplicaManagerAppender(replica_manager)
-    return LocalLogAppender(ctx)
 
 
 async def read_partition(

@@ -15,14 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
 from typing import Any
 
 from broker.controller.single_node_controller import CreatableTopicSpec
 from broker.coordinator.group import GROUP_METADATA_TOPIC_NAME
 from broker.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator
 from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
-from broker.coordinator.group.offsets_log import KeyValue, appender_for
+from broker.coordinator.group.offsets_log import ReplicaManagerAppender
 from broker.coordinator.group.scheduler import AsyncioScheduler
 from spark_kafkalite.protocol.errors import ErrorCode
 
@@ -43,19 +42,11 @@ def group_config_from(config: Any) -> GroupConfig:
     )
 
 
-class _ContextAppender:
-    """Picks the append path per call (the ReplicaManager may be attached after us)."""
-
-    def __init__(self, ctx: Any) -> None:
-        self.ctx = ctx
-
-    async def append(self, topic: str, partition: int, records: Sequence[KeyValue], timeout_ms: int) -> int:
-        return await appender_for(self.ctx).append(topic, partition, records, timeout_ms)
-
-
 class GroupCoordinatorService:
-    """The group coordinator of one broker. Call :meth:`startup` once the metadata image and
-    the ReplicaManager are ready (inside the event loop), :meth:`shutdown` on stop."""
+    """The group coordinator of one broker. Build it once ``ctx.replica_manager`` exists (its
+    appends and leadership changes are the only path, replicated or ISR of one); call
+    :meth:`startup` once the metadata image and the ReplicaManager are ready (inside the event
+    loop), :meth:`shutdown` on stop."""
 
     def __init__(self, ctx: Any) -> None:
         self.ctx = ctx
@@ -66,7 +57,7 @@ class GroupCoordinatorService:
         scheduler = AsyncioScheduler()
         manager = GroupMetadataManager(
             self.num_partitions,
-            _ContextAppender(ctx),
+            ReplicaManagerAppender(ctx.replica_manager),
             scheduler.now_ms,
             commit_timeout_ms=config["offsets.commit.timeout.ms"],
             max_metadata_bytes=config["offset.metadata.max.bytes"],
@@ -81,11 +72,7 @@ class GroupCoordinatorService:
     # -- lifecycle ------------------------------------------------------------------------------
     def startup(self) -> None:
         self.coordinator.startup()
-        replica_manager = getattr(self.ctx, "replica_manager", None)
-        if replica_manager is not None and hasattr(replica_manager, "add_leadership_listener"):
-            replica_manager.add_leadership_listener(self.on_leadership_change)
-        else:  # single node without a ReplicaManager: every local partition is led here
-            self.sync_with_image()
+        self.ctx.replica_manager.add_leadership_listener(self.on_leadership_change)
         self._expiration_task = asyncio.get_running_loop().create_task(
             self._expiration_loop(), name="group-offsets-expiration"
         )
@@ -113,34 +100,14 @@ class GroupCoordinatorService:
             return
         if is_leader:
             logger.info("elected coordinator of %s-%d (leader epoch %d)", topic, partition, leader_epoch)
-            self.coordinator.on_elected(partition, leader_epoch, self._log(partition))
+            replica = self.ctx.replica_manager.partition(GROUP_METADATA_TOPIC_NAME, partition)
+            if replica is None:  # the ReplicaManager notifies only for partitions it hosts
+                logger.warning("%s-%d is not hosted here: not loaded", topic, partition)
+                return
+            self.coordinator.on_elected(partition, leader_epoch, replica.log)
         else:
             logger.info("resigned as coordinator of %s-%d", topic, partition)
             self.coordinator.on_resigned(partition)
-
-    def _log(self, partition: int) -> Any:
-        replica_manager = getattr(self.ctx, "replica_manager", None)
-        if replica_manager is not None:
-            p = replica_manager.partition(GROUP_METADATA_TOPIC_NAME, partition)
-            if p is not None:
-                return p.log
-        return self.ctx.log_manager.get_log(GROUP_METADATA_TOPIC_NAME, partition)
-
-    def sync_with_image(self) -> None:
-        """Fallback without leadership listeners: load / unload by the metadata image."""
-        image = self.ctx.image
-        led: dict[int, int] = {}
-        for index in range(self.num_partitions):
-            registration = image.partition(GROUP_METADATA_TOPIC_NAME, index)
-            if registration is not None and registration.leader == self.ctx.node_id:
-                led[index] = registration.leader_epoch
-        manager = self.coordinator.manager
-        for index in list(manager.owned_partitions | manager.loading_partitions):
-            if index not in led:
-                self.on_leadership_change(GROUP_METADATA_TOPIC_NAME, index, False, -1)
-        for index, epoch in led.items():
-            if manager.partition_epochs.get(index) != epoch:
-                self.on_leadership_change(GROUP_METADATA_TOPIC_NAME, index, True, epoch)
 
     def on_topics_deleted(self, topics: set[str]) -> None:
         """Deleted topics lose their committed offsets (tombstones written in the background)."""
@@ -187,8 +154,6 @@ class GroupCoordinatorService:
                 self.num_partitions,
                 self.replication_factor,
             )
-            if getattr(self.ctx, "replica_manager", None) is None:
-                self.sync_with_image()
             return 0, None
 
     # -- expiration -----------------------------------------------------------------------------
