@@ -11,8 +11,9 @@ producer instead).
 Each cycle: wait until every partition's ISR is full, pick a fault with the seeded RNG, hold it
 ``--fault-s`` seconds (uniform in the range), heal it, and measure the **heal time** (from the
 start of the heal until all three brokers report every partition with a full ISR); then check that
-the three replicas' segment files agree byte for byte (each replica's batches a prefix of the
-longest replica's; all equal at the end). Faults (target = the leader of a random partition, one of its followers, or the
+the three replicas' segment files agree byte for byte below the high watermark (each replica's
+committed batches a prefix of the longest replica's, a difference counted when it persists 10 s;
+all equal at the end). Faults (target = the leader of a random partition, one of its followers, or the
 active controller):
 
 - ``kill9`` (SIGKILL, then start), ``pause`` (SIGSTOP, then SIGCONT), ``restart`` (SIGTERM:

@@ -131,6 +131,26 @@ class ChaosCluster(LocalCluster):
             for v in views.values()
         )
 
+    def high_watermarks(self, topic: str, partitions: int) -> dict[int, int] | None:
+        """High watermark per partition (ListOffsets -1 to the leaders, unfaulted); None when
+        the leaders do not answer in time."""
+        from spark_kafkalite.client.admin import KafkaAdminClient
+
+        admin = KafkaAdminClient(
+            {
+                "bootstrap.servers": self.bootstrap_servers,
+                "default.api.timeout.ms": 5000,
+                "request.timeout.ms": 3000,
+            }
+        )
+        try:
+            found = admin.list_offsets({(topic, p): -1 for p in range(partitions)})
+            return {int(tp[1]): int(value.offset) for tp, value in found.items()}
+        except Exception:  # noqa: BLE001 - a leader moving; the caller asks again
+            return None
+        finally:
+            admin.close()
+
     def partition_dir(self, node_id: int, topic: str, partition: int) -> Path:
         return self.log_dir(node_id) / f"{topic}-{partition}"
 
@@ -221,31 +241,39 @@ def verify_acks(acked: list[AckRecord], consumed: dict[int, list[tuple[int, byte
 def compare_replicas(
     cluster: ChaosCluster, topic: str, partitions: int, require_equal: bool = False, wait_s: float = 10.0
 ) -> list[str]:
-    """Byte comparison of the replicas' segment files, when every ISR is full: each replica's
-    batches must be a prefix of the longest replica's (an ISR member has truncated any divergent
-    tail before it rejoined: KIP-101/KIP-279), and with ``require_equal`` (load stopped) all
-    must be the same length too. Waits up to ``wait_s`` for followers still catching up. Returns
-    the differences found (empty when identical)."""
+    """Byte comparison of the replicas' segment files when every ISR is full: the committed
+    batches (below the high watermark, read first) of each replica must be a prefix of the longest
+    replica's, and with ``require_equal`` (load stopped) all must be equally long. An uncommitted
+    tail may still differ until its replica truncates (KIP-101/KIP-279), and a follower may still
+    be catching up, so a difference counts only if it persists for ``wait_s``. Returns the
+    differences (empty when identical)."""
     deadline = time.monotonic() + wait_s
     while True:
         problems: list[str] = []
-        diverged = False
+        hws = cluster.high_watermarks(topic, partitions)
         for p in range(partitions):
-            logs = {i: read_batches(cluster.partition_dir(i, topic, p)) for i in cluster.node_ids}
+            bound = hws.get(p) if hws is not None else None
+            logs = {
+                i: [
+                    b
+                    for b in read_batches(cluster.partition_dir(i, topic, p))
+                    if bound is None or b[1] < bound
+                ]
+                for i in cluster.node_ids
+            }
             ref_id = max(logs, key=lambda i: len(logs[i]))
             ref = logs[ref_id]
             for i, batches in logs.items():
                 if batches != ref[: len(batches)]:
                     k = next(k for k, (a, b) in enumerate(zip(batches, ref, strict=False)) if a != b)
-                    diverged = True
                     problems.append(
-                        f"p{p}: replica {i} differs from replica {ref_id} at batch {k} "
-                        f"(offsets {batches[k][0]}..{batches[k][1]} vs {ref[k][0]}..{ref[k][1]})"
+                        f"p{p}: replica {i} differs from replica {ref_id} at batch {k} (offsets "
+                        f"{batches[k][0]}..{batches[k][1]} vs {ref[k][0]}..{ref[k][1]}, hw {bound})"
                     )
                 elif require_equal and len(batches) < len(ref):
                     problems.append(
                         f"p{p}: replica {i} has {len(batches)} batches, replica {ref_id} {len(ref)}"
                     )
-        if not problems or diverged or time.monotonic() > deadline:
+        if not problems or time.monotonic() > deadline:
             return problems
         time.sleep(0.5)
