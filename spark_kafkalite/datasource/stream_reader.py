@@ -83,6 +83,7 @@ from spark_kafkalite.datasource.offsets import (
 )
 from spark_kafkalite.datasource.options import SourceOptions
 from spark_kafkalite.datasource.partition_reader import KafkaInputPartition, read_offset_range
+from spark_kafkalite.datasource.phase_timing import phase, timed_iterator
 from spark_kafkalite.datasource.progress import lag_metrics
 from spark_kafkalite.datasource.stream_planning import compute_end_offsets, plan_stream_ranges
 
@@ -194,8 +195,10 @@ class KafkaLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 self._available_now_latest = self.offset_reader.latest_offsets(tps, known=known)
             latest = self._available_now_latest
         else:
-            tps = self._current_partitions()
-            latest = self.offset_reader.latest_offsets(tps, known=known)
+            with phase("driver.latestOffset.metadata"):
+                tps = self._current_partitions()
+            with phase("driver.latestOffset.listOffsets"):
+                latest = self.offset_reader.latest_offsets(tps, known=known)
         self._latest = dict(latest)
         if limit is None and start is None:
             limit = self.getDefaultReadLimit()
@@ -285,6 +288,10 @@ class KafkaLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     # -- planning and reading ----------------------------------------------------------------
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         """One input partition per non-empty range between ``start`` and ``end`` (driver)."""
+        with phase("driver.partitions"):
+            return self._partitions(start, end)
+
+    def _partitions(self, start: dict, end: dict) -> list[InputPartition]:
         start_map, end_map = from_offset_dict(start), from_offset_dict(end)
         self._last_end = end_map
         if start_map == end_map:
@@ -320,7 +327,7 @@ class KafkaLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         """Fetch one planned range (executor)."""
         if not isinstance(partition, KafkaInputPartition):
             return iter(())
-        return read_offset_range(partition.offset_range, self.read_config)
+        return timed_iterator("read.task", read_offset_range(partition.offset_range, self.read_config))
 
     def commit(self, end: dict) -> None:
         """The micro-batch ending at ``end`` is done. Offsets live in Spark's checkpoint; with

@@ -10,8 +10,9 @@ Input columns (validated on the driver, as Spark's ``KafkaWriter.validateQuery``
 - ``headers`` ``array<struct<key:string,value:binary>>``, optional;
 - ``timestamp`` timestamp, optional (record CreateTime, µs truncated to ms; SPARK-50160).
 
-Every task (one per Spark partition, on an executor) creates a producer, sends its rows, flushes,
-and returns a :class:`KafkaLiteCommitMessage`; the first failed send fails the task with the
+Every task (one per Spark partition, on an executor) takes a producer from its Python worker's
+pool (reused across tasks and micro-batches, Spark's ``CachedKafkaProducer``; closed when a task
+fails, see :mod:`.client_pool`), sends its rows, flushes, and returns a :class:`KafkaLiteCommitMessage`; the first failed send fails the task with the
 broker's error. Delivery is at-least-once, like Spark's Kafka sink (a retried task or micro-batch
 sends its rows again).
 """
@@ -30,8 +31,10 @@ from pyspark.sql.types import BinaryType, DataType, IntegerType, StringType, Str
 
 from spark_kafkalite.datasource.arrow import HEADERS_TYPE
 from spark_kafkalite.datasource.arrow_sink import SinkBatchEncoder
+from spark_kafkalite.datasource.client_pool import ClientPool
 from spark_kafkalite.datasource.errors import KafkaLiteWriteError
 from spark_kafkalite.datasource.options import KafkaLiteOptionError, SinkOptions
+from spark_kafkalite.datasource.phase_timing import phase
 
 __all__ = [
     "KafkaLiteCommitMessage",
@@ -155,22 +158,52 @@ class _PendingSends:
             )
 
 
+def _new_producer(config: dict[str, Any]) -> Any:
+    from spark_kafkalite.client import KafkaProducer
+
+    return KafkaProducer(config)
+
+
+_PRODUCERS = ClientPool(_new_producer).close_at_exit()
+"""Producers of this Python worker, reused by later tasks and micro-batches with the same
+options (Spark's ``CachedKafkaProducer``): no reconnect and no metadata round trip per batch."""
+
+
+def producer_config(sink: SinkOptions) -> dict[str, Any]:
+    """The producer configuration of a write task (the pool key)."""
+    config: dict[str, Any] = dict(sink.client_config)
+    config.setdefault("client.id", "kafkalite-spark-writer")
+    return config
+
+
 def write_batches(
-    batches: Iterator[pa.RecordBatch], plan: WritePlan, sink: SinkOptions, producer_factory: Any = None
+    batches: Iterator[pa.RecordBatch], plan: WritePlan, sink: SinkOptions, producers: ClientPool | None = None
 ) -> int:
     """Send every row of ``batches`` and wait until all are acknowledged; returns the row count.
     Rows are partitioned and encoded per Arrow batch (``arrow_sink.SinkBatchEncoder``) and reach
     the producer as whole record batches (``KafkaProducer.send_batch``).
 
+    The producer comes from ``producers`` (default: this worker's pool): it is handed back after
+    every row is acknowledged, and closed instead when anything failed.
+
     Raises:
         KafkaLiteWriteError: a row has a null topic and no ``topic`` option is set.
         KafkaError: the first failed send (e.g. ``UnknownTopicOrPartitionError``).
     """
-    if producer_factory is None:
-        from spark_kafkalite.client import KafkaProducer as producer_factory
-    config: dict[str, Any] = dict(sink.client_config)
-    config.setdefault("client.id", "kafkalite-spark-writer")
-    producer = producer_factory(config)
+    pool = _PRODUCERS if producers is None else producers
+    config = producer_config(sink)
+    with phase("write.acquireProducer"):
+        producer = pool.acquire(config)
+    try:
+        sent = _send_all(batches, plan, producer)
+    except BaseException:
+        pool.discard(producer)
+        raise
+    pool.release(config, producer)
+    return sent
+
+
+def _send_all(batches: Iterator[pa.RecordBatch], plan: WritePlan, producer: Any) -> int:
     tracker = _PendingSends()
     encoder = SinkBatchEncoder(
         producer,
@@ -180,21 +213,17 @@ def write_batches(
         has_headers=plan.has_headers,
         has_timestamp=plan.has_timestamp,
     )
-    try:
+    with phase("write.inputEncodeSend"):  # includes waiting for the input rows
         for batch in batches:
             for topic, partition, builder in encoder.encode(batch):
                 tracker.add(
                     producer.send_batch(topic, partition, builder, builder.size_bytes), builder.record_count
                 )
             tracker.check()
+    with phase("write.flush"):
         producer.flush()
         tracker.wait_all(_FLUSH_WAIT_S)
-        return tracker.sent
-    finally:
-        try:
-            producer.close()
-        except Exception:  # noqa: BLE001 - never mask the task's real error
-            log.debug("error closing producer", exc_info=True)
+    return tracker.sent
 
 
 def _task_partition_id() -> int | None:
@@ -208,7 +237,7 @@ def _task_partition_id() -> int | None:
 
 
 class KafkaLiteBatchWriter(DataSourceArrowWriter):
-    """``df.write.format("kafkalite").mode("append")``: one producer per task."""
+    """``df.write.format("kafkalite").mode("append")``: each task uses a pooled producer."""
 
     def __init__(self, sink: SinkOptions, plan: WritePlan) -> None:
         self.sink = sink
@@ -231,7 +260,8 @@ class KafkaLiteBatchWriter(DataSourceArrowWriter):
 
 
 class KafkaLiteStreamWriter(DataSourceStreamArrowWriter):
-    """``df.writeStream.format("kafkalite")``: one producer per task and micro-batch."""
+    """``df.writeStream.format("kafkalite")``: each task uses a pooled producer, so later
+    micro-batches reuse the connection and metadata of earlier ones."""
 
     def __init__(self, sink: SinkOptions, plan: WritePlan) -> None:
         self.sink = sink
