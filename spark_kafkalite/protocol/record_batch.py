@@ -48,11 +48,12 @@ from spark_kafkalite.protocol.compression import (
     decompress,
     iter_decompressed,
 )
-from spark_kafkalite.protocol.errors import CorruptRecordError, InvalidRecordError
+from spark_kafkalite.protocol.errors import CorruptRecordError, InvalidRecordError, MessageTooLargeError
 from spark_kafkalite.protocol.record_decode import read_varint as _read_varint
 
 __all__ = [
     "RECORD_BATCH_OVERHEAD",
+    "MAX_UNCOMPRESSED_RECORDS_BYTES",
     "MAGIC_V2",
     "BatchHeader",
     "DecodedBatch",
@@ -77,6 +78,12 @@ __all__ = [
 ]
 
 RECORD_BATCH_OVERHEAD = 61
+#: Largest decompressed records section of one batch that a reader inflates (kafkalite's bound;
+#: Java's ``DefaultRecordBatch`` has none): a compression bomb from a hostile broker (a few KB
+#: that inflate to gigabytes) costs at most this much memory and then raises. Equal to the
+#: broker's default ``kafkalite.message.max.uncompressed.bytes``, so no batch a broker with
+#: default limits accepted is refused.
+MAX_UNCOMPRESSED_RECORDS_BYTES = 64 * 1024 * 1024
 MAGIC_V2 = 2
 _LOG_OVERHEAD = 12  # baseOffset + batchLength
 _HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -478,12 +485,19 @@ def decode_batch(buf: Buffer, pos: int = 0, *, verify_crc: bool = True) -> Decod
     return out
 
 
-def records_section(buf: Buffer, pos: int, header: BatchHeader) -> tuple[Buffer, int, int]:
+def records_section(
+    buf: Buffer, pos: int, header: BatchHeader, max_uncompressed_bytes: int = MAX_UNCOMPRESSED_RECORDS_BYTES
+) -> tuple[Buffer, int, int]:
     """(data, start, end) of the batch's records: the decompressed payload, or a slice of ``buf``
-    when the batch is not compressed (no copy).
+    when the batch is not compressed (no copy). The one place readers (``decode_batch``, the
+    native columnar ``record_columns.append_batch``) decompress: streamed
+    (:func:`~spark_kafkalite.protocol.compression.iter_decompressed`) and stopped past
+    ``max_uncompressed_bytes``.
 
     Raises:
-        UnsupportedCompressionTypeError / CorruptRecordError: see :func:`decompress`.
+        CorruptRecordError: undecompressable payload, or the records decompress to more than
+            ``max_uncompressed_bytes`` (a compression bomb).
+        UnsupportedCompressionTypeError: the codec is unknown or its library is missing.
     """
     end = pos + header.size_bytes
     if end > len(buf):
@@ -491,7 +505,15 @@ def records_section(buf: Buffer, pos: int, header: BatchHeader) -> tuple[Buffer,
             f"record batch of {header.size_bytes} bytes is truncated ({len(buf) - pos} bytes available)"
         )
     if header.compression_type:
-        data = decompress(memoryview(buf)[pos + RECORD_BATCH_OVERHEAD : end], header.compression_type)
+        payload = memoryview(buf)[pos + RECORD_BATCH_OVERHEAD : end]
+        try:
+            data = b"".join(iter_decompressed(payload, header.compression_type, max_uncompressed_bytes))
+        except MessageTooLargeError as exc:
+            raise CorruptRecordError(
+                f"record batch at offset {header.base_offset} ({header.size_bytes} bytes, codec "
+                f"{header.compression_type}) decompresses to more than {max_uncompressed_bytes} bytes "
+                "(MAX_UNCOMPRESSED_RECORDS_BYTES): refused as a compression bomb"
+            ) from exc
         return data, 0, len(data)
     return buf, pos + RECORD_BATCH_OVERHEAD, end
 
