@@ -113,7 +113,9 @@ class MemberMetadata:
         return self.group_instance_id is not None
 
     def protocol_names(self) -> list[str]:
-        return [name for name, _ in self.protocols]
+        """Distinct names (a JoinGroup may repeat one; counting it twice in the group's
+        ``supported_protocols`` left no protocol common to all members: found by the fuzzer)."""
+        return list(dict.fromkeys(name for name, _ in self.protocols))
 
     def metadata(self, protocol: str) -> bytes:
         for name, data in self.protocols:
@@ -254,7 +256,7 @@ class GroupMetadata:
         callback: JoinCallback | None,
     ) -> None:
         self.supported_protocols.subtract(member.protocol_names())
-        self.supported_protocols.update(name for name, _ in protocols)
+        self.supported_protocols.update({name for name, _ in protocols})
         self.supported_protocols = +self.supported_protocols
         member.protocols = protocols
         member.rebalance_timeout_ms = rebalance_timeout_ms
