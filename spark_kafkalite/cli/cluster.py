@@ -91,6 +91,25 @@ def _read_state(data_dir: Path) -> dict[str, Any] | None:
         raise ClusterCliError(f"cannot read {_state_path(data_dir)}: {exc}") from None
 
 
+def _write_state(data_dir: Path, state: dict[str, Any]) -> None:
+    """Replace cluster.json atomically and durably (the one writer of the state file): write
+    ``cluster.json.tmp``, fsync it, rename it over ``cluster.json``, fsync the directory, as
+    Kafka's ``Utils.atomicMoveWithFallback``; a crash leaves the old or the new state, never a
+    torn file that 'cluster down' cannot read."""
+    path = _state_path(data_dir)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(json.dumps(state, indent=1).encode("utf-8"))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(data_dir, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _alive(pid: int) -> bool:
     """True while process ``pid`` exists and is not a zombie (a killed broker whose parent, the
     exited ``cluster up``, was reparented to an init that does not reap it)."""
@@ -169,9 +188,7 @@ def _up(args: argparse.Namespace, data_dir: Path, out: Any) -> int:
             "output": str(data_dir / f"broker-{node_id}.log"),
         }
     payload = {"brokers": args.brokers, "bootstrap_servers": cluster.bootstrap_servers, "nodes": nodes}
-    tmp = _state_path(data_dir).with_suffix(".tmp")
-    tmp.write_text(json.dumps(payload, indent=1), encoding="utf-8")
-    os.replace(tmp, _state_path(data_dir))
+    _write_state(data_dir, payload)
     if args.brokers > 1:  # after cluster.json: on failure, 'cluster down' still finds the brokers
         _create_offsets_topic(cluster.bootstrap_servers, timeout_s=args.timeout)
     out.write(f"cluster of {args.brokers} broker(s) running in {data_dir}\n")
@@ -348,9 +365,7 @@ def _down(args: argparse.Namespace, data_dir: Path, out: Any) -> int:
                 os.kill(int(info["pid"]), signal.SIGKILL)
             killed.append(node_id)
     state["stopped"] = True
-    tmp = _state_path(data_dir).with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=1), encoding="utf-8")
-    os.replace(tmp, _state_path(data_dir))
+    _write_state(data_dir, state)
     message = f"stopped {len(running)} broker(s) in {data_dir}"
     if killed:
         message += f" (killed {sorted(killed)} after {args.timeout:.0f} s)"

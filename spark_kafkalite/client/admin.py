@@ -36,7 +36,11 @@ from spark_kafkalite.client.config import parse_config
 from spark_kafkalite.client.consumer.group_requests import OffsetAndMetadata
 from spark_kafkalite.client.consumer.offset_fetcher import OffsetFetcher
 from spark_kafkalite.client.errors import IllegalStateError
-from spark_kafkalite.client.metadata import Cluster, Metadata, metadata_request, parse_metadata_response
+from spark_kafkalite.client.metadata import (
+    Cluster,
+    Metadata,
+    fetch_cluster,
+)
 from spark_kafkalite.client.network_client import NetworkClient, now_ms
 from spark_kafkalite.client.requests import RequestBuilder
 from spark_kafkalite.client.types import NewTopic, OffsetAndTimestamp, PartitionInfo, TopicPartition
@@ -96,21 +100,12 @@ class KafkaAdminClient:
     def _describe(self, topics: list[str] | None, timeout_ms: float | None = None) -> Cluster:
         """One MetadataRequest to the least loaded node (retrying connection errors)."""
         self._ensure_open()
-        deadline = now_ms() + (self._default_timeout_ms if timeout_ms is None else timeout_ms)
-        last_error: BaseException | None = None
-        while True:
-            node = self._client.least_loaded_node()
-            if node is not None:
-                future = self._client.send(node, metadata_request(topics, False))
-                try:
-                    return parse_metadata_response(
-                        self._client.wait_for(future, max(1.0, deadline - now_ms()))
-                    )
-                except (KafkaConnectionError, KafkaTimeoutError) as exc:
-                    last_error = exc
-            if now_ms() >= deadline:
-                raise KafkaTimeoutError(f"cannot fetch metadata in time (last error: {last_error})")
-            self._client.poll(min(self._retry_backoff_ms, max(0.0, deadline - now_ms())))
+        return fetch_cluster(
+            self._client,
+            topics,
+            self._default_timeout_ms if timeout_ms is None else timeout_ms,
+            self._retry_backoff_ms,
+        )
 
     def _call_controller(
         self, builder: RequestBuilder, results_of: Any, timeout_ms: float

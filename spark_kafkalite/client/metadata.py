@@ -22,15 +22,23 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from spark_kafkalite.client.clock import now_ms
 from spark_kafkalite.client.config import parse_bootstrap_servers
 from spark_kafkalite.client.requests import RequestBuilder
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build as make
 from spark_kafkalite.protocol.entities import nested
-from spark_kafkalite.protocol.errors import ErrorCode
+from spark_kafkalite.protocol.errors import ErrorCode, KafkaConnectionError, KafkaTimeoutError, error_for_code
 
-__all__ = ["Metadata", "Cluster", "PartitionMetadata", "metadata_request", "parse_metadata_response"]
+__all__ = [
+    "Metadata",
+    "Cluster",
+    "PartitionMetadata",
+    "metadata_request",
+    "parse_metadata_response",
+    "fetch_cluster",
+]
 
 log = logging.getLogger(__name__)
 
@@ -314,3 +322,38 @@ class Metadata:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+
+
+def fetch_cluster(
+    client: Any,
+    topics: list[str] | None,
+    timeout_ms: float,
+    retry_backoff_ms: float,
+    retry_codes: frozenset[int] = frozenset(),
+) -> Cluster:
+    """One MetadataRequest (no auto-creation) to ``client``'s least loaded node, retried every
+    ``retry_backoff_ms`` after a connection error, a timeout or a topic answered with a code in
+    ``retry_codes``, until ``timeout_ms`` (what the admin client's ``describeCluster`` /
+    ``describeTopics`` and ``KafkaConsumer.partitionsFor`` / ``listTopics`` do in Kafka).
+
+    Raises:
+        KafkaTimeoutError: no usable answer in time (names the last error).
+    """
+    deadline = now_ms() + timeout_ms
+    last_error: BaseException | None = None
+    while True:
+        node = client.least_loaded_node()
+        if node is not None:
+            future = client.send(node, metadata_request(topics, False))
+            try:
+                cluster = parse_metadata_response(client.wait_for(future, max(1.0, deadline - now_ms())))
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                last_error = exc
+            else:
+                retriable = [t for t, c in cluster.topic_errors.items() if c in retry_codes]
+                if not retriable:
+                    return cluster
+                last_error = error_for_code(cluster.topic_errors[retriable[0]], f"topics {retriable}")
+        if now_ms() >= deadline:
+            raise KafkaTimeoutError(f"cannot fetch metadata in time (last error: {last_error})")
+        client.poll(min(retry_backoff_ms, max(0.0, deadline - now_ms())))

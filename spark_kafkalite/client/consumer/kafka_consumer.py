@@ -26,12 +26,15 @@ from spark_kafkalite.client.consumer.group_requests import OffsetAndMetadata
 from spark_kafkalite.client.consumer.offset_fetcher import OffsetFetcher
 from spark_kafkalite.client.consumer.subscription_state import OffsetResetStrategy, SubscriptionState
 from spark_kafkalite.client.errors import IllegalStateError
-from spark_kafkalite.client.metadata import Cluster, Metadata, metadata_request, parse_metadata_response
+from spark_kafkalite.client.metadata import (
+    Cluster,
+    Metadata,
+    fetch_cluster,
+)
 from spark_kafkalite.client.network_client import NetworkClient, now_ms
 from spark_kafkalite.client.types import ConsumerRecord, OffsetAndTimestamp, TopicPartition
 from spark_kafkalite.protocol.errors import (
     ErrorCode,
-    KafkaConnectionError,
     KafkaTimeoutError,
     error_for_code,
 )
@@ -324,28 +327,13 @@ class KafkaConsumer:
 
     def _fetch_topic_metadata(self, topics: list[str] | None, timeout_ms: float | None) -> Cluster:
         self._ensure_open()
-        deadline = now_ms() + (self._default_timeout_ms if timeout_ms is None else timeout_ms)
-        last_error: BaseException | None = None
-        while True:
-            node = self._client.least_loaded_node()
-            if node is not None:
-                future = self._client.send(node, metadata_request(topics, False))
-                try:
-                    cluster = parse_metadata_response(
-                        self._client.wait_for(future, max(1.0, deadline - now_ms()))
-                    )
-                except (KafkaConnectionError, KafkaTimeoutError) as exc:
-                    last_error = exc
-                else:
-                    retriable = [
-                        t for t, c in cluster.topic_errors.items() if c == ErrorCode.leader_not_available
-                    ]
-                    if not retriable:
-                        return cluster
-                    last_error = error_for_code(ErrorCode.leader_not_available, f"topics {retriable}")
-            if now_ms() >= deadline:
-                raise KafkaTimeoutError(f"cannot fetch metadata in time (last error: {last_error})")
-            self._client.poll(min(self._retry_backoff_ms, max(0.0, deadline - now_ms())))
+        return fetch_cluster(
+            self._client,
+            topics,
+            self._default_timeout_ms if timeout_ms is None else timeout_ms,
+            self._retry_backoff_ms,
+            frozenset((ErrorCode.leader_not_available,)),
+        )
 
     def partitions_for_topic(self, topic: str, timeout_ms: float | None = None) -> set[int] | None:
         """Partition ids of ``topic``, or None if it does not exist.
