@@ -29,7 +29,13 @@ from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build as make
 from spark_kafkalite.protocol.entities import nested
-from spark_kafkalite.protocol.errors import ErrorCode, KafkaConnectionError, KafkaTimeoutError, error_for_code
+from spark_kafkalite.protocol.errors import (
+    ErrorCode,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    error_for_code,
+    needs_metadata_refresh,
+)
 
 __all__ = [
     "Metadata",
@@ -41,15 +47,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-_RETRIABLE_TOPIC_ERRORS = {
-    ErrorCode.leader_not_available,
-    ErrorCode.unknown_topic_or_partition,
-    ErrorCode.not_leader_or_follower,
-    ErrorCode.fenced_leader_epoch,
-    ErrorCode.unknown_leader_epoch,
-    ErrorCode.kafka_storage_error,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,7 +285,7 @@ class Metadata:
         while being created) or leaderless partitions schedule another refresh."""
         cluster = parse_metadata_response(response, self._cluster)
         retry = any(
-            code in _RETRIABLE_TOPIC_ERRORS and code != ErrorCode.unknown_topic_or_partition
+            needs_metadata_refresh(code) and code != ErrorCode.unknown_topic_or_partition
             for code in cluster.topic_errors.values()
         )
         retry = retry or any(pm.leader < 0 for parts in cluster.partitions.values() for pm in parts.values())

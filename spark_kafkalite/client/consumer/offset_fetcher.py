@@ -34,6 +34,7 @@ from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build as make
 from spark_kafkalite.protocol.entities import nested
 from spark_kafkalite.protocol.errors import (
+    METADATA_REFRESH_ERRORS,
     ErrorCode,
     KafkaError,
     KafkaTimeoutError,
@@ -56,16 +57,9 @@ log = logging.getLogger(__name__)
 #: (offset, timestamp_ms) per partition; ``None`` when no record matches a timestamp query.
 ListOffsetsResult = dict[TopicPartition, "tuple[int, int] | None"]
 
-_RETRIABLE = {
-    ErrorCode.not_leader_or_follower,
-    ErrorCode.unknown_topic_or_partition,
-    ErrorCode.leader_not_available,
-    ErrorCode.fenced_leader_epoch,
-    ErrorCode.unknown_leader_epoch,
-    ErrorCode.offset_not_available,
-    ErrorCode.kafka_storage_error,
-    ErrorCode.request_timed_out,
-}
+#: ListOffsets errors retried after a metadata refresh (Kafka's ``OffsetFetcherUtils
+#: .handleListOffsetResponse`` retry list is a subset of the refresh family), plus a timeout.
+_RETRIABLE = METADATA_REFRESH_ERRORS | {ErrorCode.request_timed_out}
 
 
 # OffsetForLeaderEpoch: v2 adds current_leader_epoch (KIP-320), v3 the replica_id consumers send
