@@ -64,6 +64,8 @@ __all__ = [
     "iter_batch_headers",
     "assign_offsets",
     "encode_batch",
+    "append_record",
+    "seal_batch",
     "decode_batch",
     "decode_batches",
     "records_section",
@@ -355,6 +357,14 @@ def _write_varint(out: bytearray, value: int) -> None:
     out.append(v)
 
 
+def _write_nullable_bytes(out: bytearray, data: bytes | None) -> None:
+    if data is None:
+        out.append(1)  # zig-zag(-1)
+    else:
+        _write_varint(out, len(data))
+        out += data
+
+
 # ---------------------------------------------------------------------------------------------
 # encode
 
@@ -382,40 +392,74 @@ def encode_batch(
     base_ts = min(r[2] for r in records)
     max_ts = max(r[2] for r in records)
     body = bytearray()
-    rec = bytearray()
     for offset_delta, (key, value, ts, headers) in enumerate(records):
-        rec.clear()
-        rec.append(0)  # attributes
-        _write_varint(rec, ts - base_ts)
-        _write_varint(rec, offset_delta)
-        if key is None:
-            rec.append(1)  # zig-zag(-1)
-        else:
-            _write_varint(rec, len(key))
-            rec += key
-        if value is None:
-            rec.append(1)
-        else:
-            _write_varint(rec, len(value))
-            rec += value
-        _write_varint(rec, len(headers))
-        for hkey, hvalue in headers:
-            raw = hkey.encode("utf-8")
-            _write_varint(rec, len(raw))
-            rec += raw
-            if hvalue is None:
-                rec.append(1)
-            else:
-                _write_varint(rec, len(hvalue))
-                rec += hvalue
-        _write_varint(body, len(rec))
-        body += rec
-    payload = compress(bytes(body), compression_type) if compression_type else body
+        append_record(body, ts - base_ts, offset_delta, key, value, headers)
     attributes = compression_type & _ATTR_COMPRESSION_MASK
     if timestamp_type:
         attributes |= _ATTR_TIMESTAMP_TYPE
     if is_transactional:
         attributes |= _ATTR_TRANSACTIONAL
+    return seal_batch(
+        body,
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        attributes=attributes,
+        last_offset_delta=len(records) - 1,
+        base_timestamp=base_ts,
+        max_timestamp=max_ts,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        records_count=len(records),
+    )
+
+
+def append_record(
+    body: bytearray,
+    timestamp_delta: int,
+    offset_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[Header],
+) -> None:
+    """Append one length-prefixed Record v2 to ``body`` (Kafka's ``DefaultRecord.writeTo``:
+    attributes 0, varint deltas, varint-length key / value / headers, -1 for null)."""
+    rec = bytearray(b"\x00")  # record attributes (unused in v2)
+    _write_varint(rec, timestamp_delta)
+    _write_varint(rec, offset_delta)
+    _write_nullable_bytes(rec, key)
+    _write_nullable_bytes(rec, value)
+    _write_varint(rec, len(headers))
+    for hkey, hvalue in headers:
+        _write_nullable_bytes(rec, hkey.encode("utf-8"))
+        _write_nullable_bytes(rec, hvalue)
+    _write_varint(body, len(rec))
+    body += rec
+
+
+def seal_batch(
+    body: Buffer,
+    *,
+    base_offset: int,
+    partition_leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    records_count: int,
+) -> bytes:
+    """A RecordBatch v2 around the records section ``body`` (Kafka's ``DefaultRecordBatch
+    .writeHeader``): compressed with the codec in ``attributes``, header packed, CRC-32C over
+    attributes..end.
+
+    Raises:
+        UnsupportedCompressionTypeError: the codec's library is missing.
+    """
+    codec = attributes & _ATTR_COMPRESSION_MASK
+    payload = compress(bytes(body), codec) if codec else body
     total = RECORD_BATCH_OVERHEAD + len(payload)
     out = bytearray(total)
     _HEADER.pack_into(
@@ -427,13 +471,13 @@ def encode_batch(
         MAGIC_V2,
         0,
         attributes,
-        len(records) - 1,
-        base_ts,
-        max_ts,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
         producer_id,
         producer_epoch,
         base_sequence,
-        len(records),
+        records_count,
     )
     out[RECORD_BATCH_OVERHEAD:] = payload
     struct.pack_into(">I", out, 17, _crc32c.crc32c(memoryview(out)[_CRC_START:]))
