@@ -433,11 +433,23 @@ class QuorumController:
     # -- active controller duties ---------------------------------------------------------------
     async def _active_controller_loop(self) -> None:
         tick = min(0.25, self.session_timeout_s / 4)
-        last_rebalance = time.monotonic()
+        last_rebalance = last_tick = time.monotonic()
         while True:
             await asyncio.sleep(tick)
+            now = time.monotonic()
+            stalled_s, last_tick = now - last_tick - tick, now
             if not self.quorum.is_leader or self._leader_since is None:
-                last_rebalance = time.monotonic()
+                last_rebalance = now
+                continue
+            if stalled_s > self.session_timeout_s / 2:
+                # This process stalled (SIGSTOP, swap, an overloaded host): the brokers'
+                # heartbeats of that time wait unread in its sockets, so a silence it measured
+                # across its own stall says nothing about them. Restart the session clocks, as
+                # on becoming the active controller, instead of fencing healthy brokers.
+                logger.warning(
+                    "active controller stalled %.1f s: restarting broker session timers", stalled_s
+                )
+                self._leader_since = now
                 continue
             try:
                 await self._fence_expired_brokers()

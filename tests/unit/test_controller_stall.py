@@ -1,0 +1,65 @@
+"""The active controller's duty loop after a stall of its own process (SIGSTOP, swap): the
+silence it measured across the stall is its own, so it restarts the broker session clocks
+instead of fencing brokers whose heartbeats wait unread in its sockets (seen in the chaos soak:
+a resumed controller fenced a healthy leader, ``no heartbeat for 3.3 s``)."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from broker.controller import quorum_controller as qc
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+
+def _run_loop(monkeypatch: pytest.MonkeyPatch, jumps: list[float]) -> tuple[object, list[float]]:
+    """Run ``_active_controller_loop`` on a fake clock: each sleep advances it by the tick plus
+    the next value of ``jumps`` (extra seconds the process was stopped); returns the controller
+    and the clock times at which the fencing check ran."""
+    clock = _Clock()
+    monkeypatch.setattr(qc.time, "monotonic", lambda: clock.now)
+    checks: list[float] = []
+    controller = qc.QuorumController.__new__(qc.QuorumController)
+    controller.session_timeout_s = 2.0  # type: ignore[misc]
+    controller.quorum = SimpleNamespace(is_leader=True)  # type: ignore[assignment]
+    controller._leader_since = clock.now
+    controller.auto_rebalance = False  # type: ignore[misc]
+
+    async def fence() -> None:
+        checks.append(clock.now)
+
+    controller._fence_expired_brokers = fence  # type: ignore[method-assign]
+    remaining = list(jumps)
+
+    async def fake_sleep(seconds: float) -> None:
+        if not remaining:
+            raise asyncio.CancelledError
+        clock.now += seconds + remaining.pop(0)
+
+    monkeypatch.setattr(qc.asyncio, "sleep", fake_sleep)
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(controller._active_controller_loop())
+    return controller, checks
+
+
+def test_a_stall_longer_than_half_the_session_restarts_the_session_clocks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    controller, checks = _run_loop(monkeypatch, [0.0, 3.3, 0.0])
+    # the tick after the 3.3 s stall skips the fencing check and restarts the clocks there
+    assert len(checks) == 2
+    stalled_tick = checks[0] + 0.25 + 3.3
+    assert controller._leader_since == pytest.approx(stalled_tick)  # type: ignore[attr-defined]
+    assert checks[1] == pytest.approx(stalled_tick + 0.25)
+
+
+def test_normal_ticks_and_short_delays_keep_checking(monkeypatch: pytest.MonkeyPatch) -> None:
+    controller, checks = _run_loop(monkeypatch, [0.0, 0.5, 0.0, 0.9])
+    assert len(checks) == 4
+    assert controller._leader_since == 1000.0  # type: ignore[attr-defined]
