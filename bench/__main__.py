@@ -271,11 +271,20 @@ def _mib(kib: int | None) -> str:
     return "-" if kib is None else f"{kib / 1024:,.0f}"
 
 
-def render_markdown(runs: list[Run], quick: bool) -> str:
+def render_markdown(runs: list[Run], quick: bool, load_at_start: float | None = None) -> str:
+    """The generated block of BENCHMARKS.md; ``load_at_start`` is the 1-minute load average
+    before the first script, printed beside the one now, so the block says how busy the machine
+    was (a load above the core count means the benchmarks shared their cores)."""
+    load_now = os.getloadavg()[0]
+    load = (
+        f"{load_now:.1f} now"
+        if load_at_start is None
+        else f"{load_at_start:.1f} at the start, {load_now:.1f} at the end"
+    )
     lines = [
         f"Generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by `python -m bench{' --quick' if quick else ''}` "
-        f"on {os.cpu_count()} cores (a machine shared with other engineers' builds and tests: "
-        "figures vary between runs; every ratio compares rows measured in the same run).",
+        f"on {os.cpu_count()} cores; 1-minute load average {load} (figures vary between runs; every "
+        "ratio compares rows measured in the same run).",
         "",
         "### Ratios",
         "",
@@ -354,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout-s", type=float, default=1800.0, help="per benchmark")
     args = parser.parse_args(argv)
     runs: list[Run] = []
+    load_at_start = os.getloadavg()[0]
     for script, full, quick in BENCHES:
         if args.only and script not in args.only:
             continue
@@ -361,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         runs.append(run_script(script, quick if args.quick else full, args.timeout_s))
         if not args.no_write:  # after each script, so a cut-off run still leaves what it measured
-            write_benchmarks_md(render_markdown(runs, args.quick))
+            write_benchmarks_md(render_markdown(runs, args.quick, load_at_start))
     print_summary(runs)
     failed = [r.script for r in runs if r.returncode != 0]
     if not args.no_write and runs:
