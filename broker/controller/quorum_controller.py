@@ -147,6 +147,8 @@ class QuorumController:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._last_heartbeat: dict[int, float] = {}
         self._leader_since: float | None = None
+        #: no broker is fenced before this time (monotonic s): set on activation and after a stall
+        self._fence_after = 0.0
         self._fencing: dict[int, int] = {}  # broker -> epoch being fenced
         self._tasks: list[asyncio.Task[None]] = []
         self.lifecycle = BrokerLifecycleManager(
@@ -193,10 +195,15 @@ class QuorumController:
 
     def _on_state_change(self, leader: bool) -> None:
         if leader:
+            # Heartbeats are replicated commands, so this node applied every broker's heartbeats
+            # as a follower and its clocks are current: keep them, so a broker that died with
+            # the previous controller is fenced one session after its last heartbeat, not one
+            # session after this election (Kafka's BrokerHeartbeatManager restarts every clock
+            # on activation; that costs a failover the election time again). Brokers get at
+            # least half a session from now to reach this controller.
             now = time.monotonic()
-            for broker in list(self._last_heartbeat):
-                self._last_heartbeat[broker] = now
             self._leader_since = now
+            self._fence_after = now + self.session_timeout_s / 2
             self._fencing.clear()
             logger.info("node %d is now the active controller (term %d)", self.node_id, self.quorum.term)
         else:
@@ -449,7 +456,7 @@ class QuorumController:
                 logger.warning(
                     "active controller stalled %.1f s: restarting broker session timers", stalled_s
                 )
-                self._leader_since = now
+                self._fence_after = now + self.session_timeout_s
                 continue
             try:
                 await self._fence_expired_brokers()
@@ -469,8 +476,12 @@ class QuorumController:
             if registration.fenced:
                 self._fencing.pop(broker_id, None)
                 continue
-            last = max(self._last_heartbeat.get(broker_id, since), since)
-            if now - last <= self.session_timeout_s or self._fencing.get(broker_id) == registration.epoch:
+            last = self._last_heartbeat.get(broker_id, since)
+            if (
+                now - last <= self.session_timeout_s
+                or now < self._fence_after
+                or self._fencing.get(broker_id) == registration.epoch
+            ):
                 continue
             self._fencing[broker_id] = registration.epoch
             logger.warning(

@@ -29,6 +29,7 @@ def _run_loop(monkeypatch: pytest.MonkeyPatch, jumps: list[float]) -> tuple[obje
     controller.session_timeout_s = 2.0  # type: ignore[misc]
     controller.quorum = SimpleNamespace(is_leader=True)  # type: ignore[assignment]
     controller._leader_since = clock.now
+    controller._fence_after = 0.0
     controller.auto_rebalance = False  # type: ignore[misc]
 
     async def fence() -> None:
@@ -55,11 +56,41 @@ def test_a_stall_longer_than_half_the_session_restarts_the_session_clocks(
     # the tick after the 3.3 s stall skips the fencing check and restarts the clocks there
     assert len(checks) == 2
     stalled_tick = checks[0] + 0.25 + 3.3
-    assert controller._leader_since == pytest.approx(stalled_tick)  # type: ignore[attr-defined]
+    assert controller._fence_after == pytest.approx(stalled_tick + 2.0)  # type: ignore[attr-defined]
     assert checks[1] == pytest.approx(stalled_tick + 0.25)
 
 
 def test_normal_ticks_and_short_delays_keep_checking(monkeypatch: pytest.MonkeyPatch) -> None:
     controller, checks = _run_loop(monkeypatch, [0.0, 0.5, 0.0, 0.9])
     assert len(checks) == 4
-    assert controller._leader_since == 1000.0  # type: ignore[attr-defined]
+    assert controller._fence_after == 0.0  # type: ignore[attr-defined]
+
+
+def test_a_new_controller_fences_a_broker_one_session_after_its_last_applied_heartbeat(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Broker 1 died with the previous controller (last heartbeat applied at 999.3); broker 2
+    heartbeats on; this node becomes active at 1000.0 (session 2 s): broker 1 is fenced at
+    ~1001.3 instead of 1002.0 + (one session after the election), broker 2 never."""
+    clock = _Clock()
+    monkeypatch.setattr(qc.time, "monotonic", lambda: clock.now)
+    fenced: list[tuple[int, float]] = []
+    controller = qc.QuorumController.__new__(qc.QuorumController)
+    controller.session_timeout_s = 2.0  # type: ignore[misc]
+    controller.node_id = 3  # type: ignore[misc]
+    controller._fencing = {}
+    controller._last_heartbeat = {1: 999.3, 2: 999.9}
+    brokers = {1: SimpleNamespace(fenced=False, epoch=7), 2: SimpleNamespace(fenced=False, epoch=8)}
+    controller.quorum = SimpleNamespace(is_leader=True, term=4, image=SimpleNamespace(brokers=brokers))  # type: ignore[assignment]
+
+    async def submit(command: object) -> None:
+        fenced.append((command.node_id, clock.now))  # type: ignore[attr-defined]
+        brokers[command.node_id].fenced = True  # type: ignore[attr-defined]  # as the commit does
+
+    controller._submit = submit  # type: ignore[method-assign,assignment]
+    controller._on_state_change(True)
+    for now in (1000.5, 1000.9, 1001.4, 1001.8):
+        clock.now = now
+        controller._last_heartbeat[2] = now - 0.2  # broker 2 reached the new controller
+        asyncio.run(controller._fence_expired_brokers())
+    assert fenced == [(1, 1001.4)]
