@@ -210,7 +210,15 @@ def test_last_isr_member_down_then_unclean_election_only_when_enabled(unclean: b
         cluster.kill(first)
         cluster.wait_for_leader(topic, 0, not_in=(first,), timeout_s=SESSION_TIMEOUT_S + MARGIN_S)
         cluster.kill(second)
-        cluster.wait_until(lambda c: c.partitions[topic][0].leader == -1, SESSION_TIMEOUT_S + MARGIN_S)
+        # Metadata comes from whichever broker answers and is eventually consistent: wait for
+        # the state the fence of ``second`` leads to, then check it.
+        cluster.wait_until(
+            lambda c: (
+                c.partitions[topic][0].leader == -1
+                and set(c.partitions[topic][0].offline_replicas) == {first, second}
+            ),
+            SESSION_TIMEOUT_S + MARGIN_S,
+        )
         p = cluster.partition(topic, 0)
         assert p.isr == (second,) and set(p.offline_replicas) == {first, second}
         third = next(b for b in (1, 2, 3, 4, 5) if b not in (first, second))
