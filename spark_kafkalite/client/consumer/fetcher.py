@@ -299,6 +299,17 @@ class Fetcher:
         self._collect(max_records, take)
         return out
 
+    def _finish_completed_fetch(self, cf: CompletedFetch, topic: str, partition: int, position: int) -> None:
+        """Mark ``cf`` consumed at its end. Raises MessageTooLargeError when it held no complete
+        batch below the high watermark: the next batch is larger than max.partition.fetch.bytes
+        (Kafka's Fetcher/CompletedFetch RecordTooLargeException rule)."""
+        cf.consumed = True
+        if not cf.saw_batch and position < cf.high_watermark:
+            raise MessageTooLargeError(
+                f"fetch for {topic}-{partition} at offset {position} returned no complete record "
+                f"batch; a batch may be larger than max.partition.fetch.bytes={self._max_partition_bytes}"
+            )
+
     def collect_columns(
         self, max_records: int | None = None, include_headers: bool = False
     ) -> dict[TopicPartition, dict[str, Any]]:
@@ -428,12 +439,7 @@ class Fetcher:
                 item = cf.failed_header or cf.pending_item or next(cf.headers_iter, None)
                 cf.failed_header = cf.pending_item = None
                 if item is None:
-                    cf.consumed = True
-                    if not cf.saw_batch and position < cf.high_watermark:
-                        raise MessageTooLargeError(
-                            f"fetch for {topic}-{partition} at offset {position} returned no complete record "
-                            f"batch; a batch may be larger than max.partition.fetch.bytes={self._max_partition_bytes}"
-                        )
+                    self._finish_completed_fetch(cf, topic, partition, position)
                     break
                 pos, header = item
                 cf.saw_batch = True
@@ -534,13 +540,7 @@ class Fetcher:
                 item = cf.failed_header or cf.pending_item or next(cf.headers_iter, None)
                 cf.failed_header = cf.pending_item = None
             if item is None:
-                cf.consumed = True
-                if not cf.saw_batch and position < cf.high_watermark:
-                    raise MessageTooLargeError(
-                        f"fetch for {tp.topic}-{tp.partition} at offset {position} returned no complete "
-                        f"record batch; a batch may be larger than max.partition.fetch.bytes="
-                        f"{self._max_partition_bytes}"
-                    )
+                self._finish_completed_fetch(cf, tp.topic, tp.partition, position)
                 break
             pos, header = item
             cf.saw_batch = True
