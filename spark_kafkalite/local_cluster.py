@@ -295,13 +295,42 @@ class LocalCluster:
         return int(self.wait_until(leader, timeout_s))
 
     def wait_for_isr(self, topic: str, partition: int, size: int, timeout_s: float = 30.0) -> tuple[int, ...]:
-        """Wait until ``topic``-``partition`` has an ISR of ``size`` brokers; returns it."""
+        """Wait until every running broker's metadata shows ``topic``-``partition`` with the
+        same leader and an ISR of ``size`` brokers; returns the ISR.
 
-        def isr(cluster: Any) -> tuple[int, ...] | None:
-            p = cluster.partitions.get(topic, {}).get(partition)
-            return tuple(p.isr) if p is not None and len(p.isr) == size else None
+        Every broker, not any one: metadata is eventually consistent, and a broker that was
+        paused or cut off keeps answering from its old image (for instance as the partition's
+        leader, with its old high watermark) until it has caught up with the controller, so a
+        client bootstrapping right after this returns would otherwise be told a stale leader.
 
-        return tuple(self.wait_until(isr, timeout_s))
+        Raises:
+            TimeoutError: not within ``timeout_s`` (the message shows each broker's last view).
+        """
+        deadline = time.monotonic() + timeout_s
+        views: dict[int, Any] = {}
+        while True:
+            views = {}
+            for node_id in self.running_node_ids():
+                try:
+                    cluster = self.metadata(
+                        timeout_s=max(1.0, min(5.0, deadline - time.monotonic())), node_id=node_id
+                    )
+                except RuntimeError as exc:
+                    views[node_id] = exc
+                    continue
+                p = cluster.partitions.get(topic, {}).get(partition)
+                views[node_id] = None if p is None else (p.leader, tuple(sorted(p.isr)))
+            seen = set(views.values())
+            if len(seen) == 1:
+                view = seen.pop()
+                if isinstance(view, tuple) and len(view[1]) == size:
+                    return view[1]
+            if time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"{topic}-{partition}: no ISR of {size} on every broker within {timeout_s:.1f} s; "
+                    f"(leader, ISR) per broker: {views!r}"
+                )
+            time.sleep(0.1)
 
     def terminate(self, node_id: int, timeout_s: float = 10.0) -> int | None:
         """SIGTERM broker ``node_id`` and wait for it (SIGKILL after ``timeout_s``); returns its

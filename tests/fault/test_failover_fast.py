@@ -42,6 +42,10 @@ class _Load:
                 "acks": "all",
                 "enable.idempotence": True,
                 "linger.ms": 2,
+                # A SIGSTOPped leader keeps its sockets open: a request in flight to it is only
+                # given up after request.timeout.ms (as in Kafka's producer) and then retried at
+                # the new leader. Kafka's 30 s default would stall the load for ~30 s.
+                "request.timeout.ms": 5000,
                 "delivery.timeout.ms": 60000,
             }
         )
