@@ -232,22 +232,35 @@ class Metadata:
     # -------------------------------------------------------------- interest and requests
 
     def add_topics(self, *topics: str) -> bool:
-        """Add topics of interest; request an update when one is new. Returns True if so."""
+        """Add topics of interest; request an update when one is new, sent at once (no
+        ``retry.backoff.ms`` wait: Java's ``Metadata.requestUpdateForNewTopics``). Returns True if so."""
         with self._cond:
             new = set(topics) - self._topics
             if not new:
                 return False
             self._topics |= new
-            self._request_version += 1
+            self._request_update_for_new_topics()
             return True
 
     def set_topics(self, topics: Iterable[str]) -> None:
-        """Replace the topics of interest (requests an update when the set changes)."""
+        """Replace the topics of interest; an update is requested when the set changes, sent at
+        once when a topic was added (Java's ``Metadata.requestUpdateForNewTopics``)."""
         with self._cond:
             wanted = set(topics)
             if wanted != self._topics:
+                added = bool(wanted - self._topics)
                 self._topics = wanted
-                self._request_version += 1
+                if added:
+                    self._request_update_for_new_topics()
+                else:
+                    self._request_version += 1
+
+    def _request_update_for_new_topics(self) -> None:
+        """An update that skips the ``retry.backoff.ms`` wait after the last attempt: a new topic
+        is not a retry (Java resets ``lastRefreshMs``), so e.g. a consumer that listed topics and
+        then looks up offsets of one does not stall 100 ms. Call with ``_cond`` held."""
+        self._request_version += 1
+        self._last_attempt_ms = -math.inf
 
     def request_update(self) -> int:
         """Ask for a refresh as soon as ``retry.backoff.ms`` allows; returns the current version

@@ -19,6 +19,7 @@ from spark_kafkalite.datasource.offset_range_calculator import OffsetRange, spli
 from spark_kafkalite.datasource.offset_reader import KafkaOffsetReader
 from spark_kafkalite.datasource.options import SourceOptions
 from spark_kafkalite.datasource.partition_reader import KafkaInputPartition, ReadConfig, read_offset_range
+from spark_kafkalite.datasource.phase_timing import phase, timed_iterator
 
 __all__ = ["KafkaLiteBatchReader", "read_config_for"]
 
@@ -57,6 +58,10 @@ class KafkaLiteBatchReader(DataSourceReader):
             OffsetsMismatchError: offset JSON does not name exactly the assigned partitions, or a
                 resolved start offset is beyond its end offset.
         """
+        with phase("driver.batch.partitions"):
+            return self._partitions()
+
+    def _partitions(self) -> list[InputPartition]:
         opts = self.options
         offset_reader = KafkaOffsetReader(
             opts.strategy,
@@ -100,4 +105,4 @@ class KafkaLiteBatchReader(DataSourceReader):
         there is nothing to read: yields nothing then."""
         if not isinstance(partition, KafkaInputPartition):
             return iter(())
-        return read_offset_range(partition.offset_range, self.read_config)
+        return timed_iterator("read.task", read_offset_range(partition.offset_range, self.read_config))

@@ -103,6 +103,24 @@ def test_refresh_timing() -> None:
     assert md.time_to_next_update(200.0) == 0
 
 
+def test_new_topic_is_fetched_without_the_retry_backoff() -> None:
+    """Java's Metadata.requestUpdateForNewTopics: a topic of new interest is no retry."""
+    md = Metadata({"bootstrap.servers": "a:1", "metadata.max.age.ms": 1000, "retry.backoff.ms": 100})
+    md.mark_update_attempt(0.0)
+    md.build_request()
+    md.update(response(), 10.0)
+    md.request_update()
+    assert md.time_to_next_update(20.0) == 80.0  # a plain refresh waits out the backoff
+    assert md.add_topics("new-topic") is True
+    assert md.time_to_next_update(20.0) == 0  # a new topic does not
+    md.mark_update_attempt(20.0)
+    assert md.add_topics("new-topic") is False
+    md.request_update()
+    assert md.time_to_next_update(30.0) == 90.0  # known topics back off again
+    md.set_topics({"new-topic", "other"})
+    assert md.time_to_next_update(30.0) == 0
+
+
 def test_update_requested_during_a_request_survives_its_response() -> None:
     md = Metadata({"bootstrap.servers": "a:1"})
     md.build_request()  # request in flight

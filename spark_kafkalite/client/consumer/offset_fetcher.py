@@ -190,12 +190,15 @@ class OffsetFetcher:
             metadata_fresh = self._metadata.version > fresh_version
             by_node: dict[int, dict[TopicPartition, int]] = {}
             need_metadata = False
+            retry = False  # an error, not just a topic missing from the cache: back off first
             for tp, ts in remaining.items():
                 leader = cluster.leader_for(tp)
                 if leader is None:
                     if metadata_fresh:
                         self._raise_if_unknown(cluster, tp)
                     need_metadata = True
+                    if tp.topic in cluster.partitions or tp.topic in cluster.topic_errors:
+                        retry = True  # known topic without a leader (election), not a cache miss
                 else:
                     by_node.setdefault(leader, {})[tp] = ts
             futures = {
@@ -211,7 +214,7 @@ class OffsetFetcher:
                     continue
                 if future.failed():
                     last_error = future.exception if isinstance(future.exception, KafkaError) else None
-                    need_metadata = True
+                    need_metadata = retry = True
                     continue
                 errors = self._handle_response(future.value, by_node[node], result)
                 for tp in by_node[node]:
@@ -219,7 +222,7 @@ class OffsetFetcher:
                         remaining.pop(tp, None)
                 for tp, code in errors.items():
                     if code in _RETRIABLE:
-                        need_metadata = True
+                        need_metadata = retry = True
                         last_error = error_for_code(code, f"{tp.topic}-{tp.partition}")
                     else:
                         raise error_for_code(code, f"ListOffsets for {tp.topic}-{tp.partition}")
@@ -232,7 +235,7 @@ class OffsetFetcher:
                 )
             if need_metadata:
                 fresh_version = self._metadata.request_update()
-                self._await_metadata(fresh_version, deadline)
+                self._await_metadata(fresh_version, deadline, backoff=retry)
         return result
 
     def _raise_if_unknown(self, cluster: Cluster, tp: TopicPartition) -> None:
@@ -245,9 +248,11 @@ class OffsetFetcher:
                 f"partition {tp.partition} of topic {tp.topic} does not exist ({len(parts)} partitions)"
             )
 
-    def _await_metadata(self, version: int, deadline: float) -> None:
-        """Poll until metadata newer than ``version`` arrived and ``retry.backoff.ms`` passed."""
-        backoff_end = now_ms() + self._retry_backoff_ms
+    def _await_metadata(self, version: int, deadline: float, backoff: bool = True) -> None:
+        """Poll until metadata newer than ``version`` arrived and (``backoff``: after an error)
+        ``retry.backoff.ms`` passed. A first look-up of a topic not yet in the cache is no
+        retry and does not wait (Java's ``OffsetFetcher`` only backs off after a failure)."""
+        backoff_end = now_ms() + (self._retry_backoff_ms if backoff else 0.0)
         while True:
             now = now_ms()
             if now >= deadline:
