@@ -38,6 +38,7 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("read_memory", ["--records", "1000000"], ["--records", "300000"]),
     ("consume", [], ["--records", "100000"]),
     ("produce", [], ["--records", "100000"]),
+    ("broker_ingest", [], ["--quick"]),
     ("spark_write", ["--records", "300000"], ["--records", "100000"]),
     ("replication", [], ["--records", "30000", "--failovers", "1"]),
     ("spark_latency", [], ["--seconds", "10"]),
@@ -65,6 +66,8 @@ PAIRS = [
     Pair("produce", ("ours, acks=1",), ("confluent-kafka, acks=1",), 0.5),
     Pair("produce", ("ours, idempotent",), ("confluent-kafka, idempotent",), 0.5),
     Pair("consume", ("ours:",), ("confluent_kafka",), 1.0),
+    # one table per producer setting (acks=1, idempotent): our broker vs librdkafka's mock cluster
+    Pair("broker_ingest", ("ours:",), ("peer:",), 0.9),
     Pair("replication", ("RF=3",), ("RF=1",), None),
     # issue #10 item 5: our micro-batch at most 1.5x a no-op Python source -> noop sink's (ratio >= 1/1.5)
     Pair(

@@ -22,13 +22,14 @@ from libc.string cimport memcpy
 
 from spark_kafkalite.protocol.errors import CorruptRecordError
 
-__all__ = ["decode_records", "ColumnBuilder"]
+__all__ = ["decode_records", "ColumnBuilder", "walk_records"]
 
 cdef extern from "Python.h":
     ctypedef struct PyObject
     int PyObject_GetBuffer(object obj, Py_buffer *view, int flags) except -1
     void PyBuffer_Release(Py_buffer *view)
     int PyBUF_SIMPLE
+    Py_ssize_t PY_SSIZE_T_MAX
 
 
 cdef struct Rec:
@@ -166,6 +167,53 @@ def decode_records(data, Py_ssize_t start, Py_ssize_t end, Py_ssize_t count, int
     finally:
         PyBuffer_Release(&view)
     return offsets, timestamps, keys, values, headers
+
+
+def walk_records(data, Py_ssize_t p, Py_ssize_t limit, Py_ssize_t count, Py_ssize_t n=0):
+    """Skip over records by their length varints from ``p`` to ``limit`` (the broker's framing
+    check of a produced batch, Kafka's ``LogValidator`` record iteration): returns (records seen,
+    position after the last one), stopping after ``count`` records.
+
+    Raises:
+        IndexError: a length varint runs past the end of ``data`` (a chunk boundary for the
+            streaming walker).
+        CorruptRecordError: a record length <= 0 or a varint longer than 10 bytes.
+    """
+    cdef Py_buffer view
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    cdef const uint8_t* d = <const uint8_t*>view.buf
+    cdef Py_ssize_t size = view.len
+    cdef uint64_t result
+    cdef int shift
+    cdef uint8_t b
+    cdef int64_t length
+    try:
+        while p < limit and n < count:
+            result = 0
+            shift = 0
+            while True:
+                if p >= size or p < 0:
+                    raise IndexError("record length varint runs past the end of the data")
+                b = d[p]
+                p += 1
+                if shift < 64:
+                    result |= (<uint64_t>(b & 0x7F)) << shift
+                if b < 0x80:
+                    break
+                shift += 7
+                if shift > 63:
+                    raise CorruptRecordError("varint too long in record")
+            length = <int64_t>(result >> 1) ^ -(<int64_t>(result & 1))
+            if length <= 0:
+                raise CorruptRecordError(f"record {n} has invalid length {length}")
+            if length > <int64_t>(PY_SSIZE_T_MAX - p):
+                p = PY_SSIZE_T_MAX  # saturate: the caller sees the record run past its limit
+            else:
+                p += <Py_ssize_t>length
+            n += 1
+    finally:
+        PyBuffer_Release(&view)
+    return n, p
 
 
 # ---------------------------------------------------------------------------------------------

@@ -240,22 +240,9 @@ def validate_record_framing(
         )
 
 
-def _walk_records(data: Buffer, p: int, limit: int, count: int, n: int = 0) -> tuple[int, int]:
-    """Skip over records by their length varints from ``p`` to ``limit``; returns (records seen,
-    position after the last one). Stops after ``count`` records. Raises ``IndexError`` when a
-    length varint runs past the end of ``data``."""
-    while p < limit and n < count:
-        b = data[p]
-        if b < 0x80:
-            length = (b >> 1) ^ -(b & 1)
-            p += 1
-        else:
-            length, p = _read_varint(data, p)
-        if length <= 0:
-            raise CorruptRecordError(f"record {n} has invalid length {length}")
-        p += length
-        n += 1
-    return n, p
+_walk_records = _native.record_decode.walk_records
+"""``walk_records(data, p, limit, count, n=0) -> (records seen, position after the last)``:
+native when built (per record on the broker's produce path), else the pure-Python reference."""
 
 
 class _RecordWalker:

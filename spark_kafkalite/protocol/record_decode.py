@@ -15,7 +15,7 @@ from typing import Any
 
 from spark_kafkalite.protocol.errors import CorruptRecordError
 
-__all__ = ["decode_records", "ColumnBuilder", "read_varint"]
+__all__ = ["decode_records", "ColumnBuilder", "read_varint", "walk_records"]
 
 Header = tuple[str, bytes | None]
 
@@ -37,6 +37,30 @@ def read_varint(buf: Any, pos: int) -> tuple[int, int]:
         shift += 7
         if shift > 63:
             raise CorruptRecordError("varint too long in record")
+
+
+def walk_records(data: Any, p: int, limit: int, count: int, n: int = 0) -> tuple[int, int]:
+    """Skip over records by their length varints from ``p`` to ``limit`` (the broker's framing
+    check of a produced batch, Kafka's ``LogValidator`` record iteration): returns (records seen,
+    position after the last one), stopping after ``count`` records.
+
+    Raises:
+        IndexError: a length varint runs past the end of ``data`` (a chunk boundary for the
+            streaming walker).
+        CorruptRecordError: a record length <= 0 or a varint longer than 10 bytes.
+    """
+    while p < limit and n < count:
+        b = data[p]
+        if b < 0x80:
+            length = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            length, p = read_varint(data, p)
+        if length <= 0:
+            raise CorruptRecordError(f"record {n} has invalid length {length}")
+        p += length
+        n += 1
+    return n, p
 
 
 def decode_records(

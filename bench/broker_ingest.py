@@ -1,0 +1,195 @@
+"""Broker ingest: our broker vs librdkafka's in-process mock cluster, same librdkafka producer.
+
+One confluent-kafka (librdkafka) producer configuration sends N keyed records (12-byte keys,
+100-byte values by default) to a 4-partition topic of
+
+- **ours**: a one-broker ``LocalCluster`` (our Python broker, its own process), and
+- **peer**: librdkafka's mock cluster (``test.mock.num.brokers=1``), a Kafka broker that librdkafka
+  runs in threads of the producer's own process and reaches over a 127.0.0.1 socket; it keeps
+  records in memory. Its auto-created topics have 4 partitions (the mock cluster's default), which
+  is checked before timing.
+
+Each is measured with ``acks=1`` and with the idempotent producer (``enable.idempotence=true``,
+hence ``acks=all``). The producer is warmed up first (connections, metadata, producer id); the
+timed part runs from the first ``produce`` to the end of ``flush``. Delivery errors are counted
+through ``delivery.report.only.error`` (so no per-record Python callback runs in either case) and
+any error, or a record still queued after ``flush``, fails the run; for our broker the topic's
+watermarks must also show every record. The broker CPU column is our broker process's user+system
+CPU seconds (``/proc/<pid>/stat``); the mock cluster shares the producer's process, so its CPU
+cannot be separated.
+
+Since the producer is the same C client in both runs, the ratio measures the brokers
+(issue #10 goal: ours >= 0.9x the mock cluster).
+
+    python bench/broker_ingest.py [--records 300000] [--value-size 100] [--quick]
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+from _common import (
+    BrokerCpu,
+    Result,
+    base_parser,
+    bootstrap,
+    console,
+    create_topic,
+    make_keys,
+    print_table,
+    topic_name,
+    topic_record_count,
+)
+
+MOCK_PARTITIONS = 4  # librdkafka's mock cluster auto-creates topics with 4 partitions
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The producer configuration shared by both brokers."""
+
+    linger_ms: int
+    batch_size: int
+    idempotent: bool
+    timeout_s: float
+
+    def config(self) -> dict[str, object]:
+        config: dict[str, object] = {
+            "linger.ms": self.linger_ms,
+            "batch.size": self.batch_size,
+            "delivery.report.only.error": True,
+        }
+        config.update({"enable.idempotence": True} if self.idempotent else {"acks": "1"})
+        return config
+
+
+def _produce_timed(
+    config: dict[str, object],
+    topic: str,
+    partitions: int,
+    keys: list[bytes],
+    warmup_keys: list[bytes],
+    value: bytes,
+    timeout_s: float,
+) -> float:
+    """Check the topic has ``partitions`` partitions, warm up, then time producing ``keys`` with
+    one librdkafka producer; returns seconds."""
+    from confluent_kafka import Producer
+
+    errors: list[str] = []
+
+    def on_error_report(err: object, _msg: object) -> None:  # only failed records (only.error)
+        if err is not None and len(errors) < 5:
+            errors.append(str(err))
+
+    producer = Producer({**config, "on_delivery": on_error_report})
+    tmd = producer.list_topics(topic, timeout=10).topics[topic]
+    if tmd.error is not None or len(tmd.partitions) != partitions:
+        raise RuntimeError(
+            f"topic {topic}: {tmd.error}, {len(tmd.partitions)} partitions, wanted {partitions}"
+        )
+
+    def send(batch: list[bytes]) -> None:
+        produce, poll = producer.produce, producer.poll
+        for key in batch:
+            while True:
+                try:
+                    produce(topic, value=value, key=key)
+                    break
+                except BufferError:  # local queue full: let librdkafka drain it, then retry
+                    poll(0.005)
+        remaining = producer.flush(timeout_s)
+        if remaining:
+            raise TimeoutError(f"{remaining} records undelivered after {timeout_s}s")
+        if errors:
+            raise RuntimeError(f"delivery failed: {errors}")
+
+    send(warmup_keys)
+    start = time.perf_counter()
+    send(keys)
+    return time.perf_counter() - start
+
+
+def run_ours(
+    bootstrap_servers: str,
+    broker_cpu: BrokerCpu,
+    settings: Settings,
+    partitions: int,
+    keys: list[bytes],
+    warmup_keys: list[bytes],
+    value: bytes,
+) -> tuple[float, float | None, str]:
+    """(elapsed s, broker CPU s, note) for our broker."""
+    topic = topic_name("bench-ingest")
+    create_topic(bootstrap_servers, topic, partitions)
+    config = {**settings.config(), "bootstrap.servers": bootstrap_servers, "client.id": "bench-ingest"}
+    cpu_before = broker_cpu.read()
+    elapsed = _produce_timed(config, topic, partitions, keys, warmup_keys, value, settings.timeout_s)
+    cpu_after = broker_cpu.read()
+    cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+    written = topic_record_count(bootstrap_servers, topic, partitions)
+    expected = len(keys) + len(warmup_keys)
+    note = "" if written == expected else f"WRONG COUNT: {written} of {expected} written"
+    return elapsed, cpu, note
+
+
+def run_mock(settings: Settings, keys: list[bytes], warmup_keys: list[bytes], value: bytes) -> float:
+    """Elapsed seconds against a fresh librdkafka mock cluster (one broker)."""
+    topic = topic_name("bench-ingest-mock")
+    config = {
+        **settings.config(),
+        "test.mock.num.brokers": 1,
+        "client.id": "bench-ingest-mock",
+        "log_level": 3,
+    }
+    return _produce_timed(config, topic, MOCK_PARTITIONS, keys, warmup_keys, value, settings.timeout_s)
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0], default_records=300_000)
+    parser.add_argument("--linger-ms", type=int, default=5)
+    parser.add_argument("--batch-size", type=int, default=65536, help="batch.size in bytes")
+    parser.add_argument("--warmup-records", type=int, default=20_000)
+    parser.add_argument("--value-size", type=int, default=100, help="value size in bytes")
+    parser.add_argument("--quick", action="store_true", help="100k records, 10k warm-up")
+    args = parser.parse_args()
+    if args.quick:
+        args.records, args.warmup_records = 100_000, 10_000
+    if args.partitions != MOCK_PARTITIONS:
+        raise SystemExit(f"the mock cluster's topics have {MOCK_PARTITIONS} partitions; use --partitions 4")
+    keys = make_keys(args.records)
+    warmup_keys = [b"warm-%07d" % i for i in range(args.warmup_records)]  # 12 bytes, like the keys
+    value = os.urandom(args.value_size)
+    payload_bytes = sum(len(k) for k in keys) + args.value_size * len(keys)
+    load = os.getloadavg()[0]
+
+    with bootstrap(args.bootstrap_server) as (bootstrap_servers, broker_cpu):
+        for idempotent in (False, True):
+            label = "idempotent (acks=all)" if idempotent else "acks=1"
+            settings = Settings(args.linger_ms, args.batch_size, idempotent, args.timeout_s)
+            results: list[Result] = []
+            console.print(f"broker ingest, {label}: our broker ...")
+            elapsed, cpu, note = run_ours(
+                bootstrap_servers, broker_cpu, settings, args.partitions, keys, warmup_keys, value
+            )
+            results.append(
+                Result(f"ours: our broker, {label}", args.records, elapsed, payload_bytes, note, cpu)
+            )
+            console.print(f"broker ingest, {label}: librdkafka mock cluster ...")
+            elapsed = run_mock(settings, keys, warmup_keys, value)
+            results.append(
+                Result(f"peer: librdkafka mock cluster, {label}", args.records, elapsed, payload_bytes)
+            )
+            print_table(
+                f"broker ingest, librdkafka producer, {label}: {args.records:,} keyed records, "
+                f"{args.value_size}-byte values, {args.partitions} partitions, linger.ms={args.linger_ms}, "
+                f"batch.size={args.batch_size}; load average {load:.1f} at start",
+                results,
+                mb_label="key+value MB/s",
+            )
+
+
+if __name__ == "__main__":
+    main()
