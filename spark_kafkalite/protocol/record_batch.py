@@ -226,7 +226,10 @@ def validate_record_framing(
     end = pos + header.size_bytes
     count = header.records_count
     if not codec:
-        n, p = _walk_records(buf, start, end, count)
+        try:
+            n, p = _walk_records(buf, start, end, count)
+        except IndexError:
+            raise CorruptRecordError("record batch ends inside a record length") from None
         extra = end - p
     else:
         walker = _RecordWalker(count)

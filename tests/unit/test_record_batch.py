@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 
+import crc32c
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -174,3 +175,18 @@ def test_record_framing_accepts_every_valid_batch_and_rejects_damage() -> None:
     raw[61] = 0x7F  # first record's length now runs past the batch
     with pytest.raises(CorruptRecordError):
         validate_record_framing(raw, read_header(raw))
+
+
+def test_record_framing_rejects_a_length_varint_cut_by_the_batch_end() -> None:
+    """A CRC-valid uncompressed batch whose last bytes start a length varint that never ends is
+    CORRUPT_MESSAGE (CorruptRecordError), not an IndexError from the walk."""
+    from spark_kafkalite.protocol.record_batch import validate_record_framing
+
+    raw = bytearray(encode_batch([(b"k", b"v", 1, [])]))
+    raw += b"\xff"  # a dangling varint continuation byte after the one record
+    struct.pack_into(">i", raw, 8, len(raw) - 12)
+    struct.pack_into(">i", raw, 57, 2)  # declare two records
+    struct.pack_into(">i", raw, 23, 1)
+    struct.pack_into(">I", raw, 17, crc32c.crc32c(bytes(raw[21:])))
+    with pytest.raises(CorruptRecordError, match="ends inside a record length"):
+        validate_record_framing(bytes(raw), validate_batch(bytes(raw)))
