@@ -59,7 +59,7 @@ def _read_all(
         partitions_out = []
         for fp in fetch_topic.partitions:
             index = fp.partition
-            records = _EMPTY
+            records: bytes | memoryview = _EMPTY
             high_watermark = last_stable = log_start = -1
             diverging = None
             try:

@@ -61,9 +61,11 @@ from spark_kafkalite.protocol.api_keys import ApiKey
 from spark_kafkalite.protocol.bounded_scan import NullInNonNullableFieldError
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError
 from spark_kafkalite.protocol.framing import (
+    FrameChunks,
     decode_request_body,
     decode_request_body_with_nulls,
     encode_response,
+    encode_response_chunks,
 )
 
 __all__ = ["KafkaApis", "ApiSpec"]
@@ -192,7 +194,9 @@ class KafkaApis:
         """[(api_key, min, max)] as advertised in ApiVersions."""
         return [(key, *spec.advertised_range) for key, spec in sorted(self.apis.items())]
 
-    async def __call__(self, rctx: RequestContext, frame: bytes, body_offset: int) -> bytes | None:
+    async def __call__(
+        self, rctx: RequestContext, frame: bytes, body_offset: int
+    ) -> bytes | FrameChunks | None:
         """Serve one request frame; returns the response frame, or None (no response).
 
         Raises:
@@ -268,13 +272,19 @@ class KafkaApis:
             return self._error_response(spec, rctx, request, code)
 
     @staticmethod
-    def _encode(spec: ApiSpec, rctx: RequestContext, response: Any) -> bytes:
+    def _encode(spec: ApiSpec, rctx: RequestContext, response: Any) -> bytes | FrameChunks:
         encoder = spec.encoders.get(rctx.api_version) if spec.encoders else None
         if encoder is not None:
             return encoder(response, rctx.correlation_id)
+        if spec.api_key == ApiKey.FETCH:
+            # record sets go out as the log's own buffers, not copied into the frame (Kafka's
+            # FetchResponse sends its records by reference: FileRecords / TransferableRecords)
+            return encode_response_chunks(response, rctx.correlation_id)
         return encode_response(response, rctx.correlation_id)
 
-    def _error_response(self, spec: ApiSpec, rctx: RequestContext, request: Any, code: ErrorCode) -> bytes:
+    def _error_response(
+        self, spec: ApiSpec, rctx: RequestContext, request: Any, code: ErrorCode
+    ) -> bytes | FrameChunks:
         """The API's request-level error response with ``code`` (Kafka's
         ``AbstractRequest.getErrorResponse`` via ``RequestHandlerHelper``). acks=0 produce
         requests get no response: their connection is closed, as in Kafka."""

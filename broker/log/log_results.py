@@ -35,5 +35,5 @@ class FetchDataInfo:
     and the base offset of the first batch (-1 when ``records`` is empty). The first batch may
     start before the fetch offset; clients skip records below it."""
 
-    records: bytes
+    records: bytes | memoryview
     first_batch_offset: int = -1

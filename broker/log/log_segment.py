@@ -71,7 +71,7 @@ class SegmentRead:
     [start_position, end_position) of the ``.log`` file; ``first_offset`` is the base offset of
     the first batch and ``next_offset`` the offset after the last batch (both -1 if empty)."""
 
-    records: bytes
+    records: bytes | memoryview  # a view of a larger read when the limits cut it
     first_offset: int
     next_offset: int
     start_position: int
@@ -360,9 +360,10 @@ class LogSegment:
         if end == 0:
             if not min_one_message or first.size_bytes > limit - start:
                 return SegmentRead(b"", -1, -1, start, start)
-            data = _pread(self._fd, first.size_bytes, start)
-            return SegmentRead(data, first.base_offset, first.next_offset, start, start + len(data))
-        data = buf if end == len(buf) else buf[:end]
+            whole = _pread(self._fd, first.size_bytes, start)
+            return SegmentRead(whole, first.base_offset, first.next_offset, start, start + len(whole))
+        # a view, not a copy: the fetch response sends it by reference (encode_response_chunks)
+        data: bytes | memoryview = buf if end == len(buf) else memoryview(buf)[:end]
         return SegmentRead(data, first.base_offset, next_offset, start, start + end)
 
     def find_offset_by_timestamp(self, timestamp_ms: int, starting_offset: int = 0) -> tuple[int, int] | None:

@@ -376,7 +376,7 @@ class UnifiedLog:
         if fetch_offset >= limit:
             return FetchDataInfo(b"")
         i = max(0, bisect_right(self._base_offsets, fetch_offset) - 1)
-        pieces: list[bytes] = []
+        pieces: list[bytes | memoryview] = []
         first_batch_offset = -1
         remaining = max_bytes
         offset = fetch_offset

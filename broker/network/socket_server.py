@@ -45,14 +45,15 @@ from broker.network.connection_quotas import ConnectionQuotas, TooManyConnection
 from broker.network.memory_pool import MemoryPool
 from broker.network.request_context import CloseConnection, RequestContext
 from spark_kafkalite.protocol.errors import KafkaError
-from spark_kafkalite.protocol.framing import decode_request_header
+from spark_kafkalite.protocol.framing import FrameChunks, decode_request_header
 
 __all__ = ["SocketServer", "RequestHandler", "FrameTimeoutError"]
 
 logger = logging.getLogger(__name__)
 
-RequestHandler = Callable[[RequestContext, bytes, int], Awaitable[bytes | None]]
-"""``handler(context, frame, body_offset) -> response frame | None`` (None = no response).
+RequestHandler = Callable[[RequestContext, bytes, int], Awaitable[bytes | FrameChunks | None]]
+"""``handler(context, frame, body_offset) -> response frame | None`` (None = no response); a
+frame may come as chunks (written in order, see ``encode_response_chunks``).
 It may raise :class:`CloseConnection`."""
 
 _STREAM_LIMIT = 64 * 1024  # StreamReader high-water mark: reading pauses at 2x this (bytes)
@@ -331,7 +332,11 @@ class SocketServer:
                 del frame
                 self.memory_pool.release(size)
             if response is not None:
-                writer.write(response)
+                if isinstance(response, list):  # FrameChunks: record sets by reference
+                    for chunk in response:
+                        writer.write(chunk)
+                else:
+                    writer.write(response)
                 del response
                 async with asyncio.timeout(idle_s):  # a client that never reads is dropped
                     await writer.drain()

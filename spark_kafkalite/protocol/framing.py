@@ -31,6 +31,8 @@ __all__ = [
     "decode_request_body_with_nulls",
     "encode_request",
     "encode_response",
+    "encode_response_chunks",
+    "FrameChunks",
     "decode_response",
     "decode_response_header",
     "read_unsigned_varint",
@@ -213,17 +215,58 @@ def _response_header_version(cls: type[Any]) -> int:
 
 def encode_response(entity: Any, correlation_id: int) -> bytes:
     """Encode a kio response entity as a full frame with the header version its schema requires."""
-    out = io.BytesIO()
-    out.write(b"\x00\x00\x00\x00")
-    out.write(struct.pack(">i", correlation_id))
+    chunks = encode_response_chunks(entity, correlation_id)
+    return bytes(chunks[0]) if len(chunks) == 1 else b"".join(chunks)
+
+
+FrameChunks = list[bytes | bytearray | memoryview]
+"""A frame as consecutive buffers (written in order; their concatenation is the frame)."""
+
+_BY_REFERENCE_MIN_BYTES = 64 * 1024
+"""Writes at least this large (record sets of Fetch responses) are kept by reference."""
+
+
+class _ChunkWriter:
+    """kio ``Writable`` collecting a frame as chunks: small writes are appended to a bytearray,
+    large ones (record sets) are kept by reference, never copied (Kafka sends a FetchResponse's
+    ``FileRecords`` the same way, next to the encoded fields)."""
+
+    __slots__ = ("chunks", "small")
+
+    def __init__(self) -> None:
+        self.chunks: FrameChunks = []
+        self.small = bytearray()
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        n = len(data)
+        if n >= _BY_REFERENCE_MIN_BYTES:
+            if self.small:
+                self.chunks.append(self.small)
+                self.small = bytearray()
+            self.chunks.append(data)
+        else:
+            self.small += data
+        return n
+
+    def finish(self) -> FrameChunks:
+        if self.small or not self.chunks:
+            self.chunks.append(self.small)
+        return self.chunks
+
+
+def encode_response_chunks(entity: Any, correlation_id: int) -> FrameChunks:
+    """:func:`encode_response` as chunks whose concatenation is the frame: record sets of at
+    least 64 KiB are the caller's own buffers, not copies (the broker writes the chunks one
+    after the other). The first chunk is a bytearray holding the size prefix."""
+    out = _ChunkWriter()
+    out.small += struct.pack(">ii", 0, correlation_id)
     if _response_header_version(type(entity)) == 1:
-        out.write(b"\x00")
+        out.small += b"\x00"
     _writer(type(entity))(out, entity)
-    data = out.getbuffer()
-    SIZE_PREFIX.pack_into(data, 0, len(data) - 4)
-    result = bytes(data)
-    del data
-    return result
+    chunks = out.finish()
+    size = sum(len(c) for c in chunks) - 4
+    SIZE_PREFIX.pack_into(chunks[0], 0, size)
+    return chunks
 
 
 def decode_response_header(frame: bytes | bytearray | memoryview) -> int:

@@ -99,3 +99,42 @@ def test_error_tree() -> None:
         raise_for_error_code(6, "x")
     raise_for_error_code(0, "fine")
     assert error_for_code(30000).error_code == 30000
+
+
+@pytest.mark.parametrize("version", [4, 11, 12])
+def test_fetch_response_chunks_keep_large_record_sets_by_reference(version: int) -> None:
+    """encode_response_chunks: the chunks concatenate to encode_response's frame, and a record set
+    of >= 64 KiB is the caller's own buffer (a view of the log read), not a copy."""
+    from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
+    from spark_kafkalite.protocol.framing import encode_response_chunks
+
+    cls = response_class(ApiKey.FETCH, version)
+    big = memoryview(bytes(range(256)) * 1024)[: 200 * 1024 + 7]
+    small = b"x" * 100
+
+    def part(index: int, records: bytes | memoryview) -> object:
+        return build(
+            nested(cls, "PartitionData"),
+            partition_index=index,
+            error_code=ErrorCode.none,
+            high_watermark=10,
+            last_stable_offset=10,
+            log_start_offset=0,
+            aborted_transactions=None,
+            preferred_read_replica=-1,
+            records=records,
+        )
+
+    topic = nested(cls, "FetchableTopicResponse")(topic="t", partitions=(part(0, big), part(1, small)))
+    response = build(
+        cls, throttle_time=ZERO_DURATION, error_code=ErrorCode.none, session_id=0, responses=(topic,)
+    )
+    chunks = encode_response_chunks(response, 42)
+    frame = encode_response(response, 42)
+    assert b"".join(chunks) == frame
+    assert struct.unpack_from(">i", frame)[0] == len(frame) - 4
+    assert any(chunk is big for chunk in chunks)
+    correlation_id, decoded = decode_response(ApiKey.FETCH, version, memoryview(frame)[4:])
+    assert correlation_id == 42
+    assert bytes(decoded.responses[0].partitions[0].records) == bytes(big)
+    assert bytes(decoded.responses[0].partitions[1].records) == small
