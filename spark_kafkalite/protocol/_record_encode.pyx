@@ -9,6 +9,7 @@ producer's Sender thread can work meanwhile. Kafka layout: KIP-98 RecordBatch v2
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy
+from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 
 from crc32c import crc32c as _crc32c
@@ -126,6 +127,19 @@ cdef class MemoryRecordsBuilder:
 
     def append(self, key, value, int64_t timestamp_ms, headers=None):
         """Encode one record at the end of the batch; returns its encoded size in bytes."""
+        return self._append(key, value, timestamp_ms, headers)
+
+    def append_now(self, key, value, headers=None):
+        """Encode one record stamped with the current wall-clock time (Java's
+        ``System.currentTimeMillis()`` CreateTime, read here from ``CLOCK_REALTIME`` instead of a
+        Python ``time.time()`` call per record); returns that timestamp in ms."""
+        cdef timespec now
+        clock_gettime(CLOCK_REALTIME, &now)
+        cdef int64_t timestamp_ms = <int64_t>now.tv_sec * 1000 + now.tv_nsec // 1000000
+        self._append(key, value, timestamp_ms, headers)
+        return timestamp_ms
+
+    cdef Py_ssize_t _append(self, key, value, int64_t timestamp_ms, headers) except -1:
         cdef const uint8_t* kp = NULL
         cdef const uint8_t* vp = NULL
         cdef Py_ssize_t kn = -1, vn = -1, body, total, i, hcount = 0

@@ -21,6 +21,7 @@ Record layout: see :mod:`spark_kafkalite.protocol.record_batch` (KIP-98 RecordBa
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -170,6 +171,19 @@ class MemoryRecordsBuilder:
         body += rec
         self._count += 1
         return len(body) - before
+
+    def append_now(
+        self, key: bytes | None, value: bytes | None, headers: Iterable[tuple[str, Any]] | None = None
+    ) -> int:
+        """``append`` stamped with the current wall-clock time (Java's ``System.currentTimeMillis()``
+        CreateTime); returns that timestamp in ms.
+
+        Raises:
+            TypeError: as ``append``.
+        """
+        timestamp_ms = time.time_ns() // 1_000_000
+        self.append(key, value, timestamp_ms, headers)
+        return timestamp_ms
 
     def build(
         self,

@@ -217,3 +217,33 @@ def test_string_columns_are_utf8_bytes(impl: ModuleType) -> None:
     (builder,) = impl.encode_rows(columns, np.arange(2), 16384, 1 << 20)
     decoded = decode_batch(builder.build())
     assert decoded.values == ["välue".encode(), None] and decoded.keys == [b"k", None]
+
+
+@pytest.mark.parametrize("implementation", ["native", "pure"])
+def test_append_now_stamps_wall_clock_create_time(implementation: str) -> None:
+    """``append_now`` (KafkaProducer.send without a timestamp) stamps CreateTime with the
+    wall clock in ms, the same way in both builders, and returns it."""
+    import importlib
+    import time
+
+    name = (
+        "spark_kafkalite.protocol._record_encode"
+        if implementation == "native"
+        else "spark_kafkalite.protocol.record_encode"
+    )
+    try:
+        module = importlib.import_module(name)
+    except ImportError as exc:
+        pytest.skip(f"native extension not built: {exc}")
+    builder = module.MemoryRecordsBuilder()
+    before = time.time_ns() // 1_000_000
+    first = builder.append_now(b"k", b"v")
+    second = builder.append_now(None, b"w", [("h", b"x")])
+    after = time.time_ns() // 1_000_000
+    assert before <= first <= second <= after
+    assert builder.record_count == 2
+    assert builder.base_timestamp == first and builder.max_timestamp == second
+    reference = module.MemoryRecordsBuilder()
+    reference.append(b"k", b"v", first)
+    reference.append(None, b"w", second, [("h", b"x")])
+    assert builder.build() == reference.build()

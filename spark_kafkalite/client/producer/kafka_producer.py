@@ -10,7 +10,6 @@ between threads.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -261,7 +260,7 @@ class KafkaProducer:
                 tps = self._tps[topic] = [
                     TopicPartition(topic, p) for p in range(max(num_partitions, chosen + 1))
                 ]
-            ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
+            ts = None if timestamp_ms is None else int(timestamp_ms)  # None: stamped at append
             max_block = self._max_block_ms - (now_ms() - started) if started else self._max_block_ms
             future, batch_is_full, new_batch = self._accumulator.append(
                 tps[chosen],

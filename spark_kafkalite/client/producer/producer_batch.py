@@ -36,7 +36,8 @@ RECORD_OVERHEAD_ESTIMATE = 21
 
 _PRODUCER_FIELDS = struct.Struct(">qhi")  # producer id, epoch, base sequence at byte 43
 
-Record = tuple[bytes | None, bytes | None, int, Any]
+#: (key, value, CreateTime ms or None for "now, at append", headers)
+Record = tuple[bytes | None, bytes | None, int | None, Any]
 
 
 class ProducerBatch:
@@ -115,7 +116,10 @@ class ProducerBatch:
         if self.closed or (self.count and self.size_bytes + record_size > batch_size):
             return None
         key, value, ts, headers = record
-        self.builder.append(key, value, ts, headers)
+        if ts is None:  # CreateTime now, read by the (native) builder
+            ts = self.builder.append_now(key, value, headers)
+        else:
+            self.builder.append(key, value, ts, headers)
         index = self.count
         self.count = index + 1
         self.size_bytes += record_size
