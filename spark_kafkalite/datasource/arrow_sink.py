@@ -9,9 +9,13 @@ and never per row in Python:
    ``batch.size`` bytes;
 3. rows grouped by (topic, partition), keeping their order, and encoded into RecordBatch v2
    builders of at most ``batch.size`` bytes (``protocol.record_encoding.encode_rows``: compiled
-   when built);
-4. each builder handed to ``KafkaProducer.send_batch`` (accumulator, ``linger.ms``,
-   ``buffer.memory`` back-pressure, idempotent sequences, retries).
+   when built). A partition's last builder stays open for the rows of the next Arrow batch, as
+   the Java producer's open batch per partition does, so every batch but the last of each
+   partition is full (Spark's 10k-row Arrow batches would otherwise end each partition's rows
+   with a small batch: more batches, requests and broker appends per row);
+4. each full builder handed to ``KafkaProducer.send_batch`` (accumulator, ``linger.ms``,
+   ``buffer.memory`` back-pressure, idempotent sequences, retries), the open ones by
+   :meth:`SinkBatchEncoder.finish` once the input ends.
 
 Errors name the column and the row (index within the task's input, counting from 0).
 """
@@ -85,9 +89,19 @@ class SinkBatchEncoder:
         self.max_request_bytes = int(config["max.request.size"])
         self.max_batch_bytes = min(int(config["batch.size"]), self.max_request_bytes)
         self.rows_seen = 0  # rows of earlier batches (row numbers in errors count across batches)
+        self._open: dict[tuple[str, int], Any] = {}  # the last, not yet full builder per partition
+
+    def finish(self) -> Iterator[tuple[str, int, Any]]:
+        """Yield ``(topic, partition, builder)`` for the builders still open (call once the input
+        ended; they hold each partition's last rows)."""
+        open_builders, self._open = self._open, {}
+        for (topic, partition), builder in open_builders.items():
+            yield topic, partition, builder
 
     def encode(self, batch: pa.RecordBatch) -> Iterator[tuple[str, int, Any]]:
-        """Yield ``(topic, partition, builder)`` for ``batch``, in row order per partition.
+        """Yield ``(topic, partition, builder)`` for the full builders of ``batch``, in row order
+        per partition; each partition's last builder stays open for the next batch (see
+        :meth:`finish`).
 
         Raises:
             KafkaLiteWriteError: a null topic without the ``topic`` option, or a null header key.
@@ -137,13 +151,22 @@ class SinkBatchEncoder:
         for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
             row0 = int(order[s])
             topic, partition = topics[int(topic_idx[row0])], int(parts[row0])
+            key = (topic, partition)
             try:
-                builders = encode_rows(columns, order[s:e], self.max_batch_bytes, self.max_request_bytes)
+                builders = encode_rows(
+                    columns,
+                    order[s:e],
+                    self.max_batch_bytes,
+                    self.max_request_bytes,
+                    self._open.pop(key, None),
+                )
             except RecordTooLargeError as exc:
                 raise MessageTooLargeError(
                     f"row {first_row + exc.row} (columns key, value, headers): the record is {exc.size_bytes} "
                     f"bytes, larger than max.request.size={self.max_request_bytes}"
                 ) from exc
+            if builders:
+                self._open[key] = builders.pop()
             for builder in builders:
                 yield topic, partition, builder
 

@@ -229,6 +229,10 @@ def _send_all(batches: Iterator[pa.RecordBatch], plan: WritePlan, producer: Any)
                     producer.send_batch(topic, partition, builder, builder.size_bytes), builder.record_count
                 )
             tracker.check()
+        for topic, partition, builder in encoder.finish():
+            tracker.add(
+                producer.send_batch(topic, partition, builder, builder.size_bytes), builder.record_count
+            )
     with phase("write.flush"):
         producer.flush()
         tracker.wait_all(_FLUSH_WAIT_S)

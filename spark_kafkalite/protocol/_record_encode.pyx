@@ -2,8 +2,9 @@
 """Compiled record encoding: the hot-path twin of ``record_encode.py`` (same API and bytes; see
 that module for the semantics). Records are varint-encoded straight into a growable C buffer;
 Arrow columns are read through their buffers (validity bitmap, int32 offsets, data) without a
-Python object per row, and the row loop of :func:`encode_rows` runs without the GIL so the
-producer's Sender thread can work meanwhile. Kafka layout: KIP-98 RecordBatch v2
+Python object per row. The row loops keep the GIL: one builder's worth of rows (``batch.size``)
+takes tens of microseconds, and releasing the GIL for that lets the producer's Sender thread take
+it for a whole switch interval (5 ms) before this thread gets it back. Kafka layout: KIP-98 RecordBatch v2
 (``DefaultRecordBatch`` / ``DefaultRecord``); hash: Kafka ``Utils.murmur2``."""
 
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
@@ -542,9 +543,16 @@ cdef Py_ssize_t fill(
     return n
 
 
-def encode_rows(ArrowRecordColumns columns, rows, Py_ssize_t max_batch_bytes, Py_ssize_t max_record_bytes):
+def encode_rows(
+    ArrowRecordColumns columns,
+    rows,
+    Py_ssize_t max_batch_bytes,
+    Py_ssize_t max_record_bytes,
+    MemoryRecordsBuilder builder=None,
+):
     """Encode ``rows`` (int64 indices into ``columns``, in order) into builders whose records
-    section stays within ``max_batch_bytes`` - 61 (see ``record_encode.encode_rows``).
+    section stays within ``max_batch_bytes`` - 61, continuing ``builder`` when given (see
+    ``record_encode.encode_rows``).
 
     Raises:
         RecordTooLargeError: a record is larger than ``max_record_bytes``.
@@ -555,20 +563,24 @@ def encode_rows(ArrowRecordColumns columns, rows, Py_ssize_t max_batch_bytes, Py
     cdef Py_ssize_t n = idx.shape[0], pos = 0, nxt, too_large = 0
     cdef Py_ssize_t limit = max_batch_bytes - RECORD_BATCH_OVERHEAD
     cdef list out = []
-    cdef MemoryRecordsBuilder b
+    cdef MemoryRecordsBuilder b = builder
     cdef Py_ssize_t i
     if n == 0:
+        if b is not None and b.count:
+            out.append(b)
         return out
     for i in range(n):
         if idx[i] < 0 or idx[i] >= columns.num_rows:
             raise IndexError(f"row {idx[i]} is outside the batch of {columns.num_rows} rows")
     while pos < n:
-        b = MemoryRecordsBuilder()
-        with nogil:
-            nxt = fill(b, columns, &idx[0], pos, n, limit, max_record_bytes, &too_large)
+        if b is None:
+            b = MemoryRecordsBuilder()
+        nxt = fill(b, columns, &idx[0], pos, n, limit, max_record_bytes, &too_large)
         if nxt < 0:
             raise RecordTooLargeError(int(idx[-1 - nxt]), too_large, max_record_bytes)
-        out.append(b)
+        if b.count:
+            out.append(b)
+        b = None
         pos = nxt
     return out
 
@@ -585,8 +597,7 @@ def key_hashes(keys):
     out = np.empty(n, dtype=np.int32)
     cdef int32_t[:] o = out
     cdef const uint8_t* kp
-    with nogil:
-        for i in range(n):
-            kn = bin_get(&col, i, &kp)
-            o[i] = -1 if kn < 0 else (murmur2_c(kp, kn) & 0x7FFFFFFF)
+    for i in range(n):
+        kn = bin_get(&col, i, &kp)
+        o[i] = -1 if kn < 0 else (murmur2_c(kp, kn) & 0x7FFFFFFF)
     return out

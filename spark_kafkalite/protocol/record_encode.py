@@ -376,15 +376,20 @@ def encode_rows(
     rows: Sequence[int],
     max_batch_bytes: int,
     max_record_bytes: int,
+    builder: MemoryRecordsBuilder | None = None,
 ) -> list[MemoryRecordsBuilder]:
     """Encode ``rows`` (indices into ``columns``, in order) into builders whose records section
-    stays within ``max_batch_bytes`` (a record larger than that gets a builder of its own).
+    stays within ``max_batch_bytes`` (a record larger than that gets a builder of its own). With
+    ``builder`` (an open builder of the same partition), the rows continue it first: it is the
+    first builder returned, when it has records. Every builder but the last is full (the next row
+    did not fit); the last may take more rows.
 
     Raises:
         RecordTooLargeError: a record is larger than ``max_record_bytes``.
     """
     out: list[MemoryRecordsBuilder] = []
-    builder = MemoryRecordsBuilder()
+    if builder is None:
+        builder = MemoryRecordsBuilder()
     keys, values, stamps, headers = columns.keys, columns.values, columns.timestamps_ms, columns.headers
     default_ts = columns.default_timestamp_ms
     limit = max_batch_bytes - RECORD_BATCH_OVERHEAD

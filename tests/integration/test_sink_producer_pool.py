@@ -90,3 +90,40 @@ def test_failed_task_closes_its_producer(bootstrap_servers: str, topic: str) -> 
         assert not made[1]._closed
     finally:
         pool.close_all()
+
+
+def test_open_batches_continue_across_arrow_batches(bootstrap_servers: str, topic: str) -> None:
+    """Each partition's last record batch stays open for the next Arrow batch: 30 Arrow batches of
+    10 rows become full ``batch.size`` record batches (not one per Arrow batch), every row in
+    order, and the last rows are sent when the input ends."""
+    sizes: list[int] = []
+
+    def factory(config: dict) -> KafkaProducer:
+        producer = KafkaProducer(config)
+        send_batch = producer.send_batch
+
+        def counting(topic: str, partition: int, builder, size_bytes: int):  # type: ignore[no-untyped-def]
+            sizes.append(builder.record_count)
+            return send_batch(topic, partition, builder, size_bytes)
+
+        producer.send_batch = counting  # type: ignore[method-assign]
+        return producer
+
+    pool = ClientPool(factory)
+    sink = parse_sink_options(
+        {"kafka.bootstrap.servers": bootstrap_servers, "topic": topic, "kafka.batch.size": "4096"}
+    )
+    expected = [b"%03d-" % i + b"v" * 100 for i in range(300)]
+    arrow_batches = [
+        pa.RecordBatch.from_arrays([pa.array(expected[i : i + 10], pa.binary())], names=["value"])
+        for i in range(0, 300, 10)
+    ]
+    try:
+        assert write_batches(iter(arrow_batches), _plan(topic), sink, pool) == 300
+    finally:
+        pool.close_all()
+    assert _values(bootstrap_servers, topic) == expected
+    # ~110 bytes per record: a 4096-byte batch holds ~36 rows, so 300 rows take 9 batches
+    # (30 if each Arrow batch closed its own); all full but the last
+    assert sum(sizes) == 300 and len(sizes) <= 10, sizes
+    assert min(sizes[:-1]) >= 30, sizes

@@ -247,3 +247,21 @@ def test_append_now_stamps_wall_clock_create_time(implementation: str) -> None:
     reference.append(b"k", b"v", first)
     reference.append(None, b"w", second, [("h", b"x")])
     assert builder.build() == reference.build()
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(arrow_row, min_size=1, max_size=40), skip=st.integers(0, 3), split=st.integers(0, 40))
+def test_encode_rows_continues_an_open_builder(impl: ModuleType, rows: list, skip: int, split: int) -> None:
+    """The sink keeps each partition's last builder open across Arrow batches: rows encoded in two
+    calls (the second continuing the first call's last builder) give the same batches as one
+    call over all rows, and every builder but the last is full."""
+    arrays = arrow_columns(rows, skip)
+    columns = impl.ArrowRecordColumns(*arrays, default_timestamp_ms=7)
+    order = np.arange(len(rows))
+    whole = [b.build() for b in impl.encode_rows(columns, order, 400, 1 << 30)]
+    split = min(split, len(rows))
+    first = impl.encode_rows(columns, order[:split], 400, 1 << 30)
+    open_builder = first.pop() if first else None
+    second = impl.encode_rows(columns, order[split:], 400, 1 << 30, open_builder)
+    assert [b.build() for b in first + second] == whole
