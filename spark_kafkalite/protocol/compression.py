@@ -59,7 +59,7 @@ def compress(data: bytes, compression_type: int) -> bytes:
     if compression_type == COMPRESSION_NONE:
         return data
     if compression_type == COMPRESSION_GZIP:
-        return gzip.compress(data, compresslevel=6)
+        return gzip.compress(data, compresslevel=6, mtime=0)  # MTIME 0, as Java's GZIPOutputStream writes
     cramjam = _cramjam()
     if compression_type == COMPRESSION_SNAPPY:
         return _snappy_xerial_compress(bytes(cramjam.snappy.compress_raw(data)))
