@@ -201,6 +201,10 @@ class KafkaProducer:
         producer's I/O thread, in send order per partition, so it must be quick. Exceptions it
         raises are logged and ignored.
 
+        Without ``timestamp_ms`` the record's CreateTime is the wall-clock time at which it is
+        appended to its batch (read by the native builder), i.e. after any wait for buffer space
+        (Java reads it before that wait).
+
         Blocks up to ``max.block.ms`` for the topic's metadata and for buffer space. Kafka
         errors (unknown topic after ``max.block.ms``, record too large, buffer exhausted,
         delivery failures) are reported through the future, as Java does.
@@ -260,13 +264,14 @@ class KafkaProducer:
                 tps = self._tps[topic] = [
                     TopicPartition(topic, p) for p in range(max(num_partitions, chosen + 1))
                 ]
-            ts = None if timestamp_ms is None else int(timestamp_ms)  # None: stamped at append
-            max_block = self._max_block_ms - (now_ms() - started) if started else self._max_block_ms
-            future, batch_is_full, new_batch = self._accumulator.append(
+            future, batch_is_full, new_batch = self._accumulator.append_record(
                 tps[chosen],
-                (key_bytes, value_bytes, ts, header_list),
+                key_bytes,
+                value_bytes,
+                None if timestamp_ms is None else int(timestamp_ms),  # None: stamped at append
+                header_list,
                 size,
-                max_block if max_block > 0 else 0.0,
+                self._max_block_ms if not started else max(0.0, self._max_block_ms - (now_ms() - started)),
             )
         except KafkaError as exc:
             failed: Future[RecordMetadata] = Future()

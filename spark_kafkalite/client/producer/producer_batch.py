@@ -107,24 +107,37 @@ class ProducerBatch:
         self._result: Future[int] | None = None
 
     def try_append(self, record: Record, record_size: int, batch_size: int) -> Future[RecordMetadata] | None:
-        """Append and return the record's future, or None if the batch is closed or non-empty and
-        the record would take it past ``batch_size``.
+        """``try_append_record`` of a ``(key, value, timestamp_ms or None, headers)`` tuple."""
+        key, value, ts, headers = record
+        return self.try_append_record(key, value, ts, headers, record_size, batch_size)
+
+    def try_append_record(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        ts: int | None,
+        headers: Any,
+        record_size: int,
+        batch_size: int,
+    ) -> Future[RecordMetadata] | None:
+        """Append one record (``ts`` None: CreateTime now, read by the builder) and return its
+        future, or None if the batch is closed or non-empty and the record would take it past
+        ``batch_size``.
 
         Raises:
             TypeError: bad header types (nothing is appended).
         """
-        if self.closed or (self.count and self.size_bytes + record_size > batch_size):
+        count = self.count
+        if self.closed or (count and self.size_bytes + record_size > batch_size):
             return None
-        key, value, ts, headers = record
-        if ts is None:  # CreateTime now, read by the (native) builder
+        if ts is None:
             ts = self.builder.append_now(key, value, headers)
         else:
             self.builder.append(key, value, ts, headers)
-        index = self.count
-        self.count = index + 1
+        self.count = count + 1
         self.size_bytes += record_size
         if self.plain_futures is None:
-            return FutureRecordMetadata(self, index, ts)
+            return FutureRecordMetadata(self, count, ts)
         future: Future[RecordMetadata] = Future()
         future._kafkalite_ts = ts  # type: ignore[attr-defined]
         self.plain_futures.append(future)

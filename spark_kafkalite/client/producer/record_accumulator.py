@@ -78,7 +78,22 @@ class RecordAccumulator:
     def append(
         self, tp: TopicPartition, record: Record, record_size: int, max_block_ms: float
     ) -> tuple[Future[RecordMetadata], bool, bool]:
-        """Add ``record`` to the last batch of ``tp`` (or a new one).
+        """``append_record`` of a ``(key, value, timestamp_ms or None, headers)`` tuple."""
+        key, value, ts, headers = record
+        return self.append_record(tp, key, value, ts, headers, record_size, max_block_ms)
+
+    def append_record(
+        self,
+        tp: TopicPartition,
+        key: bytes | None,
+        value: bytes | None,
+        ts: int | None,
+        headers: Any,
+        record_size: int,
+        max_block_ms: float,
+    ) -> tuple[Future[RecordMetadata], bool, bool]:
+        """Add one record to the last batch of ``tp`` (or a new one); ``ts`` None stamps it
+        with the current time (CreateTime).
 
         Returns ``(future, batch_is_full, new_batch_created)``; the Sender should be woken when
         either flag is set.
@@ -88,27 +103,28 @@ class RecordAccumulator:
             MessageTooLargeError: ``record_size`` exceeds ``buffer.memory``.
             KafkaTimeoutError: no buffer space within ``max_block_ms``.
         """
-        if record_size > self.buffer_memory:
-            raise MessageTooLargeError(
-                f"record of {record_size} bytes is larger than buffer.memory={self.buffer_memory}"
-            )
         with self._lock:
             if self._closed:
                 raise KafkaError("producer is closed")
-            if self._used_bytes + record_size > self.buffer_memory:
+            if self._used_bytes + record_size > self.buffer_memory:  # always so when the record
+                if record_size > self.buffer_memory:  # alone is larger than buffer.memory
+                    raise MessageTooLargeError(
+                        f"record of {record_size} bytes is larger than buffer.memory={self.buffer_memory}"
+                    )
                 self._wait_for_space(record_size, max_block_ms)
             dq = self._batches.get(tp)
             if dq:
                 last = dq[-1]
                 if not last.in_retry:
-                    future = last.try_append(record, record_size, self.batch_size)
+                    future = last.try_append_record(key, value, ts, headers, record_size, self.batch_size)
                     if future is not None:
                         self._used_bytes += record_size
                         return future, len(dq) > 1 or last.size_bytes >= self.batch_size, False
             elif dq is None:
                 dq = self._batches[tp] = deque()
             batch = ProducerBatch(tp, now_ms(), self.compression_type)
-            future = batch.try_append(record, record_size, self.batch_size)  # raises before any change
+            # raises before any change
+            future = batch.try_append_record(key, value, ts, headers, record_size, self.batch_size)
             assert future is not None
             self._used_bytes += record_size
             dq.append(batch)
