@@ -20,6 +20,7 @@ from spark_kafkalite.datasource.offset_reader import KafkaOffsetReader
 from spark_kafkalite.datasource.options import SourceOptions
 from spark_kafkalite.datasource.partition_reader import KafkaInputPartition, ReadConfig, read_offset_range
 from spark_kafkalite.datasource.phase_timing import phase, timed_iterator
+from spark_kafkalite.datasource.worker_heap import freeze_imported_heap
 
 __all__ = ["KafkaLiteBatchReader", "read_config_for"]
 
@@ -103,6 +104,7 @@ class KafkaLiteBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Fetch the partition's range (executor). Spark substitutes ``InputPartition(None)`` when
         there is nothing to read: yields nothing then."""
+        freeze_imported_heap()
         if not isinstance(partition, KafkaInputPartition):
             return iter(())
         return timed_iterator("read.task", read_offset_range(partition.offset_range, self.read_config))

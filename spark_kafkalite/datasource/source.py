@@ -33,6 +33,7 @@ from spark_kafkalite.datasource.options import (
     parse_sink_options,
     parse_source_options,
 )
+from spark_kafkalite.datasource.worker_heap import freeze_imported_heap
 
 __all__ = ["KafkaLiteDataSource", "FORMAT_NAME"]
 
@@ -72,7 +73,9 @@ class KafkaLiteDataSource(DataSource):
         from spark_kafkalite.datasource.batch_reader import KafkaLiteBatchReader
 
         self._check_read_schema(schema)
-        return KafkaLiteBatchReader(parse_source_options(self.options, streaming=False))
+        reader = KafkaLiteBatchReader(parse_source_options(self.options, streaming=False))
+        freeze_imported_heap()
+        return reader
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         try:
@@ -86,7 +89,9 @@ class KafkaLiteDataSource(DataSource):
             ) from exc
 
         self._check_read_schema(schema)
-        return KafkaLiteStreamReader(parse_source_options(self.options, streaming=True))
+        reader = KafkaLiteStreamReader(parse_source_options(self.options, streaming=True))
+        freeze_imported_heap()
+        return reader
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from spark_kafkalite.datasource.writer import KafkaLiteBatchWriter, plan_write
@@ -96,7 +101,9 @@ class KafkaLiteDataSource(DataSource):
                 "kafkalite cannot overwrite a topic (save mode 'overwrite'); use .mode(\"append\")"
             )
         sink = parse_sink_options(self.options)
-        return KafkaLiteBatchWriter(sink, plan_write(schema, sink))
+        writer = KafkaLiteBatchWriter(sink, plan_write(schema, sink))
+        freeze_imported_heap()
+        return writer
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from spark_kafkalite.datasource.writer import KafkaLiteStreamWriter, plan_write
@@ -104,4 +111,6 @@ class KafkaLiteDataSource(DataSource):
         # ``overwrite`` is true in complete output mode: every micro-batch appends the whole result,
         # as Spark's Kafka sink does.
         sink = parse_sink_options(self.options)
-        return KafkaLiteStreamWriter(sink, plan_write(schema, sink))
+        writer = KafkaLiteStreamWriter(sink, plan_write(schema, sink))
+        freeze_imported_heap()  # write planning runs in a pyspark.daemon worker every micro-batch
+        return writer

@@ -86,6 +86,7 @@ from spark_kafkalite.datasource.partition_reader import KafkaInputPartition, rea
 from spark_kafkalite.datasource.phase_timing import phase, timed_iterator
 from spark_kafkalite.datasource.progress import lag_metrics
 from spark_kafkalite.datasource.stream_planning import compute_end_offsets, plan_stream_ranges
+from spark_kafkalite.datasource.worker_heap import freeze_imported_heap
 
 __all__ = ["KafkaLiteStreamReader"]
 
@@ -325,6 +326,7 @@ class KafkaLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Fetch one planned range (executor)."""
+        freeze_imported_heap()
         if not isinstance(partition, KafkaInputPartition):
             return iter(())
         return timed_iterator("read.task", read_offset_range(partition.offset_range, self.read_config))

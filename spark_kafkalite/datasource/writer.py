@@ -37,6 +37,7 @@ from spark_kafkalite.datasource.client_pool import ClientPool
 from spark_kafkalite.datasource.errors import KafkaLiteWriteError
 from spark_kafkalite.datasource.options import KafkaLiteOptionError, SinkOptions
 from spark_kafkalite.datasource.phase_timing import phase
+from spark_kafkalite.datasource.worker_heap import freeze_imported_heap
 
 __all__ = [
     "KafkaLiteCommitMessage",
@@ -199,6 +200,7 @@ def write_batches(
         KafkaLiteWriteError: a row has a null topic and no ``topic`` option is set.
         KafkaError: the first failed send (e.g. ``UnknownTopicOrPartitionError``).
     """
+    freeze_imported_heap()
     pool = _PRODUCERS if producers is None else producers
     config = producer_config(sink)
     with phase("write.acquireProducer"):
@@ -261,6 +263,7 @@ class KafkaLiteBatchWriter(DataSourceArrowWriter):
         return KafkaLiteCommitMessage(records=records, partition_id=_task_partition_id())
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        freeze_imported_heap()
         total = sum(m.records for m in messages if isinstance(m, KafkaLiteCommitMessage))
         log.info("kafkalite batch write committed: %d records from %d tasks", total, len(messages))
 
@@ -285,6 +288,7 @@ class KafkaLiteStreamWriter(DataSourceStreamArrowWriter):
         return KafkaLiteCommitMessage(records=records, partition_id=_task_partition_id())
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        freeze_imported_heap()  # the sink commit runner: a pyspark.daemon worker per micro-batch
         total = sum(m.records for m in messages if isinstance(m, KafkaLiteCommitMessage))
         log.info("kafkalite micro-batch %d committed: %d records", batchId, total)
 
