@@ -90,6 +90,9 @@ class SinkBatchEncoder:
         self.max_batch_bytes = min(int(config["batch.size"]), self.max_request_bytes)
         self.rows_seen = 0  # rows of earlier batches (row numbers in errors count across batches)
         self._open: dict[tuple[str, int], Any] = {}  # the last, not yet full builder per partition
+        # Open builders are not yet in the accumulator, so ``buffer.memory`` does not see them:
+        # past half of it (many partitions), they are handed over after the Arrow batch.
+        self.max_open_bytes = int(config["buffer.memory"]) // 2
 
     def finish(self) -> Iterator[tuple[str, int, Any]]:
         """Yield ``(topic, partition, builder)`` for the builders still open (call once the input
@@ -169,6 +172,8 @@ class SinkBatchEncoder:
                 self._open[key] = builders.pop()
             for builder in builders:
                 yield topic, partition, builder
+        if sum(builder.size_bytes for builder in self._open.values()) > self.max_open_bytes:
+            yield from self.finish()
 
     def _topics(self, batch: pa.RecordBatch, first_row: int) -> tuple[list[str], np.ndarray]:
         n = batch.num_rows
