@@ -8,14 +8,19 @@ partitions) is written, on a local[2] SparkSession:
 - peer: a Python ``DataSourceArrowWriter`` that receives the same Arrow batches and drops them:
   the floor of any Python sink (JVM -> Python worker Arrow transfer, no Kafka).
 
-Each is warmed up once (untimed, 10k rows) and timed once.
+Each is warmed up once with the whole DataFrame (untimed: both Python workers have done their
+imports, and the JVM's cached-rows -> Arrow path, shared by both writers, is compiled before
+either is timed; with a 10k-row warm-up the first timed write paid that for the other), then
+timed ``--rounds`` times, alternately (ours, peer, ours, peer, ...); the table shows each one's
+median round and the note its rounds.
 
-    python bench/spark_write.py [--records 100000] [--bootstrap-server 127.0.0.1:9092]
+    python bench/spark_write.py [--records 100000] [--rounds 3] [--bootstrap-server 127.0.0.1:9092]
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import time
 from collections.abc import Iterator
@@ -63,6 +68,7 @@ def noop_arrow_sink() -> type:
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0], default_records=100_000)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--rounds", type=int, default=3, help="timed writes of each (the median is reported)")
     parser.add_argument(
         "--option",
         action="append",
@@ -98,9 +104,7 @@ def main() -> None:
             )
             df = spark.createDataFrame(table).repartition(2).cache()
             df.count()
-            warm = df.limit(10_000).repartition(2)  # both Python workers warm (imports), as in the timed run
             spark.dataSource.register(noop_arrow_sink())
-            results: list[Result] = []
 
             def kafkalite(frame: Any, topic: str) -> None:
                 (
@@ -112,48 +116,64 @@ def main() -> None:
                     .save()
                 )
 
-            warm_topic, topic = topic_name("bench-spark-write-warm"), topic_name("bench-spark-write")
+            def noop(frame: Any) -> None:
+                frame.write.format("bench_noop_arrow_sink").mode("append").save()
+
+            warm_topic = topic_name("bench-spark-write-warm")
             create_topic(bootstrap_servers, warm_topic, args.partitions)
-            create_topic(bootstrap_servers, topic, args.partitions)
-            console.print("running ours: format(kafkalite) ...")
-            kafkalite(warm, warm_topic)
-            cpu_before = broker_cpu.read()
-            start = time.perf_counter()
-            kafkalite(df, topic)
-            elapsed = time.perf_counter() - start
-            cpu_after = broker_cpu.read()
-            on_topic = topic_record_count(bootstrap_servers, topic, args.partitions)
-            note = "" if on_topic == args.records else f"WRONG COUNT on topic: {on_topic:,}"
+            console.print("warming up both writers with the whole DataFrame ...")
+            kafkalite(df, warm_topic)
+            noop(df)
+            ours_s: list[float] = []
+            ours_cpu: list[float] = []
+            peer_s: list[float] = []
+            notes: list[str] = []
+            for round_no in range(args.rounds):
+                topic = topic_name("bench-spark-write")
+                create_topic(bootstrap_servers, topic, args.partitions)
+                console.print(
+                    f"round {round_no + 1}/{args.rounds}: ours: format(kafkalite), peer: no-op Arrow writer ..."
+                )
+                cpu_before = broker_cpu.read()
+                start = time.perf_counter()
+                kafkalite(df, topic)
+                ours_s.append(time.perf_counter() - start)
+                cpu_after = broker_cpu.read()
+                if cpu_before is not None and cpu_after is not None:
+                    ours_cpu.append(cpu_after - cpu_before)
+                on_topic = topic_record_count(bootstrap_servers, topic, args.partitions)
+                if on_topic != args.records:
+                    notes.append(f"WRONG COUNT on topic: {on_topic:,}")
+                start = time.perf_counter()
+                noop(df)
+                peer_s.append(time.perf_counter() - start)
+
+            def rounds_note(times: list[float]) -> str:
+                return "/".join(f"{t:.2f}" for t in times) + " s"
+
             label = "ours: write.format(kafkalite)" + (f" {' '.join(args.option)}" if args.option else "")
-            results.append(
+            results: list[Result] = [
                 Result(
                     label,
                     args.records,
-                    elapsed,
+                    statistics.median(ours_s),
                     args.records * (VALUE_SIZE_BYTES + 12),
-                    note,
-                    None if cpu_before is None or cpu_after is None else cpu_after - cpu_before,
-                )
-            )
-
-            console.print("running peer: no-op Arrow writer ...")
-            warm.write.format("bench_noop_arrow_sink").mode("append").save()
-            start = time.perf_counter()
-            df.write.format("bench_noop_arrow_sink").mode("append").save()
-            elapsed = time.perf_counter() - start
-            results.append(
+                    "; ".join([*notes, rounds_note(ours_s)]),
+                    statistics.median(ours_cpu) if ours_cpu else None,
+                ),
                 Result(
                     "peer: Python DataSourceArrowWriter, no-op",
                     args.records,
-                    elapsed,
+                    statistics.median(peer_s),
                     args.records * (VALUE_SIZE_BYTES + 12),
-                )
-            )
+                    rounds_note(peer_s),
+                ),
+            ]
         finally:
             spark.stop()
     print_table(
         f"spark write: {args.records:,} rows (12-byte keys, {VALUE_SIZE_BYTES}-byte values), 2 Spark partitions, "
-        f"topic with {args.partitions} partitions, master {args.master}",
+        f"topic with {args.partitions} partitions, master {args.master}, median of {args.rounds} rounds",
         results,
         unit="rows",
         mb_label="key+value MB/s",
