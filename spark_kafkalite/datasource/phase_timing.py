@@ -4,7 +4,7 @@ With ``KAFKALITE_PHASE_LOG=<path>`` set (Spark passes the driver's environment t
 workers in local mode), every timed phase appends one JSON line ``{"phase": ..., "ms": ...,
 "pid": ..., "t": ...}`` to ``<path>``: the driver's offset look-ups (``latestOffset``: Metadata +
 ListOffsets), planning (``partitions``), the read task (consumer acquisition, fetch), the write
-task (producer acquisition, input + encode + send, flush). Unset (the default), :func:`phase` costs one
+task (producer acquisition, input + encode + send and, within it, the wait for input rows, flush). Unset (the default), :func:`phase` costs one
 environment look-up per micro-batch phase; never per record.
 """
 
@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from typing import TypeVar
 
-__all__ = ["ENV_VAR", "phase", "record", "enabled", "timed_iterator"]
+__all__ = ["ENV_VAR", "phase", "record", "enabled", "timed_iterator", "waiting_iterator"]
 
 T = TypeVar("T")
 
@@ -66,3 +66,28 @@ def timed_iterator(name: str, iterator: Iterator[T]) -> Iterator[T]:
 def _timed(name: str, iterator: Iterator[T]) -> Iterator[T]:
     with phase(name):
         yield from iterator
+
+
+def waiting_iterator(name: str, iterator: Iterator[T]) -> Iterator[T]:
+    """``iterator`` itself when disabled; else a generator recording, as phase ``name``, the time
+    spent inside ``next`` only (summed; e.g. a write task waiting for Spark's input rows, apart
+    from its own work on them), once the iterator is exhausted (or errors / is closed)."""
+    if not enabled():
+        return iterator
+    return _waiting(name, iterator)
+
+
+def _waiting(name: str, iterator: Iterator[T]) -> Iterator[T]:
+    waited = 0.0
+    try:
+        while True:
+            started = time.perf_counter()
+            try:
+                item = next(iterator)
+            except StopIteration:
+                return
+            finally:
+                waited += time.perf_counter() - started
+            yield item
+    finally:
+        record(name, waited * 1000.0)

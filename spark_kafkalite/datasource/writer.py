@@ -36,7 +36,7 @@ from spark_kafkalite.datasource.arrow_sink import SinkBatchEncoder
 from spark_kafkalite.datasource.client_pool import ClientPool
 from spark_kafkalite.datasource.errors import KafkaLiteWriteError
 from spark_kafkalite.datasource.options import KafkaLiteOptionError, SinkOptions
-from spark_kafkalite.datasource.phase_timing import phase
+from spark_kafkalite.datasource.phase_timing import phase, waiting_iterator
 from spark_kafkalite.datasource.worker_heap import freeze_imported_heap
 
 __all__ = [
@@ -226,8 +226,8 @@ def _send_all(batches: Iterator[pa.RecordBatch], plan: WritePlan, producer: Any)
         has_headers=plan.has_headers,
         has_timestamp=plan.has_timestamp,
     )
-    with phase("write.inputEncodeSend"):  # includes waiting for the input rows
-        for batch in batches:
+    with phase("write.inputEncodeSend"):  # includes write.input: waiting for the input rows
+        for batch in waiting_iterator("write.input", batches):
             for topic, partition, builder in encoder.encode(batch):
                 tracker.add(
                     producer.send_batch(topic, partition, builder, builder.size_bytes), builder.record_count

@@ -121,3 +121,28 @@ def test_phase_timing_records_phases_and_iterators(monkeypatch: pytest.MonkeyPat
     entries = [json.loads(line) for line in log.read_text().splitlines()]
     assert [e["phase"] for e in entries] == ["driver.partitions", "write.flush", "read.task"]
     assert all(e["ms"] >= 0 and e["pid"] > 0 for e in entries)
+
+
+def test_waiting_iterator_sums_only_the_time_inside_next(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import time
+
+    monkeypatch.delenv(phase_timing.ENV_VAR, raising=False)
+    items = iter([1])
+    assert phase_timing.waiting_iterator("x", items) is items  # no wrapper when disabled
+    log = tmp_path / "phases.jsonl"
+    monkeypatch.setenv(phase_timing.ENV_VAR, str(log))
+
+    def slow_input():  # type: ignore[no-untyped-def]
+        for i in range(3):
+            time.sleep(0.02)  # the producer of the input (Spark) is slow
+            yield i
+
+    seen = []
+    for item in phase_timing.waiting_iterator("write.input", slow_input()):
+        time.sleep(0.05)  # the consumer's own work is not counted
+        seen.append(item)
+    assert seen == [0, 1, 2]
+    (entry,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert entry["phase"] == "write.input" and 55 <= entry["ms"] < 150
