@@ -14,9 +14,17 @@ should take at most 1.5x that). A second table breaks both queries' micro-batche
 Spark's ``StreamingQueryProgress.durationMs`` phases; a third gives kafkalite's own phases
 (driver Metadata / ListOffsets, planning, read task, producer acquisition, encode + send, flush,
 the commit process's start-up), recorded through ``KAFKALITE_PHASE_LOG``
-(:mod:`spark_kafkalite.datasource.phase_timing`).
+(:mod:`spark_kafkalite.datasource.phase_timing`). A fourth gives the CPU each process role
+(JVM, each kind of Spark Python worker, broker) uses per micro-batch, for both queries.
 
-    python bench/spark_latency.py [--seconds 15] [--interval-ms 100] [--bootstrap-server 127.0.0.1:9092]
+Spark settings: both queries run in one SparkSession, so they share every setting. By default
+that session uses the checkpoint file manager the README recommends for low latency
+(``spark.sql.streaming.checkpointFileManagerClass`` = ``FileSystemBasedCheckpointFileManager``:
+without Hadoop's native library the default FileContext manager starts ~10 ``chmod`` /
+``readlink`` processes per checkpoint file, two files per micro-batch); ``--spark-defaults``
+measures Spark's defaults instead.
+
+    python bench/spark_latency.py [--seconds 15] [--interval-ms 100] [--spark-defaults] [--bootstrap-server 127.0.0.1:9092]
 """
 
 from __future__ import annotations
@@ -32,7 +40,56 @@ import threading
 import time
 
 from _common import base_parser, bootstrap, console, create_topic, emit_table, machine_summary, topic_name
+from _proc_cpu import CpuSnapshot, cpu_by_role, cpu_snapshot
 from rich.table import Table
+
+CHECKPOINT_MANAGER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
+#: ``FileSystemBasedCheckpointFileManager`` by package: Spark 4.3 (``checkpointing``), older Spark.
+FILE_SYSTEM_CHECKPOINT_MANAGERS = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+    "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager",
+)
+
+
+def low_latency_conf(spark: object) -> dict[str, str]:
+    """The README's low-latency settings that this Spark has (its JVM is asked which checkpoint
+    manager class exists), set on ``spark``'s runtime conf; returns what was set."""
+    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    for name in FILE_SYSTEM_CHECKPOINT_MANAGERS:
+        try:
+            jvm.java.lang.Class.forName(name)
+        except Exception:  # noqa: BLE001 - py4j raises Py4JJavaError(ClassNotFoundException)
+            continue
+        spark.conf.set(CHECKPOINT_MANAGER_KEY, name)  # type: ignore[attr-defined]
+        return {CHECKPOINT_MANAGER_KEY: name}
+    return {}
+
+
+class CpuWindow:
+    """CPU per process role over a measured window, divided by the micro-batches it ran."""
+
+    def __init__(self) -> None:
+        self.used_s: dict[str, float] = {}
+        self.batches = 0
+        self._start: CpuSnapshot = {}
+        self._first_batch = 0
+
+    def start(self, query: object) -> None:
+        self._start = cpu_snapshot()
+        self._first_batch = _last_batch_id(query)
+
+    def stop(self, query: object) -> None:
+        self.used_s = cpu_by_role(self._start, cpu_snapshot())
+        self.batches = max(0, _last_batch_id(query) - self._first_batch)
+
+    def measured(self, progress: list) -> list:
+        """The batches with rows that started after :meth:`start` (warm-up batches left out)."""
+        return [p for p in progress if p.numInputRows > 0 and p.batchId > self._first_batch]
+
+
+def _last_batch_id(query: object) -> int:
+    progress = query.lastProgress  # type: ignore[attr-defined]
+    return int(progress["batchId"]) if progress else 0
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -96,8 +153,11 @@ def _noop_source(interval_ms: float) -> type:
     return _TickSource
 
 
-def _run_peer(spark: object, work: str, seconds: float, interval_ms: float) -> list:
-    """Progress of the no-op Python source -> noop sink query (batches with rows only)."""
+def _run_peer(
+    spark: object, work: str, seconds: float, interval_ms: float, warmup_s: float, cpu: CpuWindow
+) -> list:
+    """Progress of the no-op Python source -> noop sink query (batches with rows only), after
+    the same warm-up as ours (the JVM is cold when the peer starts: JIT compilation)."""
     spark.dataSource.register(_noop_source(interval_ms))  # type: ignore[attr-defined]
     query = (
         spark.readStream.format("kafkalite_bench_ticks")  # type: ignore[attr-defined]
@@ -111,8 +171,11 @@ def _run_peer(spark: object, work: str, seconds: float, interval_ms: float) -> l
         deadline = time.monotonic() + 120
         while not query.recentProgress and time.monotonic() < deadline:
             time.sleep(0.2)
+        time.sleep(warmup_s)
+        cpu.start(query)
         time.sleep(seconds)
-        return [p for p in query.recentProgress if p.numInputRows > 0]
+        cpu.stop(query)
+        return cpu.measured(query.recentProgress)
     finally:
         query.stop()
 
@@ -177,18 +240,39 @@ def _phase_log_rows(path: str, since: float) -> list[list[str]]:
     ]
 
 
+def _cpu_rows(ours: CpuWindow, peer: CpuWindow) -> list[list[str]]:
+    def per_batch(window: CpuWindow, role: str) -> str:
+        if not window.batches or role not in window.used_s:
+            return "-"
+        return f"{window.used_s[role] * 1000 / window.batches:.0f}"
+
+    roles = sorted(set(ours.used_s) | set(peer.used_s), key=lambda r: -(ours.used_s.get(r, 0.0)))
+    rows = [["micro-batches in the window", str(ours.batches), str(peer.batches)]]
+    rows += [[role, per_batch(ours, role), per_batch(peer, role)] for role in roles if role != "gone"]
+    total = [f"{sum(w.used_s.values()) * 1000 / w.batches:.0f}" if w.batches else "-" for w in (ours, peer)]
+    return rows + [["total", *total]]
+
+
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=15.0, help="how long records are produced")
     parser.add_argument("--interval-ms", type=float, default=100.0, help="one record every this many ms")
     parser.add_argument(
-        "--warmup-s", type=float, default=5.0, help="records sent in the first seconds are dropped"
+        "--warmup-s",
+        type=float,
+        default=5.0,
+        help="records sent (and micro-batches run) in the first seconds are dropped; the peer warms up as long",
     )
     parser.add_argument(
         "--peer-seconds", type=float, default=None, help="how long the no-op peer runs (default: --seconds)"
     )
     parser.add_argument(
         "--no-phase-log", action="store_true", help="do not record kafkalite's own phase timings"
+    )
+    parser.add_argument(
+        "--spark-defaults",
+        action="store_true",
+        help="Spark's default checkpoint file manager instead of the README's low-latency one (both queries)",
     )
     args = parser.parse_args()
     phase_log = None
@@ -217,10 +301,19 @@ def main() -> None:
             .getOrCreate()
         )
         spark.sparkContext.setLogLevel("WARN")
-        console.print(
-            f"peer (no-op Python source -> noop sink) for {args.peer_seconds or args.seconds:.0f} s ..."
+        spark_conf = {} if args.spark_defaults else low_latency_conf(spark)
+        conf_note = (
+            "Spark defaults"
+            if not spark_conf
+            else "checkpoint manager " + spark_conf[CHECKPOINT_MANAGER_KEY].rsplit(".", 1)[-1]
         )
-        peer_progress = _run_peer(spark, work, args.peer_seconds or args.seconds, args.interval_ms)
+        console.print(
+            f"peer (no-op Python source -> noop sink) for {args.peer_seconds or args.seconds:.0f} s, {conf_note} ..."
+        )
+        peer_cpu, our_cpu = CpuWindow(), CpuWindow()
+        peer_progress = _run_peer(
+            spark, work, args.peer_seconds or args.seconds, args.interval_ms, args.warmup_s, peer_cpu
+        )
         latencies_ms: list[float] = []
         stop = threading.Event()
 
@@ -276,17 +369,20 @@ def main() -> None:
             console.print(f"producing for {args.seconds:.0f} s ...")
             while time.monotonic() - started < args.seconds:
                 warm = time.monotonic() - started < args.warmup_s
+                if not warm and not sent:
+                    our_cpu.start(query)
                 producer.produce(source, value=struct.pack(">q?", time.time_ns(), warm))
                 producer.poll(0)
                 sent += 0 if warm else 1
                 time.sleep(args.interval_ms / 1000.0)
+            our_cpu.stop(query)
             producer.flush(10)
             wait_until = time.monotonic() + 30
             while len(latencies_ms) < sent and time.monotonic() < wait_until:
                 time.sleep(0.2)
             stop.set()
             reader.join(10)
-            progress = [p for p in query.recentProgress if p.numInputRows > 0]
+            progress = our_cpu.measured(query.recentProgress)
             query.stop()
         finally:
             spark.stop()
@@ -307,7 +403,7 @@ def main() -> None:
     if peer_ms:
         rows.append(_row("peer: micro-batch (triggerExecution), no-op Python source -> noop sink", peer_ms))
     _emit(
-        f"streaming end-to-end latency, default trigger, 1 record / {args.interval_ms:.0f} ms",
+        f"streaming end-to-end latency, default trigger, 1 record / {args.interval_ms:.0f} ms, {conf_note}",
         ["measure", "samples", "p50 ms", "p95 ms", "max ms", "mean ms"],
         rows,
     )
@@ -324,6 +420,11 @@ def main() -> None:
         )
         with contextlib.suppress(OSError):
             os.unlink(phase_log)
+    _emit(
+        "CPU per micro-batch by process role (ms; /proc user + system over the measured window)",
+        ["measure", "ours", "peer"],
+        _cpu_rows(our_cpu, peer_cpu),
+    )
     console.print(f"[dim]{machine_summary()}[/dim]")
 
 
