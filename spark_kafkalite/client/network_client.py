@@ -45,6 +45,7 @@ from spark_kafkalite.protocol.errors import (
     KafkaTimeoutError,
     error_for_code,
 )
+from spark_kafkalite.protocol.fetch_response import decode_fetch_response
 from spark_kafkalite.protocol.framing import decode_response, decode_response_header, encode_request
 
 if TYPE_CHECKING:
@@ -457,7 +458,10 @@ class NetworkClient:
             return
         assert request.future is not None
         try:
-            _, entity = decode_response(request.api_key, request.api_version, frame)
+            if request.api_key == ApiKey.FETCH:  # record sets as views of the frame, not copies
+                _, entity = decode_fetch_response(request.api_version, frame)
+            else:
+                _, entity = decode_response(request.api_key, request.api_version, frame)
         except KafkaError as exc:
             self._complete(request.future, None, exc)
             return

@@ -35,6 +35,7 @@ __all__ = [
     "FrameChunks",
     "decode_response",
     "decode_response_header",
+    "response_body_offset",
     "read_unsigned_varint",
     "SIZE_PREFIX",
 ]
@@ -286,7 +287,13 @@ def decode_response(api_key: int, api_version: int, frame: bytes | bytearray | m
     """
     cls = response_class(api_key, api_version)
     correlation_id = decode_response_header(frame)
+    return correlation_id, _read_entity(cls, frame, response_body_offset(cls, frame))
+
+
+def response_body_offset(cls: type[Any], frame: bytes | bytearray | memoryview) -> int:
+    """Where the body of a ``cls`` response frame (without size prefix) starts: after the
+    correlation id and, for response header v1 (flexible versions, KIP-482), its tagged fields."""
     pos = 4
     if _response_header_version(cls) == 1:
         pos = _skip_tagged_fields(frame, pos)
-    return correlation_id, _read_entity(cls, frame, pos)
+    return pos

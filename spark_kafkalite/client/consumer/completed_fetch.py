@@ -43,7 +43,7 @@ class CompletedFetch:
         high_watermark: int,
         log_start_offset: int,
         last_stable_offset: int,
-        records: bytes | None,
+        records: bytes | memoryview | None,
     ) -> None:
         self.tp = tp
         self.fetch_offset = fetch_offset
