@@ -1,21 +1,25 @@
 """Spark batch read: ``spark.read.format("kafkalite")`` vs the Spark overhead floor.
 
 A 4-partition topic is filled once (confluent-kafka) with N keyed records, 100-byte values.
-Then, on a local[2] SparkSession, each source is warmed up with one untimed ``count()`` and
-timed twice: ``count()`` and a full materialisation of every column with
-``.write.format("noop")``. Peers, with rows of the same Kafka schema and sizes:
+Then, on a local[2] SparkSession, every source is warmed up with both actions (untimed), and
+each action - ``count()`` and a full materialisation of every column with
+``.write.format("noop")`` - is timed ``--rounds`` times with the sources alternating within a
+round (the JVM is still compiling after the first queries: whoever ran first used to pay it);
+the table shows the median round and the note every round. Peers, with rows of the same Kafka
+schema and sizes:
 
 - an in-memory DataFrame (``spark.createDataFrame`` of an Arrow table, repartitioned and
   cached; the warm-up count fills the cache): Spark's own floor;
 - a Python DataSource yielding pre-built Arrow batches from memory (no Kafka): the floor for
   any Python data source, i.e. the cost of the Python worker -> JVM Arrow path alone.
 
-    python bench/spark_read.py [--records 200000] [--bootstrap-server 127.0.0.1:9092]
+    python bench/spark_read.py [--records 200000] [--rounds 3] [--bootstrap-server 127.0.0.1:9092]
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -109,24 +113,53 @@ def memory_arrow_source() -> type:
     return MemoryArrowSource
 
 
-def time_actions(name: str, make_df: Callable[[], Any], expected: int, results: list[Result]) -> None:
-    """Warm up with one count(), then time count() and a noop write; append two Results."""
-    console.print(f"running {name} ...")
-    make_df().count()
+ACTIONS = ("count()", "write noop")
+
+
+def run_action(action: str, make_df: Callable[[], Any]) -> tuple[int | None, float]:
+    """Run one timed ``action`` on a fresh DataFrame; (count or None, seconds)."""
     start = time.perf_counter()
-    count = make_df().count()
-    elapsed = time.perf_counter() - start
-    note = "" if count == expected else f"WRONG COUNT: {count:,} of {expected:,}"
-    results.append(Result(f"{name}: count()", count, elapsed, note=note))
-    start = time.perf_counter()
-    make_df().write.format("noop").mode("overwrite").save()
-    elapsed = time.perf_counter() - start
-    results.append(Result(f"{name}: write noop", expected, elapsed))
+    if action == "count()":
+        count: int | None = make_df().count()
+    else:
+        make_df().write.format("noop").mode("overwrite").save()
+        count = None
+    return count, time.perf_counter() - start
+
+
+def time_sources(
+    sources: list[tuple[str, Callable[[], Any]]], expected: int, rounds: int, results: list[Result]
+) -> None:
+    """Warm every source up with each action (untimed), then time each action ``rounds`` times,
+    the sources alternating within a round (so none is systematically measured on a colder JVM
+    or a busier moment than another); one Result per (source, action) with the median round."""
+    for name, make_df in sources:
+        console.print(f"warming up {name} ...")
+        for action in ACTIONS:
+            run_action(action, make_df)
+    times: dict[tuple[str, str], list[float]] = {}
+    wrong: dict[tuple[str, str], str] = {}
+    for round_no in range(rounds):
+        console.print(f"round {round_no + 1}/{rounds} ...")
+        for action in ACTIONS:
+            for name, make_df in sources:
+                count, elapsed = run_action(action, make_df)
+                times.setdefault((name, action), []).append(elapsed)
+                if count is not None and count != expected:
+                    wrong[(name, action)] = f"WRONG COUNT: {count:,} of {expected:,}"
+    for name, _make_df in sources:
+        for action in ACTIONS:
+            rounds_s = times[(name, action)]
+            note = wrong.get((name, action), "rounds " + ", ".join(f"{t:.2f}" for t in rounds_s) + " s")
+            results.append(Result(f"{name}: {action}", expected, statistics.median(rounds_s), note=note))
 
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="timed runs of each action (the median is reported)"
+    )
     parser.add_argument(
         "--option",
         action="append",
@@ -172,12 +205,10 @@ def main() -> None:
                 )
 
             label = "ours: format(kafkalite)" + (f" {' '.join(args.option)}" if args.option else "")
-            time_actions(label, ours, args.records, results)
 
             # cached, so the floor is Spark's columnar cache, not shipping a LocalRelation per task
             in_memory = spark.createDataFrame(make_rows(args.records, args.partitions, topic))
             in_memory = in_memory.repartition(args.partitions).cache()
-            time_actions("peer: in-memory DataFrame", lambda: in_memory, args.records, results)
 
             spark.dataSource.register(memory_arrow_source())
 
@@ -189,13 +220,22 @@ def main() -> None:
                     .load()
                 )
 
-            time_actions("peer: Python source, Arrow from memory", memory_source, args.records, results)
+            time_sources(
+                [
+                    (label, ours),
+                    ("peer: in-memory DataFrame", lambda: in_memory),
+                    ("peer: Python source, Arrow from memory", memory_source),
+                ],
+                args.records,
+                args.rounds,
+                results,
+            )
         finally:
             spark.stop()
 
     print_table(
         f"spark read: {args.records:,} Kafka rows ({VALUE_SIZE_BYTES}-byte values), "
-        f"{args.partitions} topic partitions, master {args.master}",
+        f"{args.partitions} topic partitions, master {args.master}, median of {args.rounds} rounds",
         results,
         with_mb=False,
         unit="rows",
