@@ -94,6 +94,19 @@ def bootstrap(bootstrap_server: str | None) -> Iterator[tuple[str, BrokerCpu]]:
         yield cluster.bootstrap_servers, BrokerCpu(cluster.pid(1))
 
 
+def median_of_rounds(
+    name: str, records: int, rounds: list[tuple[float, float | None, str]], payload_bytes: int = 0
+) -> Result:
+    """One Result from timed rounds of the same run: [(seconds, broker CPU s or None, note)].
+    Reports the median round (its CPU), every round's seconds in the note, and any round's own
+    note (e.g. a wrong count) first, so a bad round is never hidden by the median."""
+    ordered = sorted(rounds, key=lambda r: r[0])
+    seconds, cpu, _ = ordered[(len(ordered) - 1) // 2]  # the median (the lower one of an even count)
+    problems = [n for _s, _c, n in rounds if n]
+    note = "; ".join([*problems, "rounds " + ", ".join(f"{s:.2f}" for s, _c, _n in rounds) + " s"])
+    return Result(name, records, seconds, payload_bytes, note, cpu)
+
+
 def topic_name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 

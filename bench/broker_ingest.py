@@ -10,7 +10,8 @@ One confluent-kafka (librdkafka) producer configuration sends N keyed records (1
   is checked before timing.
 
 Each is measured with ``acks=1`` and with the idempotent producer (``enable.idempotence=true``,
-hence ``acks=all``). The producer is warmed up first (connections, metadata, producer id); the
+hence ``acks=all``), ``--rounds`` times (default 3) with the two brokers alternating; the table
+shows the median round and the note every round. The producer is warmed up first (connections, metadata, producer id); the
 timed part runs from the first ``produce`` to the end of ``flush``. Delivery errors are counted
 through ``delivery.report.only.error`` (so no per-record Python callback runs in either case) and
 any error, or a record still queued after ``flush``, fails the run; for our broker the topic's
@@ -21,7 +22,7 @@ cannot be separated.
 Since the producer is the same C client in both runs, the ratio measures the brokers
 (issue #10 goal: ours >= 0.9x the mock cluster).
 
-    python bench/broker_ingest.py [--records 300000] [--value-size 100] [--quick]
+    python bench/broker_ingest.py [--records 300000] [--value-size 100] [--rounds 3] [--quick]
 """
 
 from __future__ import annotations
@@ -32,12 +33,12 @@ from dataclasses import dataclass
 
 from _common import (
     BrokerCpu,
-    Result,
     base_parser,
     bootstrap,
     console,
     create_topic,
     make_keys,
+    median_of_rounds,
     print_table,
     topic_name,
     topic_record_count,
@@ -154,6 +155,9 @@ def main() -> None:
     parser.add_argument("--warmup-records", type=int, default=20_000)
     parser.add_argument("--value-size", type=int, default=100, help="value size in bytes")
     parser.add_argument("--quick", action="store_true", help="100k records, 10k warm-up")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="timed runs against each broker, alternating (median)"
+    )
     args = parser.parse_args()
     if args.quick:
         args.records, args.warmup_records = 100_000, 10_000
@@ -169,23 +173,29 @@ def main() -> None:
         for idempotent in (False, True):
             label = "idempotent (acks=all)" if idempotent else "acks=1"
             settings = Settings(args.linger_ms, args.batch_size, idempotent, args.timeout_s)
-            results: list[Result] = []
-            console.print(f"broker ingest, {label}: our broker ...")
-            elapsed, cpu, note = run_ours(
-                bootstrap_servers, broker_cpu, settings, args.partitions, keys, warmup_keys, value
-            )
-            results.append(
-                Result(f"ours: our broker, {label}", args.records, elapsed, payload_bytes, note, cpu)
-            )
-            console.print(f"broker ingest, {label}: librdkafka mock cluster ...")
-            elapsed = run_mock(settings, keys, warmup_keys, value)
-            results.append(
-                Result(f"peer: librdkafka mock cluster, {label}", args.records, elapsed, payload_bytes)
-            )
+            ours: list[tuple[float, float | None, str]] = []
+            mock: list[tuple[float, float | None, str]] = []
+            for round_no in range(args.rounds):  # the two brokers alternate within a round
+                console.print(f"broker ingest, {label}, round {round_no + 1}/{args.rounds}: our broker ...")
+                ours.append(
+                    run_ours(
+                        bootstrap_servers, broker_cpu, settings, args.partitions, keys, warmup_keys, value
+                    )
+                )
+                console.print(
+                    f"broker ingest, {label}, round {round_no + 1}/{args.rounds}: librdkafka mock ..."
+                )
+                mock.append((run_mock(settings, keys, warmup_keys, value), None, ""))
+            results = [
+                median_of_rounds(f"ours: our broker, {label}", args.records, ours, payload_bytes),
+                median_of_rounds(
+                    f"peer: librdkafka mock cluster, {label}", args.records, mock, payload_bytes
+                ),
+            ]
             print_table(
                 f"broker ingest, librdkafka producer, {label}: {args.records:,} keyed records, "
                 f"{args.value_size}-byte values, {args.partitions} partitions, linger.ms={args.linger_ms}, "
-                f"batch.size={args.batch_size}; load average {load:.1f} at start",
+                f"batch.size={args.batch_size}, median of {args.rounds} rounds; load average {load:.1f} at start",
                 results,
                 mb_label="key+value MB/s",
             )
