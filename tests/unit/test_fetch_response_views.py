@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from spark_kafkalite.client.connection import Connection
+from spark_kafkalite.client.connection import Connection, _unexported
 from spark_kafkalite.client.requests import CLIENT_API_VERSIONS
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import nested
@@ -165,15 +165,6 @@ def test_hostile_lengths_and_counts_are_refused_before_decoding(version: int) ->
         decode_fetch_response(version, bytes(huge_count))
     with pytest.raises(InvalidRequestError):
         decode_fetch_response(version, bytes(frame)[:-3])  # truncated
-
-
-def _unexported(buf: bytearray) -> bool:
-    try:
-        buf.append(0)
-    except BufferError:
-        return False
-    del buf[-1]
-    return True
 
 
 def test_a_records_view_keeps_the_connections_buffer_from_reuse() -> None:
