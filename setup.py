@@ -1,5 +1,6 @@
 """Builds the optional Cython extensions of the record hot paths (issue #10); everything else is
-in pyproject.toml. Every ``spark_kafkalite/protocol/_*.pyx`` is compiled. Without a C compiler (or
+in pyproject.toml. Every ``spark_kafkalite/protocol/_*.pyx`` and
+``spark_kafkalite/client/producer/_*.pyx`` is compiled. Without a C compiler (or
 Cython) the install still succeeds, pure-Python, and says so once; ``KAFKALITE_REQUIRE_NATIVE=1``
 turns that into an error (``.ci/run`` also checks the built module after installing)."""
 
@@ -46,7 +47,9 @@ class OptionalBuildExt(build_ext):
 
 
 def _extensions() -> list:
-    sources = sorted(glob.glob("spark_kafkalite/protocol/_*.pyx"))
+    sources = sorted(
+        glob.glob("spark_kafkalite/protocol/_*.pyx") + glob.glob("spark_kafkalite/client/producer/_*.pyx")
+    )
     if not sources:
         return []
     try:

@@ -8,7 +8,9 @@ is used; ``.ci/run`` checks :func:`native_status` so a broken build cannot hide 
 Extensions: ``_record_decode`` (records section -> lists / Arrow columns, twin of
 :mod:`spark_kafkalite.protocol.record_decode`), ``_record_encode`` (records builder, murmur2,
 Arrow rows -> record batches, twin of :mod:`spark_kafkalite.protocol.record_encode`, loaded by
-:mod:`spark_kafkalite.protocol.record_encoding`). Other extensions are loaded with
+:mod:`spark_kafkalite.protocol.record_encoding`), ``_send_path`` (``KafkaProducer.send``, twin of
+:mod:`spark_kafkalite.client.producer.send_path`; named here only so that :func:`native_status`
+checks it). Other extensions are loaded with
 :func:`load_extension`.
 """
 
@@ -30,6 +32,7 @@ _failures: dict[str, str] = {}
 EXTENSIONS: dict[str, str] = {
     "spark_kafkalite.protocol._record_decode": "spark_kafkalite.protocol.record_decode",
     "spark_kafkalite.protocol._record_encode": "spark_kafkalite.protocol.record_encode",
+    "spark_kafkalite.client.producer._send_path": "spark_kafkalite.client.producer.send_path",
 }
 """Every compiled module and its pure-Python twin (setup.py builds the ``.pyx`` of each)."""
 

@@ -18,26 +18,26 @@ from spark_kafkalite.client.config import parse_acks, parse_config
 from spark_kafkalite.client.metadata import Cluster, Metadata
 from spark_kafkalite.client.network_client import NetworkClient, now_ms
 from spark_kafkalite.client.producer.partitioner import StickyPartitioner
-from spark_kafkalite.client.producer.producer_batch import RECORD_OVERHEAD_ESTIMATE
 from spark_kafkalite.client.producer.record_accumulator import RecordAccumulator
 from spark_kafkalite.client.producer.sender import Sender
 from spark_kafkalite.client.producer.transaction_manager import TransactionManager
 from spark_kafkalite.client.types import RecordMetadata, TopicPartition
 from spark_kafkalite.protocol.errors import (
-    ErrorCode,
     InvalidConfigError,
-    InvalidPartitionsError,
     KafkaError,
     KafkaTimeoutError,
     MessageTooLargeError,
-    error_for_code,
 )
+from spark_kafkalite.protocol.native import load_extension
 from spark_kafkalite.protocol.record_batch import COMPRESSION_CODECS, RECORD_BATCH_OVERHEAD, compress
-from spark_kafkalite.protocol.record_encoding import murmur2
 
 __all__ = ["KafkaProducer", "PRODUCER_DEFAULTS"]
 
 log = logging.getLogger(__name__)
+
+_send_path = load_extension(
+    "spark_kafkalite.client.producer._send_path", "spark_kafkalite.client.producer.send_path"
+)
 
 PRODUCER_DEFAULTS: dict[str, Any] = {
     "acks": "all",
@@ -52,39 +52,6 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "enable.idempotence": True,
     "allow.auto.create.topics": True,
 }
-
-
-def _to_bytes(value: Any, what: str) -> bytes | None:
-    if value is None or type(value) is bytes:
-        return value
-    if isinstance(value, (bytearray, memoryview)):
-        return bytes(value)
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    raise TypeError(f"{what} must be bytes, str or None, not {type(value).__name__}")
-
-
-def _normalize_headers(headers: Any) -> list[tuple[str, bytes | None]]:
-    items: Iterable[Any] = headers.items() if isinstance(headers, Mapping) else headers
-    out = []
-    for key, value in items:
-        if not isinstance(key, str):
-            raise TypeError(f"header keys must be str, not {type(key).__name__}")
-        out.append((key, _to_bytes(value, "header value")))
-    return out
-
-
-def _callback_adapter(
-    callback: Callable[[RecordMetadata | None, BaseException | None], None],
-) -> Callable[[Future[RecordMetadata]], None]:
-    def done(future: Future[RecordMetadata]) -> None:
-        exc = future.exception()
-        try:
-            callback(None if exc is not None else future.result(), exc)
-        except Exception:  # a user callback must not break the I/O thread
-            log.exception("producer callback failed")
-
-    return done
 
 
 class KafkaProducer:
@@ -156,6 +123,18 @@ class KafkaProducer:
             transaction_manager=self._transaction_manager,
             idempotence_explicit=explicit and self._idempotent,
         )
+        # send(): the compiled SendPath when built (see protocol.native), else its pure-Python
+        # reference; bound on the instance so that a send is one call into it
+        self._send_path = _send_path.SendPath(
+            self._metadata,
+            self._accumulator,
+            self._sender,
+            self._partitioner,
+            self._max_request_size,
+            self._max_block_ms,
+            self._linger_ms,
+        )
+        self.send = self._send_path.send  # type: ignore[method-assign]
         self._closed = False
         self._sender.start()
 
@@ -213,77 +192,7 @@ class KafkaProducer:
             TypeError: key, value or headers of the wrong type.
             KafkaError: the producer is closed.
         """
-        if self._closed:
-            raise KafkaError("cannot send after the producer is closed")
-        fatal = self._sender.fatal_error
-        if fatal is not None:
-            failed_fatal: Future[RecordMetadata] = Future()
-            failed_fatal.set_exception(fatal)
-            if callback is not None:
-                failed_fatal.add_done_callback(_callback_adapter(callback))
-            return failed_fatal
-        key_bytes = key if key is None or type(key) is bytes else _to_bytes(key, "key")
-        value_bytes = value if value is None or type(value) is bytes else _to_bytes(value, "value")
-        size = RECORD_OVERHEAD_ESTIMATE
-        if key_bytes is not None:
-            size += len(key_bytes)
-        if value_bytes is not None:
-            size += len(value_bytes)
-        if headers:  # normalised (copied, type-checked) only when the caller gave some
-            header_list = _normalize_headers(headers)
-            size += sum(len(k) + (len(v) if v else 0) + 4 for k, v in header_list)
-        else:
-            header_list = None
-        try:
-            if size > self._max_request_size:
-                raise MessageTooLargeError(
-                    f"the record is {size} bytes, larger than max.request.size={self._max_request_size}"
-                )
-            started = 0.0
-            cluster = self._metadata.fetch()
-            parts = cluster.partitions.get(topic)
-            if not parts or (partition is not None and partition not in parts):
-                started = now_ms()
-                cluster = self._wait_on_metadata(topic, partition, started + self._max_block_ms)
-                parts = cluster.partitions[topic]
-            num_partitions = len(parts)
-            if partition is not None:
-                if not 0 <= partition < num_partitions:
-                    raise InvalidPartitionsError(
-                        f"partition {partition} is not in the range [0, {num_partitions}) of topic {topic}"
-                    )
-                chosen = partition
-            elif key_bytes is not None:
-                chosen = (murmur2(key_bytes) & 0x7FFFFFFF) % num_partitions
-            else:
-                chosen = self._partitioner.partition(
-                    topic, cluster.available_partitions(topic), num_partitions, size
-                )
-            tps = self._tps.get(topic)
-            if tps is None or chosen >= len(tps):
-                tps = self._tps[topic] = [
-                    TopicPartition(topic, p) for p in range(max(num_partitions, chosen + 1))
-                ]
-            future, batch_is_full, new_batch = self._accumulator.append_record(
-                tps[chosen],
-                key_bytes,
-                value_bytes,
-                None if timestamp_ms is None else int(timestamp_ms),  # None: stamped at append
-                header_list,
-                size,
-                self._max_block_ms if not started else max(0.0, self._max_block_ms - (now_ms() - started)),
-            )
-        except KafkaError as exc:
-            failed: Future[RecordMetadata] = Future()
-            failed.set_exception(exc)
-            if callback is not None:
-                failed.add_done_callback(_callback_adapter(callback))
-            return failed
-        if batch_is_full or (new_batch and self._linger_ms < self._sender.poll_deadline_ms - now_ms()):
-            self._sender.wakeup()
-        if callback is not None:
-            future.add_done_callback(_callback_adapter(callback))
-        return future
+        return self._send_path.send(topic, value, key, partition, timestamp_ms, headers, callback)
 
     def send_batch(self, topic: str, partition: int, builder: Any, size_bytes: int) -> Future[int]:
         """Queue records already encoded into ``builder`` (a ``MemoryRecordsBuilder`` from
@@ -335,33 +244,7 @@ class KafkaProducer:
         )
 
     def _wait_on_metadata(self, topic: str, partition: int | None, deadline: float) -> Cluster:
-        self._metadata.add_topics(topic)
-        while True:
-            version = self._metadata.request_update()
-            self._sender.wakeup()
-            remaining = deadline - now_ms()
-            if remaining <= 0:
-                break
-            self._metadata.await_update(version, remaining / 1000.0)
-            cluster = self._metadata.fetch()
-            parts = cluster.partitions.get(topic)
-            if parts and (partition is None or partition in parts):
-                return cluster
-            code = cluster.topic_errors.get(topic)
-            if code is not None and code not in (
-                ErrorCode.unknown_topic_or_partition,
-                ErrorCode.leader_not_available,
-            ):
-                raise error_for_code(code, f"topic {topic}")
-            if parts and partition is not None and partition not in parts:
-                raise InvalidPartitionsError(
-                    f"partition {partition} is not in the range [0, {len(parts)}) of topic {topic}"
-                )
-        cluster = self._metadata.fetch()
-        message = f"topic {topic} not present in metadata after {self._max_block_ms:.0f} ms"
-        if cluster.topic_errors.get(topic) == ErrorCode.unknown_topic_or_partition:
-            raise error_for_code(ErrorCode.unknown_topic_or_partition, message)
-        raise KafkaTimeoutError(message)
+        return self._send_path.wait_on_metadata(topic, partition, deadline)  # type: ignore[no-any-return]
 
     def partitions_for(self, topic: str) -> set[int]:
         """Partition ids of ``topic`` (waits up to ``max.block.ms`` for metadata).
@@ -398,6 +281,7 @@ class KafkaProducer:
         if self._closed:
             return
         self._closed = True
+        self._send_path.closed = True
         if timeout_s is not None and timeout_s <= 0:
             self._sender.force_close()
         else:

@@ -1,0 +1,191 @@
+# cython: language_level=3
+"""Compiled ``KafkaProducer.send`` for the common record (issue #10): the twin of
+``send_path.py`` (same API; that module is the reference and documents the semantics).
+
+A record with bytes key, bytes or null value, no headers, an integer or no partition and an
+integer or no timestamp, of a topic in the cached metadata, is partitioned (Kafka
+``Utils.murmur2`` of the key, Java ``BuiltInPartitioner.partitionForKey``) and varint-encoded
+straight into the open ``ProducerBatch`` of its partition under the accumulator's lock, with one
+``FutureRecordMetadata`` (batch, index, CreateTime) as its only per-record object. Everything
+else (closed producer, fatal error, str/bytearray keys, null keys (sticky partitioning), headers,
+unknown topics, a record too large, no open batch with room, waiting for ``buffer.memory``) goes
+to the reference ``SendPath`` or the accumulator's own ``append_record``, unchanged."""
+
+from spark_kafkalite.client.producer import send_path as _reference
+from spark_kafkalite.client.producer.future_record_metadata import FAST_FUTURES, FutureRecordMetadata
+from spark_kafkalite.client.producer.producer_batch import RECORD_OVERHEAD_ESTIMATE
+from spark_kafkalite.client.clock import now_ms
+from spark_kafkalite.client.types import TopicPartition
+from spark_kafkalite.protocol.errors import KafkaError
+from spark_kafkalite.protocol.record_encoding import murmur2
+
+__all__ = ["SendPath", "IMPLEMENTATION"]
+
+IMPLEMENTATION = "native"
+
+cdef object _new_object = object.__new__
+cdef object _FRM = FutureRecordMetadata
+cdef object _murmur2 = murmur2
+cdef object _callback_adapter = _reference.callback_adapter
+cdef Py_ssize_t _OVERHEAD = RECORD_OVERHEAD_ESTIMATE
+cdef bint _FAST_FUTURES = FAST_FUTURES
+
+
+cdef class SendPath:
+    """See module docstring and ``send_path.SendPath``."""
+
+    cdef object _ref
+    cdef bint _closed
+    cdef object _metadata
+    cdef object _accumulator
+    cdef object _sender
+    cdef object _acquire
+    cdef object _release
+    cdef dict _batches
+    cdef dict _topics  # topic -> (Cluster, {partition: metadata}, [TopicPartition], partition count)
+    cdef Py_ssize_t _max_request_size
+    cdef Py_ssize_t _batch_size
+    cdef Py_ssize_t _buffer_memory
+    cdef double _max_block_ms
+    cdef double _linger_ms
+
+    def __init__(
+        self,
+        metadata,
+        accumulator,
+        sender,
+        partitioner,
+        max_request_size,
+        max_block_ms,
+        linger_ms,
+    ):
+        self._ref = _reference.SendPath(
+            metadata,
+            accumulator,
+            sender,
+            partitioner,
+            max_request_size,
+            max_block_ms,
+            linger_ms,
+        )
+        self._closed = False
+        self._metadata = metadata
+        self._accumulator = accumulator
+        self._sender = sender
+        self._acquire = accumulator._lock.acquire
+        self._release = accumulator._lock.release
+        self._batches = accumulator._batches
+        self._topics = {}
+        self._max_request_size = max_request_size
+        self._batch_size = accumulator.batch_size
+        self._buffer_memory = accumulator.buffer_memory
+        self._max_block_ms = max_block_ms
+        self._linger_ms = linger_ms
+
+    @property
+    def closed(self):
+        return self._closed
+
+    @closed.setter
+    def closed(self, value):
+        self._closed = bool(value)
+        self._ref.closed = self._closed
+
+    def wait_on_metadata(self, topic, partition, deadline):
+        """``send_path.SendPath.wait_on_metadata``."""
+        return self._ref.wait_on_metadata(topic, partition, deadline)
+
+    def send(
+        self,
+        topic,
+        value=None,
+        key=None,
+        partition=None,
+        timestamp_ms=None,
+        headers=None,
+        callback=None,
+    ):
+        """``KafkaProducer.send`` (see there)."""
+        cdef Py_ssize_t size, nparts, chosen, count
+        cdef tuple entry
+        cdef object cluster, parts, tp, dq, last, ts, future
+        cdef bint full = False, done = False
+        if (
+            self._closed
+            or type(key) is not bytes
+            or (value is not None and type(value) is not bytes)
+            or headers
+            or (partition is not None and type(partition) is not int)
+            or (timestamp_ms is not None and type(timestamp_ms) is not int)
+            or self._sender.fatal_error is not None
+        ):
+            return self._ref.send(topic, value, key, partition, timestamp_ms, headers, callback)
+        size = _OVERHEAD + len(<bytes>key)
+        if value is not None:
+            size += len(<bytes>value)
+        if size > self._max_request_size:
+            return self._ref.send(topic, value, key, partition, timestamp_ms, headers, callback)
+        cluster = self._metadata._cluster
+        entry = self._topics.get(topic)
+        if entry is None or entry[0] is not cluster:
+            parts = cluster.partitions.get(topic)
+            if not parts:  # unknown topic: the reference waits for its metadata
+                return self._ref.send(topic, value, key, partition, timestamp_ms, headers, callback)
+            nparts = len(parts)
+            entry = (cluster, parts, [TopicPartition(topic, p) for p in range(nparts)], nparts)
+            self._topics[topic] = entry
+        nparts = entry[3]
+        if partition is None:
+            chosen = (<long long>_murmur2(key) & 0x7FFFFFFF) % nparts
+        else:
+            chosen = partition
+            if chosen < 0 or chosen >= nparts or partition not in entry[1]:
+                return self._ref.send(topic, value, key, partition, timestamp_ms, headers, callback)
+        tp = (<list>entry[2])[chosen]
+        if _FAST_FUTURES:
+            self._acquire()
+            try:
+                if (
+                    self._accumulator._used_bytes + size <= self._buffer_memory
+                    and not self._accumulator._closed
+                ):
+                    dq = self._batches.get(tp)
+                    if dq:
+                        last = dq[-1]
+                        count = last.count
+                        if (
+                            not last.in_retry
+                            and not last.closed
+                            and (count == 0 or last.size_bytes + size <= self._batch_size)
+                        ):
+                            if timestamp_ms is None:
+                                ts = last.builder.append_now(key, value)
+                            else:
+                                ts = timestamp_ms
+                                last.builder.append(key, value, ts)
+                            last.count = count + 1
+                            last.size_bytes = last.size_bytes + size
+                            self._accumulator._used_bytes = self._accumulator._used_bytes + size
+                            future = _new_object(_FRM)
+                            future._batch = last
+                            future._index = count
+                            future._timestamp_ms = ts
+                            full = len(dq) > 1 or last.size_bytes >= self._batch_size
+                            done = True
+            finally:
+                self._release()
+        if done:
+            if full:
+                self._sender.wakeup()
+        else:  # a new batch, a batch in retry, waiting for buffer.memory, ...: the accumulator
+            try:
+                future, full, new_batch = self._accumulator.append_record(
+                    tp, key, value, timestamp_ms, None, size, self._max_block_ms
+                )
+            except KafkaError as exc:
+                return _reference.failed_future(exc, callback)
+            if full or (new_batch and self._linger_ms < self._sender.poll_deadline_ms - now_ms()):
+                self._sender.wakeup()
+        if callback is not None:
+            future.add_done_callback(_callback_adapter(callback))
+        return future
