@@ -8,8 +8,8 @@ is used; ``.ci/run`` checks :func:`native_status` so a broken build cannot hide 
 Extensions: ``_record_decode`` (records section -> lists / Arrow columns, twin of
 :mod:`spark_kafkalite.protocol.record_decode`), ``_record_encode`` (records builder, murmur2,
 Arrow rows -> record batches, twin of :mod:`spark_kafkalite.protocol.record_encode`, loaded by
-:mod:`spark_kafkalite.protocol.record_encoding`), ``_send_path`` (``KafkaProducer.send``, twin of
-:mod:`spark_kafkalite.client.producer.send_path`; named here only so that :func:`native_status`
+:mod:`spark_kafkalite.protocol.record_encoding`), ``_send_path`` and ``_batch_state`` (``KafkaProducer.send``, twins of
+:mod:`spark_kafkalite.client.producer.send_path` and ``batch_state``; named here only so that :func:`native_status`
 checks it). Other extensions are loaded with
 :func:`load_extension`.
 """
@@ -33,6 +33,7 @@ EXTENSIONS: dict[str, str] = {
     "spark_kafkalite.protocol._record_decode": "spark_kafkalite.protocol.record_decode",
     "spark_kafkalite.protocol._record_encode": "spark_kafkalite.protocol.record_encode",
     "spark_kafkalite.client.producer._send_path": "spark_kafkalite.client.producer.send_path",
+    "spark_kafkalite.client.producer._batch_state": "spark_kafkalite.client.producer.batch_state",
 }
 """Every compiled module and its pure-Python twin (setup.py builds the ``.pyx`` of each)."""
 

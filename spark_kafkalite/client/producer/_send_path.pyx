@@ -11,6 +11,8 @@ else (closed producer, fatal error, str/bytearray keys, null keys (sticky partit
 unknown topics, a record too large, no open batch with room, waiting for ``buffer.memory``) goes
 to the reference ``SendPath`` or the accumulator's own ``append_record``, unchanged."""
 
+from spark_kafkalite.client.producer._batch_state cimport AccumulatorState, BatchState, FutureState
+
 from spark_kafkalite.client.producer import send_path as _reference
 from spark_kafkalite.client.producer.future_record_metadata import FAST_FUTURES, FutureRecordMetadata
 from spark_kafkalite.client.producer.producer_batch import RECORD_OVERHEAD_ESTIMATE
@@ -23,7 +25,6 @@ __all__ = ["SendPath", "IMPLEMENTATION"]
 
 IMPLEMENTATION = "native"
 
-cdef object _new_object = object.__new__
 cdef object _FRM = FutureRecordMetadata
 cdef object _murmur2 = murmur2
 cdef object _callback_adapter = _reference.callback_adapter
@@ -37,7 +38,7 @@ cdef class SendPath:
     cdef object _ref
     cdef bint _closed
     cdef object _metadata
-    cdef object _accumulator
+    cdef AccumulatorState _accumulator
     cdef object _sender
     cdef object _acquire
     cdef object _release
@@ -68,6 +69,11 @@ cdef class SendPath:
             max_block_ms,
             linger_ms,
         )
+        if not isinstance(accumulator, AccumulatorState) or not issubclass(_FRM, FutureState):
+            raise TypeError(
+                "the compiled SendPath needs the compiled _batch_state (KAFKALITE_PURE_PYTHON "
+                "was set when the producer modules were imported?)"
+            )
         self._closed = False
         self._metadata = metadata
         self._accumulator = accumulator
@@ -108,7 +114,10 @@ cdef class SendPath:
         """``KafkaProducer.send`` (see there)."""
         cdef Py_ssize_t size, nparts, chosen, count
         cdef tuple entry
-        cdef object cluster, parts, tp, dq, last, ts, future
+        cdef object cluster, parts, tp, dq, ts, future
+        cdef AccumulatorState acc
+        cdef BatchState last
+        cdef FutureState record_future
         cdef bint full = False, done = False
         if (
             self._closed
@@ -143,15 +152,13 @@ cdef class SendPath:
                 return self._ref.send(topic, value, key, partition, timestamp_ms, headers, callback)
         tp = (<list>entry[2])[chosen]
         if _FAST_FUTURES:
+            acc = self._accumulator
             self._acquire()
             try:
-                if (
-                    self._accumulator._used_bytes + size <= self._buffer_memory
-                    and not self._accumulator._closed
-                ):
-                    dq = self._batches.get(tp)
+                if acc._used_bytes + size <= self._buffer_memory and not acc._closed:
+                    dq = acc._batches.get(tp)
                     if dq:
-                        last = dq[-1]
+                        last = <BatchState>dq[-1]
                         count = last.count
                         if (
                             not last.in_retry
@@ -164,12 +171,13 @@ cdef class SendPath:
                                 ts = timestamp_ms
                                 last.builder.append(key, value, ts)
                             last.count = count + 1
-                            last.size_bytes = last.size_bytes + size
-                            self._accumulator._used_bytes = self._accumulator._used_bytes + size
-                            future = _new_object(_FRM)
-                            future._batch = last
-                            future._index = count
-                            future._timestamp_ms = ts
+                            last.size_bytes += size
+                            acc._used_bytes += size
+                            record_future = <FutureState>FutureState.__new__(_FRM)
+                            record_future._batch = last
+                            record_future._index = count
+                            record_future._timestamp_ms = ts
+                            future = record_future
                             full = len(dq) > 1 or last.size_bytes >= self._batch_size
                             done = True
             finally:

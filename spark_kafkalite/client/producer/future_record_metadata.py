@@ -24,9 +24,15 @@ from concurrent.futures import _base as futures_base
 from typing import TYPE_CHECKING, Any
 
 from spark_kafkalite.client.types import RecordMetadata
+from spark_kafkalite.protocol.native import load_extension
 
 if TYPE_CHECKING:
+    from spark_kafkalite.client.producer.batch_state import FutureState
     from spark_kafkalite.client.producer.producer_batch import ProducerBatch
+else:
+    FutureState = load_extension(
+        "spark_kafkalite.client.producer._batch_state", "spark_kafkalite.client.producer.batch_state"
+    ).FutureState
 
 __all__ = ["FutureRecordMetadata", "FAST_FUTURES", "complete_watchers"]
 
@@ -45,10 +51,11 @@ FAST_FUTURES = (
 _new_metadata = tuple.__new__
 
 
-class FutureRecordMetadata(Future):  # type: ignore[type-arg]
-    """A ``Future[RecordMetadata]`` of record ``index`` of ``batch`` (see module docstring)."""
+class FutureRecordMetadata(FutureState, Future):  # type: ignore[type-arg]
+    """A ``Future[RecordMetadata]`` of record ``index`` of ``batch`` (see module docstring);
+    those three fields live in ``FutureState`` (C members when compiled)."""
 
-    __slots__ = ("_batch", "_index", "_timestamp_ms")
+    __slots__ = ()
 
     # set on the instance only for the few futures that get waiters or callbacks
     _w: list[Any] | None = None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 import threading
 from concurrent.futures import Future, InvalidStateError
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import crc32c
 
@@ -25,8 +25,16 @@ from spark_kafkalite.client.producer.future_record_metadata import (
     run_callbacks,
 )
 from spark_kafkalite.client.types import RecordMetadata, TopicPartition
+from spark_kafkalite.protocol.native import load_extension
 from spark_kafkalite.protocol.record_batch import RECORD_BATCH_OVERHEAD
 from spark_kafkalite.protocol.record_encoding import MemoryRecordsBuilder
+
+if TYPE_CHECKING:
+    from spark_kafkalite.client.producer.batch_state import BatchState
+else:
+    BatchState = load_extension(
+        "spark_kafkalite.client.producer._batch_state", "spark_kafkalite.client.producer.batch_state"
+    ).BatchState
 
 __all__ = ["ProducerBatch", "RECORD_OVERHEAD_ESTIMATE", "Record"]
 
@@ -40,23 +48,19 @@ _PRODUCER_FIELDS = struct.Struct(">qhi")  # producer id, epoch, base sequence at
 Record = tuple[bytes | None, bytes | None, int | None, Any]
 
 
-class ProducerBatch:
+class ProducerBatch(BatchState):
     """A batch under construction or in flight. ``size_bytes`` is the estimate the accumulator
-    charged to ``buffer.memory`` (61 + the records' estimated sizes)."""
+    charged to ``buffer.memory`` (61 + the records' estimated sizes). ``builder``, ``count``,
+    ``size_bytes``, ``closed``, ``in_retry`` and ``done`` live in ``BatchState`` (C members when
+    compiled, for the compiled ``send``)."""
 
     __slots__ = (
         "tp",
-        "builder",
-        "count",
-        "size_bytes",
         "created_ms",
         "attempts",
         "last_attempt_ms",
-        "done",
         "_encoded",
         "compression_type",
-        "in_retry",
-        "closed",
         "condition",
         "producer_id",
         "producer_epoch",

@@ -23,10 +23,16 @@ from spark_kafkalite.client.network_client import now_ms
 from spark_kafkalite.client.producer.producer_batch import ProducerBatch, Record
 from spark_kafkalite.client.types import RecordMetadata, TopicPartition
 from spark_kafkalite.protocol.errors import KafkaError, KafkaTimeoutError, MessageTooLargeError
+from spark_kafkalite.protocol.native import load_extension
 from spark_kafkalite.protocol.record_batch import RECORD_BATCH_OVERHEAD
 
 if TYPE_CHECKING:
+    from spark_kafkalite.client.producer.batch_state import AccumulatorState
     from spark_kafkalite.client.producer.transaction_manager import TransactionManager
+else:
+    AccumulatorState = load_extension(
+        "spark_kafkalite.client.producer._batch_state", "spark_kafkalite.client.producer.batch_state"
+    ).AccumulatorState
 
 __all__ = ["RecordAccumulator", "ReadyCheckResult"]
 
@@ -38,8 +44,10 @@ class ReadyCheckResult:
     unknown_leader_topics: set[str] = field(default_factory=set)
 
 
-class RecordAccumulator:
-    """See module docstring. Sizes in bytes, times in ms (monotonic clock)."""
+class RecordAccumulator(AccumulatorState):
+    """See module docstring. Sizes in bytes, times in ms (monotonic clock). ``_used_bytes``,
+    ``_closed`` and ``_batches`` live in ``AccumulatorState`` (C members when compiled, for the
+    compiled ``send``)."""
 
     def __init__(
         self,
