@@ -7,6 +7,7 @@ next to confluent-kafka's."""
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -36,21 +37,24 @@ def _name(prefix: str) -> str:
 
 
 class Ledger:
-    """Consumption and successful commits in one global order."""
+    """Consumption and successful commits in one global order (members record from their own threads)."""
 
     def __init__(self) -> None:
+        self.lock = threading.Lock()
         self.seq = 0
         self.consumed: list[tuple[int, str, TP, int]] = []
         self.commits: list[tuple[int, TP, int]] = []
 
     def consume(self, who: str, tp: TP, offset: int) -> None:
-        self.seq += 1
-        self.consumed.append((self.seq, who, tp, offset))
+        with self.lock:
+            self.seq += 1
+            self.consumed.append((self.seq, who, tp, offset))
 
     def commit(self, offsets: dict[TP, int]) -> None:
-        self.seq += 1
-        for tp, off in offsets.items():
-            self.commits.append((self.seq, tp, off))
+        with self.lock:
+            self.seq += 1
+            for tp, off in offsets.items():
+                self.commits.append((self.seq, tp, off))
 
     def violations(self) -> list[str]:
         """Records consumed after a commit had already moved past them."""
@@ -63,7 +67,8 @@ class Ledger:
         return bad
 
     def unique(self) -> set[tuple[TP, int]]:
-        return {(tp, off) for _, _, tp, off in self.consumed}
+        with self.lock:
+            return {(tp, off) for _, _, tp, off in self.consumed}
 
 
 class Member:
@@ -193,36 +198,70 @@ class KafkaPython(Member):
         self.c.close()
 
 
-def _step(members: list[Member], ledger: Ledger) -> None:
-    for m in members:
-        batch = m.poll()
-        if not batch:
-            continue
-        last: dict[TP, int] = {}
-        for tp, offset in batch:
-            ledger.consume(m.name, tp, offset)
-            last[tp] = max(last.get(tp, -1), offset)
-        offsets = {tp: off + 1 for tp, off in last.items()}
-        if m.commit(offsets):
-            ledger.commit(offsets)
+class Poller(threading.Thread):
+    """Polls one member in its own thread, as applications run their consumers.
+
+    A single thread taking turns between members stalls every member while another polls, and
+    kafka-python 3.0.12 drops a JoinGroup/SyncGroup round that completes while its ``poll()`` is
+    not running (``ensure_active_group`` replaces a finished join task with a new JoinGroup): as
+    group leader it then rejoins after every rebalance, endlessly. Records are written to the
+    ledger by the member's own thread right after ``poll()`` returns, before its next ``poll()``
+    could revoke the partition, so the ledger's order stays a valid order of events."""
+
+    def __init__(self, member: Member, ledger: Ledger) -> None:
+        super().__init__(daemon=True, name=f"poll-{member.name}")
+        self.member = member
+        self.ledger = ledger
+        self.owned: set[TP] = set()
+        self.error: BaseException | None = None
+        self.stop_event = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        try:
+            while not self.stop_event.is_set():
+                _step(self.member, self.ledger)
+                self.owned = self.member.assignment()
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.error = exc
+
+    def stop(self) -> None:
+        """Stops polling (then the member may be closed from another thread)."""
+        self.stop_event.set()
+        self.join(timeout=30)
+        assert not self.is_alive(), f"{self.member.name} still polling"
 
 
-def _run_until(
-    members: list[Member], ledger: Ledger, done: Callable[[], bool], timeout_s: float = 45.0
-) -> None:
+def _step(member: Member, ledger: Ledger) -> None:
+    batch = member.poll()
+    if not batch:
+        return
+    last: dict[TP, int] = {}
+    for tp, offset in batch:
+        ledger.consume(member.name, tp, offset)
+        last[tp] = max(last.get(tp, -1), offset)
+    offsets = {tp: off + 1 for tp, off in last.items()}
+    if member.commit(offsets):
+        ledger.commit(offsets)
+
+
+def _run_until(pollers: list[Poller], done: Callable[[], bool], timeout_s: float = 45.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        _step(members, ledger)
+        for p in pollers:
+            if p.error is not None:
+                raise AssertionError(f"{p.member.name} failed") from p.error
         if done():
             return
+        time.sleep(0.05)
     raise AssertionError(
-        f"not reached in time; assignments: {[(m.name, sorted(m.assignment())) for m in members]}"
+        f"not reached in time; assignments: {[(p.member.name, sorted(p.owned)) for p in pollers]}"
     )
 
 
-def _split(members: list[Member], partitions: set[TP]) -> Callable[[], bool]:
+def _split(pollers: list[Poller], partitions: set[TP]) -> Callable[[], bool]:
     def check() -> bool:
-        owned = [m.assignment() for m in members]
+        owned = [p.owned for p in pollers]
         return all(owned) and sum(map(len, owned)) == len(partitions) and set().union(*owned) == partitions
 
     return check
@@ -265,39 +304,41 @@ def test_mixed_group_rebalances_without_double_consumption(
     _produce(bootstrap, topic, 300, 6, 0)
     ledger = Ledger()
     kw = {"strategy": strategy} if strategy else {}
-    others: list[Member] = []
-    if peer_first:
-        others.append(peer(bootstrap, group, topic, "peer-1", **kw))
-        _run_until(others, ledger, lambda: others[0].assignment() == partitions)
-    ours = Ours(bootstrap, group, topic, "ours-1", **kw)
-    members: list[Member] = [ours, *others]
+    pollers: list[Poller] = []
     try:
+        if peer_first:
+            pollers.append(Poller(peer(bootstrap, group, topic, "peer-1", **kw), ledger))
+            _run_until(pollers, lambda: pollers[0].owned == partitions)
+        ours = Poller(Ours(bootstrap, group, topic, "ours-1", **kw), ledger)
+        pollers.append(ours)
         if not peer_first:
-            _run_until(members, ledger, lambda: ours.assignment() == partitions)
+            _run_until(pollers, lambda: ours.owned == partitions)
             # a peer joins: the group splits the partitions
-            others.append(peer(bootstrap, group, topic, "peer-1", **kw))
-            members = [ours, *others]
+            pollers.append(Poller(peer(bootstrap, group, topic, "peer-1", **kw), ledger))
+        the_peer = next(p for p in pollers if p.member.name == "peer-1")
         _produce(bootstrap, topic, 300, 6, 300)
-        _run_until(members, ledger, _split(members, partitions))
+        _run_until(pollers, _split(pollers, partitions))
         # one more of ours joins
-        ours2 = Ours(bootstrap, group, topic, "ours-2", **kw)
-        members.append(ours2)
-        _run_until(members, ledger, _split(members, partitions))
-        for _ in range(5):
-            _step(members, ledger)
-        assert _split(members, partitions)()
+        pollers.append(Poller(Ours(bootstrap, group, topic, "ours-2", **kw), ledger))
+        _run_until(pollers, _split(pollers, partitions))
+        time.sleep(0.5)  # the group stays as it is: no member rejoins once it is stable
+        assert _split(pollers, partitions)()
         view = _confluent_view(bootstrap, group)
-        assert {name: owned for name, owned in view.items()} == {m.name: m.assignment() for m in members}
+        assert {name: owned for name, owned in view.items()} == {p.member.name: p.owned for p in pollers}
         _produce(bootstrap, topic, 300, 6, 600)
         # the peer leaves: ours take over its partitions
-        others[0].close()
-        members = [ours, ours2]
-        _run_until(members, ledger, _split(members, partitions))
-        _run_until(members, ledger, lambda: len(ledger.unique()) >= 900)
+        the_peer.stop()
+        the_peer.member.close()
+        pollers.remove(the_peer)
+        _run_until(pollers, _split(pollers, partitions))
+        _run_until(pollers, lambda: len(ledger.unique()) >= 900)
     finally:
-        for m in members + others:
+        for p in pollers:
+            p.stop_event.set()
+        for p in pollers:
+            p.stop()
             try:
-                m.close()
+                p.member.close()
             except Exception:  # noqa: BLE001 - already closed
                 pass
     assert ledger.unique() == {((topic, i % 6), i // 6) for i in range(900)}
