@@ -67,6 +67,7 @@ from spark_kafkalite.protocol.framing import (
     encode_response,
     encode_response_chunks,
 )
+from spark_kafkalite.protocol.produce_response import encode_produce_response
 
 __all__ = ["KafkaApis", "ApiSpec"]
 
@@ -116,7 +117,16 @@ def _api_versions_error(request: Any, version: int, code: ErrorCode) -> Any:
 
 
 DEFAULT_APIS: tuple[ApiSpec, ...] = (
-    ApiSpec(ApiKey.PRODUCE, 3, 9, handle_produce, produce_error_response, advertised_min_version=0),
+    ApiSpec(
+        ApiKey.PRODUCE,
+        3,
+        9,
+        handle_produce,
+        produce_error_response,
+        advertised_min_version=0,
+        # on every acknowledged batch's critical path: ~5 us instead of kio's ~35 us
+        encoders=dict.fromkeys(range(3, 10), encode_produce_response),
+    ),
     ApiSpec(ApiKey.FETCH, 4, 12, handle_fetch, fetch_error_response),
     ApiSpec(
         ApiKey.LIST_OFFSETS,

@@ -1,0 +1,122 @@
+"""Hand-written encoder for ProduceResponse v3-v9 (``ProduceResponse.json``), byte-identical to
+kio's generic encoder (a unit test compares them on generated responses).
+
+Every acknowledged batch of a producer waits for this response, and an idempotent librdkafka
+producer keeps only one ProduceRequest in flight per partition, so the broker's time per
+response is on the producer's critical path. kio's schema-walking writer took ~35 us per
+response; this one ~5 us.
+
+Layout (versions as in ``ProduceResponse.json``): ``responses [name string, partition_responses
+[index int32, error_code int16, base_offset int64, log_append_time_ms int64 (v2+),
+log_start_offset int64 (v5+), record_errors [batch_index int32, batch_index_error_message
+nullable string] (v8+), error_message nullable string (v8+)]], throttle_time_ms int32 (v1+)``.
+v9 is flexible (KIP-482): compact strings and arrays, an empty tagged-field section after
+every struct, and response header v1 (correlation id + tagged fields).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+__all__ = ["encode_produce_response", "PRODUCE_RESPONSE_MIN_VERSION", "PRODUCE_RESPONSE_MAX_VERSION"]
+
+PRODUCE_RESPONSE_MIN_VERSION = 3
+PRODUCE_RESPONSE_MAX_VERSION = 9
+
+_HEAD = struct.Struct(">ii")  # frame size, correlation id
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_PARTITION_V3 = struct.Struct(">ihqq")  # index, error_code, base_offset, log_append_time
+_PARTITION_V5 = struct.Struct(">ihqqq")  # ... + log_start_offset
+
+
+def _uvarint(out: bytearray, value: int) -> None:
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def _compact_nullable_string(out: bytearray, value: str | None) -> None:
+    if value is None:
+        out.append(0)
+        return
+    data = value.encode()
+    _uvarint(out, len(data) + 1)
+    out += data
+
+
+def _legacy_nullable_string(out: bytearray, value: str | None) -> None:
+    if value is None:
+        out += b"\xff\xff"
+        return
+    data = value.encode()
+    if len(data) > 0x7FFF:
+        raise ValueError(f"string of {len(data)} bytes is too long for an int16 length")
+    out += _I16.pack(len(data))
+    out += data
+
+
+def _millis(value: Any) -> int:
+    """kio's ``datetime_i64`` / ``timedelta_i32`` wire value (None -> -1)."""
+    if value is None:
+        return -1
+    if hasattr(value, "total_seconds"):
+        return round(value.total_seconds() * 1000)
+    return round(value.timestamp() * 1000)
+
+
+def encode_produce_response(response: Any, correlation_id: int) -> bytes:
+    """The response frame (size prefix included) for a kio ``ProduceResponse`` of v3-v9.
+
+    Raises:
+        ValueError: the response's version is outside v3-v9, or a string is too long.
+    """
+    version = response.__version__
+    if not PRODUCE_RESPONSE_MIN_VERSION <= version <= PRODUCE_RESPONSE_MAX_VERSION:
+        raise ValueError(f"ProduceResponse v{version} is not encoded here (v3-v9 only)")
+    flexible = version >= 9
+    out = bytearray(_HEAD.pack(0, correlation_id))
+    if flexible:
+        out.append(0)  # response header v1: no tagged fields
+    partition_struct = _PARTITION_V5 if version >= 5 else _PARTITION_V3
+    string = _compact_nullable_string if flexible else _legacy_nullable_string
+    topics = response.responses
+    if flexible:
+        _uvarint(out, len(topics) + 1)
+    else:
+        out += _I32.pack(len(topics))
+    for topic in topics:
+        string(out, topic.name)
+        partitions = topic.partition_responses
+        if flexible:
+            _uvarint(out, len(partitions) + 1)
+        else:
+            out += _I32.pack(len(partitions))
+        for p in partitions:
+            fields = (int(p.index), int(p.error_code), int(p.base_offset), _millis(p.log_append_time))
+            if version >= 5:
+                fields += (int(p.log_start_offset),)
+            out += partition_struct.pack(*fields)
+            if version >= 8:
+                errors = p.record_errors
+                if flexible:
+                    _uvarint(out, len(errors) + 1)
+                else:
+                    out += _I32.pack(len(errors))
+                for error in errors:
+                    out += _I32.pack(int(error.batch_index))
+                    string(out, error.batch_index_error_message)
+                    if flexible:
+                        out.append(0)
+                string(out, p.error_message)
+            if flexible:
+                out.append(0)
+        if flexible:
+            out.append(0)
+    out += _I32.pack(_millis(response.throttle_time))
+    if flexible:
+        out.append(0)
+    _I32.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
