@@ -233,3 +233,36 @@ def test_buffer_memory_back_pressure(impl: ModuleType, bootstrap_servers: str, u
         assert [f.result(timeout=0).offset for f in futures] == list(range(100))
         done, _ = wait(futures, timeout=0)
         assert len(done) == 100
+
+
+def test_native_takes_the_common_record_itself(
+    bootstrap_servers: str, unique_topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compiled path handles bytes/str/null keys without headers itself: the reference
+    ``send`` is called only for what it does not handle (here: headers and a bytearray key)."""
+    native = _module("native")
+    reference = importlib.import_module("spark_kafkalite.client.producer.send_path")
+    monkeypatch.setattr(kafka_producer, "_send_path", native)
+    calls: list[str] = []
+    original = reference.SendPath.send
+
+    def counting(self: Any, topic: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append(topic)
+        return original(self, topic, *args, **kwargs)
+
+    monkeypatch.setattr(reference.SendPath, "send", counting)
+    with KafkaAdminClient({"bootstrap.servers": bootstrap_servers}) as admin:
+        admin.create_topics([NewTopic(unique_topic, PARTITIONS, 1)])
+    with KafkaProducer({"bootstrap.servers": bootstrap_servers, "linger.ms": 5}) as producer:
+        producer.partitions_for(unique_topic)
+        futures = [producer.send(unique_topic, b"v", key=b"k%d" % i) for i in range(200)]
+        futures += [producer.send(unique_topic, "text", key=None if i % 2 else "str") for i in range(50)]
+        futures += [
+            producer.send(unique_topic, b"v", key=b"k", partition=1, timestamp_ms=1) for _ in range(5)
+        ]
+        assert calls == []
+        futures.append(producer.send(unique_topic, b"v", key=b"k", headers={"h": b"1"}))
+        futures.append(producer.send(unique_topic, b"v", key=bytearray(b"k")))
+        assert calls == [unique_topic, unique_topic]
+        producer.flush(20)
+    assert all(f.exception(timeout=0) is None for f in futures)

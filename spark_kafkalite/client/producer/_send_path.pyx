@@ -2,14 +2,15 @@
 """Compiled ``KafkaProducer.send`` for the common record (issue #10): the twin of
 ``send_path.py`` (same API; that module is the reference and documents the semantics).
 
-A record with bytes key, bytes or null value, no headers, an integer or no partition and an
+A record with a bytes, str or null key and value, no headers, an integer or no partition and an
 integer or no timestamp, of a topic in the cached metadata, is partitioned (Kafka
-``Utils.murmur2`` of the key, Java ``BuiltInPartitioner.partitionForKey``) and varint-encoded
-straight into the open ``ProducerBatch`` of its partition under the accumulator's lock, with one
+``Utils.murmur2`` of the key, Java ``BuiltInPartitioner.partitionForKey``; the sticky
+partitioner, KIP-794, for a null key) and varint-encoded straight into the open
+``ProducerBatch`` of its partition under the accumulator's lock, with one
 ``FutureRecordMetadata`` (batch, index, CreateTime) as its only per-record object. Everything
-else (closed producer, fatal error, str/bytearray keys, null keys (sticky partitioning), headers,
-unknown topics, a record too large, no open batch with room, waiting for ``buffer.memory``) goes
-to the reference ``SendPath`` or the accumulator's own ``append_record``, unchanged."""
+else (closed producer, fatal error, bytearray / memoryview / bad types, headers, unknown
+topics, a record too large) goes to the reference ``SendPath``, and a record that needs a new
+batch (or waits for ``buffer.memory``) to the accumulator's own ``append_record``."""
 
 from spark_kafkalite.client.producer._batch_state cimport AccumulatorState, BatchState, FutureState
 
@@ -40,10 +41,12 @@ cdef class SendPath:
     cdef object _metadata
     cdef AccumulatorState _accumulator
     cdef object _sender
+    cdef object _partitioner
     cdef object _acquire
     cdef object _release
     cdef dict _batches
-    cdef dict _topics  # topic -> (Cluster, {partition: metadata}, [TopicPartition], partition count)
+    # topic -> (Cluster, {partition: metadata}, [TopicPartition], partition count, available ids)
+    cdef dict _topics
     cdef Py_ssize_t _max_request_size
     cdef Py_ssize_t _batch_size
     cdef Py_ssize_t _buffer_memory
@@ -78,6 +81,7 @@ cdef class SendPath:
         self._metadata = metadata
         self._accumulator = accumulator
         self._sender = sender
+        self._partitioner = partitioner
         self._acquire = accumulator._lock.acquire
         self._release = accumulator._lock.release
         self._batches = accumulator._batches
@@ -121,15 +125,24 @@ cdef class SendPath:
         cdef bint full = False, done = False
         if (
             self._closed
-            or type(key) is not bytes
-            or (value is not None and type(value) is not bytes)
             or headers
             or (partition is not None and type(partition) is not int)
             or (timestamp_ms is not None and type(timestamp_ms) is not int)
-            or self._sender.fatal_error is not None
         ):
             return self._ref.send(topic, value, key, partition, timestamp_ms, headers, callback)
-        size = _OVERHEAD + len(<bytes>key)
+        if type(key) is not bytes and key is not None:
+            if type(key) is not str:  # bytearray, memoryview, a bad type: the reference
+                return self._ref.send(topic, value, key, partition, timestamp_ms, headers, callback)
+            key = (<str>key).encode("utf-8")
+        if type(value) is not bytes and value is not None:
+            if type(value) is not str:
+                return self._ref.send(topic, value, key, partition, timestamp_ms, headers, callback)
+            value = (<str>value).encode("utf-8")
+        if self._sender.fatal_error is not None:
+            return self._ref.send(topic, value, key, partition, timestamp_ms, headers, callback)
+        size = _OVERHEAD
+        if key is not None:
+            size += len(<bytes>key)
         if value is not None:
             size += len(<bytes>value)
         if size > self._max_request_size:
@@ -141,15 +154,23 @@ cdef class SendPath:
             if not parts:  # unknown topic: the reference waits for its metadata
                 return self._ref.send(topic, value, key, partition, timestamp_ms, headers, callback)
             nparts = len(parts)
-            entry = (cluster, parts, [TopicPartition(topic, p) for p in range(nparts)], nparts)
+            entry = (
+                cluster,
+                parts,
+                [TopicPartition(topic, p) for p in range(nparts)],
+                nparts,
+                cluster.available_partitions(topic),
+            )
             self._topics[topic] = entry
         nparts = entry[3]
-        if partition is None:
-            chosen = (<long long>_murmur2(key) & 0x7FFFFFFF) % nparts
-        else:
-            chosen = partition
-            if chosen < 0 or chosen >= nparts or partition not in entry[1]:
+        if partition is not None:
+            if partition not in entry[1] or not 0 <= partition < nparts:
                 return self._ref.send(topic, value, key, partition, timestamp_ms, headers, callback)
+            chosen = partition
+        elif key is not None:
+            chosen = (<long long>_murmur2(key) & 0x7FFFFFFF) % nparts
+        else:  # sticky partition (KIP-794)
+            chosen = self._partitioner.partition(topic, entry[4], nparts, size)
         tp = (<list>entry[2])[chosen]
         if _FAST_FUTURES:
             acc = self._accumulator
