@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from broker.config import ConfigError, KafkaConfig
+from broker.malloc_tuning import tune_malloc
 
 __all__ = ["main", "run"]
 
@@ -116,6 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if applied := tune_malloc():
+        logger.info("malloc thresholds: %s", applied)
     try:
         return asyncio.run(run(config, exit_with_parent=args.exit_with_parent))
     except KeyboardInterrupt:
