@@ -266,3 +266,17 @@ def test_native_takes_the_common_record_itself(
         assert calls == [unique_topic, unique_topic]
         producer.flush(20)
     assert all(f.exception(timeout=0) is None for f in futures)
+
+
+def test_subclass_send_override_is_called(bootstrap_servers: str, unique_topic: str) -> None:
+    """send is bound on the instance for speed, but never over a subclass's own send."""
+    seen: list[bytes | None] = []
+
+    class Audited(KafkaProducer):
+        def send(self, topic: str, value: Any = None, key: Any = None, **kwargs: Any) -> Any:  # type: ignore[override]
+            seen.append(key)
+            return super().send(topic, value, key, **kwargs)
+
+    with Audited({"bootstrap.servers": bootstrap_servers}) as producer:
+        assert producer.send(unique_topic, b"v", key=b"k").result(timeout=20).offset == 0
+    assert seen == [b"k"]

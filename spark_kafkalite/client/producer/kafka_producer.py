@@ -124,7 +124,8 @@ class KafkaProducer:
             idempotence_explicit=explicit and self._idempotent,
         )
         # send(): the compiled SendPath when built (see protocol.native), else its pure-Python
-        # reference; bound on the instance so that a send is one call into it
+        # reference; bound on the instance so that a send is one call into it (unless a
+        # subclass overrides send)
         self._send_path = _send_path.SendPath(
             self._metadata,
             self._accumulator,
@@ -134,7 +135,8 @@ class KafkaProducer:
             self._max_block_ms,
             self._linger_ms,
         )
-        self.send = self._send_path.send  # type: ignore[method-assign]
+        if type(self).send is KafkaProducer.send:
+            self.send = self._send_path.send  # type: ignore[method-assign]
         self._closed = False
         self._sender.start()
 
