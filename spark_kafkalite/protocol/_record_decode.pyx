@@ -14,11 +14,12 @@ Two outputs: :func:`decode_records` returns Python lists (for ``KafkaConsumer.po
 (validity bitmaps, int32 offsets, data) without a Python object per record.
 """
 
+cimport cython
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 from spark_kafkalite.protocol.errors import CorruptRecordError
 
@@ -220,8 +221,10 @@ def walk_records(data, Py_ssize_t p, Py_ssize_t limit, Py_ssize_t count, Py_ssiz
 # Arrow column buffers
 
 
+@cython.final
 cdef class _Buf:
-    """A growable byte buffer backed by a bytearray (handed to Arrow without a copy)."""
+    """A growable byte buffer backed by a bytearray (handed to Arrow without a copy). Final, so
+    that its per-record methods are direct (inlined) calls, not virtual ones."""
     cdef bytearray data
     cdef Py_ssize_t length
     cdef Py_ssize_t capacity
@@ -268,18 +271,28 @@ cdef class _Buf:
             base[byte] = base[byte] & ~(1 << (i & 7))
         return 0
 
+    cdef int fill_valid(self, Py_ssize_t n) except -1:
+        """Make this bitmap hold ``n`` valid bits (bits from ``n`` on are set as rows come)."""
+        cdef Py_ssize_t nbytes = (n + 7) >> 3
+        self.length = 0
+        memset(self.reserve(nbytes), 0xFF, nbytes)
+        self.length = nbytes
+        return 0
+
     cdef bytearray finish(self):
         PyByteArray_Resize(self.data, self.length)
         self.capacity = self.length
         return self.data
 
 
+@cython.final
 cdef class ColumnBuilder:
     """Accumulates decoded records of one topic-partition as Arrow column buffers.
 
     ``finish()`` returns a dict of buffers (see :func:`spark_kafkalite.protocol.record_columns.
     to_arrow`): little-endian int64 ``offset``, int64 ``timestamp_us``, int32 ``timestamp_type``,
-    ``key``/``value`` as (int32 offsets, validity bitmap, data, null count), and with
+    ``key``/``value`` as (int32 offsets, validity bitmap - meaningful only when the null count is
+    not 0, it is built from the first null on -, data, null count), and with
     ``include_headers`` the list/struct buffers of ``array<struct<key:string,value:binary>>``.
     """
     cdef readonly bint include_headers
@@ -372,21 +385,29 @@ cdef class ColumnBuilder:
                 self.offsets.append_i64(offset)
                 self.ts_us.append_i64((max_ts if log_append else base_ts + r.ts_delta) * 1000)
                 self.ttype.append_i32(timestamp_type)
+                # validity bitmaps are kept only once a null was seen (to_arrow_arrays passes
+                # none while the null count is 0): rows before the first null are all valid
                 if r.key_len < 0:
+                    if self.key_nulls == 0:
+                        self.key_valid.fill_valid(i)
                     self.key_valid.set_bit(i, False)
                     self.key_nulls += 1
                 else:
                     self.key_data.append(d + r.key_pos, r.key_len)
                     self._check_i32(self.key_data)
-                    self.key_valid.set_bit(i, True)
+                    if self.key_nulls:
+                        self.key_valid.set_bit(i, True)
                 self.key_off.append_i32(<int32_t>self.key_data.length)
                 if r.val_len < 0:
+                    if self.val_nulls == 0:
+                        self.val_valid.fill_valid(i)
                     self.val_valid.set_bit(i, False)
                     self.val_nulls += 1
                 else:
                     self.val_data.append(d + r.val_pos, r.val_len)
                     self._check_i32(self.val_data)
-                    self.val_valid.set_bit(i, True)
+                    if self.val_nulls:
+                        self.val_valid.set_bit(i, True)
                 self.val_off.append_i32(<int32_t>self.val_data.length)
                 if self.include_headers:
                     # a record without headers has a null ``headers`` (Spark's KafkaRecordToRowConverter)

@@ -263,6 +263,38 @@ def test_corrupt_records_raise_and_roll_back(impl) -> None:  # type: ignore[no-u
     assert cols["key"].to_pylist() == [b"key"] * 3
 
 
+def test_first_null_after_valid_batches_and_a_rolled_back_batch(impl) -> None:  # type: ignore[no-untyped-def]
+    """Validity bitmaps are built lazily (native: from the first null on): nulls that first
+    appear in a later batch, after 9+ valid rows (a bitmap byte boundary), and after a failed
+    batch that had nulls and was rolled back, still land on the right rows."""
+    builder = impl.ColumnBuilder(False)
+
+    def append(raw: bytes, cut: int = 0) -> int:
+        header = read_header(raw)
+        data, start, end = records_section(raw, 0, header)
+        args = (
+            header.records_count,
+            header.base_offset,
+            header.base_timestamp,
+            header.max_timestamp,
+            False,
+            0,
+        )
+        return int(builder.append(data, start, end - cut, *args, -1, 2**40))
+
+    first = [(b"k%d" % i, b"v%d" % i, i, []) for i in range(11)]
+    with_nulls = [(None, b"x", 1, []), (b"y", None, 2, []), (b"z", b"w", 3, [])]
+    assert append(encode_batch(first, base_offset=0)) == 11
+    with pytest.raises(CorruptRecordError):
+        append(encode_batch(with_nulls, base_offset=11), cut=2)  # truncated: rolled back
+    assert append(encode_batch([(b"a", b"b", 4, [])], base_offset=11)) == 1
+    assert append(encode_batch(with_nulls, base_offset=12)) == 3
+    cols = to_arrow_arrays(builder.finish())
+    assert cols["key"].to_pylist() == [r[0] for r in first] + [b"a", None, b"y", b"z"]
+    assert cols["value"].to_pylist() == [r[1] for r in first] + [b"b", b"x", None, b"w"]
+    assert (cols["key"].null_count, cols["value"].null_count) == (1, 1)
+
+
 def test_builders_agree_on_large_mixed_input() -> None:
     native = _native_module()
     batches = b"".join(
