@@ -280,3 +280,30 @@ def test_subclass_send_override_is_called(bootstrap_servers: str, unique_topic: 
     with Audited({"bootstrap.servers": bootstrap_servers}) as producer:
         assert producer.send(unique_topic, b"v", key=b"k").result(timeout=20).offset == 0
     assert seen == [b"k"]
+
+
+def test_callbacks_on_failure_and_raising_callbacks(
+    impl: ModuleType, bootstrap_servers: str, unique_topic: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Records failed by a forced close call their callbacks with (None, error) in send order;
+    a callback that raises is logged and the following ones still run."""
+    with KafkaAdminClient({"bootstrap.servers": bootstrap_servers}) as admin:
+        admin.create_topics([NewTopic(unique_topic, 1, 1)])
+    producer = KafkaProducer({"bootstrap.servers": bootstrap_servers, "linger.ms": 60_000})
+    producer.partitions_for(unique_topic)
+    got: list[tuple[int, RecordMetadata | None, BaseException | None]] = []
+
+    def record(i: int) -> Any:
+        def cb(md: RecordMetadata | None, exc: BaseException | None) -> None:
+            got.append((i, md, exc))
+            if i == 3:
+                raise RuntimeError("callback bug")
+
+        return cb
+
+    futures = [producer.send(unique_topic, b"v", key=b"k", callback=record(i)) for i in range(10)]
+    producer.close(0)
+    assert [i for i, _md, _exc in got] == list(range(10))
+    assert all(md is None and isinstance(exc, KafkaError) for _i, md, exc in got)
+    assert all(isinstance(f.exception(timeout=5), KafkaError) for f in futures)
+    assert "producer callback failed" in caplog.text

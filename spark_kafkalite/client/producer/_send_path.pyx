@@ -14,23 +14,68 @@ batch (or waits for ``buffer.memory``) to the accumulator's own ``append_record`
 
 from spark_kafkalite.client.producer._batch_state cimport AccumulatorState, BatchState, FutureState
 
+import logging
+
 from spark_kafkalite.client.producer import send_path as _reference
 from spark_kafkalite.client.producer.future_record_metadata import FAST_FUTURES, FutureRecordMetadata
 from spark_kafkalite.client.producer.producer_batch import RECORD_OVERHEAD_ESTIMATE
 from spark_kafkalite.client.clock import now_ms
-from spark_kafkalite.client.types import TopicPartition
+from spark_kafkalite.client.types import RecordMetadata, TopicPartition
 from spark_kafkalite.protocol.errors import KafkaError
 from spark_kafkalite.protocol.record_encoding import murmur2
 
-__all__ = ["SendPath", "IMPLEMENTATION"]
+__all__ = ["SendPath", "RecordCallback", "IMPLEMENTATION"]
 
 IMPLEMENTATION = "native"
 
 cdef object _FRM = FutureRecordMetadata
 cdef object _murmur2 = murmur2
-cdef object _callback_adapter = _reference.callback_adapter
+cdef object _log = logging.getLogger("spark_kafkalite.client.producer.send_path")
+cdef object _tuple_new = tuple.__new__
+cdef object _RecordMetadata = RecordMetadata
 cdef Py_ssize_t _OVERHEAD = RECORD_OVERHEAD_ESTIMATE
 cdef bint _FAST_FUTURES = FAST_FUTURES
+
+
+cdef class RecordCallback:
+    """The done-callback of a record future that calls Java-style ``callback(metadata,
+    exception)`` (``send_path.callback_adapter``); a ``FutureRecordMetadata``'s metadata is read
+    straight from its batch. What the callback raises is logged (a user callback must not break
+    the I/O thread)."""
+
+    cdef object callback
+
+    def __cinit__(self, callback):
+        self.callback = callback
+
+    def __call__(self, future):
+        cdef FutureState record
+        cdef object batch, error, metadata = None
+        if isinstance(future, FutureState):  # done: its batch holds the outcome
+            record = <FutureState>future
+            batch = record._batch
+            error = batch.error
+            if error is None:
+                base = batch.base_offset
+                log_append_ms = batch.log_append_time_ms
+                topic, partition = batch.tp
+                metadata = _tuple_new(
+                    _RecordMetadata,
+                    (
+                        topic,
+                        partition,
+                        base + record._index if base >= 0 else -1,
+                        log_append_ms if log_append_ms >= 0 else record._timestamp_ms,
+                    ),
+                )
+        else:
+            error = future.exception()
+            if error is None:
+                metadata = future.result()
+        try:
+            self.callback(metadata, error)
+        except Exception:
+            _log.exception("producer callback failed")
 
 
 cdef class SendPath:
@@ -199,6 +244,10 @@ cdef class SendPath:
                             record_future._index = count
                             record_future._timestamp_ms = ts
                             future = record_future
+                            if callback is not None:  # the batch is open: not done before this
+                                future._callbacks = [RecordCallback(callback)]
+                                (<object>last).watchers.append(future)
+                                callback = None
                             full = len(dq) > 1 or last.size_bytes >= self._batch_size
                             done = True
             finally:
@@ -212,9 +261,12 @@ cdef class SendPath:
                     tp, key, value, timestamp_ms, None, size, self._max_block_ms
                 )
             except KafkaError as exc:
-                return _reference.failed_future(exc, callback)
+                failed = _reference.failed_future(exc, None)
+                if callback is not None:
+                    failed.add_done_callback(RecordCallback(callback))
+                return failed
             if full or (new_batch and self._linger_ms < self._sender.poll_deadline_ms - now_ms()):
                 self._sender.wakeup()
         if callback is not None:
-            future.add_done_callback(_callback_adapter(callback))
+            future.add_done_callback(RecordCallback(callback))
         return future
