@@ -198,6 +198,10 @@ def test_errors(impl: ModuleType, bootstrap_servers: str, unique_topic: str) -> 
             producer.send(unique_topic, 12345, key=b"k")  # type: ignore[arg-type]
         with pytest.raises(TypeError):
             producer.send(unique_topic, b"v", key=3.5)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="header keys"):
+            producer.send(unique_topic, b"v", key=b"k", headers=[(1, b"x")])  # type: ignore[list-item]
+        with pytest.raises(TypeError, match="header value"):
+            producer.send(unique_topic, b"v", key=b"k", headers={"h": 5})  # type: ignore[dict-item]
         with pytest.raises((KafkaTimeoutError, KafkaError)):
             producer.send(unique_topic + "-missing", b"v", key=b"k").result(timeout=10)
         ok = producer.send(unique_topic, b"v", key=b"k")
@@ -238,8 +242,8 @@ def test_buffer_memory_back_pressure(impl: ModuleType, bootstrap_servers: str, u
 def test_native_takes_the_common_record_itself(
     bootstrap_servers: str, unique_topic: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The compiled path handles bytes/str/null keys without headers itself: the reference
-    ``send`` is called only for what it does not handle (here: headers and a bytearray key)."""
+    """The compiled path handles bytes/str/null keys and headers itself: the reference ``send``
+    is called only for what it does not handle (here: a bytearray key)."""
     native = _module("native")
     reference = importlib.import_module("spark_kafkalite.client.producer.send_path")
     monkeypatch.setattr(kafka_producer, "_send_path", native)
@@ -262,8 +266,10 @@ def test_native_takes_the_common_record_itself(
         ]
         assert calls == []
         futures.append(producer.send(unique_topic, b"v", key=b"k", headers={"h": b"1"}))
+        futures.append(producer.send(unique_topic, b"v", key=b"k", headers=[("h", "s"), ("n", None)]))
+        assert calls == []
         futures.append(producer.send(unique_topic, b"v", key=bytearray(b"k")))
-        assert calls == [unique_topic, unique_topic]
+        assert calls == [unique_topic]
         producer.flush(20)
     assert all(f.exception(timeout=0) is None for f in futures)
 

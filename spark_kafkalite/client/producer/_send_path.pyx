@@ -2,14 +2,14 @@
 """Compiled ``KafkaProducer.send`` for the common record (issue #10): the twin of
 ``send_path.py`` (same API; that module is the reference and documents the semantics).
 
-A record with a bytes, str or null key and value, no headers, an integer or no partition and an
+A record with a bytes, str or null key and value, any headers, an integer or no partition and an
 integer or no timestamp, of a topic in the cached metadata, is partitioned (Kafka
 ``Utils.murmur2`` of the key, Java ``BuiltInPartitioner.partitionForKey``; the sticky
 partitioner, KIP-794, for a null key) and varint-encoded straight into the open
 ``ProducerBatch`` of its partition under the accumulator's lock, with one
 ``FutureRecordMetadata`` (batch, index, CreateTime) as its only per-record object. Everything
-else (closed producer, fatal error, bytearray / memoryview / bad types, headers, unknown
-topics, a record too large) goes to the reference ``SendPath``, and a record that needs a new
+else (closed producer, fatal error, bytearray / memoryview / bad types, unknown topics, a
+record too large) goes to the reference ``SendPath``, and a record that needs a new
 batch (or waits for ``buffer.memory``) to the accumulator's own ``append_record``."""
 
 from spark_kafkalite.client.producer._batch_state cimport AccumulatorState, BatchState, FutureState
@@ -32,6 +32,7 @@ cdef object _FRM = FutureRecordMetadata
 cdef object _murmur2 = murmur2
 cdef object _log = logging.getLogger("spark_kafkalite.client.producer.send_path")
 cdef object _tuple_new = tuple.__new__
+cdef object _normalize_headers = _reference.normalize_headers
 cdef object _RecordMetadata = RecordMetadata
 cdef Py_ssize_t _OVERHEAD = RECORD_OVERHEAD_ESTIMATE
 cdef bint _FAST_FUTURES = FAST_FUTURES
@@ -163,14 +164,13 @@ cdef class SendPath:
         """``KafkaProducer.send`` (see there)."""
         cdef Py_ssize_t size, nparts, chosen, count
         cdef tuple entry
-        cdef object cluster, parts, tp, dq, ts, future
+        cdef object cluster, parts, tp, dq, ts, future, header_list, hk, hv
         cdef AccumulatorState acc
         cdef BatchState last
         cdef FutureState record_future
         cdef bint full = False, done = False
         if (
             self._closed
-            or headers
             or (partition is not None and type(partition) is not int)
             or (timestamp_ms is not None and type(timestamp_ms) is not int)
         ):
@@ -190,14 +190,20 @@ cdef class SendPath:
             size += len(<bytes>key)
         if value is not None:
             size += len(<bytes>value)
+        if headers:  # normalised (copied, type-checked) only when the caller gave some
+            header_list = _normalize_headers(headers)
+            for hk, hv in header_list:
+                size += len(<str>hk) + (len(<bytes>hv) if hv else 0) + 4
+        else:
+            header_list = None
         if size > self._max_request_size:
-            return self._ref.send(topic, value, key, partition, timestamp_ms, headers, callback)
+            return self._ref.send(topic, value, key, partition, timestamp_ms, header_list, callback)
         cluster = self._metadata._cluster
         entry = self._topics.get(topic)
         if entry is None or entry[0] is not cluster:
             parts = cluster.partitions.get(topic)
             if not parts:  # unknown topic: the reference waits for its metadata
-                return self._ref.send(topic, value, key, partition, timestamp_ms, headers, callback)
+                return self._ref.send(topic, value, key, partition, timestamp_ms, header_list, callback)
             nparts = len(parts)
             entry = (
                 cluster,
@@ -210,7 +216,7 @@ cdef class SendPath:
         nparts = entry[3]
         if partition is not None:
             if partition not in entry[1] or not 0 <= partition < nparts:
-                return self._ref.send(topic, value, key, partition, timestamp_ms, headers, callback)
+                return self._ref.send(topic, value, key, partition, timestamp_ms, header_list, callback)
             chosen = partition
         elif key is not None:
             chosen = (<long long>_murmur2(key) & 0x7FFFFFFF) % nparts
@@ -232,10 +238,10 @@ cdef class SendPath:
                             and (count == 0 or last.size_bytes + size <= self._batch_size)
                         ):
                             if timestamp_ms is None:
-                                ts = last.builder.append_now(key, value)
+                                ts = last.builder.append_now(key, value, header_list)
                             else:
                                 ts = timestamp_ms
-                                last.builder.append(key, value, ts)
+                                last.builder.append(key, value, ts, header_list)
                             last.count = count + 1
                             last.size_bytes += size
                             acc._used_bytes += size
@@ -258,7 +264,7 @@ cdef class SendPath:
         else:  # a new batch, a batch in retry, waiting for buffer.memory, ...: the accumulator
             try:
                 future, full, new_batch = self._accumulator.append_record(
-                    tp, key, value, timestamp_ms, None, size, self._max_block_ms
+                    tp, key, value, timestamp_ms, header_list, size, self._max_block_ms
                 )
             except KafkaError as exc:
                 failed = _reference.failed_future(exc, None)
