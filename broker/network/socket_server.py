@@ -268,12 +268,12 @@ class SocketServer:
         loop = asyncio.get_running_loop()
         timeout_s = self.request_receive_timeout_ms / 1000.0
         deadline = loop.time() + timeout_s if timeout_s >= 0 else None
-        try:
-            async with asyncio.timeout_at(deadline):
-                if len(head) < 4:
+        if len(head) < 4:  # (no timer armed in the common case: the size arrived whole)
+            try:
+                async with asyncio.timeout_at(deadline):
                     head += await reader.readexactly(4 - len(head))
-        except TimeoutError:
-            raise FrameTimeoutError(self._timeout_message(4)) from None
+            except TimeoutError:
+                raise FrameTimeoutError(self._timeout_message(4)) from None
         size = int.from_bytes(head, "big", signed=True)
         if size < 0 or size > self.max_request_bytes:
             # Kafka's InvalidReceiveException: close before reading the body.
@@ -338,8 +338,9 @@ class SocketServer:
                 else:
                     writer.write(response)
                 del response
-                async with asyncio.timeout(idle_s):  # a client that never reads is dropped
-                    await writer.drain()
+                if writer.transport.get_write_buffer_size():  # all sent at once: nothing to wait for
+                    async with asyncio.timeout(idle_s):  # a client that never reads is dropped
+                        await writer.drain()
             conn.busy = False
             conn.last_active_s = time.monotonic()
 
