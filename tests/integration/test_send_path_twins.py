@@ -313,3 +313,33 @@ def test_callbacks_on_failure_and_raising_callbacks(
     assert all(md is None and isinstance(exc, KafkaError) for _i, md, exc in got)
     assert all(isinstance(f.exception(timeout=5), KafkaError) for f in futures)
     assert "producer callback failed" in caplog.text
+
+
+def test_send_callback_with_done_callbacks_and_wait(
+    impl: ModuleType, bootstrap_servers: str, unique_topic: str
+) -> None:
+    """A record with a send callback that also gets done-callbacks and a concurrent.futures
+    waiter: each runs exactly once, the send callback first, in send order."""
+    with KafkaAdminClient({"bootstrap.servers": bootstrap_servers}) as admin:
+        admin.create_topics([NewTopic(unique_topic, 1, 1)])
+    events: list[tuple[str, int]] = []
+    with KafkaProducer({"bootstrap.servers": bootstrap_servers, "linger.ms": 50}) as producer:
+        producer.partitions_for(unique_topic)
+        futures = []
+        for i in range(6):
+            future = producer.send(
+                unique_topic, b"v", key=b"k", callback=lambda md, exc, i=i: events.append(("send", i))
+            )
+            if i % 2:
+                future.add_done_callback(lambda f, i=i: events.append(("done", i)))
+            futures.append(future)
+        done, not_done = wait(futures, timeout=20)
+        assert not not_done
+        producer.flush(10)
+    expected: list[tuple[str, int]] = []
+    for i in range(6):
+        expected.append(("send", i))
+        if i % 2:
+            expected.append(("done", i))
+    assert events == expected
+    assert [f.result(timeout=0).offset for f in futures] == list(range(6))

@@ -20,3 +20,4 @@ cdef class FutureState:
     cdef public object _batch
     cdef public Py_ssize_t _index
     cdef public object _timestamp_ms
+    cdef public object _record_callback

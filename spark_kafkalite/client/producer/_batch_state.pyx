@@ -32,9 +32,11 @@ cdef class BatchState:
 
 
 cdef class FutureState:
-    """Base of ``FutureRecordMetadata``: its batch, index in the batch and CreateTime."""
+    """Base of ``FutureRecordMetadata``: its batch, index in the batch, CreateTime and the
+    Java-style ``callback(metadata, exception)`` given to ``send`` (or None)."""
 
     def __cinit__(self, *args, **kwargs):
         self._batch = None
         self._index = 0
         self._timestamp_ms = None
+        self._record_callback = None

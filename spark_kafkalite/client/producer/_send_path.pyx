@@ -251,7 +251,7 @@ cdef class SendPath:
                             record_future._timestamp_ms = ts
                             future = record_future
                             if callback is not None:  # the batch is open: not done before this
-                                future._callbacks = [RecordCallback(callback)]
+                                record_future._record_callback = callback
                                 (<object>last).watchers.append(future)
                                 callback = None
                             full = len(dq) > 1 or last.size_bytes >= self._batch_size

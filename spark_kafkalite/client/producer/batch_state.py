@@ -41,10 +41,12 @@ class BatchState:
 
 
 class FutureState:
-    """Base of ``FutureRecordMetadata``: its batch, index in the batch and CreateTime."""
+    """Base of ``FutureRecordMetadata``: its batch, index in the batch, CreateTime and the
+    Java-style ``callback(metadata, exception)`` given to ``send`` (or None)."""
 
-    __slots__ = ("_batch", "_index", "_timestamp_ms")
+    __slots__ = ("_batch", "_index", "_timestamp_ms", "_record_callback")
 
     _batch: Any
     _index: int
     _timestamp_ms: int
+    _record_callback: Any

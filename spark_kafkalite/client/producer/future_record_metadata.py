@@ -65,6 +65,7 @@ class FutureRecordMetadata(FutureState, Future):  # type: ignore[type-arg]
         self._batch = batch
         self._index = index
         self._timestamp_ms = timestamp_ms
+        self._record_callback = None
 
     # -- what concurrent.futures.wait / as_completed read ------------------------------------
 
@@ -81,7 +82,7 @@ class FutureRecordMetadata(FutureState, Future):  # type: ignore[type-arg]
         """Called under the batch condition by ``wait``/``as_completed``."""
         if self._w is None:
             self._w = []
-            if self._callbacks is None:
+            if self._callbacks is None and self._record_callback is None:
                 self._batch.watchers.append(self)
         return self._w
 
@@ -140,7 +141,7 @@ class FutureRecordMetadata(FutureState, Future):  # type: ignore[type-arg]
                 if not batch.done:
                     if self._callbacks is None:
                         self._callbacks = []
-                        if self._w is None:
+                        if self._w is None and self._record_callback is None:
                             batch.watchers.append(self)
                     self._callbacks.append(fn)
                     return
@@ -178,8 +179,17 @@ def complete_watchers(watchers: list[Any], error: BaseException | None) -> None:
 
 
 def run_callbacks(watchers: list[Any]) -> None:
-    """Run the done-callbacks of ``watchers`` in registration order (outside the condition)."""
+    """Run the callbacks of ``watchers`` in registration order (outside the condition): each
+    future's ``send`` callback (``_record_callback``, set by the compiled send path while the
+    batch was open: no closure, list or dict per record), then its done-callbacks."""
     for future in watchers:
+        record_callback = future._record_callback
+        if record_callback is not None:
+            error = future._batch.error
+            try:
+                record_callback(None if error is not None else future._metadata(), error)
+            except Exception:  # a user callback must not break the I/O thread
+                log.exception("producer callback failed")
         for fn in future._callbacks or ():
             _call(fn, future)
 
