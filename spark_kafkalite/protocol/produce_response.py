@@ -95,7 +95,12 @@ def encode_produce_response(response: Any, correlation_id: int) -> bytes:
         else:
             out += _I32.pack(len(partitions))
         for p in partitions:
-            fields = (int(p.index), int(p.error_code), int(p.base_offset), _millis(p.log_append_time))
+            fields: tuple[int, ...] = (
+                int(p.index),
+                int(p.error_code),
+                int(p.base_offset),
+                _millis(p.log_append_time),
+            )
             if version >= 5:
                 fields += (int(p.log_start_offset),)
             out += partition_struct.pack(*fields)
