@@ -80,14 +80,20 @@ def _varint_size(value: int) -> int:
     return n
 
 
-def _as_header_value(value: Any) -> bytes | None:
+def as_bytes(value: Any, what: str) -> bytes | None:
+    """``value`` as a record field's bytes (str: UTF-8, as Java's ``StringSerializer``); None
+    stays None.
+
+    Raises:
+        TypeError: not bytes, bytearray, memoryview, str or None (the message names ``what``).
+    """
     if value is None or type(value) is bytes:
         return value
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
     if isinstance(value, str):
         return value.encode("utf-8")
-    raise TypeError(f"header value must be bytes, str or None, not {type(value).__name__}")
+    raise TypeError(f"{what} must be bytes, str or None, not {type(value).__name__}")
 
 
 class MemoryRecordsBuilder:
@@ -157,7 +163,7 @@ class MemoryRecordsBuilder:
                 raw = hkey.encode("utf-8")
                 _varint(rec, len(raw))
                 rec += raw
-                hv = _as_header_value(hvalue)
+                hv = as_bytes(hvalue, "header value")
                 if hv is None:
                     rec.append(1)
                 else:

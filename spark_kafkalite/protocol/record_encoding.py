@@ -6,6 +6,7 @@ datasource code import the encoder from here, never from either module directly.
 from __future__ import annotations
 
 from spark_kafkalite.protocol.native import load_extension
+from spark_kafkalite.protocol.record_encode import as_bytes  # pure in both: the field rule, not the codec
 
 __all__ = [
     "MemoryRecordsBuilder",
@@ -15,6 +16,7 @@ __all__ = [
     "murmur2",
     "key_hashes",
     "IMPLEMENTATION",
+    "as_bytes",
 ]
 
 _impl = load_extension("spark_kafkalite.protocol._record_encode", "spark_kafkalite.protocol.record_encode")

@@ -29,7 +29,7 @@ from spark_kafkalite.protocol.errors import (
     MessageTooLargeError,
     error_for_code,
 )
-from spark_kafkalite.protocol.record_encoding import murmur2
+from spark_kafkalite.protocol.record_encoding import as_bytes, murmur2
 
 if TYPE_CHECKING:
     from spark_kafkalite.client.metadata import Cluster, Metadata
@@ -37,26 +37,11 @@ if TYPE_CHECKING:
     from spark_kafkalite.client.producer.record_accumulator import RecordAccumulator
     from spark_kafkalite.client.producer.sender import Sender
 
-__all__ = ["SendPath", "IMPLEMENTATION", "to_bytes", "normalize_headers", "callback_adapter", "failed_future"]
+__all__ = ["SendPath", "IMPLEMENTATION", "normalize_headers", "callback_adapter", "failed_future"]
 
 IMPLEMENTATION = "python"
 
 log = logging.getLogger(__name__)
-
-
-def to_bytes(value: Any, what: str) -> bytes | None:
-    """``value`` as bytes (str: UTF-8); None stays None.
-
-    Raises:
-        TypeError: not bytes, bytearray, memoryview, str or None.
-    """
-    if value is None or type(value) is bytes:
-        return value
-    if isinstance(value, (bytearray, memoryview)):
-        return bytes(value)
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    raise TypeError(f"{what} must be bytes, str or None, not {type(value).__name__}")
 
 
 def normalize_headers(headers: Any) -> list[tuple[str, bytes | None]]:
@@ -70,7 +55,7 @@ def normalize_headers(headers: Any) -> list[tuple[str, bytes | None]]:
     for key, value in items:
         if not isinstance(key, str):
             raise TypeError(f"header keys must be str, not {type(key).__name__}")
-        out.append((key, to_bytes(value, "header value")))
+        out.append((key, as_bytes(value, "header value")))
     return out
 
 
@@ -156,8 +141,8 @@ class SendPath:
         fatal = self._sender.fatal_error
         if fatal is not None:
             return failed_future(fatal, callback)
-        key_bytes = key if key is None or type(key) is bytes else to_bytes(key, "key")
-        value_bytes = value if value is None or type(value) is bytes else to_bytes(value, "value")
+        key_bytes = key if key is None or type(key) is bytes else as_bytes(key, "key")
+        value_bytes = value if value is None or type(value) is bytes else as_bytes(value, "value")
         size = RECORD_OVERHEAD_ESTIMATE
         if key_bytes is not None:
             size += len(key_bytes)
