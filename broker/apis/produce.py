@@ -42,6 +42,8 @@ from spark_kafkalite.protocol.errors import (
     MessageTooLargeError,
     UnsupportedCompressionTypeError,
 )
+from spark_kafkalite.protocol.framing import decode_request_body
+from spark_kafkalite.protocol.produce_request import decode_produce_request_fast
 from spark_kafkalite.protocol.record_batch import (
     COMPRESSION_ZSTD,
     BatchHeader,
@@ -53,13 +55,30 @@ from spark_kafkalite.protocol.record_batch import (
 if TYPE_CHECKING:
     from broker.apis.kio_types import ProduceRequest, ProduceResponse
 
-__all__ = ["handle_produce", "produce_error_response", "validate_produce_batch"]
+__all__ = ["PRODUCE_DECODERS", "handle_produce", "produce_error_response", "validate_produce_batch"]
 
 logger = logging.getLogger(__name__)
 
 
+def _produce_decoder(version: int) -> Any:
+    def decode(frame: bytes | memoryview, offset: int) -> Any:
+        """The hand-written decoder (records as views into the frame); any body it does not
+        accept as plain and well-formed goes through the bounded scan + kio, which raises the
+        same errors as for every other API (issue #14)."""
+        request = decode_produce_request_fast(frame, offset, version)
+        if request is None:
+            return decode_request_body(ApiKey.PRODUCE, version, frame, offset)
+        return request
+
+    return decode
+
+
+PRODUCE_DECODERS: dict[int, Any] = {version: _produce_decoder(version) for version in range(3, 10)}
+"""ProduceRequest v3-v9 body decoders for ``ApiSpec.decoders``."""
+
+
 def validate_produce_batch(
-    records: bytes | None,
+    records: bytes | memoryview | None,
     *,
     message_max_bytes: int,
     api_version: int,
