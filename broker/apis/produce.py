@@ -147,7 +147,8 @@ async def handle_produce(
     max_uncompressed_bytes = ctx.config["kafkalite.message.max.uncompressed.bytes"]
     # (topic, index) -> (error code, base offset, log start offset, message, log append time ms)
     outcomes: dict[tuple[str, int], tuple[ErrorCode, int, int, str | None, int]] = {}
-    entries: dict[tuple[str, int], bytearray] = {}
+    # views into the request frame (never copied; the log writes a patched copy of the header)
+    entries: dict[tuple[str, int], memoryview] = {}
     order: list[tuple[str, list[int]]] = []
     for topic_data in request.topic_data:
         topic: str = topic_data.name
@@ -174,7 +175,7 @@ async def handle_produce(
                 if key in entries:
                     raise InvalidRecordError(f"Duplicate partition {topic}-{index} in the produce request")
                 assert records is not None  # validate_produce_batch rejects a null batch
-                entries[key] = bytearray(records)
+                entries[key] = memoryview(records)
             except Exception as exc:  # noqa: BLE001 - mapped to a wire error code
                 code = error_code_for(exc, f"Produce v{version} to {topic}-{index} from {rctx.connection_id}")
                 if isinstance(exc, KafkaError):

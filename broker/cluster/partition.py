@@ -243,7 +243,7 @@ class Partition:
             )
 
     # -- leader: appends and the high watermark ----------------------------------------------
-    def append_records_to_leader(self, batch: bytearray, required_acks: int) -> LogAppendInfo:
+    def append_records_to_leader(self, batch: bytearray | memoryview, required_acks: int) -> LogAppendInfo:
         """Append one validated batch as leader in the current epoch (Kafka's
         ``appendRecordsToLeader``); ``acks=-1`` with the ISR below ``effective_min_isr`` is
         refused before anything is written. Advances the HW (an ISR of just the leader).

@@ -19,7 +19,7 @@ from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import ClassVar
 
-__all__ = ["IndexFile", "write_all", "INT32_MAX"]
+__all__ = ["IndexFile", "write_all", "writev_all", "INT32_MAX"]
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +32,15 @@ def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
     while view:
         n = os.write(fd, view)
         view = view[n:]
+
+
+def writev_all(fd: int, buffers: tuple[bytes | bytearray | memoryview, ...]) -> None:
+    """``os.writev`` of ``buffers`` in order until every byte is written (one syscall unless
+    the kernel writes short; the rare remainder is then written from a joined copy)."""
+    written = os.writev(fd, buffers)
+    total = sum(len(b) for b in buffers)
+    if written < total:
+        write_all(fd, memoryview(b"".join(buffers))[written:])
 
 
 class IndexFile:

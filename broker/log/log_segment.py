@@ -27,7 +27,7 @@ from spark_kafkalite.protocol.record_batch import (
     read_header,
 )
 
-from .index_file import write_all
+from .index_file import write_all, writev_all
 from .log_config import LogConfig
 from .offset_index import OffsetIndex
 from .segment_files import (
@@ -249,6 +249,8 @@ class LogSegment:
         last_offset: int,
         max_timestamp_ms: int | None = None,
         batches: Sequence[tuple[int, BatchHeader]] | None = None,
+        *,
+        head: bytes | bytearray | None = None,
     ) -> int:
         """Append ``records`` (one or more whole batches whose offsets are already assigned) with
         one ``write``. Whenever more than ``index_interval_bytes`` were appended since the
@@ -260,19 +262,29 @@ class LogSegment:
             max_timestamp_ms: the single batch's max timestamp (read from its header if None).
             batches: (position within ``records``, header) of each batch when ``records`` holds
                 more than one batch; ``None`` means ``records`` is a single batch.
+            head: the batch's first bytes, written just before ``records`` (one ``writev``;
+                single batch only, ``max_timestamp_ms`` given): a leader append of a batch it
+                may not patch in place.
 
         Returns: the file position the records were written at.
         """
+        if head is not None and (max_timestamp_ms is None or batches is not None):
+            raise ValueError("head is for a single batch with its max_timestamp_ms given")
         position = self._size
         try:
-            write_all(self._fd, records)
+            if head is None:
+                write_all(self._fd, records)
+                size_bytes = len(records)
+            else:
+                writev_all(self._fd, (head, records))
+                size_bytes = len(head) + len(records)
         except OSError:
             # Best effort: drop a partly written batch (e.g. ENOSPC / EFBIG mid-write) so the
             # file ends on a batch boundary again; recovery would truncate it otherwise.
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, position)
             raise
-        self._size += len(records)
+        self._size += size_bytes
         interval = self.config.index_interval_bytes
         if batches is None:
             if max_timestamp_ms is None:
@@ -280,7 +292,7 @@ class LogSegment:
             self._track_max_timestamp(max_timestamp_ms, last_offset)
             if self._bytes_since_last_index_entry > interval:
                 self._maybe_index(last_offset, position)
-            self._bytes_since_last_index_entry += len(records)
+            self._bytes_since_last_index_entry += size_bytes
         else:
             for rel_pos, header in batches:
                 self._track_max_timestamp(header.max_timestamp, header.last_offset)

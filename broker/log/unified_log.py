@@ -22,6 +22,7 @@ from spark_kafkalite.protocol.errors import (
     OffsetOutOfRangeError,
 )
 from spark_kafkalite.protocol.record_batch import (
+    BATCH_PATCH_BYTES,
     RECORD_BATCH_OVERHEAD,
     assign_offsets,
     read_header,
@@ -220,9 +221,13 @@ class UnifiedLog:
 
     # -- append ----------------------------------------------------------------------------
 
-    def append_as_leader(self, batch: bytearray, leader_epoch: int) -> LogAppendInfo:
+    def append_as_leader(self, batch: bytearray | memoryview, leader_epoch: int) -> LogAppendInfo:
         """Append ONE already-validated RecordBatch v2: patch its base offset (= log_end_offset)
-        and partition leader epoch in place, write it, and advance ``log_end_offset``.
+        and partition leader epoch, write it, and advance ``log_end_offset``.
+
+        A ``bytearray`` is patched in place; any other buffer (e.g. a read-only view into a
+        Produce request's frame) is left untouched: its first ``BATCH_PATCH_BYTES`` are copied,
+        patched and written ahead of the rest with one ``writev`` (no copy of the batch).
 
         The size limit (``max.message.bytes``) and CRC are the caller's to check (Kafka's
         ``LogValidator``). Rolls a new segment first when the batch would overflow the active one.
@@ -236,10 +241,18 @@ class UnifiedLog:
                 return producer_state.duplicate_append_info(duplicate, self.log_start_offset)
         first = self.log_end_offset
         last = first + header.last_offset_delta
-        assign_offsets(batch, first, leader_epoch)
+        if isinstance(batch, bytearray):
+            assign_offsets(batch, first, leader_epoch)
+            head: bytearray | None = None
+        else:
+            head = bytearray(batch[:BATCH_PATCH_BYTES])
+            assign_offsets(head, first, leader_epoch)
         self.leader_epoch_cache.assign(leader_epoch, first)  # replication hook
         seg = self._maybe_roll(len(batch), first, last, header.max_timestamp)
-        seg.append(batch, first, last, header.max_timestamp)
+        if head is None:
+            seg.append(batch, first, last, header.max_timestamp)
+        else:
+            seg.append(batch[BATCH_PATCH_BYTES:], first, last, header.max_timestamp, head=head)
         self.log_end_offset = last + 1
         self.producer_state.on_append(header, first, last)  # idempotence hook
         self._maybe_flush()

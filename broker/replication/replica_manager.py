@@ -21,7 +21,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -296,7 +296,7 @@ class ReplicaManager:
     # -- produce -----------------------------------------------------------------------------
     async def append_records(
         self,
-        entries: dict[TopicPartitionKey, bytearray],
+        entries: Mapping[TopicPartitionKey, bytearray | memoryview],
         required_acks: int,
         timeout_ms: int,
         *,
@@ -334,7 +334,7 @@ class ReplicaManager:
                         result.error_message = f"acks=all timed out after {timeout_ms} ms waiting for the ISR"
         return results
 
-    def _append_to_leader(self, p: Partition, batch: bytearray, required_acks: int) -> Any:
+    def _append_to_leader(self, p: Partition, batch: bytearray | memoryview, required_acks: int) -> Any:
         manager = self.log_manager
         offline = manager.offline_dir_of(p.topic, p.partition)
         if offline is not None:

@@ -326,6 +326,9 @@ def iter_batch_headers(buf: Buffer, start_pos: int = 0) -> Iterator[tuple[int, B
 
 _OFFSET = struct.Struct(">q")
 _EPOCH = struct.Struct(">i")
+BATCH_PATCH_BYTES = 16
+"""The leading bytes of a RecordBatch that :func:`assign_offsets` patches (baseOffset,
+batchLength, partitionLeaderEpoch)."""
 
 
 def assign_offsets(batch: bytearray | memoryview, base_offset: int, partition_leader_epoch: int) -> None:
