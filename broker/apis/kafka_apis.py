@@ -126,7 +126,7 @@ DEFAULT_APIS: tuple[ApiSpec, ...] = (
         advertised_min_version=0,
         # on every acknowledged batch's critical path: ~5 us instead of kio's ~35 us
         encoders=dict.fromkeys(range(3, 10), encode_produce_response),
-        # records as views into the frame, ~10x less Python work than kio's entity tree
+        # records as views into the frame (no copy of the batch before the log write)
         decoders=PRODUCE_DECODERS,
     ),
     ApiSpec(ApiKey.FETCH, 4, 12, handle_fetch, fetch_error_response),

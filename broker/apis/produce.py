@@ -44,6 +44,11 @@ from spark_kafkalite.protocol.errors import (
 )
 from spark_kafkalite.protocol.framing import decode_request_body
 from spark_kafkalite.protocol.produce_request import decode_produce_request_fast
+from spark_kafkalite.protocol.produce_response import (
+    ProducePartitionResult,
+    ProduceResponseData,
+    ProduceTopicResult,
+)
 from spark_kafkalite.protocol.record_batch import (
     COMPRESSION_ZSTD,
     BatchHeader,
@@ -53,7 +58,7 @@ from spark_kafkalite.protocol.record_batch import (
 )
 
 if TYPE_CHECKING:
-    from broker.apis.kio_types import ProduceRequest, ProduceResponse
+    from broker.apis.kio_types import ProduceRequest
 
 __all__ = ["PRODUCE_DECODERS", "handle_produce", "produce_error_response", "validate_produce_batch"]
 
@@ -133,16 +138,13 @@ def validate_produce_batch(
 
 async def handle_produce(
     ctx: BrokerContext, rctx: RequestContext, request: ProduceRequest
-) -> ProduceResponse | None:
+) -> ProduceResponseData | None:
     """Handle a ProduceRequest (v3-v9); returns the response entity, or None for acks=0.
 
     Each partition's batch is validated here (leadership, then ``validate_produce_batch`` with
     the topic's limits); the valid ones go to ``ReplicaManager.append_records``, which appends
     as leader and, for acks=-1, waits up to the request timeout for the ISR (DelayedProduce)."""
     version = rctx.api_version
-    cls = response_class(ApiKey.PRODUCE, version)
-    topic_cls = nested(cls, "TopicProduceResponse")
-    partition_cls = nested(cls, "PartitionProduceResponse")
     acks = request.acks
     max_uncompressed_bytes = ctx.config["kafkalite.message.max.uncompressed.bytes"]
     # (topic, index) -> (error code, base offset, log start offset, message, log append time ms)
@@ -209,19 +211,12 @@ async def handle_produce(
         for index in indexes:
             code, base_offset, log_start_offset, message, append_time = outcomes[(topic, index)]
             partitions_out.append(
-                build(
-                    partition_cls,
-                    index=index,
-                    error_code=code,
-                    base_offset=base_offset,
-                    log_append_time=None,
-                    log_start_offset=log_start_offset,
-                    record_errors=(),
-                    error_message=message if code != ErrorCode.none else None,
+                ProducePartitionResult(
+                    index, code, base_offset, log_start_offset, message if code != ErrorCode.none else None
                 )
             )
-        topics_out.append(topic_cls(name=topic, partition_responses=tuple(partitions_out)))
-    return build(cls, responses=tuple(topics_out), throttle_time=ZERO_DURATION)
+        topics_out.append(ProduceTopicResult(topic, tuple(partitions_out)))
+    return ProduceResponseData(version, tuple(topics_out))
 
 
 def produce_error_response(request: Any, version: int, code: ErrorCode) -> Any:

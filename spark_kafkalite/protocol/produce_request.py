@@ -6,7 +6,9 @@ string, ``partition_data`` array of ``PartitionProduceData``: ``index`` int32, `
 nullable bytes); v9 uses compact strings/arrays/bytes and a tagged-field section after each
 struct. It is on every produced batch's critical path (an idempotent producer keeps one request
 in flight per partition), so it returns each partition's ``records`` as a ``memoryview`` slice of
-the frame (no copy) instead of kio's entity tree (~10x the Python work).
+the frame (no copy of the batch; kio's native decoder returns ``bytes``). Measured on a
+one-partition 60 KB v9 request: ~4.8 us, the same as the bounded scan + kio (~4.7 us); the gain
+is the batch copy it avoids, not decode time.
 
 It is a fast path only: whenever the body is anything but a plain well-formed request (a
 truncation, a null array, invalid UTF-8, a tagged field, trailing bytes...) it returns ``None``
@@ -19,8 +21,7 @@ huge count costs nothing before it fails.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "PRODUCE_MIN_FAST_VERSION",
@@ -39,24 +40,25 @@ _I32 = struct.Struct(">i")
 _ACKS_TIMEOUT = struct.Struct(">hi")
 
 
-@dataclass(frozen=True, slots=True)
 class PartitionProduceData:
-    """Kafka's ``ProduceRequestData.PartitionProduceData``; ``records`` is a view into the frame."""
+    """Kafka's ``ProduceRequestData.PartitionProduceData``; ``records`` is a view into the frame.
+    (A plain slots class: a NamedTuple field may not be called ``index``.)"""
 
-    index: int
-    records: memoryview | None
+    __slots__ = ("index", "records")
+
+    def __init__(self, index: int, records: memoryview | None) -> None:
+        self.index = index
+        self.records = records
 
 
-@dataclass(frozen=True, slots=True)
-class TopicProduceData:
+class TopicProduceData(NamedTuple):
     """Kafka's ``ProduceRequestData.TopicProduceData``."""
 
     name: str
     partition_data: tuple[PartitionProduceData, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class ProduceRequest:
+class ProduceRequest(NamedTuple):
     """Kafka's ``ProduceRequestData`` with the field names of kio's entity (``timeout`` in ms)."""
 
     transactional_id: str | None

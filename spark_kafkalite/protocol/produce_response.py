@@ -16,10 +16,18 @@ every struct, and response header v1 (correlation id + tagged fields).
 
 from __future__ import annotations
 
+import datetime
 import struct
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["encode_produce_response", "PRODUCE_RESPONSE_MIN_VERSION", "PRODUCE_RESPONSE_MAX_VERSION"]
+__all__ = [
+    "PRODUCE_RESPONSE_MAX_VERSION",
+    "PRODUCE_RESPONSE_MIN_VERSION",
+    "ProducePartitionResult",
+    "ProduceResponseData",
+    "ProduceTopicResult",
+    "encode_produce_response",
+]
 
 PRODUCE_RESPONSE_MIN_VERSION = 3
 PRODUCE_RESPONSE_MAX_VERSION = 9
@@ -29,6 +37,41 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PARTITION_V3 = struct.Struct(">ihqq")  # index, error_code, base_offset, log_append_time
 _PARTITION_V5 = struct.Struct(">ihqqq")  # ... + log_start_offset
+
+
+class ProducePartitionResult:
+    """Kafka's ``ProduceResponseData.PartitionProduceResponse`` without kio's entity machinery
+    (the broker answers every produced batch with one; it never sends ``record_errors`` or a
+    ``log_append_time``)."""
+
+    __slots__ = ("index", "error_code", "base_offset", "log_start_offset", "error_message")
+    log_append_time: datetime.datetime | None = None
+    record_errors: tuple[Any, ...] = ()
+
+    def __init__(
+        self, index: int, error_code: int, base_offset: int, log_start_offset: int, error_message: str | None
+    ) -> None:
+        self.index = index
+        self.error_code = error_code
+        self.base_offset = base_offset
+        self.log_start_offset = log_start_offset
+        self.error_message = error_message
+
+
+class ProduceTopicResult(NamedTuple):
+    """Kafka's ``ProduceResponseData.TopicProduceResponse``."""
+
+    name: str
+    partition_responses: tuple[ProducePartitionResult, ...]
+
+
+class ProduceResponseData(NamedTuple):
+    """Kafka's ``ProduceResponseData`` for :func:`encode_produce_response` (``version`` is the
+    request's api version; throttle time 0)."""
+
+    version: int
+    responses: tuple[ProduceTopicResult, ...]
+    throttle_time: datetime.timedelta = datetime.timedelta(0)
 
 
 def _uvarint(out: bytearray, value: int) -> None:
@@ -68,12 +111,14 @@ def _millis(value: Any) -> int:
 
 
 def encode_produce_response(response: Any, correlation_id: int) -> bytes:
-    """The response frame (size prefix included) for a kio ``ProduceResponse`` of v3-v9.
+    """The response frame (size prefix included) for a kio ``ProduceResponse`` of v3-v9, or a
+    :class:`ProduceResponseData` (the same fields without building kio entities, ~1 us instead
+    of ~10 us per response).
 
     Raises:
         ValueError: the response's version is outside v3-v9, or a string is too long.
     """
-    version = response.__version__
+    version = response.version if isinstance(response, ProduceResponseData) else response.__version__
     if not PRODUCE_RESPONSE_MIN_VERSION <= version <= PRODUCE_RESPONSE_MAX_VERSION:
         raise ValueError(f"ProduceResponse v{version} is not encoded here (v3-v9 only)")
     flexible = version >= 9

@@ -14,7 +14,12 @@ from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
 from spark_kafkalite.protocol.framing import encode_response
-from spark_kafkalite.protocol.produce_response import encode_produce_response
+from spark_kafkalite.protocol.produce_response import (
+    ProducePartitionResult,
+    ProduceResponseData,
+    ProduceTopicResult,
+    encode_produce_response,
+)
 
 VERSIONS = range(3, 10)
 _ERROR_CODES = [ErrorCode.none, ErrorCode.not_leader_or_follower, ErrorCode.duplicate_sequence_number]
@@ -98,3 +103,61 @@ def test_broker_produce_spec_uses_it_for_every_served_version() -> None:
     assert spec.encoders is not None
     assert set(spec.encoders) == set(range(spec.min_version, spec.max_version + 1))
     assert all(encoder is encode_produce_response for encoder in spec.encoders.values())
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_light_response_encodes_like_the_kio_entity(version: int, data: st.DataObject) -> None:
+    """ProduceResponseData (what handle_produce returns) gives the same bytes as the kio entity
+    built from the same fields (no record errors, no log append time, throttle 0)."""
+    cls = response_class(ApiKey.PRODUCE, version)
+    topic_cls = nested(cls, "TopicProduceResponse")
+    partition_cls = nested(cls, "PartitionProduceResponse")
+    rows = [
+        (
+            data.draw(_names),
+            [
+                (
+                    data.draw(_i32),
+                    data.draw(st.sampled_from(_ERROR_CODES)),
+                    data.draw(_i64),
+                    data.draw(_i64),
+                    data.draw(_messages),
+                )
+                for _ in range(data.draw(st.integers(0, 3)))
+            ],
+        )
+        for _ in range(data.draw(st.integers(0, 3)))
+    ]
+    light = ProduceResponseData(
+        version,
+        tuple(
+            ProduceTopicResult(name, tuple(ProducePartitionResult(*p) for p in parts)) for name, parts in rows
+        ),
+    )
+    entity = build(
+        cls,
+        responses=tuple(
+            topic_cls(
+                name=name,
+                partition_responses=tuple(
+                    build(
+                        partition_cls,
+                        index=index,
+                        error_code=code,
+                        base_offset=base,
+                        log_append_time=None,
+                        log_start_offset=start,
+                        record_errors=(),
+                        error_message=message,
+                    )
+                    for index, code, base, start, message in parts
+                ),
+            )
+            for name, parts in rows
+        ),
+        throttle_time=datetime.timedelta(0),
+    )
+    correlation_id = data.draw(_i32)
+    assert encode_produce_response(light, correlation_id) == encode_produce_response(entity, correlation_id)
