@@ -13,7 +13,7 @@ from typing import Any
 
 from spark_kafkalite.protocol.errors import InvalidConfigError
 
-__all__ = ["COMMON_DEFAULTS", "parse_config", "parse_bootstrap_servers", "parse_acks"]
+__all__ = ["COMMON_DEFAULTS", "parse_config", "parse_bootstrap_servers", "parse_acks", "isolation_level_id"]
 
 log = logging.getLogger(__name__)
 
@@ -112,3 +112,19 @@ def parse_acks(value: Any) -> int:
     if text in ("-1", "0", "1"):
         return int(text)
     raise InvalidConfigError(f"invalid acks {value!r}: use all, -1, 0 or 1")
+
+
+_ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
+
+
+def isolation_level_id(value: Any) -> int:
+    """The wire id of an ``isolation.level`` setting: 0 read_uncommitted, 1 read_committed
+    (Kafka ``IsolationLevel``).
+
+    Raises:
+        InvalidConfigError: any other value.
+    """
+    level = _ISOLATION_LEVELS.get(str(value).strip().lower())
+    if level is None:
+        raise InvalidConfigError(f"isolation.level must be read_uncommitted or read_committed, not {value!r}")
+    return level

@@ -191,12 +191,12 @@ def test_fetch_ahead_offset_is_the_end_of_buffered_data() -> None:
     subs.seek(TP, 0)
     add(fetcher, 0, batch(0, 3) + batch(3, 3)[:-1])
     buffered = fetcher._buffered_fetches()
-    assert Fetcher._fetch_ahead_offset(buffered[TP]) == 3
+    assert fetcher._fetch_ahead_offset(buffered[TP]) == 3
     add(fetcher, 3, batch(3, 3), hw=6)
-    assert Fetcher._fetch_ahead_offset(fetcher._buffered_fetches()[TP]) is None  # one fetch ahead at most
+    assert fetcher._fetch_ahead_offset(fetcher._buffered_fetches()[TP]) is None  # one fetch ahead at most
     assert offsets(fetcher.collect_fetch(4)) == [0, 1, 2, 3]
     # the remaining buffered data ends at the high watermark: no fetch ahead
-    assert Fetcher._fetch_ahead_offset(fetcher._buffered_fetches()[TP]) is None
+    assert fetcher._fetch_ahead_offset(fetcher._buffered_fetches()[TP]) is None
     assert offsets(fetcher.collect_fetch()) == [4, 5]
 
 

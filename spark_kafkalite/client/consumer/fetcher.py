@@ -7,7 +7,10 @@ where that data ends (at most one fetch ahead), so the broker works while record
 if the position moves meanwhile (seek), the fetched-ahead data is discarded as stale. ``collect_fetch`` hands out up to ``max.poll.records`` records, decoding
 one RecordBatch at a time (columnar ``decode_batch``), skipping records below the position
 (a batch may start before it) and control batches, and discarding stale data whose fetch offset
-no longer matches the position (after a seek). Partition errors are handled like Java's
+no longer matches the position (after a seek). With ``isolation.level=read_committed`` fetches
+ask for isolation level 1 (the broker answers up to the Last Stable Offset with the aborted
+transactions of the range) and batches of aborted transactions are skipped whole, as control
+batches are (``AbortedTransactions``, Java ``CompletedFetch``): the position moves past both. Partition errors are handled like Java's
 ``FetchCollector.handleInitializeErrors``: leader / topic errors refresh metadata,
 OFFSET_OUT_OF_RANGE resets per ``auto.offset.reset`` or raises ``OffsetOutOfRangeError``.
 """
@@ -22,7 +25,8 @@ from collections.abc import Mapping
 from itertools import repeat
 from typing import Any
 
-from spark_kafkalite.client.consumer.completed_fetch import CompletedFetch
+from spark_kafkalite.client.config import isolation_level_id
+from spark_kafkalite.client.consumer.completed_fetch import AbortedTransactions, CompletedFetch
 from spark_kafkalite.client.consumer.fetch_session_handler import (
     FetchRequestData,
     FetchSessionHandler,
@@ -55,6 +59,7 @@ log = logging.getLogger(__name__)
 
 _RETRY_ERRORS = {ErrorCode.unknown_server_error}
 
+
 _new_tuple = tuple.__new__
 
 
@@ -82,7 +87,7 @@ class Fetcher:
         self._max_partition_bytes = int(config["max.partition.fetch.bytes"])
         self.max_poll_records = int(config["max.poll.records"])
         self._check_crcs = bool(config["check.crcs"])
-        self._isolation_level = 1 if str(config["isolation.level"]).lower() == "read_committed" else 0
+        self._isolation_level = isolation_level_id(config["isolation.level"])
         self._request_timeout_ms = int(config["request.timeout.ms"])
         self._completed: deque[CompletedFetch] = deque()
         self._next_in_line: CompletedFetch | None = None
@@ -108,8 +113,7 @@ class Fetcher:
             buffered.setdefault(cf.tp, []).append(cf)
         return buffered
 
-    @staticmethod
-    def _fetch_ahead_offset(fetches: list[CompletedFetch]) -> int | None:
+    def _fetch_ahead_offset(self, fetches: list[CompletedFetch]) -> int | None:
         """Where the data buffered for a partition ends, if the next fetch may start there: only
         one buffered fetch, without error and holding at least one complete batch."""
         if len(fetches) != 1:
@@ -122,9 +126,16 @@ class Fetcher:
             for _pos, header in iter_batch_headers(cf.records):
                 end = header.next_offset
             cf.end_offset = end
-        if cf.end_offset < 0 or cf.end_offset >= cf.high_watermark:
+        if cf.end_offset < 0 or cf.end_offset >= self._fetch_limit(cf.high_watermark, cf.last_stable_offset):
             return None  # nothing to fetch ahead (yet): a fetch there would only long-poll
         return cf.end_offset
+
+    def _fetch_limit(self, high_watermark: int, last_stable_offset: int) -> int:
+        """The offset a fetch can read up to: the high watermark, or under read_committed the
+        Last Stable Offset (when the broker reported one)."""
+        if self._isolation_level and last_stable_offset >= 0:
+            return last_stable_offset
+        return high_watermark
 
     def send_fetches(self, pipelined: bool = False) -> int:
         """Send a FetchRequest to every leader of fetchable partitions that has none pending.
@@ -145,8 +156,9 @@ class Fetcher:
                 if fetch_offset is None:
                     continue
             if pipelined or tp in buffered:
-                high_watermark = self._subscriptions.state(tp).high_watermark
-                if 0 <= high_watermark <= fetch_offset:  # type: ignore[operator]
+                state = self._subscriptions.state(tp)
+                limit = self._fetch_limit(state.high_watermark, state.last_stable_offset)
+                if 0 <= limit <= fetch_offset:  # type: ignore[operator]
                     continue
             pm = cluster.partition(tp)
             if pm is None or pm.leader < 0:
@@ -261,6 +273,11 @@ class Fetcher:
                 asked = asked_by_tp.get(tp)
                 if asked is None:
                     continue
+                aborted = None
+                if self._isolation_level:
+                    aborted = AbortedTransactions(
+                        (int(a.producer_id), int(a.first_offset)) for a in pd.aborted_transactions or ()
+                    )
                 self._completed.append(
                     CompletedFetch(
                         tp,
@@ -270,6 +287,7 @@ class Fetcher:
                         int(getattr(pd, "log_start_offset", -1)),
                         int(pd.last_stable_offset),
                         pd.records,
+                        aborted,
                     )
                 )
 
@@ -304,7 +322,7 @@ class Fetcher:
         batch below the high watermark: the next batch is larger than max.partition.fetch.bytes
         (Kafka's Fetcher/CompletedFetch RecordTooLargeException rule)."""
         cf.consumed = True
-        if not cf.saw_batch and position < cf.high_watermark:
+        if not cf.saw_batch and position < self._fetch_limit(cf.high_watermark, cf.last_stable_offset):
             raise MessageTooLargeError(
                 f"fetch for {topic}-{partition} at offset {position} returned no complete record "
                 f"batch; a batch may be larger than max.partition.fetch.bytes={self._max_partition_bytes}"
@@ -443,12 +461,16 @@ class Fetcher:
                     break
                 pos, header = item
                 cf.saw_batch = True
-                if header.next_offset <= position:
-                    continue
-                if header.is_control:
-                    position = header.next_offset
-                    continue
+                aborted = cf.aborted_transactions
                 try:
+                    if aborted is not None and aborted.is_aborted(records, pos, header):
+                        position = max(position, header.next_offset)
+                        continue
+                    if header.next_offset <= position:
+                        continue
+                    if header.is_control:
+                        position = header.next_offset
+                        continue
                     batch = decode_batch(records, pos, verify_crc=self._check_crcs)
                 except KafkaError:
                     # Like Java's Fetcher: keep the records decoded so far and the position after
@@ -544,13 +566,17 @@ class Fetcher:
                 break
             pos, header = item
             cf.saw_batch = True
-            if header.next_offset <= position:
-                continue
-            if header.is_control:
-                position = header.next_offset
-                continue
             want = max_records - appended
+            aborted = cf.aborted_transactions
             try:
+                if aborted is not None and aborted.is_aborted(records, pos, header):
+                    position = max(position, header.next_offset)
+                    continue
+                if header.next_offset <= position:
+                    continue
+                if header.is_control:
+                    position = header.next_offset
+                    continue
                 n = append_batch(
                     builder,
                     records,

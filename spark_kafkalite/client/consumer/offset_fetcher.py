@@ -23,6 +23,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from spark_kafkalite.client.config import isolation_level_id
 from spark_kafkalite.client.consumer.subscription_state import OffsetResetStrategy, SubscriptionState
 from spark_kafkalite.client.errors import NoOffsetForPartitionError
 from spark_kafkalite.client.metadata import Cluster, Metadata
@@ -163,8 +164,7 @@ class OffsetFetcher:
         self._subscriptions = subscriptions
         self._retry_backoff_ms = float(config.get("retry.backoff.ms", 100))
         self._request_timeout_ms = float(config.get("request.timeout.ms", 30000))
-        level = str(config.get("isolation.level", "read_uncommitted")).lower()
-        self._isolation_level = 1 if level == "read_committed" else 0
+        self._isolation_level = isolation_level_id(config.get("isolation.level", "read_uncommitted"))
         self._cached_validation_error: KafkaError | None = None
 
     # -------------------------------------------------------------- blocking lookups
