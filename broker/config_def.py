@@ -356,6 +356,28 @@ _define(
     True,
     "Allow DeleteTopics; when false it fails with TOPIC_DELETION_DISABLED.",
 )
+# --- authorization (ACLs, broker/security/authorizer.py) ------------------------------------
+_define(
+    "authorizer.class.name",
+    "string",
+    "",
+    "Authorizer: org.apache.kafka.metadata.authorizer.StandardAuthorizer (ACLs) or empty (none: "
+    "every request is allowed).",
+    one_of(
+        "",
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "kafka.security.authorizer.AclAuthorizer",
+    ),
+)
+_define(
+    "super.users", "string", "", "Principals allowed everything, separated by ';' (User:admin;User:broker)."
+)
+_define(
+    "allow.everyone.if.no.acl.found",
+    "boolean",
+    False,
+    "With an authorizer: allow a request on a resource no ACL covers.",
+)
 _define("min.insync.replicas", "int", 1, "Minimum ISR size for acks=all writes.", at_least(1))
 _define(
     "unclean.leader.election.enable",

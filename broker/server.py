@@ -57,6 +57,8 @@ from broker.log.log_tasks import LogTaskSettings, run_log_tasks
 from broker.network.socket_server import SocketServer
 from broker.replication.delayed_fetch import FetchPurgatory
 from broker.replication.replica_manager import ReplicaManager
+from broker.security.acl_store import acls_path
+from broker.security.authorizer import authorizer_for
 
 __all__ = ["KafkaServer", "StartupError", "ENDPOINTS_FILE", "META_PROPERTIES_FILE", "log_config_from"]
 
@@ -279,6 +281,7 @@ class KafkaServer:
                 topics_on_disk=log_manager.topics_on_disk,
                 stored_topic_configs=topic_publisher.stored_topic_configs,
                 producer_id_block_file=config.log_dirs[0] / PRODUCER_ID_BLOCK_FILE,
+                acls_file=acls_path(config["metadata.log.dir"], config.log_dirs),
             )
         fetch_purgatory = FetchPurgatory()
         replica_manager = ReplicaManager(
@@ -292,6 +295,7 @@ class KafkaServer:
         self.ctx = BrokerContext(
             config, self.node_id, image, controller, self.log_manager, fetch_purgatory, replica_manager
         )
+        self.ctx.authorizer = authorizer_for(config.values, lambda: self._image().acls)
         self.socket_server = SocketServer(
             config.broker_listeners,  # the CONTROLLER listener is the Raft port (quorum.py)
             KafkaApis(self.ctx),

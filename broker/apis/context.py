@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from broker.log.unified_log import UnifiedLog
     from broker.replication.fetch_session_cache import FetchSessionCache
     from broker.replication.replica_manager import ReplicaManager
+    from broker.security.authorizer import StandardAuthorizer
 
 __all__ = ["BrokerContext"]
 
@@ -48,6 +49,8 @@ class BrokerContext:
             ``broker.replication.fetch_session_cache.fetch_session_cache_for``).
         group_coordinator / group_coordinator_service: the classic group coordinator and the
             service that loads ``__consumer_offsets`` partitions (set when it starts).
+        authorizer: the ACL authorizer (``authorizer.class.name``); None = every request is
+            allowed.
     """
 
     config: KafkaConfig
@@ -60,6 +63,7 @@ class BrokerContext:
     fetch_session_cache: FetchSessionCache | None = None
     group_coordinator: GroupCoordinator | None = None
     group_coordinator_service: GroupCoordinatorService | None = None
+    authorizer: StandardAuthorizer | None = None
 
     def leader_log(
         self, topic: str, partition: int, current_leader_epoch: int = -1

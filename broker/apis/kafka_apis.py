@@ -22,11 +22,14 @@ from typing import Any
 from broker.apis import api_versions as api_versions_api
 from broker.apis.alter_configs import alter_configs_error_response, handle_alter_configs
 from broker.apis.context import BrokerContext
+from broker.apis.create_acls import create_acls_error_response, handle_create_acls
 from broker.apis.create_partitions import create_partitions_error_response, handle_create_partitions
 from broker.apis.create_topics import create_topics_error_response, handle_create_topics
+from broker.apis.delete_acls import delete_acls_error_response, handle_delete_acls
 from broker.apis.delete_groups import delete_groups_error_response, handle_delete_groups
 from broker.apis.delete_records import delete_records_error_response, handle_delete_records
 from broker.apis.delete_topics import delete_topics_error_response, handle_delete_topics
+from broker.apis.describe_acls import describe_acls_error_response, handle_describe_acls
 from broker.apis.describe_cluster import describe_cluster_error_response, handle_describe_cluster
 from broker.apis.describe_configs import describe_configs_error_response, handle_describe_configs
 from broker.apis.describe_groups import describe_groups_error_response, handle_describe_groups
@@ -179,6 +182,10 @@ DEFAULT_APIS: tuple[ApiSpec, ...] = (
         handle_incremental_alter_configs,
         incremental_alter_configs_error_response,
     ),
+    # ACLs: Kafka 4.0 serves v1-3 (KIP-896)
+    ApiSpec(ApiKey.DESCRIBE_ACLS, 1, 3, handle_describe_acls, describe_acls_error_response),
+    ApiSpec(ApiKey.CREATE_ACLS, 1, 3, handle_create_acls, create_acls_error_response),
+    ApiSpec(ApiKey.DELETE_ACLS, 1, 3, handle_delete_acls, delete_acls_error_response),
     ApiSpec(
         ApiKey.OFFSET_FOR_LEADER_EPOCH,
         2,

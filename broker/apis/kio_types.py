@@ -166,6 +166,15 @@ if TYPE_CHECKING:
     from kio.schema.create_partitions.v3 import request as k37v3q, response as k37v3s
     from kio.schema.incremental_alter_configs.v0 import request as k44v0q, response as k44v0s
     from kio.schema.incremental_alter_configs.v1 import request as k44v1q, response as k44v1s
+    from kio.schema.describe_acls.v1 import request as k29v1q, response as k29v1s
+    from kio.schema.describe_acls.v2 import request as k29v2q, response as k29v2s
+    from kio.schema.describe_acls.v3 import request as k29v3q, response as k29v3s
+    from kio.schema.create_acls.v1 import request as k30v1q, response as k30v1s
+    from kio.schema.create_acls.v2 import request as k30v2q, response as k30v2s
+    from kio.schema.create_acls.v3 import request as k30v3q, response as k30v3s
+    from kio.schema.delete_acls.v1 import request as k31v1q, response as k31v1s
+    from kio.schema.delete_acls.v2 import request as k31v2q, response as k31v2s
+    from kio.schema.delete_acls.v3 import request as k31v3q, response as k31v3s
     from kio.schema.offset_for_leader_epoch.v2 import request as k23v2q, response as k23v2s
     from kio.schema.offset_for_leader_epoch.v3 import request as k23v3q, response as k23v3s
     from kio.schema.offset_for_leader_epoch.v4 import request as k23v4q, response as k23v4s
@@ -549,6 +558,24 @@ if TYPE_CHECKING:
     )
     IncrementalAlterConfigsResponse: TypeAlias = (
         k44v0s.IncrementalAlterConfigsResponse | k44v1s.IncrementalAlterConfigsResponse
+    )
+    DescribeAclsRequest: TypeAlias = (
+        k29v1q.DescribeAclsRequest | k29v2q.DescribeAclsRequest | k29v3q.DescribeAclsRequest
+    )
+    DescribeAclsResponse: TypeAlias = (
+        k29v1s.DescribeAclsResponse | k29v2s.DescribeAclsResponse | k29v3s.DescribeAclsResponse
+    )
+    CreateAclsRequest: TypeAlias = (
+        k30v1q.CreateAclsRequest | k30v2q.CreateAclsRequest | k30v3q.CreateAclsRequest
+    )
+    CreateAclsResponse: TypeAlias = (
+        k30v1s.CreateAclsResponse | k30v2s.CreateAclsResponse | k30v3s.CreateAclsResponse
+    )
+    DeleteAclsRequest: TypeAlias = (
+        k31v1q.DeleteAclsRequest | k31v2q.DeleteAclsRequest | k31v3q.DeleteAclsRequest
+    )
+    DeleteAclsResponse: TypeAlias = (
+        k31v1s.DeleteAclsResponse | k31v2s.DeleteAclsResponse | k31v3s.DeleteAclsResponse
     )
     OffsetForLeaderEpochRequest: TypeAlias = (
         k23v2q.OffsetForLeaderEpochRequest

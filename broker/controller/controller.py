@@ -20,6 +20,8 @@ if TYPE_CHECKING:
         CreatePartitionsSpec,
         CreateTopicOutcome,
     )
+    from broker.security.acl_control import AclDeleteResult
+    from spark_kafkalite.protocol.acl import AclBinding, AclBindingFilter
     from spark_kafkalite.protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["Controller"]
@@ -103,3 +105,13 @@ class Controller(Protocol):
     ) -> dict[tuple[str, int], ErrorCode]: ...
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]: ...
+
+    async def create_acls(self, acls: Sequence[AclBinding]) -> list[KafkaError | None]:
+        """CreateAcls: one error (None = created or already present) per ACL
+        (:func:`~broker.security.acl_control.create_acls`)."""
+        ...
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[AclDeleteResult]:
+        """DeleteAcls: per filter its error and the ACLs it deleted
+        (:func:`~broker.security.acl_control.delete_acls`)."""
+        ...

@@ -36,6 +36,8 @@ from broker.controller.replication_control import (
     CreatePartitionsSpec,
     ReplicationControl,
 )
+from broker.security import acl_control
+from spark_kafkalite.protocol.acl import AclBinding, AclBindingFilter
 from spark_kafkalite.protocol.errors import ErrorCode
 
 __all__ = [
@@ -51,6 +53,8 @@ __all__ = [
     "HeartbeatResult",
     "FenceBrokerCmd",
     "ElectLeadersCmd",
+    "CreateAclsCmd",
+    "DeleteAclsCmd",
     "Command",
     "MetadataStateMachine",
 ]
@@ -151,6 +155,21 @@ class ElectLeadersCmd:
     partitions: tuple[tuple[str, int], ...] | None
 
 
+@dataclass(frozen=True, slots=True)
+class CreateAclsCmd:
+    """CreateAcls: the ACLs and the ids drawn for them by the proposer."""
+
+    acls: tuple[AclBinding, ...]
+    acl_ids: tuple[uuid.UUID, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteAclsCmd:
+    """DeleteAcls: the filters."""
+
+    filters: tuple[AclBindingFilter, ...]
+
+
 Command = (
     CreateTopicsCmd
     | DeleteTopicsCmd
@@ -162,6 +181,8 @@ Command = (
     | HeartbeatCmd
     | FenceBrokerCmd
     | ElectLeadersCmd
+    | CreateAclsCmd
+    | DeleteAclsCmd
 )
 
 
@@ -250,6 +271,10 @@ class MetadataStateMachine:
             return [record], (ErrorCode.none, first, PRODUCER_ID_BLOCK_SIZE)
         if isinstance(cmd, ElectLeadersCmd):
             return self._elect_leaders(settings, cmd)
+        if isinstance(cmd, CreateAclsCmd):
+            return acl_control.create_acls(image, cmd.acls, cmd.acl_ids)
+        if isinstance(cmd, DeleteAclsCmd):
+            return acl_control.delete_acls(image, cmd.filters)
         raise TypeError(f"unknown controller command {cmd!r}")
 
     # -- heartbeats ------------------------------------------------------------------------------

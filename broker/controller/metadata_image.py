@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from spark_kafkalite.protocol.acl import AclBinding
 from spark_kafkalite.protocol.configs import ConfigResourceType
 
 __all__ = [
@@ -31,6 +32,8 @@ __all__ = [
     "ConfigRecord",
     "BrokerRegistrationChangeRecord",
     "ProducerIdsRecord",
+    "AccessControlEntryRecord",
+    "RemoveAccessControlEntryRecord",
     "MetadataRecord",
     "image_to_records",
     "diff_images",
@@ -119,6 +122,21 @@ class ConfigRecord:
     value: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord:
+    """A new ACL with its id (KRaft ``AccessControlEntryRecord``; the controller draws the id)."""
+
+    acl_id: uuid.UUID
+    acl: AclBinding
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord:
+    """Deletion of the ACL with this id (KRaft ``RemoveAccessControlEntryRecord``)."""
+
+    acl_id: uuid.UUID
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | TopicRecord
@@ -127,6 +145,8 @@ MetadataRecord = (
     | ConfigRecord
     | BrokerRegistrationChangeRecord
     | ProducerIdsRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
 )
 
 
@@ -205,6 +225,8 @@ class MetadataImage:
         offset: number of records applied so far (the metadata "offset").
         topic_configs: topic name -> its config overrides (key -> canonical string value);
             topics without overrides are absent (KRaft's ``ConfigurationsImage``).
+        acls: ACL id -> ACL (KRaft's ``AclsImage``); the mapping object is replaced only when
+            an ACL record is applied, so the authorizer can cache an index per mapping.
     """
 
     cluster_id: str
@@ -214,6 +236,7 @@ class MetadataImage:
     offset: int = 0
     topic_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
     next_producer_id: int = 0
+    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: _EMPTY)
 
     # -- queries ---------------------------------------------------------------------------
     def is_alive(self, node_id: int) -> bool:
@@ -271,6 +294,7 @@ class MetadataImage:
         changed_configs: dict[str, None] = {}
         changed_brokers: dict[int, None] = {}
         next_producer_id = self.next_producer_id
+        acls: dict[uuid.UUID, AclBinding] | None = None  # copied on the first ACL record
         count = 0
         for record in records:
             count += 1
@@ -342,6 +366,15 @@ class MetadataImage:
                 if not overrides:
                     del configs[record.resource_name]
                 changed_configs[record.resource_name] = None
+            elif isinstance(record, AccessControlEntryRecord):
+                acls = dict(self.acls) if acls is None else acls
+                if record.acl_id in acls:
+                    raise ValueError(f"ACL id {record.acl_id} already exists")
+                acls[record.acl_id] = record.acl
+            elif isinstance(record, RemoveAccessControlEntryRecord):
+                acls = dict(self.acls) if acls is None else acls
+                if acls.pop(record.acl_id, None) is None:
+                    raise ValueError(f"remove record for unknown ACL id {record.acl_id}")
             else:  # pragma: no cover - type checkers catch this
                 raise TypeError(f"unknown metadata record {record!r}")
         new_topics = {
@@ -357,6 +390,7 @@ class MetadataImage:
             topic_configs=MappingProxyType(
                 {t: MappingProxyType(dict(sorted(c.items()))) for t, c in sorted(configs.items())}
             ),
+            acls=self.acls if acls is None else MappingProxyType(acls),
         )
         delta = MetadataDelta(
             created_topics=tuple(new_topics[name] for name in created),
@@ -394,6 +428,7 @@ def image_to_records(image: MetadataImage) -> list[MetadataRecord]:
             records.append(ConfigRecord(RESOURCE_TYPE_TOPIC, name, key, value))
     if image.next_producer_id:
         records.append(ProducerIdsRecord(-1, -1, image.next_producer_id))
+    records.extend(AccessControlEntryRecord(acl_id, acl) for acl_id, acl in image.acls.items())
     return records
 
 

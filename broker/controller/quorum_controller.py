@@ -51,8 +51,10 @@ from broker.controller.controller_commands import (
     AlterConfigsCmd,
     AlterPartitionCmd,
     Command,
+    CreateAclsCmd,
     CreatePartitionsCmd,
     CreateTopicsCmd,
+    DeleteAclsCmd,
     DeleteTopicsCmd,
     ElectLeadersCmd,
     FenceBrokerCmd,
@@ -71,6 +73,8 @@ from broker.controller.replication_control import (
     CreateTopicOutcome,
     ReplicationControl,
 )
+from broker.security.acl_control import AclDeleteResult
+from spark_kafkalite.protocol.acl import AclBinding, AclBindingFilter
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError, error_for_code
 
 __all__ = ["QuorumController", "ControllerUnavailable"]
@@ -436,6 +440,25 @@ class QuorumController:
         if isinstance(result, ErrorCode):
             return {p: result for p in (wanted or ())}
         return dict(result)
+
+    # -- ACLs -----------------------------------------------------------------------------------
+    async def create_acls(self, acls: Sequence[AclBinding]) -> list[KafkaError | None]:
+        """CreateAcls through the quorum; one error (or None) per ACL, NOT_CONTROLLER (as a
+        ``ControllerUnavailable``) for each when the quorum does not answer."""
+        command = CreateAclsCmd(tuple(acls), tuple(uuid.uuid4() for _ in acls))
+        try:
+            result = await self._submit(command)
+        except ControllerUnavailable as exc:
+            return [exc for _ in acls]
+        return self._or_error(result, lambda err: [err for _ in acls])
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[AclDeleteResult]:
+        """DeleteAcls through the quorum; per filter its error and the ACLs it deleted."""
+        try:
+            result = await self._submit(DeleteAclsCmd(tuple(filters)))
+        except ControllerUnavailable as exc:
+            return [(exc, []) for _ in filters]
+        return self._or_error(result, lambda err: [(err, []) for _ in filters])
 
     # -- active controller duties ---------------------------------------------------------------
     async def _active_controller_loop(self) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 from broker.controller.configuration_control import config_records
 from broker.controller.metadata_image import (
+    AccessControlEntryRecord,
     MetadataImage,
     MetadataRecord,
     PartitionRecord,
@@ -38,6 +39,9 @@ from broker.controller.replication_control import (
     validate_topic_name,
 )
 from broker.controller.topic_configs import TOPIC_CONFIG_NAMES, validate_topic_overrides
+from broker.security import acl_control
+from broker.security.acl_store import load_acls, save_acls
+from spark_kafkalite.protocol.acl import AclBinding, AclBindingFilter
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError
 
 __all__ = [
@@ -68,6 +72,8 @@ class SingleNodeController:
             overrides)) for :meth:`startup`.
         producer_id_block_file: where the next producer-id block start is persisted
             (``<first log dir>/producer-id-block``; None: in memory only).
+        acls_file: where the ACLs are persisted (:mod:`broker.security.acl_store`; None: in
+            memory only).
     """
 
     def __init__(
@@ -82,6 +88,7 @@ class SingleNodeController:
         topics_on_disk: Callable[[], Mapping[str, tuple[uuid.UUID | None, int]]] = dict,
         stored_topic_configs: Callable[[], Mapping[str, tuple[uuid.UUID, Mapping[str, str]]]] = dict,
         producer_id_block_file: Path | None = None,
+        acls_file: Path | None = None,
     ) -> None:
         self.node_id = node_id
         self._image = image
@@ -92,6 +99,7 @@ class SingleNodeController:
         self._topics_on_disk = topics_on_disk
         self._stored_topic_configs = stored_topic_configs
         self.producer_id_block_file = producer_id_block_file
+        self.acls_file = acls_file
 
     @property
     def controller_id(self) -> int:
@@ -105,12 +113,25 @@ class SingleNodeController:
         return False
 
     async def startup(self, endpoints: Mapping[str, tuple[str, int]], rack: str | None) -> None:
-        """Commit the :meth:`bootstrap_records` of this broker and the topics on disk."""
+        """Commit the :meth:`bootstrap_records` of this broker and the topics on disk, then the
+        stored ACLs.
+
+        Raises:
+            OSError: the ACL file cannot be read or is corrupt.
+        """
         self._commit(
             self.bootstrap_records(
                 endpoints, rack, self._topics_on_disk(), topic_configs=self._stored_topic_configs()
             )
         )
+        if self.acls_file is not None:
+            try:
+                stored = load_acls(self.acls_file)
+            except ValueError as exc:
+                raise OSError(str(exc)) from None
+            if stored:
+                self._commit([AccessControlEntryRecord(acl_id, acl) for acl_id, acl in stored.items()])
+                logger.info("loaded %d ACL(s) from %s", len(stored), self.acls_file)
 
     def start_background(self) -> None:
         """Nothing runs in the background on one node."""
@@ -295,3 +316,25 @@ class SingleNodeController:
         from broker.coordinator.producer_id_manager import allocate_block_in_file
 
         return allocate_block_in_file(self.producer_id_block_file)
+
+    # -- ACLs (CreateAcls / DeleteAcls) --------------------------------------------------------
+    async def create_acls(self, acls: Sequence[AclBinding]) -> list[KafkaError | None]:
+        """Create ACLs; one error (or None) per ACL (:func:`acl_control.create_acls`). The
+        new ACL set is written to ``acls_file`` before it takes effect."""
+        records, results = acl_control.create_acls(self._image(), acls, [uuid.uuid4() for _ in acls])
+        self._commit_acls(records)
+        return results
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[acl_control.AclDeleteResult]:
+        """Delete the ACLs matching each filter (:func:`acl_control.delete_acls`)."""
+        records, results = acl_control.delete_acls(self._image(), filters)
+        self._commit_acls(records)
+        return results
+
+    def _commit_acls(self, records: list[MetadataRecord]) -> None:
+        if not records:
+            return
+        if self.acls_file is not None:
+            save_acls(self.acls_file, self._image().apply(records)[0].acls)
+        self._commit(records)
+        logger.info("ACLs changed: %d record(s)", len(records))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spark_kafkalite.protocol.acl import ANONYMOUS_PRINCIPAL
 from spark_kafkalite.protocol.framing import RequestHeaderInfo
 
 __all__ = ["RequestContext", "CloseConnection"]
@@ -20,6 +21,8 @@ class RequestContext:
         listener_name: the listener the request arrived on (e.g. ``PLAINTEXT``); Metadata
             answers with the brokers' endpoints of that listener.
         received_time_s: ``time.monotonic()`` when the frame was fully read.
+        principal: the authenticated principal of the connection, ``User:<name>``
+            (``User:ANONYMOUS`` when unauthenticated, Kafka's ``KafkaPrincipal.ANONYMOUS``).
     """
 
     header: RequestHeaderInfo
@@ -27,6 +30,7 @@ class RequestContext:
     client_host: str
     listener_name: str
     received_time_s: float
+    principal: str = ANONYMOUS_PRINCIPAL
 
     @property
     def api_key(self) -> int:

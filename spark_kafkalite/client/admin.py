@@ -13,6 +13,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, overload
 
+from spark_kafkalite.client.admin_acls import AdminAcls
 from spark_kafkalite.client.admin_configs import (
     RESOURCE_BROKER,
     ConfigEntry,
@@ -44,6 +45,7 @@ from spark_kafkalite.client.metadata import (
 from spark_kafkalite.client.network_client import NetworkClient, now_ms
 from spark_kafkalite.client.requests import RequestBuilder
 from spark_kafkalite.client.types import NewTopic, OffsetAndTimestamp, PartitionInfo, TopicPartition
+from spark_kafkalite.protocol.acl import AclBinding, AclBindingFilter
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build as make
 from spark_kafkalite.protocol.entities import nested
@@ -90,6 +92,7 @@ class KafkaAdminClient:
             describe=self._describe,
             list_offsets=self.list_offsets,
         )
+        self._acls = AdminAcls(self._send_any)
 
     # -------------------------------------------------------------- plumbing
 
@@ -556,6 +559,23 @@ class KafkaAdminClient:
     ) -> dict[TopicPartition, PartitionLag]:
         """Committed offset, log end offset and lag per partition (``AdminGroups.consumer_group_lag``)."""
         return self._groups.consumer_group_lag(group_id, timeout_ms, include_assigned)
+
+    # -------------------------------------------------------------- ACLs
+    def create_acls(self, acls: Iterable[AclBinding], timeout_ms: float | None = None) -> None:
+        """Create ACLs (``AdminAcls.create_acls``)."""
+        self._acls.create_acls(acls, timeout_ms)
+
+    def describe_acls(
+        self, acl_filter: AclBindingFilter, node_id: int | None = None, timeout_ms: float | None = None
+    ) -> list[AclBinding]:
+        """The ACLs matching a filter (``AdminAcls.describe_acls``)."""
+        return self._acls.describe_acls(acl_filter, node_id, timeout_ms)
+
+    def delete_acls(
+        self, filters: Iterable[AclBindingFilter], timeout_ms: float | None = None
+    ) -> list[AclBinding]:
+        """Delete the ACLs matching the filters; returns them (``AdminAcls.delete_acls``)."""
+        return self._acls.delete_acls(filters, timeout_ms)
 
     def close(self) -> None:
         if self._closed:

@@ -1,0 +1,1 @@
+"""Security: the ACL authorizer, ACL control and store (issue #13)."""
