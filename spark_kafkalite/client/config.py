@@ -8,12 +8,23 @@ Java-only settings do not break callers.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from spark_kafkalite.protocol.errors import InvalidConfigError
 
-__all__ = ["COMMON_DEFAULTS", "parse_config", "parse_bootstrap_servers", "parse_acks", "isolation_level_id"]
+__all__ = [
+    "COMMON_DEFAULTS",
+    "SECURITY_PROTOCOLS",
+    "REDACTED",
+    "is_sensitive_config",
+    "redact_config",
+    "parse_config",
+    "parse_bootstrap_servers",
+    "parse_acks",
+    "isolation_level_id",
+]
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +41,71 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "max.in.flight.requests.per.connection": 5,
     "security.protocol": "PLAINTEXT",
     "default.api.timeout.ms": 60000,
+    # TLS (client/security/ssl_factory.py): librdkafka's names, then Java's PEM forms (KIP-651)
+    "ssl.ca.location": None,
+    "ssl.ca.pem": None,
+    "ssl.certificate.location": None,
+    "ssl.certificate.pem": None,
+    "ssl.key.location": None,
+    "ssl.key.pem": None,
+    "ssl.key.password": None,
+    "ssl.endpoint.identification.algorithm": "https",
+    "enable.ssl.certificate.verification": True,
+    "ssl.truststore.type": None,
+    "ssl.truststore.location": None,
+    "ssl.truststore.certificates": None,
+    "ssl.truststore.password": None,
+    "ssl.keystore.type": None,
+    "ssl.keystore.location": None,
+    "ssl.keystore.certificate.chain": None,
+    "ssl.keystore.key": None,
+    "ssl.keystore.password": None,
+    # SASL (client/security/security_config.py): Java's sasl.mechanism / sasl.jaas.config and
+    # librdkafka's sasl.mechanisms / sasl.username / sasl.password
+    "sasl.mechanism": None,
+    "sasl.mechanisms": None,
+    "sasl.jaas.config": None,
+    "sasl.username": None,
+    "sasl.password": None,
 }
+
+#: ``security.protocol`` values (Kafka's ``SecurityProtocol``; librdkafka takes any case).
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+REDACTED = "*********(redacted)"
+"""What a secret value is replaced with (Spark's ``Utils.REDACTION_REPLACEMENT_TEXT``)."""
+
+# Kafka's PASSWORD-typed client configs (``SslConfigs``, ``SaslConfigs``) and librdkafka's
+# secrets, plus Spark's default ``spark.redaction.regex`` on the key for anything else.
+_SENSITIVE_KEYS = frozenset(
+    {
+        "sasl.jaas.config",
+        "sasl.password",
+        "ssl.key.password",
+        "ssl.key.pem",
+        "ssl.keystore.key",
+        "ssl.keystore.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.truststore.password",
+        "ssl.truststore.certificates",
+    }
+)
+_SENSITIVE_KEY = re.compile(r"(?i)secret|password|token|access[.]?key|jaas")
+
+
+def is_sensitive_config(key: str) -> bool:
+    """True for a config (or ``kafka.``-prefixed Spark option) whose value must never be
+    shown: Kafka's PASSWORD-typed configs, librdkafka's secrets, and keys matching Spark's
+    default ``spark.redaction.regex`` (``(?i)secret|password|token|access[.]?key``) or ``jaas``."""
+    name = str(key).lower()
+    name = name[len("kafka.") :] if name.startswith("kafka.") else name
+    return name in _SENSITIVE_KEYS or _SENSITIVE_KEY.search(name) is not None
+
+
+def redact_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``config`` with every sensitive value (:func:`is_sensitive_config`) replaced by
+    :data:`REDACTED`, for logs and error messages (Spark's ``Utils.redact``)."""
+    return {k: (REDACTED if v is not None and is_sensitive_config(k) else v) for k, v in config.items()}
 
 
 def _coerce(key: str, value: Any, default: Any) -> Any:
@@ -60,7 +135,9 @@ def parse_config(user: Mapping[str, Any] | None, defaults: Mapping[str, Any], ki
 
     Raises:
         InvalidConfigError: a known key has a value of the wrong type, ``bootstrap.servers`` is
-            missing, or ``security.protocol`` is not PLAINTEXT.
+            missing, or ``security.protocol`` is not one of :data:`SECURITY_PROTOCOLS` (the
+            TLS and SASL settings are checked by the ``NetworkClient``, see
+            ``client/security/security_config.py``).
     """
     merged: dict[str, Any] = dict(COMMON_DEFAULTS)
     merged.update(defaults)
@@ -68,12 +145,18 @@ def parse_config(user: Mapping[str, Any] | None, defaults: Mapping[str, Any], ki
         if key in merged:
             merged[key] = _coerce(key, value, merged[key])
         else:
-            log.debug("%s: ignoring unknown config %s=%r", kind, key, value)
+            shown = REDACTED if is_sensitive_config(key) else repr(value)
+            log.debug("%s: ignoring unknown config %s=%s", kind, key, shown)
             merged[key] = value
     if not str(merged["bootstrap.servers"]).strip():
         raise InvalidConfigError(f"{kind}: bootstrap.servers is required")
-    if str(merged["security.protocol"]).upper() != "PLAINTEXT":
-        raise InvalidConfigError(f"{kind}: only security.protocol=PLAINTEXT is supported")
+    protocol = str(merged["security.protocol"]).strip().upper()
+    if protocol not in SECURITY_PROTOCOLS:
+        raise InvalidConfigError(
+            f"{kind}: invalid security.protocol {merged['security.protocol']!r}: use one of "
+            + ", ".join(SECURITY_PROTOCOLS)
+        )
+    merged["security.protocol"] = protocol
     return merged
 
 

@@ -2,8 +2,16 @@
 frame reassembly (Java ``KafkaChannel``), the in-flight queue (``InFlightRequests``), requests
 waiting to be sent, and reconnect-backoff state (``ClusterConnectionStates``).
 
+For SSL and SASL_SSL the connected socket is wrapped by the standard library's ``ssl`` and the
+TLS handshake is driven step by step without blocking (Java ``SslTransportLayer``): each
+:meth:`Connection.tls_handshake_step` runs when the selector reports the socket ready; reads and
+writes afterwards treat ``SSLWantReadError`` / ``SSLWantWriteError`` as "would block" and a
+read drains every record OpenSSL has buffered before returning.
+
 Socket methods raise ``OSError`` (or ``ConnectionError`` when the peer closed); the
-``NetworkClient`` turns those into a failed connection.
+``NetworkClient`` turns those into a failed connection. The TLS handshake raises
+``SslAuthenticationError`` when the broker's certificate is refused (or ours is) and
+``ConnectionError`` when the broker closes the connection during the handshake.
 """
 
 from __future__ import annotations
@@ -12,14 +20,19 @@ import enum
 import errno
 import selectors
 import socket
+import ssl
 import struct
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from spark_kafkalite.client.errors import SslAuthenticationError
 from spark_kafkalite.client.request_future import RequestFuture
 
-__all__ = ["ConnectionState", "Connection", "InFlightRequest", "PendingRequest"]
+if TYPE_CHECKING:
+    from spark_kafkalite.client.security.sasl_authenticator import SaslClientAuthenticator
+
+__all__ = ["ConnectionState", "Connection", "InFlightRequest", "PendingRequest", "SETUP_STATES"]
 
 _SIZE = struct.Struct(">i")
 _RECV_CHUNK = 4 * 1024 * 1024
@@ -41,13 +54,23 @@ def _unexported(buf: bytearray) -> bool:
 
 
 _CONNECT_IN_PROGRESS = {0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN}
+_WOULD_BLOCK = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 
 
 class ConnectionState(enum.Enum):
+    """Set-up order: CONNECTING (TCP) -> TLS_HANDSHAKE (SSL, SASL_SSL) -> CHECKING_API_VERSIONS
+    -> AUTHENTICATING (SASL_*) -> READY."""
+
     DISCONNECTED = 0
     CONNECTING = 1
     CHECKING_API_VERSIONS = 2
     READY = 3
+    TLS_HANDSHAKE = 4
+    AUTHENTICATING = 5
+
+
+SETUP_STATES = (ConnectionState.CONNECTING, ConnectionState.TLS_HANDSHAKE, ConnectionState.AUTHENTICATING)
+"""States bounded by ``socket.connection.setup.timeout.ms``."""
 
 
 @dataclass(slots=True)
@@ -57,7 +80,7 @@ class InFlightRequest:
     correlation_id: int
     api_key: int
     api_version: int
-    future: RequestFuture | None  # None for the internal ApiVersions handshake
+    future: RequestFuture | None  # None for the internal ApiVersions and SASL requests
     deadline_ms: float
     internal: bool
 
@@ -96,6 +119,9 @@ class Connection:
         self.next_attempt_ms = 0.0
         self.failures = 0
         self.last_error = ""
+        self.auth_error: Exception | None = None  # the last TLS/SASL refusal, until a set-up succeeds
+        self.authenticator: SaslClientAuthenticator | None = None
+        self.tls_want_write = False
         self.eof = False
 
     @property
@@ -105,7 +131,7 @@ class Connection:
 
     def next_deadline_ms(self) -> float:
         """The earliest connect / request deadline of this connection (inf when none)."""
-        deadline = self.connect_deadline_ms if self.state is ConnectionState.CONNECTING else float("inf")
+        deadline = self.connect_deadline_ms if self.state in SETUP_STATES else float("inf")
         for request in self.in_flight:
             deadline = min(deadline, request.deadline_ms)
         for pending in self.pending:
@@ -127,6 +153,8 @@ class Connection:
         self.payload_pos = 0
         self.spare = None
         self.events = 0
+        self.authenticator = None
+        self.tls_want_write = False
         self.eof = False
 
     # -------------------------------------------------------------- socket lifecycle
@@ -153,6 +181,60 @@ class Connection:
         if err != 0:
             raise OSError(err, f"connect to {self.host}:{self.port} failed: {errno.errorcode.get(err, err)}")
 
+    def start_tls(
+        self, selector: selectors.BaseSelector, context: ssl.SSLContext, server_hostname: str
+    ) -> None:
+        """Wrap the connected socket for TLS (SNI and the hostname check use ``server_hostname``;
+        Python sends no SNI for an IP literal, as librdkafka). The handshake is left to
+        :meth:`tls_handshake_step`."""
+        assert self.sock is not None
+        selector.unregister(self.sock)
+        plain, self.sock = self.sock, None
+        self.sock = context.wrap_socket(plain, server_hostname=server_hostname, do_handshake_on_connect=False)
+        self.state = ConnectionState.TLS_HANDSHAKE
+        self.events = selectors.EVENT_READ | selectors.EVENT_WRITE
+        selector.register(self.sock, self.events, self)
+
+    def tls_handshake_step(self, selector: selectors.BaseSelector) -> bool:
+        """Advance the TLS handshake; True once it is complete.
+
+        Raises:
+            SslAuthenticationError: certificate verification failed on either side, or the
+                peer does not speak TLS.
+            ConnectionError: the broker closed the connection during the handshake.
+        """
+        sock = self.sock
+        assert isinstance(sock, ssl.SSLSocket)
+        where = f"node {self.node_id} ({self.host}:{self.port})"
+        try:
+            sock.do_handshake()
+        except ssl.SSLWantReadError:
+            self.tls_want_write = False
+            self.set_interest(selector)
+            return False
+        except ssl.SSLWantWriteError:
+            self.tls_want_write = True
+            self.set_interest(selector)
+            return False
+        except ssl.SSLCertVerificationError as exc:
+            raise SslAuthenticationError(
+                f"TLS handshake with {where} failed: the broker's certificate was not accepted: "
+                f"{exc.verify_message} (check ssl.ca.location / ssl.truststore.* and "
+                f"ssl.endpoint.identification.algorithm)"
+            ) from None
+        except (ssl.SSLEOFError, ssl.SSLZeroReturnError, ConnectionError) as exc:
+            raise ConnectionError(
+                f"TLS handshake with {where} failed: the broker closed the connection "
+                f"({type(exc).__name__}; is this a TLS listener?)"
+            ) from None
+        except ssl.SSLError as exc:
+            raise SslAuthenticationError(
+                f"TLS handshake with {where} failed: {exc.reason or exc} "
+                f"(a plaintext listener, or the broker refused the client certificate?)"
+            ) from None
+        self.tls_want_write = False
+        return True
+
     def close_socket(self, selector: selectors.BaseSelector) -> None:
         if self.sock is not None:
             try:
@@ -168,7 +250,7 @@ class Connection:
         if self.sock is None:
             return
         events = selectors.EVENT_READ
-        if self.state is ConnectionState.CONNECTING or self.send_queue:
+        if self.state is ConnectionState.CONNECTING or self.send_queue or self.tls_want_write:
             events |= selectors.EVENT_WRITE
         if events != self.events:
             selector.modify(self.sock, events, self)
@@ -183,7 +265,7 @@ class Connection:
         if not self.send_queue and self.state is not ConnectionState.CONNECTING:
             try:
                 sent = self.sock.send(frame)
-            except BlockingIOError:
+            except _WOULD_BLOCK:  # TLS: retried later with the same bytes, as OpenSSL requires
                 sent = 0
             if sent == len(frame):
                 return
@@ -198,7 +280,7 @@ class Connection:
             view = self.send_queue[0]
             try:
                 sent = self.sock.send(view)
-            except BlockingIOError:
+            except _WOULD_BLOCK:
                 break
             if sent == len(view):
                 self.send_queue.popleft()
@@ -232,7 +314,7 @@ class Connection:
                 else:
                     want = min(self.payload_size - self.payload_pos, _RECV_CHUNK)
                     n = sock.recv_into(memoryview(self.payload)[self.payload_pos : self.payload_pos + want])
-            except (BlockingIOError, InterruptedError):
+            except _WOULD_BLOCK:
                 break
             if n == 0:
                 self.eof = True  # the caller handles ``frames`` first, then closes

@@ -4,9 +4,20 @@
 from __future__ import annotations
 
 from spark_kafkalite.client.types import TopicPartition
-from spark_kafkalite.protocol.errors import KafkaError
+from spark_kafkalite.protocol.errors import (
+    IllegalSaslStateError,
+    KafkaError,
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
+)
 
-__all__ = ["NoOffsetForPartitionError", "IllegalStateError"]
+__all__ = [
+    "AUTHENTICATION_ERRORS",
+    "NoOffsetForPartitionError",
+    "IllegalStateError",
+    "SslAuthenticationError",
+    "is_authentication_error",
+]
 
 
 class NoOffsetForPartitionError(KafkaError):
@@ -33,3 +44,30 @@ class IllegalStateError(KafkaError):
 
     def _format(self, message: str | None) -> str:
         return f"ILLEGAL_STATE: {message}" if message else "ILLEGAL_STATE"
+
+
+class SslAuthenticationError(KafkaError):
+    """The TLS handshake with a broker failed: its certificate is not trusted or does not match
+    the host, the broker refused ours, or the port does not speak TLS (Java
+    ``SslAuthenticationException``; not retriable: the configuration must change)."""
+
+    error_code = -1
+    retriable = False
+
+    def _format(self, message: str | None) -> str:
+        return f"SSL_AUTHENTICATION_FAILED: {message}" if message else "SSL_AUTHENTICATION_FAILED"
+
+
+AUTHENTICATION_ERRORS: tuple[type[KafkaError], ...] = (
+    SslAuthenticationError,
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
+    IllegalSaslStateError,
+)
+"""Errors of a connection's TLS or SASL set-up (Java's ``AuthenticationException`` subclasses):
+requests to that node fail with them instead of waiting for a retry that cannot succeed."""
+
+
+def is_authentication_error(exc: BaseException | None) -> bool:
+    """True for one of :data:`AUTHENTICATION_ERRORS`."""
+    return isinstance(exc, AUTHENTICATION_ERRORS)

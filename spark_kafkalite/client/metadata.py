@@ -204,6 +204,7 @@ class Metadata:
         self._version = 0
         self._last_refresh_ms = -math.inf
         self._last_attempt_ms = -math.inf
+        self._fatal_error: BaseException | None = None
         self._closed = False
 
     # -------------------------------------------------------------- reading
@@ -306,6 +307,7 @@ class Metadata:
             self._cluster = cluster
             self._version += 1
             self._last_refresh_ms = now_ms
+            self._fatal_error = None
             self._handled_request_version = self._in_flight_request_version
             if retry:
                 self._request_version += 1
@@ -313,20 +315,50 @@ class Metadata:
         if cluster.topic_errors:
             log.debug("metadata topic errors: %s", cluster.topic_errors)
 
-    def failed_update(self, now_ms: float) -> None:
-        """A metadata request failed; the next try waits ``retry.backoff.ms``."""
+    def failed_update(self, now_ms: float, fatal_error: BaseException | None = None) -> None:
+        """A metadata request failed; the next try waits ``retry.backoff.ms``. ``fatal_error``
+        (an authentication failure) is kept as by :meth:`fatal_error`."""
         with self._cond:
             self._last_attempt_ms = now_ms
+            if fatal_error is not None:
+                self._fatal_error = fatal_error
             self._cond.notify_all()
+
+    def fatal_error(self, error: BaseException) -> None:
+        """Keep ``error`` (an authentication failure seen by any request) for
+        :meth:`maybe_throw_fatal_error` and wake waiters (Java ``Metadata.fatalError``)."""
+        with self._cond:
+            self._fatal_error = error
+            self._cond.notify_all()
+
+    def maybe_throw_fatal_error(self) -> None:
+        """Raise (once) the error a failed update was given as fatal, e.g. a
+        SaslAuthenticationFailedError (Java ``Metadata.maybeThrowFatalException``)."""
+        with self._cond:
+            error, self._fatal_error = self._fatal_error, None
+        if error is not None:
+            raise error
 
     def await_update(self, last_version: int, timeout_s: float) -> bool:
         """Block until ``version > last_version`` (True) or ``timeout_s`` elapses (False).
-        Someone else (the producer's Sender thread) must be polling the network."""
+        Someone else (the producer's Sender thread) must be polling the network.
+
+        Raises:
+            KafkaError: an authentication failure of the metadata requests meanwhile
+                (:meth:`maybe_throw_fatal_error`).
+        """
         with self._cond:
-            return (
-                self._cond.wait_for(lambda: self._version > last_version or self._closed, timeout_s)
+            updated = (
+                self._cond.wait_for(
+                    lambda: self._version > last_version or self._closed or self._fatal_error is not None,
+                    timeout_s,
+                )
+                and self._version > last_version
                 and not self._closed
             )
+        if not updated:
+            self.maybe_throw_fatal_error()
+        return updated
 
     def close(self) -> None:
         with self._cond:

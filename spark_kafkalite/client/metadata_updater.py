@@ -9,6 +9,7 @@ import math
 from typing import TYPE_CHECKING
 
 from spark_kafkalite.client.clock import now_ms
+from spark_kafkalite.client.errors import is_authentication_error
 from spark_kafkalite.client.request_future import RequestFuture
 
 if TYPE_CHECKING:
@@ -49,4 +50,5 @@ class MetadataUpdater:
             self._metadata.update(future.value, now_ms())
         else:
             log.debug("metadata request failed: %s", future.exception)
-            self._metadata.failed_update(now_ms())
+            exc = future.exception
+            self._metadata.failed_update(now_ms(), exc if is_authentication_error(exc) else None)

@@ -8,6 +8,15 @@ reconnect backoff (``reconnect.backoff.ms`` .. ``reconnect.backoff.max.ms``), an
 negotiation on connect (v3 first, stepping down per KIP-511 when the broker answers
 UNSUPPORTED_VERSION). Each request is sent at ``min(our max, broker max)`` version.
 
+``security.protocol`` (Java ``ChannelBuilders``; ``client/security/``): SSL and SASL_SSL run a
+TLS handshake after the TCP connect, SASL_PLAINTEXT and SASL_SSL a SASL exchange (SaslHandshake
+v1 + SaslAuthenticate) after ApiVersions; only then is the connection READY for requests.
+``socket.connection.setup.timeout.ms`` bounds the connect, the TLS handshake and the SASL
+exchange. A refusal (untrusted certificate, wrong password, mechanism not enabled) fails the
+node's requests with an error of ``client.errors.AUTHENTICATION_ERRORS`` rather than a
+retriable connection error (Java's ``AuthenticationException``), is logged once at WARNING, and
+reaches ``Metadata`` as a fatal error so callers waiting for metadata raise it.
+
 It also embeds the metadata updater (Java's ``DefaultMetadataUpdater``): when the attached
 ``Metadata`` is due for a refresh, ``poll`` sends a MetadataRequest to the least loaded node.
 
@@ -27,7 +36,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from spark_kafkalite.client.clock import now_ms
-from spark_kafkalite.client.connection import Connection, ConnectionState, InFlightRequest, PendingRequest
+from spark_kafkalite.client.connection import (
+    SETUP_STATES,
+    Connection,
+    ConnectionState,
+    InFlightRequest,
+    PendingRequest,
+)
+from spark_kafkalite.client.errors import is_authentication_error
 from spark_kafkalite.client.metadata_updater import MetadataUpdater
 from spark_kafkalite.client.request_future import RequestFuture
 from spark_kafkalite.client.requests import (
@@ -37,6 +53,8 @@ from spark_kafkalite.client.requests import (
     choose_version,
     parse_api_versions_response,
 )
+from spark_kafkalite.client.security.sasl_authenticator import SaslClientAuthenticator
+from spark_kafkalite.client.security.security_config import ClientSecurity
 from spark_kafkalite.protocol.api_keys import ApiKey
 from spark_kafkalite.protocol.errors import (
     ErrorCode,
@@ -62,9 +80,13 @@ class NetworkClient:
     Args:
         config: parsed client config (``request.timeout.ms``, ``reconnect.backoff.ms``,
             ``reconnect.backoff.max.ms``, ``max.in.flight.requests.per.connection``,
-            ``socket.connection.setup.timeout.ms``, ``client.id``).
+            ``socket.connection.setup.timeout.ms``, ``client.id``, and the ``security.protocol``,
+            ``ssl.*`` and ``sasl.*`` settings of ``ClientSecurity``).
         metadata: the cluster cache to resolve node addresses and keep fresh; may be None only
             for tests that address nodes via ``add_node``.
+
+    Raises:
+        InvalidConfigError: the security settings are incomplete or do not load.
     """
 
     def __init__(self, config: Mapping[str, Any], metadata: Metadata | None = None) -> None:
@@ -74,6 +96,7 @@ class NetworkClient:
         self._reconnect_backoff_max_ms = int(config.get("reconnect.backoff.max.ms", 1000))
         self._connection_setup_timeout_ms = int(config.get("socket.connection.setup.timeout.ms", 10000))
         self._max_in_flight = max(1, int(config.get("max.in.flight.requests.per.connection", 5)))
+        self._security = ClientSecurity.from_config(config)
         self._metadata = metadata
         self._selector = selectors.DefaultSelector()
         self._conns: dict[int, Connection] = {}
@@ -125,10 +148,11 @@ class NetworkClient:
         if conn is None or conn.state is ConnectionState.DISCONNECTED:
             delay = self.connection_delay_ms(node_id, now)
             if delay > 0:
+                error = conn.auth_error if conn is not None and conn.auth_error is not None else None
                 self._complete(
                     future,
                     None,
-                    KafkaConnectionError(f"node {node_id} is in reconnect backoff ({delay:.0f} ms)"),
+                    error or KafkaConnectionError(f"node {node_id} is in reconnect backoff ({delay:.0f} ms)"),
                 )
                 return future
             conn = self._connect(node_id, now)
@@ -166,11 +190,14 @@ class NetworkClient:
             if conn.sock is None or key.fileobj is not conn.sock:
                 continue
             try:
+                if mask & selectors.EVENT_WRITE and conn.state is ConnectionState.CONNECTING:
+                    conn.finish_connect()
+                    self._on_connected(conn)
+                if conn.state is ConnectionState.TLS_HANDSHAKE:
+                    if conn.tls_handshake_step(self._selector):
+                        self._check_api_versions(conn)
+                    continue
                 if mask & selectors.EVENT_WRITE:
-                    if conn.state is ConnectionState.CONNECTING:
-                        conn.finish_connect()
-                        conn.state = ConnectionState.CHECKING_API_VERSIONS
-                        self._send_api_versions(conn, CLIENT_API_VERSIONS[ApiKey.API_VERSIONS][1])
                     conn.flush(self._selector)
                 if mask & selectors.EVENT_READ and conn.sock is not None:
                     for frame in conn.read_frames():
@@ -179,6 +206,8 @@ class NetworkClient:
                             break
                     if conn.eof:
                         raise ConnectionError(f"node {conn.node_id} closed the connection")
+            except KafkaError as exc:  # the TLS handshake refused a certificate
+                self._fail_connection(conn, exc)
             except (OSError, ValueError) as exc:
                 self._fail_connection(
                     conn, KafkaConnectionError(f"I/O with node {conn.node_id} failed: {exc}")
@@ -334,15 +363,62 @@ class NetworkClient:
             self._fail_connection(conn, KafkaConnectionError(f"connect to node {node_id} failed: {exc}"))
         return conn
 
-    def _send_api_versions(self, conn: Connection, version: int) -> None:
+    def _on_connected(self, conn: Connection) -> None:
+        """TCP is up: start TLS (SSL, SASL_SSL), else negotiate versions."""
+        context = self._security.ssl_context
+        if context is None:
+            self._check_api_versions(conn)
+            return
+        conn.start_tls(self._selector, context, conn.host)
+        if conn.tls_handshake_step(self._selector):
+            self._check_api_versions(conn)
+
+    def _check_api_versions(self, conn: Connection) -> None:
+        conn.state = ConnectionState.CHECKING_API_VERSIONS
+        self._send_internal(conn, api_versions_request(CLIENT_API_VERSIONS[ApiKey.API_VERSIONS][1]))
+
+    def _send_internal(self, conn: Connection, entity: Any) -> None:
+        """Write a connection set-up request (ApiVersions, SaslHandshake, SaslAuthenticate)."""
         correlation_id = self._next_correlation_id()
-        frame = encode_request(api_versions_request(version), correlation_id, self._client_id)
+        frame = encode_request(entity, correlation_id, self._client_id)
         conn.in_flight.append(
             InFlightRequest(
-                correlation_id, ApiKey.API_VERSIONS, version, None, now_ms() + self._request_timeout_ms, True
+                correlation_id,
+                int(entity.__api_key__),
+                int(entity.__version__),
+                None,
+                now_ms() + self._request_timeout_ms,
+                True,
             )
         )
         conn.write(frame, self._selector)
+
+    def _handle_internal(self, conn: Connection, request: InFlightRequest, frame: memoryview) -> None:
+        if request.api_key == ApiKey.API_VERSIONS:
+            self._handle_api_versions(conn, request, frame)
+            return
+        authenticator = conn.authenticator
+        assert authenticator is not None
+        try:
+            if request.api_key == ApiKey.SASL_HANDSHAKE:
+                next_request = authenticator.on_handshake_response(frame)
+            else:
+                next_request = authenticator.on_authenticate_response(frame)
+        except KafkaError as exc:
+            self._fail_connection(conn, exc)
+            return
+        if next_request is not None:
+            self._send_internal(conn, next_request)
+            return
+        log.debug("node %s: SASL authentication complete", conn.node_id)
+        conn.authenticator = None
+        self._set_ready(conn)
+
+    def _set_ready(self, conn: Connection) -> None:
+        conn.state = ConnectionState.READY
+        conn.failures = 0
+        conn.auth_error = None
+        self._flush_pending(conn, now_ms())
 
     def _handle_api_versions(self, conn: Connection, request: InFlightRequest, frame: memoryview) -> None:
         version = request.api_version
@@ -353,7 +429,7 @@ class NetworkClient:
             return
         if error_code == ErrorCode.unsupported_version and version > 0:  # KIP-511: step down
             broker_max = ranges.get(int(ApiKey.API_VERSIONS), (0, 0))[1]
-            self._send_api_versions(conn, max(0, min(version - 1, broker_max)))
+            self._send_internal(conn, api_versions_request(max(0, min(version - 1, broker_max))))
             return
         if error_code != ErrorCode.none:
             self._fail_connection(
@@ -361,10 +437,18 @@ class NetworkClient:
             )
             return
         conn.api_versions = ranges
-        conn.state = ConnectionState.READY
-        conn.failures = 0
-        log.debug("node %s ready (ApiVersions v%s)", conn.node_id, version)
-        self._flush_pending(conn, now_ms())
+        log.debug("node %s: ApiVersions v%s done", conn.node_id, version)
+        credentials = self._security.sasl
+        if credentials is None:
+            self._set_ready(conn)
+            return
+        try:
+            conn.authenticator = SaslClientAuthenticator(credentials, conn.node_id, ranges)
+        except KafkaError as exc:
+            self._fail_connection(conn, exc)
+            return
+        conn.state = ConnectionState.AUTHENTICATING
+        self._send_internal(conn, conn.authenticator.handshake_request())
 
     def _fail_connection(self, conn: Connection, exc: KafkaError, backoff: bool = True) -> None:
         conn.close_socket(self._selector)
@@ -372,6 +456,16 @@ class NetworkClient:
         conn.state = ConnectionState.DISCONNECTED
         conn.api_versions = None
         conn.last_error = str(exc)
+        if is_authentication_error(exc):
+            if conn.auth_error is None or str(conn.auth_error) != str(exc):
+                log.warning(
+                    "connection to node %s (%s:%s) failed authentication: %s",
+                    conn.node_id,
+                    conn.host,
+                    conn.port,
+                    exc,
+                )
+            conn.auth_error = exc
         if backoff:
             conn.failures += 1
             delay = min(self._reconnect_backoff_ms * 2 ** (conn.failures - 1), self._reconnect_backoff_max_ms)
@@ -454,7 +548,7 @@ class NetworkClient:
             )
             return
         if request.internal:
-            self._handle_api_versions(conn, request, frame)
+            self._handle_internal(conn, request, frame)
             return
         assert request.future is not None
         try:
@@ -483,9 +577,12 @@ class NetworkClient:
                     conn, KafkaConnectionError("bootstrap connection no longer needed"), backoff=False
                 )
                 continue
-            if conn.state is ConnectionState.CONNECTING and now >= conn.connect_deadline_ms:
+            if conn.state in SETUP_STATES and now >= conn.connect_deadline_ms:
                 self._fail_connection(
-                    conn, KafkaConnectionError(f"connection setup to node {conn.node_id} timed out")
+                    conn,
+                    KafkaConnectionError(
+                        f"connection setup to node {conn.node_id} timed out ({conn.state.name.lower()})"
+                    ),
                 )
                 continue
             expired = [r for r in conn.in_flight if now >= r.deadline_ms]

@@ -26,6 +26,7 @@ __all__ = [
     "CLIENT_SOFTWARE_NAME",
     "CLIENT_SOFTWARE_VERSION",
     "choose_version",
+    "negotiate_version",
     "api_versions_request",
     "parse_api_versions_response",
 ]
@@ -45,6 +46,9 @@ CLIENT_API_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 3),
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DELETE_TOPICS: (1, 5),
+    # v1 carries the tokens in SaslAuthenticate; v0's raw token frames (pre-1.0 brokers) are not spoken
+    ApiKey.SASL_HANDSHAKE: (1, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
 }
 
 
@@ -70,12 +74,30 @@ def choose_version(
     Raises:
         UnsupportedVersionError: the broker lacks the API or the ranges do not overlap.
     """
-    api_key = int(builder.api_key)
+    return negotiate_version(
+        node_id, broker_ranges, builder.api_key, builder.min_version, builder.max_version
+    )
+
+
+def negotiate_version(
+    node_id: int,
+    broker_ranges: dict[int, tuple[int, int]] | None,
+    api_key: int,
+    min_version: int | None = None,
+    max_version: int | None = None,
+) -> int:
+    """``min(our max, broker max)`` for ``api_key``, our range narrowed by ``min_version`` /
+    ``max_version``, checked against both minimums.
+
+    Raises:
+        UnsupportedVersionError: the broker lacks the API or the ranges do not overlap.
+    """
+    api_key = int(api_key)
     ours_min, ours_max = CLIENT_API_VERSIONS[api_key]
-    if builder.min_version is not None:
-        ours_min = max(ours_min, builder.min_version)
-    if builder.max_version is not None:
-        ours_max = min(ours_max, builder.max_version)
+    if min_version is not None:
+        ours_min = max(ours_min, min_version)
+    if max_version is not None:
+        ours_max = min(ours_max, max_version)
     broker = (broker_ranges or {}).get(api_key)
     name = ApiKey(api_key).name
     if broker is None:

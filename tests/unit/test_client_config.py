@@ -25,7 +25,7 @@ def test_string_values_are_coerced_to_the_default_types() -> None:
     [
         ({}, "bootstrap.servers"),
         ({"bootstrap.servers": "h:1", "linger.ms": "soon"}, "linger.ms"),
-        ({"bootstrap.servers": "h:1", "security.protocol": "SSL"}, "PLAINTEXT"),
+        ({"bootstrap.servers": "h:1", "security.protocol": "TLS"}, "SASL_SSL"),
     ],
 )
 def test_bad_config_raises_invalid_config(config: dict[str, str], message: str) -> None:

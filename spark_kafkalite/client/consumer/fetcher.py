@@ -33,6 +33,7 @@ from spark_kafkalite.client.consumer.fetch_session_handler import (
     PartitionFetchData,
 )
 from spark_kafkalite.client.consumer.subscription_state import OffsetResetStrategy, SubscriptionState
+from spark_kafkalite.client.errors import is_authentication_error
 from spark_kafkalite.client.metadata import Metadata
 from spark_kafkalite.client.network_client import NetworkClient, now_ms
 from spark_kafkalite.client.request_future import RequestFuture
@@ -255,6 +256,8 @@ class Fetcher:
                 session.handle_error(exc)  # type: ignore[arg-type]
             if isinstance(exc, (KafkaConnectionError, KafkaTimeoutError)):
                 self._metadata.request_update()
+            elif is_authentication_error(exc):  # raised by the consumer's next poll
+                self._metadata.fatal_error(exc)  # type: ignore[arg-type]
             return
         response = future.value
         if session is not None and not session.handle_response(response):

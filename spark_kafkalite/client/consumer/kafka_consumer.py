@@ -181,6 +181,7 @@ class KafkaConsumer:
             if remaining <= 0:
                 raise KafkaTimeoutError(f"cannot determine the position of {tp.topic}-{tp.partition} in time")
             self._client.poll(min(remaining, self._retry_backoff_ms))
+            self._metadata.maybe_throw_fatal_error()
         position = self._subscriptions.position(tp)
         assert position is not None
         return position
@@ -254,6 +255,7 @@ class KafkaConsumer:
             if self._metadata.update_requested():
                 wait = min(wait, self._retry_backoff_ms)
             self._client.poll(max(0.0, wait))
+            self._metadata.maybe_throw_fatal_error()
             records = collect()
             if records:
                 self._keep_fetches_flowing()

@@ -25,7 +25,7 @@ from typing import Any
 
 from spark_kafkalite.client.config import isolation_level_id
 from spark_kafkalite.client.consumer.subscription_state import OffsetResetStrategy, SubscriptionState
-from spark_kafkalite.client.errors import NoOffsetForPartitionError
+from spark_kafkalite.client.errors import NoOffsetForPartitionError, is_authentication_error
 from spark_kafkalite.client.metadata import Cluster, Metadata
 from spark_kafkalite.client.network_client import NetworkClient, now_ms
 from spark_kafkalite.client.request_future import RequestFuture
@@ -213,6 +213,8 @@ class OffsetFetcher:
                 if not future.is_done():
                     continue
                 if future.failed():
+                    if is_authentication_error(future.exception):
+                        raise future.exception  # type: ignore[misc]
                     last_error = future.exception if isinstance(future.exception, KafkaError) else None
                     need_metadata = retry = True
                     continue
@@ -257,6 +259,7 @@ class OffsetFetcher:
             now = now_ms()
             if now >= deadline:
                 return
+            self._metadata.maybe_throw_fatal_error()
             if self._metadata.version > version:
                 if now >= backoff_end:
                     return
