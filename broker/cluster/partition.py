@@ -24,6 +24,7 @@ from broker.cluster.replica import Replica
 from broker.controller.metadata_image import PartitionRegistration
 from broker.log.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from broker.log.log_results import FetchDataInfo, LogAppendInfo
+from broker.log.producer_state_manager import AppendOrigin
 from broker.log.unified_log import UnifiedLog
 from spark_kafkalite.protocol.errors import (
     ErrorCode,
@@ -243,10 +244,16 @@ class Partition:
             )
 
     # -- leader: appends and the high watermark ----------------------------------------------
-    def append_records_to_leader(self, batch: bytearray | memoryview, required_acks: int) -> LogAppendInfo:
+    def append_records_to_leader(
+        self,
+        batch: bytearray | memoryview,
+        required_acks: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> LogAppendInfo:
         """Append one validated batch as leader in the current epoch (Kafka's
         ``appendRecordsToLeader``); ``acks=-1`` with the ISR below ``effective_min_isr`` is
         refused before anything is written. Advances the HW (an ISR of just the leader).
+        ``origin`` selects the producer-state checks (coordinators may append markers).
 
         Raises:
             NotLeaderOrFollowerError, NotEnoughReplicasError, errors of the log append.
@@ -258,7 +265,7 @@ class Partition:
                 f"The size of the current ISR {sorted(self.isr)} is insufficient to satisfy the min.isr "
                 f"requirement of {min_isr} for partition {self.topic}-{self.partition}"
             )
-        info = self.log.append_as_leader(batch, self.leader_epoch)
+        info = self.log.append_as_leader(batch, self.leader_epoch, origin)
         self.maybe_increment_leader_hw(self.time_ms())
         return info
 

@@ -30,6 +30,7 @@ from .segment_files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     parse_segment_file_name,
 )
 from .segment_swap import complete_interrupted_swaps
@@ -80,7 +81,11 @@ def load_segments(
             bases.add(parsed[0])
     for entry in os.scandir(directory):  # orphan indexes (no .log) go
         parsed = parse_segment_file_name(entry.name)
-        if parsed is not None and parsed[1] in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and parsed[0] not in bases:
+        if (
+            parsed is not None
+            and parsed[1] in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+            and parsed[0] not in bases
+        ):
             os.unlink(entry.path)
     out = LoadedSegments()
     segments = out.segments

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .transaction_index import AbortedTxn
+
 __all__ = ["LogAppendInfo", "FetchDataInfo"]
 
 
@@ -33,7 +35,9 @@ class LogAppendInfo:
 class FetchDataInfo:
     """Result of ``UnifiedLog.read``: whole RecordBatch v2 bytes (possibly from several segments)
     and the base offset of the first batch (-1 when ``records`` is empty). The first batch may
-    start before the fetch offset; clients skip records below it."""
+    start before the fetch offset; clients skip records below it. ``aborted_transactions``:
+    for read_committed reads, the aborted transactions overlapping the range read (else None)."""
 
     records: bytes | memoryview
     first_batch_offset: int = -1
+    aborted_transactions: list[AbortedTxn] | None = None

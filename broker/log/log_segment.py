@@ -1,5 +1,5 @@
-"""One log segment: ``<20-digit base offset>.log`` plus its ``.index`` and ``.timeindex``
-(Kafka's ``LogSegment``).
+"""One log segment: ``<20-digit base offset>.log`` plus its ``.index``, ``.timeindex`` and (once
+it holds an aborted transaction's marker) ``.txnindex`` (Kafka's ``LogSegment``).
 
 The ``.log`` file is a plain concatenation of RecordBatch v2 bytes, exactly as Kafka stores them.
 Appends are one unbuffered ``write`` per call (data reaches the OS page cache, so it survives a
@@ -43,8 +43,10 @@ from .segment_files import (
     log_file_name,
     scan_valid_batches,
     time_index_file_name,
+    txn_index_file_name,
 )
 from .time_index import TimeIndex
+from .transaction_index import TransactionIndex
 
 __all__ = [
     "LogSegment",
@@ -112,6 +114,9 @@ class LogSegment:
         missing_time_index = not time_index_path.exists()
         self.index = OffsetIndex(index_path, base_offset, config.segment_index_bytes)
         self.time_index = TimeIndex(time_index_path, base_offset, config.segment_index_bytes)
+        self.txn_index = TransactionIndex(
+            Path(log_dir) / (txn_index_file_name(base_offset) + file_suffix), base_offset
+        )
         self._bytes_since_last_index_entry = 0
         self._next_offset: int | None = base_offset if self._size == 0 else None
         self._max_timestamp_ms, self._offset_of_max_timestamp = self.time_index.last_entry
@@ -132,6 +137,10 @@ class LogSegment:
             self.rebuild_index()
         else:
             self._bytes_since_last_index_entry = self._size - self.index.last_entry[1]
+        #: the ``.txnindex`` must be rebuilt from the batches by the log (which knows the producer
+        #: state at the segment's start): set when the segment was recovered, its indexes were
+        #: rebuilt, or the transaction index is corrupt; the log clears it after the rebuild.
+        self.txn_index_needs_rebuild = self.rebuilt_indexes or self.txn_index.corrupt
 
     def _last_index_entries_valid(self) -> bool:
         """Cheap sanity check of indexes loaded from disk (two small reads, no scan): the last
@@ -166,9 +175,10 @@ class LogSegment:
         return cls(log_dir, base_offset, config, created_ms, file_suffix)
 
     @property
-    def file_paths(self) -> tuple[Path, Path, Path]:
-        """(``.log``, ``.index``, ``.timeindex``) paths."""
-        return self.log_path, self.index.path, self.time_index.path
+    def file_paths(self) -> tuple[Path, ...]:
+        """(``.log``, ``.index``, ``.timeindex``) paths, plus the ``.txnindex`` when it exists."""
+        paths = (self.log_path, self.index.path, self.time_index.path)
+        return (*paths, self.txn_index.path) if self.txn_index.path.exists() else paths
 
     # -- properties ------------------------------------------------------------------------
 
@@ -441,6 +451,8 @@ class LogSegment:
     def _reset_indexes(self) -> None:
         self.index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
+        self.txn_index_needs_rebuild = True
         self._bytes_since_last_index_entry = 0
         self._max_timestamp_ms, self._offset_of_max_timestamp = -1, self.base_offset
         self._first_batch_timestamp_ms = None
@@ -512,6 +524,7 @@ class LogSegment:
         self.index.truncate_to(offset)
         self.index.truncate_to_position(position)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         # Recount bytes since the last index entry so future entries stay on schedule.
         _, last_pos = self.index.last_entry
         self._bytes_since_last_index_entry = 0
@@ -535,10 +548,11 @@ class LogSegment:
     # -- lifecycle -------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync the ``.log``, ``.index`` and ``.timeindex`` files."""
+        """fsync the ``.log``, ``.index``, ``.timeindex`` (and ``.txnindex``) files."""
         os.fsync(self._fd)
         self.index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         """Close the files, first writing the final time-index entry (a clean close leaves the
@@ -552,13 +566,14 @@ class LogSegment:
         self.time_index.close()
 
     def delete(self) -> None:
-        """Close (without a final index entry) and remove the three files."""
+        """Close (without a final index entry) and remove the segment's files."""
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
         self.log_path.unlink(missing_ok=True)
         self.index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size_bytes={self._size})"

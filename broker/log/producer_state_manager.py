@@ -21,9 +21,25 @@ the leader before it appends), as Kafka 3.x/4.x:
   ``UNKNOWN_PRODUCER_ID`` is no longer returned by Kafka brokers (KIP-360), nor here.
 
 Replicated batches (followers, log recovery) update the state without these checks, so
-deduplication survives a leader change.
+deduplication survives a leader change. Batches appended by the broker's own coordinators
+(:attr:`AppendOrigin.COORDINATOR`: transaction markers, transactional offset commits) get the
+epoch checks but no sequence checks (Kafka's ``AppendOrigin``).
 
-Persistence: ``<20-digit offset>.snapshot`` files in the partition directory hold the state of
+Transactions (KIP-98, Kafka's ``ProducerAppendInfo.appendDataBatch`` / ``appendEndTxnMarker``):
+
+* the first transactional batch (attributes bit 4) of a producer opens its transaction at the
+  batch's first offset (``current_txn_first_offset``, tracked in
+  :class:`~broker.log.ongoing_transactions.OngoingTransactions`); a non-transactional batch while
+  it is open -> ``INVALID_TXN_STATE`` (leader);
+* a control batch (bit 5) carrying an end-transaction marker closes it. Its epoch must be at least
+  the producer's (``INVALID_PRODUCER_EPOCH``) and its coordinator epoch at least the last one
+  seen (``TRANSACTION_COORDINATOR_FENCED``); followers only log these. Only a producer with an open
+  transaction yields a :class:`~broker.log.ongoing_transactions.CompletedTxn`; markers of empty
+  transactions just record the epochs. An ABORT yields the
+  :class:`~broker.log.transaction_index.AbortedTxn` the log writes into its ``.txnindex``;
+* producers with an open transaction never expire.
+
+Persistence (UnifiedLog hooks in :mod:`broker.log.producer_state_hooks`): ``<20-digit offset>.snapshot`` files in the partition directory hold the state of
 every producer as of that offset (written when a segment rolls and at clean shutdown, as Kafka
 does). Loading takes the newest valid snapshot at or below the log end offset and replays the
 batch headers after it. Unlike Kafka's format (which keeps only each producer's last batch), our
@@ -37,42 +53,43 @@ Expiry: a producer whose last batch timestamp is older than ``producer.id.expira
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
 
 from broker.atomic_file import write_atomically
+from spark_kafkalite.protocol.control_records import EndTransactionMarker
 from spark_kafkalite.protocol.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
+    InvalidTxnStateError,
     OutOfOrderSequenceNumberError,
+    TransactionCoordinatorFencedError,
 )
 from spark_kafkalite.protocol.record_batch import BatchHeader
 
-from .log_results import LogAppendInfo
+from .ongoing_transactions import CompletedTxn, OngoingTransactions
 from .producer_state_snapshot import decode_snapshot, encode_snapshot
+from .transaction_index import AbortedTxn
 
 __all__ = [
+    "AppendOrigin",
+    "ReplayItem",
     "NUM_BATCHES_TO_RETAIN",
     "SNAPSHOT_SUFFIX",
     "BatchMetadata",
     "ProducerStateEntry",
     "ProducerStateManager",
     "check_client_batch",
+    "check_end_txn_marker",
     "last_sequence",
     "in_sequence",
     "snapshot_file_name",
     "parse_snapshot_file_name",
-    "load_producer_state",
-    "reload_producer_state",
-    "on_replicated_batches",
-    "snapshot_on_close",
-    "snapshot_on_roll",
-    "duplicate_append_info",
 ]
 
 logger = logging.getLogger(__name__)
@@ -83,6 +100,17 @@ DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 DEFAULT_EXPIRATION_CHECK_INTERVAL_MS = 600_000
 MAX_SNAPSHOTS_KEPT = 3
 _INT32_MAX = 2**31 - 1
+
+#: (header, marker) pairs a replay yields: the marker of a control batch, else None.
+ReplayItem = tuple[BatchHeader, EndTransactionMarker | None]
+
+
+class AppendOrigin(enum.Enum):
+    """Who appends a batch (Kafka's ``AppendOrigin``): which producer-state checks apply."""
+
+    CLIENT = "client"  # Produce: epoch, sequence and transaction checks
+    COORDINATOR = "coordinator"  # our coordinators (markers, txn offset commits): no sequence checks
+    REPLICATION = "replication"  # followers and log recovery: no checks
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,15 +138,32 @@ def in_sequence(last_seq: int, next_seq: int) -> bool:
 
 
 class ProducerStateEntry:
-    """State of one producer id in one partition: its epoch and last (up to 5) batches."""
+    """State of one producer id in one partition: its epoch, last (up to 5) batches, the first
+    offset of its open transaction (-1: none) and the coordinator epoch of its last marker."""
 
-    __slots__ = ("producer_id", "producer_epoch", "batches", "last_timestamp_ms")
+    __slots__ = (
+        "producer_id",
+        "producer_epoch",
+        "batches",
+        "last_timestamp_ms",
+        "current_txn_first_offset",
+        "coordinator_epoch",
+    )
 
-    def __init__(self, producer_id: int, producer_epoch: int = -1, last_timestamp_ms: int = -1) -> None:
+    def __init__(
+        self,
+        producer_id: int,
+        producer_epoch: int = -1,
+        last_timestamp_ms: int = -1,
+        current_txn_first_offset: int = -1,
+        coordinator_epoch: int = -1,
+    ) -> None:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.batches: deque[BatchMetadata] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
         self.last_timestamp_ms = last_timestamp_ms
+        self.current_txn_first_offset = current_txn_first_offset
+        self.coordinator_epoch = coordinator_epoch
 
     @property
     def last_seq(self) -> int:
@@ -149,21 +194,31 @@ class ProducerStateEntry:
     def __repr__(self) -> str:
         return (
             f"ProducerStateEntry(id={self.producer_id}, epoch={self.producer_epoch}, "
-            f"batches={list(self.batches)})"
+            f"batches={list(self.batches)}, txn_first_offset={self.current_txn_first_offset})"
         )
 
 
 def check_client_batch(
-    entry: ProducerStateEntry | None, header: BatchHeader, where: str = ""
+    entry: ProducerStateEntry | None,
+    header: BatchHeader,
+    where: str = "",
+    origin: AppendOrigin = AppendOrigin.CLIENT,
 ) -> BatchMetadata | None:
-    """Validate a client batch of an idempotent producer against its state (pure; see module
-    docstring). Returns the retained metadata when the batch is a duplicate, else None.
+    """Validate a data batch of an idempotent or transactional producer against its state
+    (pure; see module docstring). Returns the retained metadata when the batch is a duplicate,
+    else None. ``AppendOrigin.COORDINATOR`` skips the sequence checks (Kafka's
+    ``ProducerAppendInfo.maybeValidateDataBatch``).
 
     Raises:
-        InvalidRecordError: a producer id with a negative base sequence.
+        InvalidRecordError: a client batch with a producer id and a negative base sequence.
         InvalidProducerEpochError: the epoch is older than the producer's current epoch.
         OutOfOrderSequenceNumberError: a gap (or a new epoch not starting at sequence 0).
+        InvalidTxnStateError: a non-transactional batch while the producer's transaction is open.
     """
+    if origin is not AppendOrigin.CLIENT:
+        _check_epoch(entry, header, where)
+        _check_txn_state(entry, header, where)
+        return None
     pid = header.producer_id
     epoch = header.producer_epoch
     first_seq = header.base_sequence
@@ -192,7 +247,42 @@ def check_client_batch(
             f"Out of order sequence number for producer {pid} in {where}: {first_seq} (incoming seq. number), "
             f"{entry.last_seq} (current end sequence number)"
         )
+    _check_txn_state(entry, header, where)
     return None
+
+
+def _check_epoch(entry: ProducerStateEntry | None, header: BatchHeader, where: str) -> None:
+    if entry is not None and header.producer_epoch < entry.producer_epoch:
+        raise InvalidProducerEpochError(
+            f"Epoch of producer {header.producer_id} at offset {header.base_offset} in {where} is "
+            f"{header.producer_epoch}, which is smaller than the last seen epoch {entry.producer_epoch}"
+        )
+
+
+def _check_txn_state(entry: ProducerStateEntry | None, header: BatchHeader, where: str) -> None:
+    if entry is not None and entry.current_txn_first_offset >= 0 and not header.is_transactional:
+        raise InvalidTxnStateError(
+            f"Expected transactional write from producer {header.producer_id} in {where} at offset "
+            f"{header.base_offset}: its transaction started at offset {entry.current_txn_first_offset}"
+        )
+
+
+def check_end_txn_marker(
+    entry: ProducerStateEntry | None, header: BatchHeader, marker: EndTransactionMarker, where: str = ""
+) -> None:
+    """Validate an end-transaction marker the leader is about to append (Kafka's
+    ``ProducerAppendInfo.appendEndTxnMarker`` checks, origin COORDINATOR; pure).
+
+    Raises:
+        InvalidProducerEpochError: the marker's epoch is older than the producer's.
+        TransactionCoordinatorFencedError: its coordinator epoch is older than the last marker's.
+    """
+    _check_epoch(entry, header, where)
+    if entry is not None and marker.coordinator_epoch < entry.coordinator_epoch:
+        raise TransactionCoordinatorFencedError(
+            f"Invalid coordinator epoch for producer {header.producer_id} in {where}: "
+            f"{marker.coordinator_epoch} (zombie), {entry.coordinator_epoch} (current)"
+        )
 
 
 def snapshot_file_name(offset: int) -> str:
@@ -234,15 +324,27 @@ class ProducerStateManager:
         self.expiration_check_interval_ms = expiration_check_interval_ms
         self.time_ms = time_ms
         self.producers: dict[int, ProducerStateEntry] = {}
+        self.transactions = OngoingTransactions()
         self.map_end_offset = 0
         self._last_expiration_check_ms = time_ms()
 
     # -- append path -----------------------------------------------------------------------
 
-    def check_client_append(self, header: BatchHeader) -> BatchMetadata | None:
-        """Leader-side validation of a client batch with a producer id; the duplicate's
-        metadata, or None to append. Raises as :func:`check_client_batch`."""
-        duplicate = check_client_batch(self.producers.get(header.producer_id), header, self.dir.name)
+    def check_client_append(
+        self,
+        header: BatchHeader,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        marker: EndTransactionMarker | None = None,
+    ) -> BatchMetadata | None:
+        """Leader-side validation of a batch with a producer id; the duplicate's metadata, or
+        None to append. Raises as :func:`check_client_batch`, or for a control batch's
+        ``marker`` as :func:`check_end_txn_marker`."""
+        entry = self.producers.get(header.producer_id)
+        if header.is_control:
+            if marker is not None:
+                check_end_txn_marker(entry, header, marker, self.dir.name)
+            return None
+        duplicate = check_client_batch(entry, header, self.dir.name, origin)
         if duplicate is not None:
             logger.debug(
                 "%s: duplicate batch of producer %d (epoch %d, sequences %d-%d) at offset %d",
@@ -255,14 +357,24 @@ class ProducerStateManager:
             )
         return duplicate
 
-    def on_append(self, header: BatchHeader, first_offset: int, last_offset: int) -> None:
-        """Record a batch appended at [first_offset, last_offset] (leader, follower or replay).
+    def on_append(
+        self,
+        header: BatchHeader,
+        first_offset: int,
+        last_offset: int,
+        marker: EndTransactionMarker | None = None,
+    ) -> AbortedTxn | None:
+        """Record a batch appended at [first_offset, last_offset] (leader, follower or replay);
+        ``marker`` is a control batch's end-transaction marker. Returns the entry for the
+        ``.txnindex`` when the batch is an ABORT marker ending a transaction, else None.
         Cheap no-op for batches without a producer id."""
         if last_offset >= self.map_end_offset:
             self.map_end_offset = last_offset + 1
         pid = header.producer_id
-        if pid < 0 or header.is_control:
-            return
+        if pid < 0:
+            return None
+        if header.is_control:
+            return None if marker is None else self._append_end_txn_marker(header, first_offset, marker)
         entry = self.producers.get(pid)
         if entry is None:
             entry = self.producers[pid] = ProducerStateEntry(pid)
@@ -286,9 +398,69 @@ class ProducerStateManager:
                 header.max_timestamp,
             ),
         )
+        if header.is_transactional:
+            if entry.current_txn_first_offset < 0:
+                entry.current_txn_first_offset = first_offset
+                self.transactions.begin(pid, first_offset)
+        elif entry.current_txn_first_offset >= 0:
+            logger.warning(
+                "%s: replicated non-transactional batch at offset %d of producer %d inside its "
+                "transaction started at %d",
+                self.dir.name,
+                first_offset,
+                pid,
+                entry.current_txn_first_offset,
+            )
         now = self.time_ms()
         if now - self._last_expiration_check_ms >= self.expiration_check_interval_ms:
             self.remove_expired(now)
+        return None
+
+    def _append_end_txn_marker(
+        self, header: BatchHeader, offset: int, marker: EndTransactionMarker
+    ) -> AbortedTxn | None:
+        pid = header.producer_id
+        entry = self.producers.get(pid)
+        if entry is None:
+            entry = self.producers[pid] = ProducerStateEntry(pid)
+        elif (
+            header.producer_epoch < entry.producer_epoch or marker.coordinator_epoch < entry.coordinator_epoch
+        ):
+            logger.warning(
+                "%s: replicated marker at offset %d of producer %d has epoch %d (current %d), "
+                "coordinator epoch %d (current %d)",
+                self.dir.name,
+                offset,
+                pid,
+                header.producer_epoch,
+                entry.producer_epoch,
+                marker.coordinator_epoch,
+                entry.coordinator_epoch,
+            )
+        completed = None
+        if entry.current_txn_first_offset >= 0:
+            completed = CompletedTxn(pid, entry.current_txn_first_offset, offset, not marker.committed)
+        if header.producer_epoch != entry.producer_epoch:
+            entry.batches.clear()
+            entry.producer_epoch = header.producer_epoch
+        entry.current_txn_first_offset = -1
+        entry.coordinator_epoch = marker.coordinator_epoch
+        entry.last_timestamp_ms = header.max_timestamp
+        if completed is None:
+            return None
+        last_stable_offset = self.transactions.last_stable_offset_for(completed)
+        self.transactions.complete(completed)
+        if not completed.is_aborted:
+            return None
+        return AbortedTxn(pid, completed.first_offset, offset, last_stable_offset)
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest ongoing or unreplicated transaction, or None."""
+        return self.transactions.first_unstable_offset()
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Completed transactions whose marker is below ``high_watermark`` become stable."""
+        self.transactions.on_high_watermark_updated(high_watermark)
 
     def remove_expired(self, now_ms: int | None = None) -> int:
         """Forget producers idle for ``producer.id.expiration.ms``; returns how many."""
@@ -297,7 +469,7 @@ class ProducerStateManager:
         doomed = [
             pid
             for pid, e in self.producers.items()
-            if now - e.last_timestamp_ms >= self.producer_id_expiration_ms
+            if e.current_txn_first_offset < 0 and now - e.last_timestamp_ms >= self.producer_id_expiration_ms
         ]
         for pid in doomed:
             del self.producers[pid]
@@ -334,6 +506,8 @@ class ProducerStateManager:
                 e.producer_id,
                 e.producer_epoch,
                 e.last_timestamp_ms,
+                e.current_txn_first_offset,
+                e.coordinator_epoch,
                 [(m.first_seq, m.last_seq, m.first_offset, m.last_offset, m.timestamp_ms) for m in e.batches],
             )
             for e in self.producers.values()
@@ -374,8 +548,8 @@ class ProducerStateManager:
             logger.warning("%s: ignoring corrupt producer snapshot %s: %s", self.dir.name, path.name, exc)
             return None
         out: dict[int, ProducerStateEntry] = {}
-        for pid, epoch, last_ts, batches in decoded:
-            entry = out[pid] = ProducerStateEntry(pid, epoch, last_ts)
+        for pid, epoch, last_ts, txn_first_offset, coordinator_epoch, batches in decoded:
+            entry = out[pid] = ProducerStateEntry(pid, epoch, last_ts, txn_first_offset, coordinator_epoch)
             entry.batches.extend(BatchMetadata(*b) for b in batches)
         return out
 
@@ -385,19 +559,27 @@ class ProducerStateManager:
         self,
         log_start_offset: int,
         log_end_offset: int,
-        replay: Callable[[int], Iterable[BatchHeader]],
+        replay: Callable[[int], Iterable[ReplayItem]],
+        *,
+        replay_from_at_most: int | None = None,
+        on_aborted: Callable[[AbortedTxn], None] | None = None,
     ) -> None:
         """Rebuild the state for a log holding [log_start_offset, log_end_offset): the newest
-        valid snapshot within that range, then ``replay(from_offset)`` (the batch headers, with
-        offsets, from that offset to the end) applied on top. Snapshots above the log end and
-        below the log start are deleted."""
+        valid snapshot within that range (and at or below ``replay_from_at_most``), then
+        ``replay(from_offset)`` (the batch headers, with offsets, and control batches' markers,
+        from that offset to the end) applied on top; ``on_aborted`` gets every aborted
+        transaction the replay completes (a ``.txnindex`` rebuild). Snapshots above the log end
+        and below the log start are deleted."""
         self.producers = {}
+        self.transactions = OngoingTransactions()
         self.map_end_offset = log_start_offset
         self.delete_snapshots_after(log_end_offset)
         start = log_start_offset
         for snap in reversed(self.snapshot_offsets()):
             if snap < log_start_offset:
                 break
+            if replay_from_at_most is not None and snap > replay_from_at_most:
+                continue
             state = self._read_snapshot(snap)
             if state is not None:
                 self.producers = state
@@ -405,11 +587,16 @@ class ProducerStateManager:
                 break
             self._delete_snapshot(snap)
         self.delete_snapshots_before(start)
+        for entry in self.producers.values():
+            if entry.current_txn_first_offset >= 0:
+                self.transactions.begin(entry.producer_id, entry.current_txn_first_offset)
         self.map_end_offset = start
         replayed = 0
-        for header in replay(start):
+        for header, marker in replay(start):
             if header.base_offset >= start:
-                self.on_append(header, header.base_offset, header.last_offset)
+                aborted = self.on_append(header, header.base_offset, header.last_offset, marker)
+                if aborted is not None and on_aborted is not None:
+                    on_aborted(aborted)
                 replayed += 1
         self.map_end_offset = max(self.map_end_offset, log_end_offset)
         if self.producers or replayed:
@@ -425,103 +612,7 @@ class ProducerStateManager:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Forget everything (the log restarts empty at ``offset``)."""
         self.producers = {}
+        self.transactions = OngoingTransactions()
         self.map_end_offset = offset
         for snap in self.snapshot_offsets():
             self._delete_snapshot(snap)
-
-
-# -- UnifiedLog glue (kept here so that unified_log.py only carries one-line hooks) -----------
-
-
-class _LogView(Protocol):
-    """What the glue needs from a ``UnifiedLog`` (structural typing: no import cycle)."""
-
-    dir: Path
-    segments: list[Any]
-    log_start_offset: int
-    log_end_offset: int
-    time_ms: Callable[[], int]
-
-
-def _replay_from(log: _LogView) -> Callable[[int], Iterable[BatchHeader]]:
-    def replay(from_offset: int) -> Iterable[BatchHeader]:
-        if from_offset >= log.log_end_offset:
-            return
-        segments = list(log.segments)
-        first = 0
-        for i, seg in enumerate(segments):  # the segment holding from_offset (by base offsets only)
-            if seg.base_offset <= from_offset:
-                first = i
-        for i, seg in enumerate(segments[first:]):
-            position = 0
-            if i == 0 and seg.base_offset < from_offset:
-                found = seg.find_batch(from_offset)  # via the offset index
-                if found is None:
-                    continue
-                position = found[0]
-            for _, header in seg.iter_batches(position):
-                if header.base_offset >= from_offset:
-                    yield header
-
-    return replay
-
-
-def load_producer_state(log: _LogView) -> ProducerStateManager:
-    """A ``ProducerStateManager`` for a freshly loaded log: newest snapshot + header replay.
-    ``producer.id.expiration.ms`` comes from ``log.config.producer_id_expiration_ms`` when the
-    ``LogConfig`` has it (else 24 h)."""
-    config = getattr(log, "config", None)
-    manager = ProducerStateManager(
-        log.dir,
-        producer_id_expiration_ms=int(
-            getattr(config, "producer_id_expiration_ms", DEFAULT_PRODUCER_ID_EXPIRATION_MS)
-        ),
-        time_ms=log.time_ms,
-    )
-    manager.load(log.log_start_offset, log.log_end_offset, _replay_from(log))
-    return manager
-
-
-def reload_producer_state(log: _LogView, manager: ProducerStateManager) -> None:
-    """After a truncation: rebuild from the newest snapshot at or below the new log end
-    (Kafka's ``truncateAndReload``)."""
-    manager.load(log.log_start_offset, log.log_end_offset, _replay_from(log))
-
-
-def on_replicated_batches(manager: ProducerStateManager, batches: Iterable[tuple[int, BatchHeader]]) -> None:
-    """Follower append: update the state from (position, header) pairs that carry offsets."""
-    for _, header in batches:
-        manager.on_append(header, header.base_offset, header.last_offset)
-
-
-def snapshot_on_close(manager: ProducerStateManager, log_end_offset: int) -> None:
-    """Clean shutdown: snapshot at the log end offset (fsynced); I/O errors are logged only."""
-    try:
-        if manager.map_end_offset == log_end_offset:
-            manager.take_snapshot(log_end_offset, sync=True)
-    except OSError as exc:
-        logger.warning("%s: cannot write producer snapshot: %s", manager.dir.name, exc)
-
-
-def snapshot_on_roll(manager: ProducerStateManager, new_base_offset: int) -> None:
-    """Segment roll: snapshot the state at the new segment's base offset (Kafka's roll)."""
-    if manager.map_end_offset > new_base_offset:
-        return  # the state covers batches above the roll point (should not happen)
-    try:
-        manager.take_snapshot(new_base_offset)
-    except OSError as exc:
-        logger.warning("%s: cannot write producer snapshot: %s", manager.dir.name, exc)
-
-
-def duplicate_append_info(meta: BatchMetadata, log_start_offset: int) -> LogAppendInfo:
-    """The ``LogAppendInfo`` answered for a duplicate batch: the original offsets, nothing
-    appended (``records_count`` 0)."""
-    return LogAppendInfo(
-        first_offset=meta.first_offset,
-        last_offset=meta.last_offset,
-        max_timestamp_ms=meta.timestamp_ms,
-        log_append_time_ms=-1,
-        valid_bytes=0,
-        records_count=0,
-        log_start_offset=log_start_offset,
-    )

@@ -31,6 +31,7 @@ __all__ = [
     "LOG_SUFFIX",
     "INDEX_SUFFIX",
     "TIME_INDEX_SUFFIX",
+    "TXN_INDEX_SUFFIX",
     "CLEANED_SUFFIX",
     "SWAP_SUFFIX",
     "DELETED_SUFFIX",
@@ -40,6 +41,7 @@ __all__ = [
     "log_file_name",
     "index_file_name",
     "time_index_file_name",
+    "txn_index_file_name",
     "segment_file_names",
     "parse_segment_file_name",
     "headers_in",
@@ -54,6 +56,7 @@ __all__ = [
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
@@ -98,9 +101,19 @@ def time_index_file_name(base_offset: int) -> str:
     return f"{base_offset:020d}{TIME_INDEX_SUFFIX}"
 
 
-def segment_file_names(base_offset: int) -> tuple[str, str, str]:
-    """(``.log``, ``.index``, ``.timeindex``) names of a segment."""
-    return log_file_name(base_offset), index_file_name(base_offset), time_index_file_name(base_offset)
+def txn_index_file_name(base_offset: int) -> str:
+    return f"{base_offset:020d}{TXN_INDEX_SUFFIX}"
+
+
+def segment_file_names(base_offset: int) -> tuple[str, str, str, str]:
+    """(``.log``, ``.index``, ``.timeindex``, ``.txnindex``) names of a segment (the last
+    exists only when the segment has aborted transactions)."""
+    return (
+        log_file_name(base_offset),
+        index_file_name(base_offset),
+        time_index_file_name(base_offset),
+        txn_index_file_name(base_offset),
+    )
 
 
 def parse_segment_file_name(name: str) -> tuple[int, str] | None:

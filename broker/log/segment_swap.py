@@ -26,6 +26,7 @@ from .segment_files import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     file_next_offset,
     parse_segment_file_name,
     segment_file_names,
@@ -38,7 +39,7 @@ __all__ = ["commit_swap", "complete_interrupted_swaps", "fsync_dir"]
 
 logger = logging.getLogger(__name__)
 
-_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 def commit_swap(directory: Path, old: Sequence[LogSegment], cleaned: LogSegment) -> None:

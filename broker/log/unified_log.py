@@ -5,6 +5,12 @@ Offsets: ``log_start_offset`` (first offset served) <= ``high_watermark`` (last 
 offset + 1; set by the broker) <= ``log_end_offset`` (offset the next batch gets).
 ``recovery_point`` is the offset below which data is known to be flushed; after an unclean
 shutdown everything from the segment containing it onwards is re-validated.
+
+Transactions (KIP-98): ``last_stable_offset`` (LSO) = min(first offset of the earliest open or
+not yet replicated transaction, ``high_watermark``), never below ``log_start_offset``
+(``UnifiedLog.lastStableOffset`` / ``maybeIncrementFirstUnstableOffset``); read_committed
+consumers read up to it and get the aborted transactions of the range they read from the
+segments' ``.txnindex`` (``collectAbortedTransactions``).
 """
 
 from __future__ import annotations
@@ -17,8 +23,10 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from spark_kafkalite.protocol.control_records import read_end_txn_marker
 from spark_kafkalite.protocol.errors import (
     InconsistentTopicIdError,
+    InvalidRecordError,
     OffsetOutOfRangeError,
 )
 from spark_kafkalite.protocol.record_batch import (
@@ -28,7 +36,7 @@ from spark_kafkalite.protocol.record_batch import (
     read_header,
 )
 
-from . import producer_state_manager as producer_state  # idempotence hooks
+from . import producer_state_hooks as producer_state  # idempotence / transaction hooks
 from . import retention
 from .leader_epoch_cache import LeaderEpochFileCache, load_leader_epoch_cache
 from .log_config import LogConfig
@@ -44,9 +52,11 @@ from .partition_metadata import (
     topic_partition_dir_name,
     write_partition_metadata,
 )
+from .producer_state_manager import AppendOrigin
 from .segment_files import check_keys_for_compaction, validated_stored_batches
 from .segment_swap import commit_swap
 from .timestamp_lookup import TimestampLookup
+from .transaction_index import AbortedTxn
 
 __all__ = [
     "UnifiedLog",
@@ -217,13 +227,49 @@ class UnifiedLog:
         """Set ``high_watermark`` to ``offset`` clamped to [log_start_offset, log_end_offset];
         returns the new value."""
         self.high_watermark = max(self.log_start_offset, min(offset, self.log_end_offset))
+        self.producer_state.on_high_watermark_updated(self.high_watermark)  # transaction hook
         return self.high_watermark
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the earliest transaction that is open or whose marker is not yet
+        below the high watermark (at least ``log_start_offset``), or None."""
+        first = self.producer_state.first_unstable_offset()
+        return None if first is None else max(first, self.log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: ``min(first_unstable_offset, high_watermark)`` (see module docstring)."""
+        first = self.first_unstable_offset
+        hw = self.high_watermark
+        return hw if first is None or first >= hw else first
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [start_offset, upper_bound_offset): from the
+        ``.txnindex`` of the segment holding ``start_offset`` onwards until an entry's
+        ``last_stable_offset`` reaches the upper bound (Kafka's
+        ``LocalLog.collectAbortedTransactions``)."""
+        i = max(0, bisect_right(self._base_offsets, start_offset) - 1)
+        out: list[AbortedTxn] = []
+        for seg in self.segments[i:]:
+            found, complete = seg.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
+            out.extend(found)
+            if complete:
+                break
+        return out
 
     # -- append ----------------------------------------------------------------------------
 
-    def append_as_leader(self, batch: bytearray | memoryview, leader_epoch: int) -> LogAppendInfo:
+    def append_as_leader(
+        self,
+        batch: bytearray | memoryview,
+        leader_epoch: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> LogAppendInfo:
         """Append ONE already-validated RecordBatch v2: patch its base offset (= log_end_offset)
-        and partition leader epoch, write it, and advance ``log_end_offset``.
+        and partition leader epoch, write it, and advance ``log_end_offset``. Producer-state
+        checks by ``origin`` (:mod:`broker.log.producer_state_manager`); only
+        ``AppendOrigin.COORDINATOR`` may append control batches (transaction markers).
 
         A ``bytearray`` is patched in place; any other buffer (e.g. a read-only view into a
         Produce request's frame) is left untouched: its first ``BATCH_PATCH_BYTES`` are copied,
@@ -231,12 +277,23 @@ class UnifiedLog:
 
         The size limit (``max.message.bytes``) and CRC are the caller's to check (Kafka's
         ``LogValidator``). Rolls a new segment first when the batch would overflow the active one.
+
+        Raises:
+            InvalidRecordError: a client control batch, a malformed marker, a keyless record on
+                a compacted topic, a bad sequence.
+            InvalidProducerEpochError, OutOfOrderSequenceNumberError, InvalidTxnStateError,
+            TransactionCoordinatorFencedError: producer-state checks.
         """
         header = read_header(batch)
+        marker = None
+        if header.is_control:
+            if origin is AppendOrigin.CLIENT:
+                raise InvalidRecordError("Clients are not allowed to write control records")
+            marker = read_end_txn_marker(batch, 0, header)
         if self._config.compact:
             check_keys_for_compaction(batch, self.dir.name)
-        if header.producer_id >= 0:  # idempotence hook: dedup / sequence checks (KIP-98)
-            duplicate = self.producer_state.check_client_append(header)
+        if header.producer_id >= 0:  # idempotence hook: dedup / sequence / transaction checks (KIP-98)
+            duplicate = self.producer_state.check_client_append(header, origin, marker)
             if duplicate is not None:
                 return producer_state.duplicate_append_info(duplicate, self.log_start_offset)
         first = self.log_end_offset
@@ -254,7 +311,9 @@ class UnifiedLog:
         else:
             seg.append(batch[BATCH_PATCH_BYTES:], first, last, header.max_timestamp, head=head)
         self.log_end_offset = last + 1
-        self.producer_state.on_append(header, first, last)  # idempotence hook
+        aborted = self.producer_state.on_append(header, first, last, marker)  # idempotence hook
+        if aborted is not None:  # transaction hook: an ABORT marker
+            seg.txn_index.append(aborted)
         self._maybe_flush()
         return LogAppendInfo(
             first_offset=first,
@@ -308,7 +367,7 @@ class UnifiedLog:
             )
             i = j
         self.log_end_offset = batches[-1][1].next_offset
-        producer_state.on_replicated_batches(self.producer_state, batches)  # idempotence hook
+        producer_state.on_replicated_batches(self, self.producer_state, view, batches)  # idempotence hook
         self._maybe_flush()
         return LogAppendInfo(
             first_offset=batches[0][1].base_offset,
@@ -371,11 +430,15 @@ class UnifiedLog:
         max_bytes: int,
         max_offset: int | None = None,
         min_one_message: bool = True,
+        include_aborted_txns: bool = False,
     ) -> FetchDataInfo:
         """Whole batches from the one containing ``fetch_offset``, at most ``max_bytes`` (except
         that with ``min_one_message`` the first batch is always whole, KIP-74), never a batch whose
-        base offset is >= ``max_offset`` (the high watermark for consumers). Continues into the
-        next segments while room remains. One ``pread`` per segment in the common case.
+        base offset is >= ``max_offset`` (the high watermark for consumers, the LSO for
+        read_committed ones). Continues into the next segments while room remains. One ``pread``
+        per segment in the common case. With ``include_aborted_txns`` (read_committed) the result
+        carries the aborted transactions overlapping [fetch_offset, offset after the data read)
+        (Kafka's ``LocalLog.read`` with ``FetchIsolation.TXN_COMMITTED``).
 
         Raises:
             OffsetOutOfRangeError: ``fetch_offset`` < log_start_offset or > log_end_offset.
@@ -387,7 +450,7 @@ class UnifiedLog:
             )
         limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
         if fetch_offset >= limit:
-            return FetchDataInfo(b"")
+            return FetchDataInfo(b"", aborted_transactions=[] if include_aborted_txns else None)
         i = max(0, bisect_right(self._base_offsets, fetch_offset) - 1)
         pieces: list[bytes | memoryview] = []
         first_batch_offset = -1
@@ -410,9 +473,10 @@ class UnifiedLog:
             offset = res.next_offset
             if res.end_position < seg.size_bytes or remaining < RECORD_BATCH_OVERHEAD:
                 break
+        aborted = self.collect_aborted_transactions(fetch_offset, offset) if include_aborted_txns else None
         if not pieces:
-            return FetchDataInfo(b"")
-        return FetchDataInfo(pieces[0] if len(pieces) == 1 else b"".join(pieces), first_batch_offset)
+            return FetchDataInfo(b"", aborted_transactions=aborted)
+        return FetchDataInfo(pieces[0] if len(pieces) == 1 else b"".join(pieces), first_batch_offset, aborted)
 
     def fetch_offset_by_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp_ms) of the first record at or after log_start_offset whose
@@ -563,6 +627,7 @@ class UnifiedLog:
         self.update_high_watermark(self.high_watermark)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)  # replication hook
         producer_state.reload_producer_state(self, self.producer_state)  # idempotence hook
+        self.producer_state.on_high_watermark_updated(self.high_watermark)  # transaction hook
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.cluster.partition import LogReadResult, Partition
 from broker.errors import error_code_for, error_message_for
+from broker.log.producer_state_manager import AppendOrigin
 from broker.replication.delayed_produce import DelayedProduce, ProducePurgatory
 from broker.replication.replica_fetcher import FetcherSettings
 from broker.replication.replica_fetcher_manager import ReplicaFetcherManager
@@ -304,7 +305,9 @@ class ReplicaManager:
     ) -> dict[TopicPartitionKey, PartitionAppendResult]:
         """Append one validated RecordBatch per partition as leader (Kafka's
         ``ReplicaManager.appendRecords``). ``required_acks`` -1 waits up to ``timeout_ms`` for
-        the HW to pass every appended batch. Never raises: errors are per partition."""
+        the HW to pass every appended batch. ``internal`` appends come from this broker's
+        coordinators (``AppendOrigin.COORDINATOR``: internal topics allowed, transaction markers,
+        no sequence checks). Never raises: errors are per partition."""
         results: dict[TopicPartitionKey, PartitionAppendResult] = {}
         required: dict[TopicPartitionKey, int] = {}
         for key, batch in entries.items():
@@ -313,7 +316,9 @@ class ReplicaManager:
                 if topic in INTERNAL_TOPICS and not internal:
                     raise InvalidTopicError(f"Cannot append to internal topic {topic}")
                 p = self.leader_partition(topic, index)
-                info = self._append_to_leader(p, batch, required_acks)
+                info = self._append_to_leader(
+                    p, batch, required_acks, AppendOrigin.COORDINATOR if internal else AppendOrigin.CLIENT
+                )
                 results[key] = PartitionAppendResult(
                     ErrorCode.none, info.first_offset, info.log_append_time_ms, p.log.log_start_offset
                 )
@@ -334,13 +339,15 @@ class ReplicaManager:
                         result.error_message = f"acks=all timed out after {timeout_ms} ms waiting for the ISR"
         return results
 
-    def _append_to_leader(self, p: Partition, batch: bytearray | memoryview, required_acks: int) -> Any:
+    def _append_to_leader(
+        self, p: Partition, batch: bytearray | memoryview, required_acks: int, origin: AppendOrigin
+    ) -> Any:
         manager = self.log_manager
         offline = manager.offline_dir_of(p.topic, p.partition)
         if offline is not None:
             raise KafkaStorageError(f"Log dir {offline} of {p.topic}-{p.partition} is offline")
         try:
-            return p.append_records_to_leader(batch, required_acks)
+            return p.append_records_to_leader(batch, required_acks, origin)
         except OSError as exc:
             log_dir = manager.mark_log_dir_offline(p.topic, p.partition, exc)
             raise KafkaStorageError(

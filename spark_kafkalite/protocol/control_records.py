@@ -15,19 +15,24 @@ from __future__ import annotations
 
 import struct
 from enum import IntEnum
+from typing import NamedTuple
 
+from spark_kafkalite.protocol.errors import InvalidRecordError
 from spark_kafkalite.protocol.record_batch import (
     BatchHeader,
     Buffer,
     append_record,
     decode_batch,
+    read_header,
     seal_batch,
 )
 
 __all__ = [
     "ControlRecordType",
+    "EndTransactionMarker",
     "control_record_type",
     "end_txn_marker_batch",
+    "read_end_txn_marker",
     "ATTR_TRANSACTIONAL",
     "ATTR_CONTROL",
 ]
@@ -93,3 +98,49 @@ def end_txn_marker_batch(
         base_sequence=-1,
         records_count=1,
     )
+
+
+class EndTransactionMarker(NamedTuple):
+    """A parsed end-transaction marker (Kafka's ``EndTransactionMarker``): the control type
+    (``ControlRecordType.ABORT`` / ``COMMIT``) and the coordinator epoch."""
+
+    control_type: int
+    coordinator_epoch: int
+
+    @property
+    def committed(self) -> bool:
+        return self.control_type == ControlRecordType.COMMIT
+
+
+def read_end_txn_marker(
+    buf: Buffer, pos: int = 0, header: BatchHeader | None = None
+) -> EndTransactionMarker | None:
+    """The end-transaction marker of the batch at ``pos`` (no CRC check), or None when it is not
+    a control batch, holds no record (cleaned), or its control type is neither ABORT nor COMMIT
+    (KRaft-only types are ignored, as Kafka's ``ControlRecordType.UNKNOWN``). What a partition
+    leader, follower and log recovery read from a marker (``ProducerAppendInfo.append``).
+
+    Raises:
+        InvalidRecordError: the control key or the marker value is shorter than its fixed layout
+            (Kafka's ``ControlRecordType.parseTypeId`` / ``EndTransactionMarker.deserializeValue``).
+        CorruptRecordError: the batch does not decode.
+    """
+    if header is None:
+        header = read_header(buf, pos)
+    if not header.is_control or header.records_count <= 0:
+        return None
+    decoded = decode_batch(buf, pos, verify_crc=False)
+    if not decoded.keys:
+        return None
+    key = decoded.keys[0]
+    if key is None or len(key) < _KEY.size:
+        raise InvalidRecordError(f"control record key at offset {header.base_offset} is shorter than 4 bytes")
+    control_type = _KEY.unpack_from(key)[1]
+    if control_type not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+        return None
+    value = decoded.values[0]
+    if value is None or len(value) < _VALUE.size:
+        raise InvalidRecordError(
+            f"end transaction marker at offset {header.base_offset} has a value shorter than 6 bytes"
+        )
+    return EndTransactionMarker(control_type, _VALUE.unpack_from(value)[1])
