@@ -16,6 +16,7 @@ __all__ = [
     "NoOffsetForPartitionError",
     "IllegalStateError",
     "SslAuthenticationError",
+    "TransactionAbortedError",
     "is_authentication_error",
 ]
 
@@ -71,3 +72,14 @@ requests to that node fail with them instead of waiting for a retry that cannot 
 def is_authentication_error(exc: BaseException | None) -> bool:
     """True for one of :data:`AUTHENTICATION_ERRORS`."""
     return isinstance(exc, AUTHENTICATION_ERRORS)
+
+
+class TransactionAbortedError(KafkaError):
+    """A record of a transaction that is being aborted: it was never sent (Java
+    ``TransactionAbortedException``, "Failing batch since transaction was aborted")."""
+
+    error_code = -1
+    retriable = False
+
+    def _format(self, message: str | None) -> str:
+        return f"TRANSACTION_ABORTED: {message}" if message else "TRANSACTION_ABORTED"

@@ -5,6 +5,12 @@ null keys), appends it to the ``RecordAccumulator`` and returns a
 ``concurrent.futures.Future[RecordMetadata]``; the ``Sender`` thread batches records per
 partition (``batch.size``, ``linger.ms``) into ProduceRequests. Thread-safe: share one producer
 between threads.
+
+With ``transactional.id`` the producer is transactional (KIP-98; Java's API):
+``init_transactions()`` once, then per transaction ``begin_transaction()``, ``send`` calls,
+optionally ``send_offsets_to_transaction(offsets, consumer.group_metadata())``, and
+``commit_transaction()`` or ``abort_transaction()``. Readers with
+``isolation.level=read_committed`` see a transaction's records only once it is committed.
 """
 
 from __future__ import annotations
@@ -15,18 +21,22 @@ from concurrent.futures import Future
 from typing import Any
 
 from spark_kafkalite.client.config import parse_acks, parse_config
+from spark_kafkalite.client.consumer.group_requests import OffsetAndMetadata
+from spark_kafkalite.client.errors import IllegalStateError
 from spark_kafkalite.client.metadata import Cluster, Metadata
 from spark_kafkalite.client.network_client import NetworkClient, now_ms
 from spark_kafkalite.client.producer.partitioner import StickyPartitioner
 from spark_kafkalite.client.producer.record_accumulator import RecordAccumulator
 from spark_kafkalite.client.producer.sender import Sender
 from spark_kafkalite.client.producer.transaction_manager import TransactionManager
+from spark_kafkalite.client.producer.transaction_state import TransactionalRequestResult
 from spark_kafkalite.client.types import RecordMetadata, TopicPartition
 from spark_kafkalite.protocol.errors import (
     InvalidConfigError,
     KafkaError,
     KafkaTimeoutError,
     MessageTooLargeError,
+    ProducerFencedError,
 )
 from spark_kafkalite.protocol.native import load_extension
 from spark_kafkalite.protocol.record_batch import COMPRESSION_CODECS, RECORD_BATCH_OVERHEAD, compress
@@ -51,6 +61,8 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "compression.type": "none",
     "enable.idempotence": True,
     "allow.auto.create.topics": True,
+    "transactional.id": None,
+    "transaction.timeout.ms": 60000,
 }
 
 
@@ -63,7 +75,8 @@ class KafkaProducer:
     ``retry.backoff.ms`` (100), ``request.timeout.ms`` (30000), ``max.request.size`` (1 MiB),
     ``compression.type`` (none, gzip; snappy/lz4/zstd need ``cramjam``), ``client.id``,
     ``max.in.flight.requests.per.connection`` (5), ``enable.idempotence`` (true),
-    ``metadata.max.age.ms`` (300000), ``transactional.id`` (not supported: must be unset).
+    ``metadata.max.age.ms`` (300000), ``transactional.id`` (None: not transactional),
+    ``transaction.timeout.ms`` (60000: the coordinator aborts a transaction open longer).
 
     Idempotence (KIP-98) is on by default: the producer gets a producer id (InitProducerId) and
     numbers its batches per partition, so retries (after a lost response, a disconnect or a
@@ -73,6 +86,8 @@ class KafkaProducer:
     ``enable.idempotence`` was not given, idempotence is silently turned off; when it was given
     as true, that is an ``InvalidConfigError``. Without idempotence,
     ``max.in.flight.requests.per.connection=1`` keeps per-partition order across retries.
+    A ``transactional.id`` needs idempotence (Java: "Cannot set a transactional.id without also
+    enabling idempotence").
 
     Raises:
         InvalidConfigError: a bad setting.
@@ -90,10 +105,16 @@ class KafkaProducer:
         self._compression_type = COMPRESSION_CODECS[codec]
         if self._compression_type:
             compress(b"probe", self._compression_type)  # fail now if the codec library is missing
-        explicit = "enable.idempotence" in merged
+        transactional_id = cfg.get("transactional.id")
+        if transactional_id is not None:
+            transactional_id = str(transactional_id)
+            if not transactional_id:
+                raise InvalidConfigError("transactional.id must not be empty")
+            if "enable.idempotence" in merged and not cfg["enable.idempotence"]:
+                raise InvalidConfigError("cannot set a transactional.id without also enabling idempotence")
+        explicit = "enable.idempotence" in merged or transactional_id is not None
         self._idempotent = self._resolve_idempotence(cfg, explicit)
-        if cfg.get("transactional.id"):
-            raise InvalidConfigError("transactional.id is not supported (transactions are not implemented)")
+        self._transactional_id = transactional_id
         self._max_block_ms = float(cfg["max.block.ms"])
         self._max_request_size = int(cfg["max.request.size"])
         self._buffer_memory = int(cfg["buffer.memory"])
@@ -102,7 +123,13 @@ class KafkaProducer:
         self._partitioner = StickyPartitioner(int(cfg["batch.size"]))
         self._tps: dict[str, list[TopicPartition]] = {}  # TopicPartition objects, built once
         max_in_flight = int(cfg["max.in.flight.requests.per.connection"])
-        self._transaction_manager = TransactionManager() if self._idempotent else None
+        self._transaction_manager = (
+            TransactionManager(
+                transactional_id, int(cfg["transaction.timeout.ms"]), float(cfg["retry.backoff.ms"])
+            )
+            if self._idempotent
+            else None
+        )
         self._accumulator = RecordAccumulator(
             batch_size=int(cfg["batch.size"]),
             linger_ms=float(cfg["linger.ms"]),
@@ -135,7 +162,7 @@ class KafkaProducer:
             self._max_block_ms,
             self._linger_ms,
         )
-        if type(self).send is KafkaProducer.send:
+        if type(self).send is KafkaProducer.send and transactional_id is None:
             self.send = self._send_path.send  # type: ignore[method-assign]
         self._closed = False
         self._sender.start()
@@ -190,11 +217,32 @@ class KafkaProducer:
         errors (unknown topic after ``max.block.ms``, record too large, buffer exhausted,
         delivery failures) are reported through the future, as Java does.
 
+        A transactional producer sends only inside a transaction (after ``begin_transaction``).
+
         Raises:
             TypeError: key, value or headers of the wrong type.
-            KafkaError: the producer is closed.
+            KafkaError: the producer is closed; a transactional producer in an error state.
+            IllegalStateError: a transactional producer outside a transaction.
         """
+        if self._transactional_id is not None:
+            fenced = self._check_transactional_send()
+            if fenced is not None:
+                failed: Future[RecordMetadata] = Future()
+                failed.set_exception(fenced)
+                if callback is not None:
+                    callback(None, fenced)
+                return failed
         return self._send_path.send(topic, value, key, partition, timestamp_ms, headers, callback)
+
+    def _check_transactional_send(self) -> ProducerFencedError | None:
+        """Raise what a transactional ``send`` raises; a fenced producer's error is returned to
+        be reported through the future (Java: an ``ApiException`` goes to the callback)."""
+        assert self._transaction_manager is not None
+        try:
+            self._transaction_manager.fail_if_not_ready_for_send()
+        except ProducerFencedError as exc:
+            return exc
+        return None
 
     def send_batch(self, topic: str, partition: int, builder: Any, size_bytes: int) -> Future[int]:
         """Queue records already encoded into ``builder`` (a ``MemoryRecordsBuilder`` from
@@ -212,6 +260,8 @@ class KafkaProducer:
             raise KafkaError("cannot send after the producer is closed")
         failed: Future[int] = Future()
         fatal = self._sender.fatal_error
+        if self._transactional_id is not None and fatal is None:
+            fatal = self._check_transactional_send()
         if fatal is not None:
             failed.set_exception(fatal)
             return failed
@@ -258,6 +308,105 @@ class KafkaProducer:
         if topic not in cluster.partitions:
             cluster = self._wait_on_metadata(topic, None, now_ms() + self._max_block_ms)
         return set(cluster.partitions[topic])
+
+    # -------------------------------------------------------------- transactions
+
+    def _txn_manager(self) -> TransactionManager:
+        tm = self._transaction_manager
+        if self._transactional_id is None or tm is None:
+            raise IllegalStateError(
+                "transactional method invoked on a non-transactional producer (set transactional.id)"
+            )
+        if self._closed:
+            raise IllegalStateError("cannot perform operation after the producer has been closed")
+        return tm
+
+    def _await(self, result: TransactionalRequestResult, timeout_s: float | None) -> None:
+        self._sender.wakeup()
+        result.await_result(self._max_block_ms if timeout_s is None else timeout_s * 1000.0)
+
+    def init_transactions(self, timeout_s: float | None = None) -> None:
+        """Register the ``transactional.id`` with its transaction coordinator and get the
+        producer id and epoch (InitProducerId; Java ``initTransactions``): any earlier producer
+        with the same id is fenced and its open transaction aborted; returns once that is done.
+        Call once, before any other transactional method. ``timeout_s`` defaults to
+        ``max.block.ms``; after a timeout the call may be repeated.
+
+        Raises:
+            IllegalStateError: not a transactional producer, or called twice.
+            KafkaTimeoutError: not done within ``timeout_s``.
+            ProducerFencedError: a newer producer with the same id exists (fatal).
+            TransactionalIdAuthorizationFailedError / KafkaError: other failures (fatal).
+        """
+        self._await(self._txn_manager().initialize_transactions(), timeout_s)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction (local; Java ``beginTransaction``).
+
+        Raises:
+            IllegalStateError: ``init_transactions`` not done, or a transaction is already open.
+            ProducerFencedError / KafkaError: the producer is in an error state.
+        """
+        self._txn_manager().begin_transaction()
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        group_metadata: Mapping[str, Any] | str,
+        timeout_s: float | None = None,
+    ) -> None:
+        """Commit consumer offsets as part of the transaction (AddOffsetsToTxn, then TxnOffsetCommit
+        to the group coordinator; KIP-98, KIP-447; Java ``sendOffsetsToTransaction``): they
+        become visible to the group only if the transaction commits. ``offsets`` maps
+        partitions to the next offset to consume (an int or ``OffsetAndMetadata``);
+        ``group_metadata`` is ``KafkaConsumer.group_metadata()`` or a group id (generation -1).
+
+        Raises:
+            IllegalStateError: no transaction is open.
+            KafkaTimeoutError: not done within ``timeout_s`` (default ``max.block.ms``).
+            ProducerFencedError: fenced (fatal).
+            CommitFailedError / GroupAuthorizationFailedError / KafkaError: abortable errors;
+                the transaction must be aborted.
+        """
+        tm = self._txn_manager()
+        if isinstance(group_metadata, str):
+            group_metadata = {"group_id": group_metadata, "generation_id": -1, "member_id": ""}
+        if not group_metadata.get("group_id"):
+            raise InvalidConfigError("send_offsets_to_transaction needs a group id")
+        normalised = {
+            TopicPartition(str(tp[0]), int(tp[1])): om
+            if isinstance(om, OffsetAndMetadata)
+            else OffsetAndMetadata(int(om))
+            for tp, om in offsets.items()
+        }
+        if not normalised:
+            return  # Java: nothing to send for empty offsets
+        self._await(tm.send_offsets_to_transaction(normalised, group_metadata), timeout_s)
+
+    def commit_transaction(self, timeout_s: float | None = None) -> None:
+        """Flush every record of the transaction, then commit it (EndTxn; Java
+        ``commitTransaction``). If a record failed, raises its error: abort then.
+
+        Raises:
+            IllegalStateError: no transaction is open.
+            KafkaTimeoutError: not done within ``timeout_s`` (default ``max.block.ms``); repeat
+                the call.
+            ProducerFencedError / InvalidTxnStateError: fatal.
+            KafkaError: an abortable error: call ``abort_transaction``.
+        """
+        self._await(self._txn_manager().begin_commit(), timeout_s)
+
+    def abort_transaction(self, timeout_s: float | None = None) -> None:
+        """Abort the open transaction (Java ``abortTransaction``): records not yet sent fail with
+        ``TransactionAbortedError``, those sent are aborted by the markers (read_committed
+        readers never see them).
+
+        Raises:
+            IllegalStateError: no transaction is open.
+            KafkaTimeoutError: not done within ``timeout_s`` (default ``max.block.ms``).
+            ProducerFencedError / KafkaError: fatal errors.
+        """
+        self._await(self._txn_manager().begin_abort(), timeout_s)
 
     # -------------------------------------------------------------- flush / close
 

@@ -65,6 +65,7 @@ class ProducerBatch(BatchState):
         "producer_id",
         "producer_epoch",
         "base_sequence",
+        "is_transactional",
         "on_wire",
         "base_offset",
         "log_append_time_ms",
@@ -102,6 +103,7 @@ class ProducerBatch(BatchState):
         self.producer_id = -1  # idempotence: set by the TransactionManager when first drained
         self.producer_epoch = -1
         self.base_sequence = -1
+        self.is_transactional = False  # set with the producer state by a transactional producer
         self.on_wire = False  # a request carrying this batch awaits its response
         self.base_offset = -1
         self.log_append_time_ms = -1
@@ -180,6 +182,7 @@ class ProducerBatch(BatchState):
                 producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch,
                 base_sequence=self.base_sequence,
+                is_transactional=self.is_transactional,
             )
             self.builder = None  # the records live on in the encoded bytes only
         return self._encoded

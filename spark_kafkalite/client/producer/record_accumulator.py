@@ -333,6 +333,26 @@ class RecordAccumulator(AccumulatorState):
             self._closed = True
             self._space.notify_all()
 
+    def queued_partitions(self) -> list[TopicPartition]:
+        """Partitions with at least one batch waiting to be drained."""
+        with self._lock:
+            return [tp for tp, dq in self._batches.items() if dq]
+
+    def abort_undrained_batches(self, exc: BaseException) -> None:
+        """Fail the queued batches that never got a sequence (never sent), e.g. when a
+        transaction is aborted (Java ``abortUndrainedBatches``); retries of sent batches stay."""
+        aborted: list[ProducerBatch] = []
+        with self._lock:
+            for dq in self._batches.values():
+                keep = [b for b in dq if b.base_sequence >= 0]
+                if len(keep) != len(dq):
+                    aborted.extend(b for b in dq if b.base_sequence < 0)
+                    dq.clear()
+                    dq.extend(keep)
+        for batch in aborted:
+            batch.fail(exc)
+            self.deallocate(batch)
+
     def abort_incomplete(self, exc: BaseException) -> None:
         """Fail every batch not yet completed (forced close)."""
         with self._lock:

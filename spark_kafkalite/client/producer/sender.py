@@ -15,6 +15,16 @@ response was lost. Sequence errors are handled as described in ``transaction_man
 broker lacks InitProducerId and idempotence was only on by default, the producer continues
 without it (logged); if it was requested explicitly, every record fails with
 UNSUPPORTED_VERSION. Other InitProducerId errors are fatal: pending and later records fail.
+
+Transactions (a ``TransactionManager`` with a ``transactional.id``; Java
+``Sender.maybeSendAndPollTransactionalRequest``): each iteration first lets the transaction
+manager register partitions that have queued batches, then sends its next transactional request
+(FindCoordinator, InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn)
+to the coordinator it needs, one at a time; while one is in flight no produce data is sent.
+While a transaction is completing its batches are flushed (no linger) and EndTxn waits for them;
+when aborting (or after an abortable error) batches never sent are failed with
+``TransactionAbortedError`` (or the error); after a fatal error every incomplete batch fails.
+Produce requests carry the ``transactional.id``. On close an open transaction is aborted.
 """
 
 from __future__ import annotations
@@ -25,11 +35,14 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from spark_kafkalite.client.errors import TransactionAbortedError
 from spark_kafkalite.client.metadata import Metadata
 from spark_kafkalite.client.network_client import NetworkClient, now_ms
 from spark_kafkalite.client.producer.producer_batch import ProducerBatch
 from spark_kafkalite.client.producer.record_accumulator import RecordAccumulator
 from spark_kafkalite.client.producer.transaction_manager import TransactionManager
+from spark_kafkalite.client.producer.transaction_state import State
+from spark_kafkalite.client.producer.txn_request_handlers import InitProducerIdHandler
 from spark_kafkalite.client.request_future import RequestFuture
 from spark_kafkalite.client.requests import RequestBuilder
 from spark_kafkalite.client.types import TopicPartition
@@ -87,6 +100,7 @@ class Sender(threading.Thread):
         self._idempotence_explicit = idempotence_explicit
         self._init_pending = False
         self._next_init_ms = 0.0
+        self._txn_flushing = False  # the accumulator flushes while a transaction completes
         self.fatal_error: KafkaError | None = None  # set when the producer can no longer send
         self._in_flight: set[ProducerBatch] = set()
         self._running = True
@@ -101,7 +115,12 @@ class Sender(threading.Thread):
         try:
             while self._running:
                 self._run_once()
-            while not self._force_close and (self._accumulator.has_undrained() or self._in_flight):
+            self._maybe_abort_open_transaction()
+            while not self._force_close and (
+                self._accumulator.has_undrained()
+                or self._in_flight
+                or self._has_pending_transactional_requests()
+            ):
                 self._run_once()
             if self._force_close:
                 self._accumulator.abort_incomplete(KafkaError("producer closed forcefully"))
@@ -140,7 +159,11 @@ class Sender(threading.Thread):
     def _send_producer_data(self, now: float) -> float:
         tm = self.transaction_manager
         id_wait = math.inf
-        if tm is not None:
+        if tm is not None and tm.is_transactional:
+            wait = self._maybe_send_transactional_request(tm, now)
+            if wait is not None:
+                return wait
+        elif tm is not None:
             tm.maybe_resolve_sequences()
             tm.maybe_bump_epoch(self._has_batch_on_wire)
             if not tm.has_producer_id():
@@ -223,6 +246,8 @@ class Sender(threading.Thread):
             return
         acks = self._acks
         timeout_ms = self._request_timeout_ms
+        tm = self.transaction_manager
+        transactional_id = tm.transactional_id if tm is not None else None
 
         def build(version: int) -> Any:
             cls = request_class(ApiKey.PRODUCE, version)
@@ -234,7 +259,9 @@ class Sender(threading.Thread):
                 )
                 for topic, parts in by_topic.items()
             )
-            return make(cls, transactional_id=None, acks=acks, timeout=timeout_ms, topic_data=topic_data)
+            return make(
+                cls, transactional_id=transactional_id, acks=acks, timeout=timeout_ms, topic_data=topic_data
+            )
 
         future = self._client.send(node_id, RequestBuilder(ApiKey.PRODUCE, build), expect_response=acks != 0)
         self.requests_sent += 1
@@ -390,3 +417,84 @@ class Sender(threading.Thread):
         log.error("producer failed: %s", error)
         self.fatal_error = error
         self._accumulator.abort_incomplete(error)
+
+    # -------------------------------------------------------------- transactions
+
+    def _maybe_send_transactional_request(self, tm: TransactionManager, now: float) -> float | None:
+        """Java ``maybeSendAndPollTransactionalRequest``: returns a poll timeout when this
+        iteration is spent on transactions (no produce data), None to go on producing."""
+        if tm.has_fatal_error():
+            if self._accumulator.has_incomplete():
+                assert tm.last_error is not None
+                self._accumulator.abort_incomplete(tm.last_error)
+            return self._retry_backoff_ms
+        if tm.in_flight_request is not None:
+            return self._retry_backoff_ms  # its response wakes the poll
+        if (tm.has_abortable_error() or tm.is_aborting()) and self._accumulator.has_incomplete():
+            error = tm.last_error or TransactionAbortedError(
+                "failing batch since the transaction was aborted"
+            )
+            self._accumulator.abort_undrained_batches(error)
+        completing = tm.is_completing()
+        if completing and not self._txn_flushing:
+            self._accumulator.begin_flush()
+            self._txn_flushing = True
+        elif self._txn_flushing and not completing:
+            self._accumulator.end_flush()
+            self._txn_flushing = False
+        tm.maybe_add_partitions(self._accumulator.queued_partitions())
+        handler = tm.next_request(self._accumulator.has_incomplete())
+        if handler is None:
+            return None
+        if handler.is_retry and now < handler.sent_ms + handler.retry_backoff_ms:
+            tm.enqueue_request(handler)
+            return handler.sent_ms + handler.retry_backoff_ms - now
+        coordinator_type = handler.coordinator_type
+        if coordinator_type is not None:
+            found = tm.coordinator(coordinator_type)
+            if found is None:
+                with tm.lock:
+                    tm.lookup_coordinator(coordinator_type, handler.coordinator_key)
+                    tm.enqueue_request(handler)
+                return 0.0
+            node_id, host, port = found
+            if self._metadata.fetch().nodes.get(node_id) is None:
+                self._client.add_node(node_id, host, port)
+        else:
+            least_loaded = self._client.least_loaded_node()
+            if least_loaded is None:
+                tm.enqueue_request(handler)
+                self._metadata.request_update()
+                return float(self._client.reconnect_backoff_ms)
+            node_id = least_loaded
+        if not self._client.ready(node_id):
+            if self._client.is_unavailable(node_id) and coordinator_type is not None:
+                with tm.lock:
+                    tm.lookup_coordinator(coordinator_type, handler.coordinator_key)
+            tm.enqueue_request(handler)  # connecting: a network event wakes the poll
+            return self._retry_backoff_ms
+        if isinstance(handler, InitProducerIdHandler):
+            ranges = self._client.api_version(node_id, ApiKey.INIT_PRODUCER_ID)
+            tm.supports_epoch_bump = ranges is not None and ranges[1] >= 3
+        handler.sent_ms = now
+        tm.in_flight_request = handler
+        log.debug("sending %s to node %s", type(handler).__name__, node_id)
+        future = self._client.send(node_id, handler.request_builder())
+        future.add_callback(handler.on_complete)
+        return self._retry_backoff_ms
+
+    def _has_pending_transactional_requests(self) -> bool:
+        tm = self.transaction_manager
+        return tm is not None and tm.is_transactional and tm.has_pending_requests() and not tm.has_error()
+
+    def _maybe_abort_open_transaction(self) -> None:
+        """Java: on a graceful close an open transaction is aborted."""
+        tm = self.transaction_manager
+        if self._force_close or tm is None or not tm.is_transactional:
+            return
+        if tm.state in (State.IN_TRANSACTION, State.ABORTABLE_ERROR):
+            log.info("aborting the incomplete transaction of %s on close", tm.transactional_id)
+            try:
+                tm.begin_abort()
+            except KafkaError as exc:
+                log.info("could not abort the transaction on close: %s", exc)
