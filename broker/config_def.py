@@ -540,7 +540,7 @@ _define(
     between(0, 100),
 )
 
-# --- groups (classic group coordinator) / transactions (not implemented yet) -----------------
+# --- groups (classic group coordinator) / transactions (transaction coordinator) -----------------
 _define(
     "offsets.topic.replication.factor",
     "short",
@@ -581,11 +581,70 @@ _define(
 )
 _define("offsets.load.buffer.size", "int", 5242880, "Read size when loading __consumer_offsets.", at_least(1))
 _define(
-    "transaction.state.log.replication.factor", "short", 3, "__transaction_state RF" + _UNUSED, at_least(1)
+    "transaction.state.log.replication.factor",
+    "short",
+    3,
+    "Replication factor of __transaction_state, created on the first FindCoordinator for a "
+    "transactional id; until that many brokers are alive the answer is COORDINATOR_NOT_AVAILABLE "
+    "(set 1 on a single node).",
+    at_least(1),
 )
-_define("transaction.state.log.min.isr", "int", 2, "__transaction_state min ISR" + _UNUSED, at_least(1))
 _define(
-    "transaction.state.log.num.partitions", "int", 50, "__transaction_state partitions" + _UNUSED, at_least(1)
+    "transaction.state.log.min.isr",
+    "int",
+    2,
+    "min.insync.replicas of __transaction_state (every transaction state change is written with acks=all).",
+    at_least(1),
+)
+_define(
+    "transaction.state.log.num.partitions",
+    "int",
+    50,
+    "Partitions of __transaction_state (a transactional id lives in abs(id.hashCode) % this); do not "
+    "change once the topic exists.",
+    at_least(1),
+)
+_define(
+    "transaction.state.log.segment.bytes",
+    "int",
+    104857600,
+    "Segment size of __transaction_state.",
+    at_least(1),
+)
+_define(
+    "transaction.state.log.load.buffer.size",
+    "int",
+    5242880,
+    "Read size when loading __transaction_state.",
+    at_least(1),
+)
+_define(
+    "transaction.max.timeout.ms",
+    "int",
+    900000,
+    "Largest transaction.timeout.ms a producer may use (else INVALID_TRANSACTION_TIMEOUT).",
+    at_least(1),
+)
+_define(
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "int",
+    10000,
+    "How often transactions open longer than their timeout are fenced and aborted.",
+    at_least(1),
+)
+_define(
+    "transaction.remove.expired.transaction.cleanup.interval.ms",
+    "int",
+    3600000,
+    "How often transactional ids idle longer than transactional.id.expiration.ms are removed.",
+    at_least(1),
+)
+_define(
+    "request.timeout.ms",
+    "int",
+    30000,
+    "Timeout of the broker's own requests to other brokers (transaction markers).",
+    at_least(1),
 )
 _define(
     "group.initial.rebalance.delay.ms",
@@ -618,5 +677,9 @@ _define(
 )
 _define("producer.id.expiration.ms", "int", 86400000, "Producer id expiration" + _UNUSED, at_least(1))
 _define(
-    "transactional.id.expiration.ms", "int", 604800000, "Transactional id expiration" + _UNUSED, at_least(1)
+    "transactional.id.expiration.ms",
+    "int",
+    604800000,
+    "A transactional id without a transaction for this long is forgotten (a tombstone in __transaction_state).",
+    at_least(1),
 )

@@ -37,6 +37,7 @@ import uuid
 from pathlib import Path
 
 from broker.apis.context import BrokerContext
+from broker.apis.init_producer_id import producer_id_manager
 from broker.apis.kafka_apis import KafkaApis
 from broker.atomic_file import write_atomically
 from broker.config import LONG_MAX, Endpoint, KafkaConfig, parse_properties
@@ -49,6 +50,7 @@ from broker.controller.single_node_controller import SingleNodeController
 from broker.controller.topic_publisher import TopicMetadataPublisher
 from broker.coordinator.group.service import GroupCoordinatorService
 from broker.coordinator.producer_id_manager import PRODUCER_ID_BLOCK_FILE
+from broker.coordinator.transaction.service import TransactionCoordinatorService
 from broker.log.dir_lock import LogDirLockError, LogDirLocks
 from broker.log.log_cleaner import LogCleaner
 from broker.log.log_config import LogConfig
@@ -197,6 +199,7 @@ class KafkaServer:
         self._catching_up = False
         self._dir_locks = LogDirLocks()
         self._group_coordinator: GroupCoordinatorService | None = None
+        self._transaction_coordinator: TransactionCoordinatorService | None = None
 
     # -- metadata -------------------------------------------------------------------------------
     def _commit(self, records: list[MetadataRecord]) -> None:
@@ -339,6 +342,11 @@ class KafkaServer:
         # Group coordinator: loads the __consumer_offsets partitions led here (leadership listener).
         self._group_coordinator = GroupCoordinatorService(self.ctx)
         self._group_coordinator.startup()
+        # Transaction coordinator: loads the __transaction_state partitions led here.
+        self._transaction_coordinator = TransactionCoordinatorService(
+            self.ctx, producer_id_manager(self.ctx).generate_producer_id
+        )
+        self._transaction_coordinator.startup()
         self._background.append(asyncio.create_task(self._checkpoint_loop(), name="log-checkpoints"))
         cleaner = LogCleaner(self.log_manager) if config["log.cleaner.enable"] else None
         self._background.append(
@@ -456,6 +464,9 @@ class KafkaServer:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._background.clear()
+        if self._transaction_coordinator is not None:
+            await self._transaction_coordinator.shutdown()
+            self._transaction_coordinator = None
         if self._group_coordinator is not None:
             await self._group_coordinator.shutdown()
             self._group_coordinator = None

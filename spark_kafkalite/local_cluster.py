@@ -17,7 +17,9 @@ ports are free ports chosen by the brokers (kept across :meth:`restart`). Multi-
   (Kafka: 9000): a dead or paused broker is fenced and its leaderships move after about 2 s
   (kill -9 of a leader -> first acknowledged produce on the new leader: p50 ~2.6 s in
   ``bench/failover.py``, issue #14; the broker's own defaults stay Kafka's);
-- ``default.replication.factor`` and ``offsets.topic.replication.factor`` = min(N, 3).
+- ``default.replication.factor``, ``offsets.topic.replication.factor`` and
+  ``transaction.state.log.replication.factor`` = min(N, 3), ``transaction.state.log.min.isr`` =
+  min(N, 2) (single node: 1 and 1; both internal topics get 4 partitions).
 
 A quorum needs a majority: with 3 nodes one may be down, with 5 two.
 
@@ -425,6 +427,10 @@ class LocalCluster:
             "offsets.topic.replication.factor": "1",
             "offsets.topic.num.partitions": "4",
             "group.initial.rebalance.delay.ms": "0",
+            # Likewise __transaction_state (Kafka: 50 partitions, replication 3, min ISR 2).
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "4",
         }
         if self.num_brokers > 1:
             rf = str(min(self.num_brokers, 3))
@@ -438,6 +444,8 @@ class LocalCluster:
                     "inter.broker.listener.name": _LISTENER,
                     "default.replication.factor": rf,
                     "offsets.topic.replication.factor": rf,
+                    "transaction.state.log.replication.factor": rf,
+                    "transaction.state.log.min.isr": str(min(self.num_brokers, 3, 2)),
                     **MULTI_NODE_DEFAULTS,
                 }
             )

@@ -21,6 +21,8 @@ from spark_kafkalite.protocol.errors import (
 if TYPE_CHECKING:
     from broker.coordinator.group.group_coordinator import GroupCoordinator
     from broker.coordinator.group.service import GroupCoordinatorService
+    from broker.coordinator.transaction.service import TransactionCoordinatorService
+    from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
     from broker.log.log_manager import LogManager
     from broker.log.unified_log import UnifiedLog
     from broker.replication.fetch_session_cache import FetchSessionCache
@@ -51,6 +53,8 @@ class BrokerContext:
             service that loads ``__consumer_offsets`` partitions (set when it starts).
         authorizer: the ACL authorizer (``authorizer.class.name``); None = every request is
             allowed.
+        transaction_coordinator / transaction_coordinator_service: the transaction coordinator
+            and the service that loads ``__transaction_state`` partitions (set when it starts).
     """
 
     config: KafkaConfig
@@ -64,6 +68,8 @@ class BrokerContext:
     group_coordinator: GroupCoordinator | None = None
     group_coordinator_service: GroupCoordinatorService | None = None
     authorizer: StandardAuthorizer | None = None
+    transaction_coordinator: TransactionCoordinator | None = None
+    transaction_coordinator_service: TransactionCoordinatorService | None = None
 
     def leader_log(
         self, topic: str, partition: int, current_leader_epoch: int = -1

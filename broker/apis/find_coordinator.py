@@ -1,11 +1,14 @@
 """FindCoordinator (key 10), v0-6 (Kafka's ``KafkaApis.handleFindCoordinatorRequest``).
 
-Key type 0 (GROUP) only: the coordinator of a group is the leader of partition
-``abs(groupId.hashCode) % offsets.topic.num.partitions`` of ``__consumer_offsets``, created on
-first use. COORDINATOR_NOT_AVAILABLE when it cannot be created or the partition has no live
-leader. Key type 1 (TRANSACTION) gets INVALID_REQUEST ("transactions are not supported"), key type 2
-(SHARE, v6) too. v4+ batch keys (KIP-699): one ``Coordinator`` entry per key; v5 only adds an
-error code clients may see (TRANSACTION_ABORTABLE, never sent here).
+Key type 0 (GROUP): the coordinator of a group is the leader of partition
+``abs(groupId.hashCode) % offsets.topic.num.partitions`` of ``__consumer_offsets``. Key type 1
+(TRANSACTION): the leader of partition ``abs(transactionalId.hashCode) %
+transaction.state.log.num.partitions`` of ``__transaction_state`` (Kafka's
+``TransactionStateManager.partitionFor``). Both topics are created on first use;
+COORDINATOR_NOT_AVAILABLE when that fails or the partition has no live leader
+(``KafkaApis.getCoordinator``). Key type 2 (SHARE, v6) gets INVALID_REQUEST. v4+ batch keys
+(KIP-699): one ``Coordinator`` entry per key; v5 only adds an error code clients may see
+(TRANSACTION_ABORTABLE, never sent here).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.apis.context import BrokerContext
 from broker.coordinator.group import GROUP_METADATA_TOPIC_NAME
+from broker.coordinator.transaction import TRANSACTION_STATE_TOPIC_NAME
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
@@ -30,26 +34,31 @@ _NO_NODE = (-1, "", -1)
 async def _find(
     ctx: BrokerContext, key_type: int, key: str, listener: str
 ) -> tuple[int, str | None, tuple[int, str, int]]:
-    if key_type == 1:
-        return int(ErrorCode.invalid_request), "transactions are not supported by this broker", _NO_NODE
-    if key_type == 2:
+    if key_type == 0:
+        service = getattr(ctx, "group_coordinator_service", None)
+        if service is None or not service.coordinator.active:
+            return int(ErrorCode.coordinator_not_available), "the group coordinator is not running", _NO_NODE
+        error, message = await service.ensure_offsets_topic()
+        topic, partition = GROUP_METADATA_TOPIC_NAME, service.coordinator.manager.partition_for(key)
+    elif key_type == 1:
+        txn_service = getattr(ctx, "transaction_coordinator_service", None)
+        if txn_service is None or not txn_service.coordinator.active:
+            return (
+                int(ErrorCode.coordinator_not_available),
+                "the transaction coordinator is not running",
+                _NO_NODE,
+            )
+        error, message = await txn_service.ensure_transaction_state_topic()
+        topic, partition = TRANSACTION_STATE_TOPIC_NAME, txn_service.state_manager.partition_for(key)
+    elif key_type == 2:
         return int(ErrorCode.invalid_request), "share groups are not supported by this broker", _NO_NODE
-    if key_type != 0:
+    else:
         return int(ErrorCode.invalid_request), f"unknown coordinator key type {key_type}", _NO_NODE
-    service = getattr(ctx, "group_coordinator_service", None)
-    if service is None or not service.coordinator.active:
-        return int(ErrorCode.coordinator_not_available), "the group coordinator is not running", _NO_NODE
-    error, message = await service.ensure_offsets_topic()
     if error:
         return error, message, _NO_NODE
-    partition = service.coordinator.manager.partition_for(key)
-    registration = ctx.image.partition(GROUP_METADATA_TOPIC_NAME, partition)
+    registration = ctx.image.partition(topic, partition)
     if registration is None or registration.leader < 0:
-        return (
-            int(ErrorCode.coordinator_not_available),
-            f"{GROUP_METADATA_TOPIC_NAME}-{partition} has no leader",
-            _NO_NODE,
-        )
+        return int(ErrorCode.coordinator_not_available), f"{topic}-{partition} has no leader", _NO_NODE
     broker = ctx.image.brokers.get(registration.leader)
     if broker is None or getattr(broker, "fenced", False):
         return (

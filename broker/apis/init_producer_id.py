@@ -7,18 +7,19 @@ from the broker's :class:`~broker.coordinator.producer_id_manager.ProducerIdMana
 ``KafkaApis``. While no id block can be obtained from the controller the answer is
 ``COORDINATOR_LOAD_IN_PROGRESS`` (retriable), as Kafka's ``RPCProducerIdManager`` does.
 
-Transactions are not implemented. A non-null ``transactional_id`` gets
-``COORDINATOR_NOT_AVAILABLE``: it is what a Kafka cluster answers when it cannot host a
-transaction coordinator (the ``__transaction_state`` topic is unavailable), so clients report
-"coordinator not available" / time out in ``init_transactions`` instead of a misleading
-authorization failure (``TRANSACTIONAL_ID_AUTHORIZATION_FAILED``) or a fatal version error
-(``UNSUPPORTED_VERSION``: the version *is* supported, for idempotent producers). An empty
-transactional id is ``INVALID_REQUEST`` (Kafka's ``TransactionCoordinator``). The broker logs a
-warning naming the problem.
+A non-null ``transactional_id`` goes to the transaction coordinator
+(:meth:`~broker.coordinator.transaction.transaction_coordinator.TransactionCoordinator.handle_init_producer_id`):
+a new producer id or an epoch bump that fences the previous producer (an open transaction of
+the previous epoch is aborted first and the answer is CONCURRENT_TRANSACTIONS until it is),
+KIP-360 checks of the sent (producer id, epoch), INVALID_TRANSACTION_TIMEOUT outside
+``(0, transaction.max.timeout.ms]``, NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS as Kafka.
+An empty transactional id is ``INVALID_REQUEST``. PRODUCER_FENCED is answered as
+INVALID_PRODUCER_EPOCH below v4 (``KafkaApis.handleInitProducerIdRequest``).
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,7 @@ __all__ = ["handle_init_producer_id", "init_producer_id_error_response", "produc
 
 logger = logging.getLogger(__name__)
 
+_ONE_MS = datetime.timedelta(milliseconds=1)
 _MANAGERS: weakref.WeakKeyDictionary[BrokerContext, ProducerIdManager] = weakref.WeakKeyDictionary()
 
 
@@ -79,17 +81,22 @@ async def handle_init_producer_id(
     if transactional_id is not None:
         if transactional_id == "":
             return _response(version, ErrorCode.invalid_request)
-        logger.warning(
-            "InitProducerId from %s for transactional.id %r: transactions are not supported by this "
-            "broker (answering COORDINATOR_NOT_AVAILABLE); use an idempotent producer without transactional.id",
-            rctx.connection_id,
-            transactional_id,
-        )
-        return _response(version, ErrorCode.coordinator_not_available)
     producer_id = int(getattr(request, "producer_id", -1))
     producer_epoch = int(getattr(request, "producer_epoch", -1))
     if (producer_id == -1) != (producer_epoch == -1):
         return _response(version, ErrorCode.invalid_request)
+    if transactional_id is not None:
+        coordinator = getattr(ctx, "transaction_coordinator", None)
+        if coordinator is None or not coordinator.active:
+            return _response(version, ErrorCode.coordinator_not_available)
+        timeout_ms = request.transaction_timeout // _ONE_MS
+        result = await coordinator.handle_init_producer_id(
+            transactional_id, timeout_ms, None if producer_id == -1 else (producer_id, producer_epoch)
+        )
+        code = ErrorCode(result.error)
+        if code == ErrorCode.producer_fenced and version < 4:
+            code = ErrorCode.invalid_producer_epoch
+        return _response(version, code, result.producer_id, result.producer_epoch)
     try:
         new_id = await producer_id_manager(ctx).generate_producer_id()
     except Exception as exc:  # noqa: BLE001 - mapped to a wire error code

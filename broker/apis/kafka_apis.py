@@ -20,6 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.apis import api_versions as api_versions_api
+from broker.apis.add_offsets_to_txn import add_offsets_to_txn_error_response, handle_add_offsets_to_txn
+from broker.apis.add_partitions_to_txn import (
+    add_partitions_to_txn_error_response,
+    handle_add_partitions_to_txn,
+)
 from broker.apis.alter_configs import alter_configs_error_response, handle_alter_configs
 from broker.apis.context import BrokerContext
 from broker.apis.create_acls import create_acls_error_response, handle_create_acls
@@ -34,7 +39,12 @@ from broker.apis.describe_cluster import describe_cluster_error_response, handle
 from broker.apis.describe_configs import describe_configs_error_response, handle_describe_configs
 from broker.apis.describe_groups import describe_groups_error_response, handle_describe_groups
 from broker.apis.describe_log_dirs import describe_log_dirs_error_response, handle_describe_log_dirs
+from broker.apis.describe_transactions import (
+    describe_transactions_error_response,
+    handle_describe_transactions,
+)
 from broker.apis.elect_leaders import elect_leaders_error_response, handle_elect_leaders
+from broker.apis.end_txn import end_txn_error_response, handle_end_txn
 from broker.apis.fetch import fetch_error_response, handle_fetch
 from broker.apis.find_coordinator import find_coordinator_error_response, handle_find_coordinator
 from broker.apis.heartbeat import handle_heartbeat, heartbeat_error_response
@@ -48,6 +58,7 @@ from broker.apis.leave_group import handle_leave_group, leave_group_error_respon
 from broker.apis.list_groups import handle_list_groups, list_groups_error_response
 from broker.apis.list_offsets import handle_list_offsets, list_offsets_error_response
 from broker.apis.list_offsets_v0 import decode_list_offsets_v0, encode_list_offsets_v0_response
+from broker.apis.list_transactions import handle_list_transactions, list_transactions_error_response
 from broker.apis.metadata import handle_metadata, metadata_error_response
 from broker.apis.offset_commit import handle_offset_commit, offset_commit_error_response
 from broker.apis.offset_delete import handle_offset_delete, offset_delete_error_response
@@ -146,6 +157,25 @@ DEFAULT_APIS: tuple[ApiSpec, ...] = (
     ApiSpec(ApiKey.ELECT_LEADERS, 0, 2, handle_elect_leaders, elect_leaders_error_response),
     ApiSpec(ApiKey.DESCRIBE_CLUSTER, 0, 1, handle_describe_cluster, describe_cluster_error_response),
     ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 5, handle_init_producer_id, init_producer_id_error_response),
+    # transaction coordinator (KIP-98): the client forms; no transaction.version 2 (EndTxn v5,
+    # TxnOffsetCommit v5) and no broker-side AddPartitionsToTxn v4+ (KIP-890 verification)
+    ApiSpec(
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        0,
+        3,
+        handle_add_partitions_to_txn,
+        add_partitions_to_txn_error_response,
+    ),
+    ApiSpec(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, handle_add_offsets_to_txn, add_offsets_to_txn_error_response),
+    ApiSpec(ApiKey.END_TXN, 0, 4, handle_end_txn, end_txn_error_response),
+    ApiSpec(
+        ApiKey.DESCRIBE_TRANSACTIONS,
+        0,
+        0,
+        handle_describe_transactions,
+        describe_transactions_error_response,
+    ),
+    ApiSpec(ApiKey.LIST_TRANSACTIONS, 0, 1, handle_list_transactions, list_transactions_error_response),
     ApiSpec(ApiKey.API_VERSIONS, 0, 3, _not_dispatched, _api_versions_error),
     # group coordinator (classic protocol): OffsetCommit v0-1 / OffsetFetch v0 advertised only
     ApiSpec(

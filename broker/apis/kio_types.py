@@ -63,6 +63,23 @@ if TYPE_CHECKING:
     from kio.schema.init_producer_id.v3 import request as k22v3q, response as k22v3s
     from kio.schema.init_producer_id.v4 import request as k22v4q, response as k22v4s
     from kio.schema.init_producer_id.v5 import request as k22v5q, response as k22v5s
+    from kio.schema.add_partitions_to_txn.v0 import request as k24v0q, response as k24v0s
+    from kio.schema.add_partitions_to_txn.v1 import request as k24v1q, response as k24v1s
+    from kio.schema.add_partitions_to_txn.v2 import request as k24v2q, response as k24v2s
+    from kio.schema.add_partitions_to_txn.v3 import request as k24v3q, response as k24v3s
+    from kio.schema.add_offsets_to_txn.v0 import request as k25v0q, response as k25v0s
+    from kio.schema.add_offsets_to_txn.v1 import request as k25v1q, response as k25v1s
+    from kio.schema.add_offsets_to_txn.v2 import request as k25v2q, response as k25v2s
+    from kio.schema.add_offsets_to_txn.v3 import request as k25v3q, response as k25v3s
+    from kio.schema.add_offsets_to_txn.v4 import request as k25v4q, response as k25v4s
+    from kio.schema.end_txn.v0 import request as k26v0q, response as k26v0s
+    from kio.schema.end_txn.v1 import request as k26v1q, response as k26v1s
+    from kio.schema.end_txn.v2 import request as k26v2q, response as k26v2s
+    from kio.schema.end_txn.v3 import request as k26v3q, response as k26v3s
+    from kio.schema.end_txn.v4 import request as k26v4q, response as k26v4s
+    from kio.schema.describe_transactions.v0 import request as k65v0q, response as k65v0s
+    from kio.schema.list_transactions.v0 import request as k66v0q, response as k66v0s
+    from kio.schema.list_transactions.v1 import request as k66v1q, response as k66v1s
     from kio.schema.api_versions.v0 import request as k18v0q, response as k18v0s
     from kio.schema.api_versions.v1 import request as k18v1q, response as k18v1s
     from kio.schema.api_versions.v2 import request as k18v2q, response as k18v2s
@@ -291,6 +308,50 @@ if TYPE_CHECKING:
         | k22v4s.InitProducerIdResponse
         | k22v5s.InitProducerIdResponse
     )
+    AddPartitionsToTxnRequest: TypeAlias = (
+        k24v0q.AddPartitionsToTxnRequest
+        | k24v1q.AddPartitionsToTxnRequest
+        | k24v2q.AddPartitionsToTxnRequest
+        | k24v3q.AddPartitionsToTxnRequest
+    )
+    AddPartitionsToTxnResponse: TypeAlias = (
+        k24v0s.AddPartitionsToTxnResponse
+        | k24v1s.AddPartitionsToTxnResponse
+        | k24v2s.AddPartitionsToTxnResponse
+        | k24v3s.AddPartitionsToTxnResponse
+    )
+    AddOffsetsToTxnRequest: TypeAlias = (
+        k25v0q.AddOffsetsToTxnRequest
+        | k25v1q.AddOffsetsToTxnRequest
+        | k25v2q.AddOffsetsToTxnRequest
+        | k25v3q.AddOffsetsToTxnRequest
+        | k25v4q.AddOffsetsToTxnRequest
+    )
+    AddOffsetsToTxnResponse: TypeAlias = (
+        k25v0s.AddOffsetsToTxnResponse
+        | k25v1s.AddOffsetsToTxnResponse
+        | k25v2s.AddOffsetsToTxnResponse
+        | k25v3s.AddOffsetsToTxnResponse
+        | k25v4s.AddOffsetsToTxnResponse
+    )
+    EndTxnRequest: TypeAlias = (
+        k26v0q.EndTxnRequest
+        | k26v1q.EndTxnRequest
+        | k26v2q.EndTxnRequest
+        | k26v3q.EndTxnRequest
+        | k26v4q.EndTxnRequest
+    )
+    EndTxnResponse: TypeAlias = (
+        k26v0s.EndTxnResponse
+        | k26v1s.EndTxnResponse
+        | k26v2s.EndTxnResponse
+        | k26v3s.EndTxnResponse
+        | k26v4s.EndTxnResponse
+    )
+    DescribeTransactionsRequest: TypeAlias = k65v0q.DescribeTransactionsRequest
+    DescribeTransactionsResponse: TypeAlias = k65v0s.DescribeTransactionsResponse
+    ListTransactionsRequest: TypeAlias = k66v0q.ListTransactionsRequest | k66v1q.ListTransactionsRequest
+    ListTransactionsResponse: TypeAlias = k66v0s.ListTransactionsResponse | k66v1s.ListTransactionsResponse
     ApiVersionsRequest: TypeAlias = (
         k18v0q.ApiVersionsRequest
         | k18v1q.ApiVersionsRequest

@@ -116,7 +116,7 @@ class ReplicaManager:
                 backoff_ms=int(config["replica.fetch.backoff.ms"]),
                 socket_timeout_ms=int(config["replica.socket.timeout.ms"]),
             ),
-            self._broker_endpoint,
+            self.broker_endpoint,
             self._partitions.get,
         )
         self._isr_retry_at_ms: dict[TopicPartitionKey, int] = {}
@@ -173,7 +173,8 @@ class ReplicaManager:
             self._call_listener(cb, p.topic, p.partition, leader, p.leader_epoch)
 
     # -- metadata ----------------------------------------------------------------------------
-    def _broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+    def broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        """``(host, port)`` of ``broker_id``'s inter-broker listener, or None when unknown."""
         broker = self._image().brokers.get(broker_id)
         if broker is None or not broker.endpoints:
             return None

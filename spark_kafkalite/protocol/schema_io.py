@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["SchemaReader", "write_string", "write_bytes", "I16", "I32", "I64"]
+__all__ = ["SchemaReader", "write_string", "write_bytes", "I8", "I16", "I32", "I64"]
 
+I8 = struct.Struct(">b")
 I16 = struct.Struct(">h")
 I32 = struct.Struct(">i")
 I64 = struct.Struct(">q")
@@ -77,6 +78,12 @@ class SchemaReader:
         raw = bytes(self.buf[self.pos : self.pos + n])
         self.pos += n
         return raw
+
+    def i8(self) -> int:
+        self._need(1)
+        value: int = I8.unpack_from(self.buf, self.pos)[0]
+        self.pos += 1
+        return value
 
     def i16(self) -> int:
         self._need(2)
@@ -142,6 +149,10 @@ class SchemaReader:
         if n > len(self.buf) - self.pos:
             raise self.error(f"{self.what}: array of {n} elements exceeds the data")
         return n
+
+    def skip_bytes(self, n: int) -> None:
+        """Skip ``n`` bytes (e.g. an unknown tagged field's value)."""
+        self._take(n)
 
     def skip_tags(self) -> None:
         """Skip a tagged-field section (flexible versions only; a no-op otherwise)."""

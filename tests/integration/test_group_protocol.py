@@ -294,13 +294,20 @@ def test_not_coordinator_before_offsets_topic_exists_then_found() -> None:
 
 
 def test_coordinator_not_available_while_offsets_topic_cannot_be_created() -> None:
-    overrides = {**OVERRIDES, "offsets.topic.replication.factor": "3"}  # Kafka's default: 3 > 1 broker
+    overrides = {  # Kafka's defaults: 3 > 1 broker
+        **OVERRIDES,
+        "offsets.topic.replication.factor": "3",
+        "transaction.state.log.replication.factor": "3",
+    }
     with LocalCluster(brokers=1, config_overrides=overrides) as cluster:
         c = Conn(cluster.bootstrap_servers)
         try:
             r = find_coordinator(c, "g", version=1)
             assert r.error_code == E.coordinator_not_available and "__consumer_offsets" in r.error_message
             assert join(c, "g").error_code == E.not_coordinator
+            # likewise __transaction_state (Kafka's transaction.state.log.replication.factor=3)
+            r = find_coordinator(c, "txn", version=1, key_type=1)
+            assert r.error_code == E.coordinator_not_available and "__transaction_state" in r.error_message
         finally:
             c.close()
 
@@ -318,9 +325,10 @@ def test_find_coordinator_batched_and_transaction_key(conn: Conn) -> None:
     r = conn.request(build(cls, key_type=0, coordinator_keys=("a", "b", "c")))
     assert [(c.key, c.error_code) for c in r.coordinators] == [("a", 0), ("b", 0), ("c", 0)]
     r = conn.request(build(cls, key_type=1, coordinator_keys=("txn",)))
-    assert r.coordinators[0].error_code == E.invalid_request
-    assert "transactions" in r.coordinators[0].error_message
-    assert find_coordinator(conn, "txn", version=2, key_type=1).error_code == E.invalid_request
+    assert [(c.key, c.error_code, c.node_id) for c in r.coordinators] == [
+        ("txn", 0, 1)
+    ]  # __transaction_state
+    assert find_coordinator(conn, "txn", version=2, key_type=1).error_code == 0
     share = request_class(ApiKey.FIND_COORDINATOR, 6)
     r = conn.request(build(share, key_type=2, coordinator_keys=("g:topic:0",)))
     assert r.coordinators[0].error_code == E.invalid_request

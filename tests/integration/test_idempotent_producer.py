@@ -313,8 +313,9 @@ def test_init_producer_id_and_sequence_errors(cluster: LocalCluster, unique_topi
         assert raw_produce(client, unique_topic, idem_batch(pid, 0, 4))[0] == ErrorCode.invalid_producer_epoch
         # negative sequence with a producer id
         assert raw_produce(client, unique_topic, idem_batch(pid, 1, -1))[0] == ErrorCode.invalid_record
-        # transactions are not supported: a clear coordinator error, not an authorization one
-        assert init_producer_id(client, "txn-1").error_code == ErrorCode.coordinator_not_available
+        # a transactional id goes to its transaction coordinator: none here before FindCoordinator
+        # created __transaction_state (Kafka's NOT_COORDINATOR)
+        assert init_producer_id(client, "txn-1").error_code == ErrorCode.not_coordinator
         assert init_producer_id(client, "").error_code == ErrorCode.invalid_request
     finally:
         client.close()

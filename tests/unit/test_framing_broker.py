@@ -139,6 +139,9 @@ def test_api_versions_fallback_and_table() -> None:
         21: (0, 2),
         22: (0, 5),
         23: (2, 4),
+        24: (0, 3),
+        25: (0, 4),
+        26: (0, 4),
         29: (1, 3),
         30: (1, 3),
         31: (1, 3),
@@ -151,5 +154,7 @@ def test_api_versions_fallback_and_table() -> None:
         44: (0, 1),
         47: (0, 0),
         60: (0, 1),
+        65: (0, 0),
+        66: (0, 1),
     }
     assert apis.advertised_versions()[0] == (0, 0, 9)

@@ -1,0 +1,52 @@
+"""AddOffsetsToTxn (key 25), v0-4 (Kafka's ``KafkaApis.handleAddOffsetsToTxnRequest``): adds
+partition ``abs(groupId.hashCode) % offsets.topic.num.partitions`` of ``__consumer_offsets`` to
+the transaction, exactly like AddPartitionsToTxn, so the TxnOffsetCommit that follows is
+committed or aborted with it. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v2; v4 only adds
+TRANSACTION_ABORTABLE (never sent here).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from broker.apis.context import BrokerContext
+from broker.apis.txn_support import fenced_error_for_version, transaction_coordinator_of
+from broker.coordinator.group import GROUP_METADATA_TOPIC_NAME
+from broker.coordinator.group.api_support import coordinator_of
+from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.entities import ZERO_DURATION, build
+from spark_kafkalite.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.apis.kio_types import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+
+__all__ = ["handle_add_offsets_to_txn", "add_offsets_to_txn_error_response"]
+
+_FIRST_FENCED_VERSION = 2
+
+
+def _response(version: int, code: ErrorCode) -> Any:
+    return build(
+        response_class(ApiKey.ADD_OFFSETS_TO_TXN, version), throttle_time=ZERO_DURATION, error_code=code
+    )
+
+
+async def handle_add_offsets_to_txn(
+    ctx: BrokerContext, rctx: RequestContext, request: AddOffsetsToTxnRequest
+) -> AddOffsetsToTxnResponse:
+    """Handle an AddOffsetsToTxnRequest."""
+    version = rctx.api_version
+    coordinator = transaction_coordinator_of(ctx)
+    offsets_partition = coordinator_of(ctx).manager.partition_for(request.group_id)
+    code = await coordinator.handle_add_partitions_to_transaction(
+        request.transactional_id,
+        int(request.producer_id),
+        int(request.producer_epoch),
+        {(GROUP_METADATA_TOPIC_NAME, offsets_partition)},
+    )
+    return _response(version, fenced_error_for_version(code, version, _FIRST_FENCED_VERSION))
+
+
+def add_offsets_to_txn_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    return _response(version, code)

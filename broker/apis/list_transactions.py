@@ -1,0 +1,56 @@
+"""ListTransactions (key 66), v0-1 (Kafka's ``KafkaApis.handleListTransactionsRequest`` +
+``TransactionStateManager.listTransactionStates``): the transactional ids this broker
+coordinates, filtered by state names (unknown names are echoed in ``UnknownStateFilters`` and
+otherwise ignored), producer ids, and (v1) ``DurationFilter``: only transactions started more
+than that many ms ago (-1 = no filter). COORDINATOR_LOAD_IN_PROGRESS while a
+``__transaction_state`` partition loads. v2 (KIP-1152 id pattern) is not served.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from broker.apis.context import BrokerContext
+from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
+from spark_kafkalite.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.apis.kio_types import ListTransactionsRequest, ListTransactionsResponse
+
+__all__ = ["handle_list_transactions", "list_transactions_error_response"]
+
+
+async def handle_list_transactions(
+    ctx: BrokerContext, rctx: RequestContext, request: ListTransactionsRequest
+) -> ListTransactionsResponse:
+    """Handle a ListTransactionsRequest."""
+    cls = response_class(ApiKey.LIST_TRANSACTIONS, rctx.api_version)
+    coordinator = getattr(ctx, "transaction_coordinator", None)
+    if coordinator is None:
+        return list_transactions_error_response(
+            request, rctx.api_version, ErrorCode.coordinator_not_available
+        )
+    error, unknown, states = coordinator.handle_list_transactions(
+        list(request.state_filters),
+        {int(p) for p in request.producer_id_filters},
+        int(getattr(request, "duration_filter", -1)),
+    )
+    state_cls = nested(cls, "TransactionState")
+    return build(
+        cls,
+        throttle_time=ZERO_DURATION,
+        error_code=ErrorCode(error),
+        unknown_state_filters=tuple(unknown),
+        transaction_states=tuple(
+            state_cls(transactional_id=t, producer_id=pid, transaction_state=name) for t, pid, name in states
+        ),
+    )
+
+
+def list_transactions_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+    cls = response_class(ApiKey.LIST_TRANSACTIONS, version)
+    return build(
+        cls, throttle_time=ZERO_DURATION, error_code=code, unknown_state_filters=(), transaction_states=()
+    )
