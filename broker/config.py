@@ -16,6 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from broker.config_def import CONFIG_DEF, INT_MAX, LONG_MAX, ConfigError, ConfigKey, _parse_list
+from broker.network.channel_builders import (
+    LISTENER_PREFIX,
+    ListenerSecurity,
+    is_secret_key,
+    listener_security,
+    parse_listener_overrides,
+)
 from broker.network.connection_quotas import parse_per_ip_overrides
 
 __all__ = [
@@ -119,7 +126,7 @@ def parse_listeners(key: str, items: Iterable[str], protocol_map: Mapping[str, s
 
     Raises:
         ConfigError: a malformed entry, a port out of range, a duplicate listener name, or a
-            security protocol other than PLAINTEXT.
+            listener name missing from ``protocol_map``.
     """
     endpoints: list[Endpoint] = []
     for item in items:
@@ -136,10 +143,6 @@ def parse_listeners(key: str, items: Iterable[str], protocol_map: Mapping[str, s
         protocol = protocol_map.get(name)
         if protocol is None:
             raise ConfigError(key, f"listener name {name!r} is not in listener.security.protocol.map")
-        if protocol != "PLAINTEXT":
-            raise ConfigError(
-                key, f"security protocol {protocol} of listener {name} is not supported (only PLAINTEXT)"
-            )
         if any(e.listener_name == name for e in endpoints):
             raise ConfigError(key, f"duplicate listener name {name!r}")
         endpoints.append(Endpoint(name, host, port, protocol))
@@ -178,12 +181,16 @@ class KafkaConfig:
     def __init__(self, props: Mapping[str, str]) -> None:
         values: dict[str, Any] = {key: spec.default for key, spec in CONFIG_DEF.items()}
         for key, raw in props.items():
+            if key.startswith(LISTENER_PREFIX):
+                continue  # per-listener security keys: parse_listener_overrides
             spec = CONFIG_DEF.get(key)
             if spec is None:
                 raise ConfigError(key, "unknown configuration key")
             values[key] = spec.parse(raw)
         self.values = values
         self.explicit = frozenset(props)
+        self.listener_props = {k: v for k, v in props.items() if k.startswith(LISTENER_PREFIX)}
+        self.listener_overrides = parse_listener_overrides(props)
         self._validate()
 
     # -- construction helpers ------------------------------------------------------------
@@ -241,6 +248,42 @@ class KafkaConfig:
         self.log_dirs = [Path(d) for d in dirs]
         self._validate_quorum(v)
         self._validate_connection_limits(v)
+        self._validate_security(v)
+
+    def _validate_security(self, v: dict[str, Any]) -> None:
+        """Each broker listener's TLS/SASL settings (:mod:`broker.network.channel_builders`);
+        the controller listener is the Raft port, protected by ``controller.quorum.password``
+        rather than TLS, so it must map to PLAINTEXT; the inter-broker listener must be PLAINTEXT
+        while the broker's outbound connections (replica fetchers) speak only PLAINTEXT."""
+        names = {e.listener_name for e in self.listeners}
+        for listener in self.listener_overrides:
+            if listener not in names:
+                raise ConfigError(
+                    next(
+                        k
+                        for k in self.listener_props
+                        if k[len(LISTENER_PREFIX) :].upper().startswith(listener + ".")
+                    ),
+                    f"listener {listener} is not one of listeners ({', '.join(sorted(names))})",
+                )
+        for name in self.controller_listener_names:
+            if self.protocol_map[name] != "PLAINTEXT":
+                raise ConfigError(
+                    "listener.security.protocol.map",
+                    f"controller listener {name} must be PLAINTEXT (the Raft port is secured by controller.quorum.password)",
+                )
+        self.listener_security: dict[str, ListenerSecurity] = {
+            e.listener_name: listener_security(
+                e.listener_name, e.security_protocol, v, self.listener_overrides.get(e.listener_name)
+            )
+            for e in self.broker_listeners
+        }
+        inter = self.protocol_map[self.inter_broker_listener_name]
+        if inter != "PLAINTEXT" and len(self.quorum_voters) > 1:
+            raise ConfigError(
+                "inter.broker.listener.name",
+                f"{self.inter_broker_listener_name} is {inter}; inter-broker connections support only PLAINTEXT listeners",
+            )
 
     def _validate_connection_limits(self, v: dict[str, Any]) -> None:
         """``max.connections.per.ip.overrides`` parses (hosts resolved once, as Kafka does), and
@@ -414,11 +457,12 @@ class KafkaConfig:
     def describe(self) -> str:
         """All values as ``key = value`` lines (Kafka logs this at startup)."""
 
-        def shown(key: str) -> Any:
-            value = self.values[key]
-            return "[hidden]" if CONFIG_DEF[key].type == "password" and value is not None else value
+        def shown(key: str, value: Any) -> Any:
+            secret = is_secret_key(key) or (key in CONFIG_DEF and CONFIG_DEF[key].type == "password")
+            return "[hidden]" if secret and value is not None else value
 
-        return "\n".join(f"\t{key} = {shown(key)}" for key in sorted(self.values))
+        items = {**self.values, **self.listener_props}
+        return "\n".join(f"\t{key} = {shown(key, items[key])}" for key in sorted(items))
 
 
 def parse_overrides(overrides: Iterable[str]) -> dict[str, str]:

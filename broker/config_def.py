@@ -258,7 +258,9 @@ _define(
     "listener.security.protocol.map",
     "string",
     "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
-    "Listener name to security protocol map (only PLAINTEXT is supported).",
+    "Listener name to security protocol map NAME:PROTOCOL,... (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL). "
+    "Security settings of a listener take the prefix listener.name.<name lower-cased>. (SASL JAAS: "
+    "listener.name.<name>.<mechanism lower-cased>.sasl.jaas.config).",
 )
 _define(
     "inter.broker.listener.name",
@@ -682,4 +684,91 @@ _define(
     604800000,
     "A transactional id without a transaction for this long is forgotten (a tombstone in __transaction_state).",
     at_least(1),
+)
+
+
+# --- security: TLS and SASL (per listener with the prefix listener.name.<listener>.) ------------
+# Kafka's SslConfigs / BrokerSecurityConfigs. Only PEM key and trust stores (KIP-651) are loaded.
+_define(
+    "ssl.keystore.type",
+    "string",
+    "JKS",
+    "Key store format; only PEM is supported (Kafka's default JKS needs a JVM).",
+    one_of("JKS", "PKCS12", "PEM", case_sensitive=False),
+)
+_define(
+    "ssl.keystore.location",
+    "string",
+    None,
+    "PEM file holding the private key (PKCS#8, one PRIVATE KEY entry) and the certificate chain, leaf first.",
+)
+_define("ssl.keystore.password", "password", None, "Key store password (not used with PEM: must be unset).")
+_define(
+    "ssl.keystore.key",
+    "password",
+    None,
+    "Inline PEM private key (PKCS#8), with ssl.keystore.certificate.chain.",
+)
+_define(
+    "ssl.keystore.certificate.chain",
+    "password",
+    None,
+    "Inline PEM certificate chain, leaf first, with ssl.keystore.key.",
+)
+_define(
+    "ssl.key.password", "password", None, "Password of an encrypted PEM private key (ENCRYPTED PRIVATE KEY)."
+)
+_define(
+    "ssl.truststore.type",
+    "string",
+    "JKS",
+    "Trust store format; only PEM is supported.",
+    one_of("JKS", "PKCS12", "PEM", case_sensitive=False),
+)
+_define(
+    "ssl.truststore.location",
+    "string",
+    None,
+    "PEM file of the CA certificates trusted for client certificates.",
+)
+_define(
+    "ssl.truststore.password", "password", None, "Trust store password (not used with PEM: must be unset)."
+)
+_define(
+    "ssl.truststore.certificates", "password", None, "Inline PEM CA certificates (instead of a location)."
+)
+_define(
+    "ssl.client.auth",
+    "string",
+    "none",
+    "Client certificates: none, requested (verified when sent) or required (mutual TLS). Needs a trust store.",
+    one_of("none", "requested", "required", case_sensitive=False),
+)
+_define(
+    "ssl.enabled.protocols",
+    "list",
+    ["TLSv1.2", "TLSv1.3"],
+    "TLS versions accepted.",
+    one_of("TLSv1.2", "TLSv1.3"),
+)
+_define(
+    "sasl.enabled.mechanisms",
+    "list",
+    ["GSSAPI"],
+    "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default GSSAPI is not "
+    "supported, so SASL listeners must set this).",
+)
+_define(
+    "sasl.server.max.receive.size",
+    "int",
+    524288,
+    "Largest frame accepted before authentication completes; a bigger one closes the connection.",
+    at_least(1),
+)
+_define(
+    "connection.failed.authentication.delay.ms",
+    "int",
+    100,
+    "After a failed authentication the error response and the close are delayed this long.",
+    at_least(0),
 )

@@ -61,6 +61,7 @@ from broker.replication.delayed_fetch import FetchPurgatory
 from broker.replication.replica_manager import ReplicaManager
 from broker.security.acl_store import acls_path
 from broker.security.authorizer import authorizer_for
+from broker.security.credential_cache import CredentialCache
 
 __all__ = ["KafkaServer", "StartupError", "ENDPOINTS_FILE", "META_PROPERTIES_FILE", "log_config_from"]
 
@@ -190,6 +191,7 @@ class KafkaServer:
         self.node_id = config.node_id
         self.log_manager: LogManager | None = None
         self.socket_server: SocketServer | None = None
+        self.credential_cache = CredentialCache()  # SCRAM credentials from the metadata
         self.ctx: BrokerContext | None = None
         self.bound: dict[str, tuple[str, int]] = {}
         self.advertised: dict[str, tuple[str, int]] = {}
@@ -312,6 +314,8 @@ class KafkaServer:
             queued_max_request_bytes=config["queued.max.request.bytes"],
             request_receive_timeout_ms=config["kafkalite.socket.request.receive.timeout.ms"],
             inter_broker_listener=config.inter_broker_listener_name,
+            security=config.listener_security,
+            credentials=self.credential_cache.get,
         )
         try:
             self.bound = await self.socket_server.startup(start_serving=False)

@@ -68,6 +68,12 @@ from broker.apis.offset_for_leader_epoch import (
     offset_for_leader_epoch_error_response,
 )
 from broker.apis.produce import PRODUCE_DECODERS, handle_produce, produce_error_response
+from broker.apis.sasl import (
+    handle_sasl_authenticate,
+    handle_sasl_handshake,
+    sasl_authenticate_error_response,
+    sasl_handshake_error_response,
+)
 from broker.apis.sync_group import handle_sync_group, sync_group_error_response
 from broker.errors import error_code_for
 from broker.network.request_context import CloseConnection, RequestContext
@@ -177,6 +183,9 @@ DEFAULT_APIS: tuple[ApiSpec, ...] = (
     ),
     ApiSpec(ApiKey.LIST_TRANSACTIONS, 0, 1, handle_list_transactions, list_transactions_error_response),
     ApiSpec(ApiKey.API_VERSIONS, 0, 3, _not_dispatched, _api_versions_error),
+    # served before authentication by broker.security.sasl_server_authenticator
+    ApiSpec(ApiKey.SASL_HANDSHAKE, 0, 1, handle_sasl_handshake, sasl_handshake_error_response),
+    ApiSpec(ApiKey.SASL_AUTHENTICATE, 0, 2, handle_sasl_authenticate, sasl_authenticate_error_response),
     # group coordinator (classic protocol): OffsetCommit v0-1 / OffsetFetch v0 advertised only
     ApiSpec(
         ApiKey.OFFSET_COMMIT,

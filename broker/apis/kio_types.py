@@ -84,6 +84,11 @@ if TYPE_CHECKING:
     from kio.schema.api_versions.v1 import request as k18v1q, response as k18v1s
     from kio.schema.api_versions.v2 import request as k18v2q, response as k18v2s
     from kio.schema.api_versions.v3 import request as k18v3q, response as k18v3s
+    from kio.schema.sasl_handshake.v0 import request as k17v0q, response as k17v0s
+    from kio.schema.sasl_handshake.v1 import request as k17v1q, response as k17v1s
+    from kio.schema.sasl_authenticate.v0 import request as k36v0q, response as k36v0s
+    from kio.schema.sasl_authenticate.v1 import request as k36v1q, response as k36v1s
+    from kio.schema.sasl_authenticate.v2 import request as k36v2q, response as k36v2s
     from kio.schema.offset_commit.v2 import request as k8v2q, response as k8v2s
     from kio.schema.offset_commit.v3 import request as k8v3q, response as k8v3s
     from kio.schema.offset_commit.v4 import request as k8v4q, response as k8v4s
@@ -363,6 +368,14 @@ if TYPE_CHECKING:
         | k18v1s.ApiVersionsResponse
         | k18v2s.ApiVersionsResponse
         | k18v3s.ApiVersionsResponse
+    )
+    SaslHandshakeRequest: TypeAlias = k17v0q.SaslHandshakeRequest | k17v1q.SaslHandshakeRequest
+    SaslHandshakeResponse: TypeAlias = k17v0s.SaslHandshakeResponse | k17v1s.SaslHandshakeResponse
+    SaslAuthenticateRequest: TypeAlias = (
+        k36v0q.SaslAuthenticateRequest | k36v1q.SaslAuthenticateRequest | k36v2q.SaslAuthenticateRequest
+    )
+    SaslAuthenticateResponse: TypeAlias = (
+        k36v0s.SaslAuthenticateResponse | k36v1s.SaslAuthenticateResponse | k36v2s.SaslAuthenticateResponse
     )
     OffsetCommitRequest: TypeAlias = (
         k8v2q.OffsetCommitRequest

@@ -21,8 +21,9 @@ class RequestContext:
         listener_name: the listener the request arrived on (e.g. ``PLAINTEXT``); Metadata
             answers with the brokers' endpoints of that listener.
         received_time_s: ``time.monotonic()`` when the frame was fully read.
-        principal: the authenticated principal of the connection, ``User:<name>``
-            (``User:ANONYMOUS`` when unauthenticated, Kafka's ``KafkaPrincipal.ANONYMOUS``).
+        principal: who the connection authenticated as (Kafka's ``KafkaPrincipal`` string):
+            ``User:ANONYMOUS`` (PLAINTEXT, TLS without a client certificate), ``User:<name>``
+            (SASL) or ``User:<certificate subject DN>`` (TLS client authentication).
     """
 
     header: RequestHeaderInfo

@@ -26,6 +26,14 @@ Resource limits (Kafka's keys):
 Bad input closes the connection, as Kafka's ``NetworkReceive`` / ``SocketServer`` do: a negative
 size or one above ``socket.request.max.bytes`` (closed without reading the body), a truncated
 frame (EOF inside it), or an unparsable header.
+
+Security (Kafka's ``ChannelBuilders``; settings in :mod:`broker.network.channel_builders`): SSL and
+SASL_SSL listeners complete a TLS handshake (bounded by the receive timeout) before any Kafka
+bytes; a failed handshake (plaintext client, untrusted certificate) closes that connection only.
+SASL listeners run :class:`~broker.security.sasl_server_authenticator.SaslServerAuthenticator`
+until the client is authenticated; until then frames above ``sasl.server.max.receive.size`` close
+the connection. Each connection's principal (``User:ANONYMOUS``, ``User:<SASL user>`` or
+``User:<client certificate DN>``) is on every :class:`RequestContext`.
 """
 
 from __future__ import annotations
@@ -36,14 +44,24 @@ import functools
 import itertools
 import logging
 import socket
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from broker.config import Endpoint
+from broker.network.channel_builders import ListenerSecurity
 from broker.network.connection_quotas import ConnectionQuotas, TooManyConnectionsError
 from broker.network.memory_pool import MemoryPool
 from broker.network.request_context import CloseConnection, RequestContext
+from broker.security.principal import ssl_principal
+from broker.security.sasl_server import CredentialLookup
+from broker.security.sasl_server_authenticator import (
+    IllegalSaslState,
+    SaslAuthenticationFailed,
+    SaslServerAuthenticator,
+)
+from spark_kafkalite.protocol.acl import ANONYMOUS_PRINCIPAL
 from spark_kafkalite.protocol.errors import KafkaError
 from spark_kafkalite.protocol.framing import FrameChunks, decode_request_header
 
@@ -70,6 +88,9 @@ class _Connection:
     writer: asyncio.StreamWriter
     listener_name: str
     client_host: str
+    principal: str = ANONYMOUS_PRINCIPAL
+    authenticator: SaslServerAuthenticator | None = None  # until SASL authentication completes
+    max_receive_bytes: int | None = None  # sasl.server.max.receive.size until authenticated
     last_active_s: float = field(default_factory=time.monotonic)
     busy: bool = False  # a frame is being received, handled or answered
     task: asyncio.Task[None] | None = None
@@ -91,6 +112,8 @@ class SocketServer:
         queued_max_request_bytes: ``queued.max.request.bytes`` (-1 = unbounded).
         request_receive_timeout_ms: ``kafkalite.socket.request.receive.timeout.ms`` (-1 = none).
         inter_broker_listener: the listener protected from ``max.connections`` (KIP-402).
+        security: listener name -> its TLS/SASL settings (missing = PLAINTEXT).
+        credentials: SCRAM credential lookup for SASL listeners.
     """
 
     def __init__(
@@ -108,6 +131,8 @@ class SocketServer:
         queued_max_request_bytes: int = -1,
         request_receive_timeout_ms: int = 60000,
         inter_broker_listener: str | None = None,
+        security: Mapping[str, ListenerSecurity] | None = None,
+        credentials: CredentialLookup | None = None,
     ) -> None:
         self.endpoints = endpoints
         self.handler = handler
@@ -115,6 +140,8 @@ class SocketServer:
         self.connections_max_idle_ms = connections_max_idle_ms
         self.request_receive_timeout_ms = request_receive_timeout_ms
         self.backlog = backlog
+        self.security = dict(security or {})
+        self.credentials: CredentialLookup = credentials or (lambda _user, _mechanism: None)
         self.quotas = ConnectionQuotas(
             max_connections,
             max_connections_per_ip,
@@ -225,16 +252,23 @@ class SocketServer:
     async def _serve(self, sock: socket.socket, listener_name: str, client_host: str) -> None:
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        try:
-            reader, writer = await asyncio.open_connection(sock=sock, limit=_STREAM_LIMIT)
-        except OSError:
-            sock.close()
+        security = self.security.get(listener_name)
+        opened = await self._open(sock, listener_name, client_host, security)
+        if opened is None:
             return
+        reader, writer = opened
         local = writer.get_extra_info("sockname") or ("?", 0)
         peer = writer.get_extra_info("peername") or ("?", 0)
         conn = _Connection(
             f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{next(self._ids)}", writer, listener_name, client_host
         )
+        if security is not None and security.uses_sasl:
+            conn.authenticator = SaslServerAuthenticator(
+                security.sasl_mechanisms, security.plain_users, self.credentials
+            )
+            conn.max_receive_bytes = security.sasl_max_receive_size
+        elif security is not None and security.ssl_context is not None:
+            conn.principal = ssl_principal(writer.get_extra_info("ssl_object"))
         conn.task = asyncio.current_task()
         self._connections.add(conn)
         try:
@@ -252,6 +286,30 @@ class SocketServer:
             writer.close()
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
+
+    async def _open(
+        self, sock: socket.socket, listener_name: str, client_host: str, security: ListenerSecurity | None
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """Stream reader and writer over ``sock``, after the TLS handshake on TLS listeners
+        (bounded by the receive timeout). None (socket closed) when the handshake fails."""
+        context = security.ssl_context if security is not None else None
+        try:
+            if context is None:
+                return await asyncio.open_connection(sock=sock, limit=_STREAM_LIMIT)
+            loop = asyncio.get_running_loop()
+            reader = asyncio.StreamReader(limit=_STREAM_LIMIT, loop=loop)
+            protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+            timeout_s = (
+                self.request_receive_timeout_ms / 1000.0 if self.request_receive_timeout_ms > 0 else None
+            )
+            transport, _ = await loop.connect_accepted_socket(
+                lambda: protocol, sock, ssl=context, ssl_handshake_timeout=timeout_s
+            )
+            return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
+        except (OSError, ssl.SSLError, TimeoutError) as exc:  # SSLError is an OSError; named for readers
+            logger.info("TLS handshake with %s on %s failed: %s", client_host, listener_name, exc)
+            sock.close()
+            return None
 
     async def _read_frame(self, reader: asyncio.StreamReader, conn: _Connection) -> bytes | None:
         """Read one frame; its ``len(frame)`` bytes are allocated from the memory pool (the caller
@@ -282,6 +340,14 @@ class SocketServer:
                 conn.connection_id,
                 size,
                 self.max_request_bytes,
+            )
+            return None
+        if conn.max_receive_bytes is not None and size > conn.max_receive_bytes:
+            logger.warning(
+                "closing connection %s: %d-byte frame before authentication (sasl.server.max.receive.size=%d)",
+                conn.connection_id,
+                size,
+                conn.max_receive_bytes,
             )
             return None
         waited_from = loop.time()
@@ -317,17 +383,25 @@ class SocketServer:
                 async with self._request_slots:  # queued.max.requests
                     now = time.monotonic()
                     conn.last_active_s = now
-                    try:
-                        header, body_offset = decode_request_header(frame)
-                    except KafkaError as exc:
-                        logger.warning(
-                            "closing connection %s: bad request header: %s", conn.connection_id, exc
+                    if conn.authenticator is not None:
+                        response = await self._authenticate(conn, frame)
+                    else:
+                        try:
+                            header, body_offset = decode_request_header(frame)
+                        except KafkaError as exc:
+                            logger.warning(
+                                "closing connection %s: bad request header: %s", conn.connection_id, exc
+                            )
+                            return
+                        context = RequestContext(
+                            header,
+                            conn.connection_id,
+                            conn.client_host,
+                            conn.listener_name,
+                            now,
+                            conn.principal,
                         )
-                        return
-                    context = RequestContext(
-                        header, conn.connection_id, conn.client_host, conn.listener_name, now
-                    )
-                    response = await handler(context, frame, body_offset)
+                        response = await handler(context, frame, body_offset)
             finally:
                 del frame
                 self.memory_pool.release(size)
@@ -343,6 +417,46 @@ class SocketServer:
                         await writer.drain()
             conn.busy = False
             conn.last_active_s = time.monotonic()
+
+    async def _authenticate(self, conn: _Connection, frame: bytes) -> bytes | FrameChunks | None:
+        """One frame of a connection still authenticating (see the module docstring).
+
+        Raises:
+            CloseConnection: a request not allowed before authentication, or a failed
+                authentication (its error response, if any, is written first, after
+                ``connection.failed.authentication.delay.ms``).
+        """
+        authenticator = conn.authenticator
+        assert authenticator is not None
+        try:
+            reply = authenticator.receive(frame)
+        except IllegalSaslState as exc:
+            logger.info("closing connection %s: %s", conn.connection_id, exc)
+            raise CloseConnection(str(exc)) from None
+        except SaslAuthenticationFailed as exc:
+            logger.info(
+                "failed authentication with %s (connection %s): %s", conn.client_host, conn.connection_id, exc
+            )
+            security = self.security[conn.listener_name]
+            await asyncio.sleep(security.failed_authentication_delay_ms / 1000.0)
+            if exc.response is not None:
+                conn.writer.write(exc.response)
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(1.0):
+                        await conn.writer.drain()
+            raise CloseConnection(str(exc)) from None
+        if authenticator.complete:
+            conn.principal = authenticator.principal or ANONYMOUS_PRINCIPAL
+            conn.authenticator = None
+            conn.max_receive_bytes = None
+            logger.debug("connection %s authenticated as %s", conn.connection_id, conn.principal)
+        if reply.delegate is None:
+            return reply.response
+        header, body_offset = reply.delegate
+        context = RequestContext(
+            header, conn.connection_id, conn.client_host, conn.listener_name, time.monotonic(), conn.principal
+        )
+        return await self.handler(context, frame, body_offset)
 
     async def _close_idle_connections(self) -> None:
         idle_s = self.connections_max_idle_ms / 1000.0

@@ -93,7 +93,6 @@ def test_log_dir_fallback() -> None:
         ("process.roles", "broker,witness", "not one of"),
         ("listeners", "PLAINTEXT:/127.0.0.1:9092", "invalid listener"),
         ("listeners", "PLAINTEXT://127.0.0.1:70000", "out of range"),
-        ("listeners", "SSL://127.0.0.1:9093", "not supported"),
         ("listeners", "BOGUS://127.0.0.1:9093", "listener.security.protocol.map"),
         ("advertised.listeners", "OTHER://h:1", "listener.security.protocol.map"),
         ("node.id", "-1", "must be set"),
