@@ -1,4 +1,9 @@
-"""Command line of the broker: ``python -m broker --config FILE [--override key=value ...]``.
+"""Command line of the broker: ``python -m broker --config FILE [--override key=value ...]
+[--add-scram 'SCRAM-SHA-512=[name=alice,password=alice-secret]' ...]``.
+
+``--add-scram`` bootstraps SCRAM users the way Kafka's ``kafka-storage format --add-scram`` does
+(KIP-900): at startup, each given user that has no credential of that mechanism yet gets one
+(salted here, stored salted through the controller); existing credentials are left alone.
 
 Exit codes: 0 after a clean shutdown (SIGTERM / SIGINT), 2 for a bad command line or
 configuration (the message names the key; no traceback), 1 when startup fails otherwise (e.g.
@@ -18,6 +23,7 @@ from collections.abc import Sequence
 
 from broker.config import ConfigError, KafkaConfig
 from broker.malloc_tuning import tune_malloc
+from broker.security.scram_control import ScramUpsertion, parse_add_scram
 
 __all__ = ["main", "run"]
 
@@ -36,6 +42,14 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="override one config key (repeatable; later wins)",
+    )
+    parser.add_argument(
+        "--add-scram",
+        action="append",
+        default=[],
+        metavar="MECHANISM=[name=USER,password=PASSWORD]",
+        help="create this SCRAM credential at startup unless the user already has one for that "
+        "mechanism (repeatable; optional iterations=N, salt=BASE64)",
     )
     parser.add_argument(
         "--exit-with-parent",
@@ -59,9 +73,11 @@ async def _watch_parent(parent_pid: int, stop: asyncio.Event) -> None:
             stop.set()
 
 
-async def run(config: KafkaConfig, exit_with_parent: bool = False) -> int:
+async def run(
+    config: KafkaConfig, exit_with_parent: bool = False, add_scram: Sequence[ScramUpsertion] = ()
+) -> int:
     """Start a broker and serve until SIGTERM/SIGINT (or, with ``exit_with_parent``, until the
-    parent process exits); returns the process exit code."""
+    parent process exits); returns the process exit code. ``add_scram``: see ``--add-scram``."""
     from broker.server import KafkaServer, StartupError
 
     loop = asyncio.get_running_loop()
@@ -71,7 +87,7 @@ async def run(config: KafkaConfig, exit_with_parent: bool = False) -> int:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    server = KafkaServer(config)
+    server = KafkaServer(config, add_scram=add_scram)
     # A multi-node broker waits for the controller quorum during startup: a signal (or the
     # parent's exit) must still stop it.
     watcher = asyncio.create_task(_watch_parent(os.getppid(), stop)) if exit_with_parent else None
@@ -112,6 +128,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: invalid configuration: {exc}", file=sys.stderr)
         return 2
+    try:
+        add_scram = [parse_add_scram(text) for text in args.add_scram]
+    except ValueError as exc:
+        print(f"error: invalid --add-scram: {exc}", file=sys.stderr)
+        return 2
     logging.basicConfig(
         level=getattr(logging, args.log_level),
         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
@@ -120,6 +141,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if applied := tune_malloc():
         logger.info("malloc thresholds: %s", applied)
     try:
-        return asyncio.run(run(config, exit_with_parent=args.exit_with_parent))
+        return asyncio.run(run(config, exit_with_parent=args.exit_with_parent, add_scram=add_scram))
     except KeyboardInterrupt:
         return 0

@@ -34,6 +34,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 from broker.apis.context import BrokerContext
@@ -61,7 +62,9 @@ from broker.replication.delayed_fetch import FetchPurgatory
 from broker.replication.replica_manager import ReplicaManager
 from broker.security.acl_store import acls_path
 from broker.security.authorizer import authorizer_for
-from broker.security.credential_cache import CredentialCache
+from broker.security.scram_control import ScramUpsertion, scram_credential
+from broker.security.scram_store import scram_path
+from spark_kafkalite.protocol.errors import ErrorCode
 
 __all__ = ["KafkaServer", "StartupError", "ENDPOINTS_FILE", "META_PROPERTIES_FILE", "log_config_from"]
 
@@ -186,12 +189,12 @@ class KafkaServer:
         ctx: the :class:`BrokerContext` request handlers use.
     """
 
-    def __init__(self, config: KafkaConfig) -> None:
+    def __init__(self, config: KafkaConfig, add_scram: Sequence[ScramUpsertion] = ()) -> None:
         self.config = config
+        self._add_scram = tuple(add_scram)
         self.node_id = config.node_id
         self.log_manager: LogManager | None = None
         self.socket_server: SocketServer | None = None
-        self.credential_cache = CredentialCache()  # SCRAM credentials from the metadata
         self.ctx: BrokerContext | None = None
         self.bound: dict[str, tuple[str, int]] = {}
         self.advertised: dict[str, tuple[str, int]] = {}
@@ -287,6 +290,7 @@ class KafkaServer:
                 stored_topic_configs=topic_publisher.stored_topic_configs,
                 producer_id_block_file=config.log_dirs[0] / PRODUCER_ID_BLOCK_FILE,
                 acls_file=acls_path(config["metadata.log.dir"], config.log_dirs),
+                scram_file=scram_path(config["metadata.log.dir"], config.log_dirs),
             )
         fetch_purgatory = FetchPurgatory()
         replica_manager = ReplicaManager(
@@ -315,7 +319,7 @@ class KafkaServer:
             request_receive_timeout_ms=config["kafkalite.socket.request.receive.timeout.ms"],
             inter_broker_listener=config.inter_broker_listener_name,
             security=config.listener_security,
-            credentials=self.credential_cache.get,
+            credentials=lambda user, mechanism: scram_credential(self._image(), user, mechanism),
         )
         try:
             self.bound = await self.socket_server.startup(start_serving=False)
@@ -340,6 +344,7 @@ class KafkaServer:
             self._publish(self.ctx.image, diff_images(empty, self.ctx.image))
             self._delete_stray_logs()
         controller.start_background()
+        await self._bootstrap_scram_credentials(controller)
         # High watermarks: Partition.make_leader (ISR of one: HW = LEO; else from the
         # replication-offset-checkpoint until the followers catch up).
         self.ctx.replica_manager.startup()
@@ -377,6 +382,23 @@ class KafkaServer:
     def _image(self) -> MetadataImage:
         assert self.ctx is not None
         return self.ctx.image
+
+    async def _bootstrap_scram_credentials(self, controller: Controller) -> None:
+        """``--add-scram`` credentials (Kafka's ``kafka-storage format --add-scram``, KIP-900):
+        written through the controller only for users that have no credential of that mechanism
+        yet, so a restart never overwrites one changed since with AlterUserScramCredentials.
+
+        Raises:
+            StartupError: the controller refused one (e.g. too few iterations).
+        """
+        image = self._image()
+        missing = [u for u in self._add_scram if (u.name, u.mechanism) not in image.scram_credentials]
+        if not missing:
+            return
+        for user, code, message in await controller.alter_user_scram_credentials((), missing):
+            if code != ErrorCode.none:
+                raise StartupError(f"--add-scram for {user!r} failed: {code.name.upper()} {message or ''}")
+        logger.info("added SCRAM credential(s) for %s", sorted({u.name for u in missing}))
 
     def _quorum_controller(self, cluster_id: str) -> QuorumController:
         config = self.config

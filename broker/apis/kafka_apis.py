@@ -75,6 +75,12 @@ from broker.apis.sasl import (
     sasl_handshake_error_response,
 )
 from broker.apis.sync_group import handle_sync_group, sync_group_error_response
+from broker.apis.user_scram_credentials import (
+    alter_user_scram_credentials_error_response,
+    describe_user_scram_credentials_error_response,
+    handle_alter_user_scram_credentials,
+    handle_describe_user_scram_credentials,
+)
 from broker.errors import error_code_for
 from broker.network.request_context import CloseConnection, RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey
@@ -186,6 +192,21 @@ DEFAULT_APIS: tuple[ApiSpec, ...] = (
     # served before authentication by broker.security.sasl_server_authenticator
     ApiSpec(ApiKey.SASL_HANDSHAKE, 0, 1, handle_sasl_handshake, sasl_handshake_error_response),
     ApiSpec(ApiKey.SASL_AUTHENTICATE, 0, 2, handle_sasl_authenticate, sasl_authenticate_error_response),
+    # SCRAM credentials (KIP-554)
+    ApiSpec(
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+        0,
+        0,
+        handle_describe_user_scram_credentials,
+        describe_user_scram_credentials_error_response,
+    ),
+    ApiSpec(
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+        0,
+        0,
+        handle_alter_user_scram_credentials,
+        alter_user_scram_credentials_error_response,
+    ),
     # group coordinator (classic protocol): OffsetCommit v0-1 / OffsetFetch v0 advertised only
     ApiSpec(
         ApiKey.OFFSET_COMMIT,

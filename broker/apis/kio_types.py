@@ -89,6 +89,8 @@ if TYPE_CHECKING:
     from kio.schema.sasl_authenticate.v0 import request as k36v0q, response as k36v0s
     from kio.schema.sasl_authenticate.v1 import request as k36v1q, response as k36v1s
     from kio.schema.sasl_authenticate.v2 import request as k36v2q, response as k36v2s
+    from kio.schema.describe_user_scram_credentials.v0 import request as k50v0q, response as k50v0s
+    from kio.schema.alter_user_scram_credentials.v0 import request as k51v0q, response as k51v0s
     from kio.schema.offset_commit.v2 import request as k8v2q, response as k8v2s
     from kio.schema.offset_commit.v3 import request as k8v3q, response as k8v3s
     from kio.schema.offset_commit.v4 import request as k8v4q, response as k8v4s
@@ -377,6 +379,10 @@ if TYPE_CHECKING:
     SaslAuthenticateResponse: TypeAlias = (
         k36v0s.SaslAuthenticateResponse | k36v1s.SaslAuthenticateResponse | k36v2s.SaslAuthenticateResponse
     )
+    DescribeUserScramCredentialsRequest: TypeAlias = k50v0q.DescribeUserScramCredentialsRequest
+    DescribeUserScramCredentialsResponse: TypeAlias = k50v0s.DescribeUserScramCredentialsResponse
+    AlterUserScramCredentialsRequest: TypeAlias = k51v0q.AlterUserScramCredentialsRequest
+    AlterUserScramCredentialsResponse: TypeAlias = k51v0s.AlterUserScramCredentialsResponse
     OffsetCommitRequest: TypeAlias = (
         k8v2q.OffsetCommitRequest
         | k8v3q.OffsetCommitRequest

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         CreateTopicOutcome,
     )
     from broker.security.acl_control import AclDeleteResult
+    from broker.security.scram_control import AlterResult, ScramDeletion, ScramUpsertion
     from spark_kafkalite.protocol.acl import AclBinding, AclBindingFilter
     from spark_kafkalite.protocol.errors import ErrorCode, KafkaError
 
@@ -114,4 +115,11 @@ class Controller(Protocol):
     async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[AclDeleteResult]:
         """DeleteAcls: per filter its error and the ACLs it deleted
         (:func:`~broker.security.acl_control.delete_acls`)."""
+        ...
+
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
+    ) -> list[AlterResult]:
+        """AlterUserScramCredentials: one (user, error, message) per user
+        (:func:`~broker.security.scram_control.alter_user_scram_credentials`)."""
         ...

@@ -36,7 +36,8 @@ from broker.controller.replication_control import (
     CreatePartitionsSpec,
     ReplicationControl,
 )
-from broker.security import acl_control
+from broker.security import acl_control, scram_control
+from broker.security.scram_control import ScramDeletion, ScramUpsertion
 from spark_kafkalite.protocol.acl import AclBinding, AclBindingFilter
 from spark_kafkalite.protocol.errors import ErrorCode
 
@@ -55,6 +56,7 @@ __all__ = [
     "ElectLeadersCmd",
     "CreateAclsCmd",
     "DeleteAclsCmd",
+    "AlterUserScramCredentialsCmd",
     "Command",
     "MetadataStateMachine",
 ]
@@ -170,6 +172,14 @@ class DeleteAclsCmd:
     filters: tuple[AclBindingFilter, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class AlterUserScramCredentialsCmd:
+    """AlterUserScramCredentials: deletions and upsertions (salted passwords from the client)."""
+
+    deletions: tuple[ScramDeletion, ...]
+    upsertions: tuple[ScramUpsertion, ...]
+
+
 Command = (
     CreateTopicsCmd
     | DeleteTopicsCmd
@@ -183,6 +193,7 @@ Command = (
     | ElectLeadersCmd
     | CreateAclsCmd
     | DeleteAclsCmd
+    | AlterUserScramCredentialsCmd
 )
 
 
@@ -275,6 +286,8 @@ class MetadataStateMachine:
             return acl_control.create_acls(image, cmd.acls, cmd.acl_ids)
         if isinstance(cmd, DeleteAclsCmd):
             return acl_control.delete_acls(image, cmd.filters)
+        if isinstance(cmd, AlterUserScramCredentialsCmd):
+            return scram_control.alter_user_scram_credentials(image, cmd.deletions, cmd.upsertions)
         raise TypeError(f"unknown controller command {cmd!r}")
 
     # -- heartbeats ------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from types import MappingProxyType
 
 from spark_kafkalite.protocol.acl import AclBinding
 from spark_kafkalite.protocol.configs import ConfigResourceType
+from spark_kafkalite.protocol.scram import ScramCredential
 
 __all__ = [
     "BrokerRegistration",
@@ -34,6 +35,8 @@ __all__ = [
     "ProducerIdsRecord",
     "AccessControlEntryRecord",
     "RemoveAccessControlEntryRecord",
+    "UserScramCredentialRecord",
+    "RemoveUserScramCredentialRecord",
     "MetadataRecord",
     "image_to_records",
     "diff_images",
@@ -137,6 +140,24 @@ class RemoveAccessControlEntryRecord:
     acl_id: uuid.UUID
 
 
+@dataclass(frozen=True, slots=True)
+class UserScramCredentialRecord:
+    """A user's SCRAM credential for one mechanism, salted (KRaft ``UserScramCredentialRecord``):
+    ``mechanism`` 1 = SCRAM-SHA-256, 2 = SCRAM-SHA-512; replaces an existing one."""
+
+    name: str
+    mechanism: int
+    credential: ScramCredential
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveUserScramCredentialRecord:
+    """Deletion of a user's credential for one mechanism (KRaft ``RemoveUserScramCredentialRecord``)."""
+
+    name: str
+    mechanism: int
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | TopicRecord
@@ -147,6 +168,8 @@ MetadataRecord = (
     | ProducerIdsRecord
     | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord
+    | UserScramCredentialRecord
+    | RemoveUserScramCredentialRecord
 )
 
 
@@ -227,6 +250,8 @@ class MetadataImage:
             topics without overrides are absent (KRaft's ``ConfigurationsImage``).
         acls: ACL id -> ACL (KRaft's ``AclsImage``); the mapping object is replaced only when
             an ACL record is applied, so the authorizer can cache an index per mapping.
+        scram_credentials: (user, mechanism type id) -> salted SCRAM credential (KRaft's
+            ``ScramImage``); the SCRAM SASL servers read it.
     """
 
     cluster_id: str
@@ -237,6 +262,7 @@ class MetadataImage:
     topic_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
     next_producer_id: int = 0
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: _EMPTY)
+    scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(default_factory=lambda: _EMPTY)
 
     # -- queries ---------------------------------------------------------------------------
     def is_alive(self, node_id: int) -> bool:
@@ -295,6 +321,7 @@ class MetadataImage:
         changed_brokers: dict[int, None] = {}
         next_producer_id = self.next_producer_id
         acls: dict[uuid.UUID, AclBinding] | None = None  # copied on the first ACL record
+        scram: dict[tuple[str, int], ScramCredential] | None = None  # copied on the first SCRAM record
         count = 0
         for record in records:
             count += 1
@@ -375,6 +402,13 @@ class MetadataImage:
                 acls = dict(self.acls) if acls is None else acls
                 if acls.pop(record.acl_id, None) is None:
                     raise ValueError(f"remove record for unknown ACL id {record.acl_id}")
+            elif isinstance(record, UserScramCredentialRecord):
+                scram = dict(self.scram_credentials) if scram is None else scram
+                scram[(record.name, record.mechanism)] = record.credential
+            elif isinstance(record, RemoveUserScramCredentialRecord):
+                scram = dict(self.scram_credentials) if scram is None else scram
+                if scram.pop((record.name, record.mechanism), None) is None:
+                    raise ValueError(f"remove record for unknown SCRAM credential of {record.name!r}")
             else:  # pragma: no cover - type checkers catch this
                 raise TypeError(f"unknown metadata record {record!r}")
         new_topics = {
@@ -391,6 +425,7 @@ class MetadataImage:
                 {t: MappingProxyType(dict(sorted(c.items()))) for t, c in sorted(configs.items())}
             ),
             acls=self.acls if acls is None else MappingProxyType(acls),
+            scram_credentials=self.scram_credentials if scram is None else MappingProxyType(scram),
         )
         delta = MetadataDelta(
             created_topics=tuple(new_topics[name] for name in created),
@@ -429,6 +464,10 @@ def image_to_records(image: MetadataImage) -> list[MetadataRecord]:
     if image.next_producer_id:
         records.append(ProducerIdsRecord(-1, -1, image.next_producer_id))
     records.extend(AccessControlEntryRecord(acl_id, acl) for acl_id, acl in image.acls.items())
+    records.extend(
+        UserScramCredentialRecord(name, mechanism, credential)
+        for (name, mechanism), credential in sorted(image.scram_credentials.items())
+    )
     return records
 
 

@@ -50,6 +50,7 @@ from broker.controller.controller_commands import (
     AllocateProducerIdsCmd,
     AlterConfigsCmd,
     AlterPartitionCmd,
+    AlterUserScramCredentialsCmd,
     Command,
     CreateAclsCmd,
     CreatePartitionsCmd,
@@ -74,6 +75,7 @@ from broker.controller.replication_control import (
     ReplicationControl,
 )
 from broker.security.acl_control import AclDeleteResult
+from broker.security.scram_control import AlterResult, ScramDeletion, ScramUpsertion
 from spark_kafkalite.protocol.acl import AclBinding, AclBindingFilter
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError, error_for_code
 
@@ -459,6 +461,21 @@ class QuorumController:
         except ControllerUnavailable as exc:
             return [(exc, []) for _ in filters]
         return self._or_error(result, lambda err: [(err, []) for _ in filters])
+
+    # -- SCRAM credentials ----------------------------------------------------------------------
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
+    ) -> list[AlterResult]:
+        """AlterUserScramCredentials through the quorum; per user its error. When the quorum
+        does not answer, every user gets that error."""
+        users = list(dict.fromkeys([d.name for d in deletions] + [u.name for u in upsertions]))
+        try:
+            result = await self._submit(AlterUserScramCredentialsCmd(tuple(deletions), tuple(upsertions)))
+        except ControllerUnavailable as exc:
+            return [(user, ErrorCode(exc.error_code), str(exc)) for user in users]
+        return self._or_error(
+            result, lambda err: [(user, ErrorCode(err.error_code), str(err)) for user in users]
+        )
 
     # -- active controller duties ---------------------------------------------------------------
     async def _active_controller_loop(self) -> None:

@@ -28,6 +28,7 @@ from broker.controller.metadata_image import (
     PartitionRegistration,
     RegisterBrokerRecord,
     TopicRecord,
+    UserScramCredentialRecord,
 )
 from broker.controller.placement import random_placement_seed
 from broker.controller.replication_control import (
@@ -41,6 +42,13 @@ from broker.controller.replication_control import (
 from broker.controller.topic_configs import TOPIC_CONFIG_NAMES, validate_topic_overrides
 from broker.security import acl_control
 from broker.security.acl_store import load_acls, save_acls
+from broker.security.scram_control import (
+    AlterResult,
+    ScramDeletion,
+    ScramUpsertion,
+    alter_user_scram_credentials,
+)
+from broker.security.scram_store import load_scram_credentials, save_scram_credentials
 from spark_kafkalite.protocol.acl import AclBinding, AclBindingFilter
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError
 
@@ -74,6 +82,8 @@ class SingleNodeController:
             (``<first log dir>/producer-id-block``; None: in memory only).
         acls_file: where the ACLs are persisted (:mod:`broker.security.acl_store`; None: in
             memory only).
+        scram_file: where the SCRAM credentials are persisted
+            (:mod:`broker.security.scram_store`; None: in memory only).
     """
 
     def __init__(
@@ -89,6 +99,7 @@ class SingleNodeController:
         stored_topic_configs: Callable[[], Mapping[str, tuple[uuid.UUID, Mapping[str, str]]]] = dict,
         producer_id_block_file: Path | None = None,
         acls_file: Path | None = None,
+        scram_file: Path | None = None,
     ) -> None:
         self.node_id = node_id
         self._image = image
@@ -100,6 +111,7 @@ class SingleNodeController:
         self._stored_topic_configs = stored_topic_configs
         self.producer_id_block_file = producer_id_block_file
         self.acls_file = acls_file
+        self.scram_file = scram_file
 
     @property
     def controller_id(self) -> int:
@@ -114,10 +126,10 @@ class SingleNodeController:
 
     async def startup(self, endpoints: Mapping[str, tuple[str, int]], rack: str | None) -> None:
         """Commit the :meth:`bootstrap_records` of this broker and the topics on disk, then the
-        stored ACLs.
+        stored ACLs and SCRAM credentials.
 
         Raises:
-            OSError: the ACL file cannot be read or is corrupt.
+            OSError: the ACL or SCRAM file cannot be read or is corrupt.
         """
         self._commit(
             self.bootstrap_records(
@@ -132,6 +144,14 @@ class SingleNodeController:
             if stored:
                 self._commit([AccessControlEntryRecord(acl_id, acl) for acl_id, acl in stored.items()])
                 logger.info("loaded %d ACL(s) from %s", len(stored), self.acls_file)
+        if self.scram_file is not None:
+            try:
+                credentials = load_scram_credentials(self.scram_file)
+            except ValueError as exc:
+                raise OSError(str(exc)) from None
+            if credentials:
+                self._commit([UserScramCredentialRecord(n, m, c) for (n, m), c in credentials.items()])
+                logger.info("loaded %d SCRAM credential(s) from %s", len(credentials), self.scram_file)
 
     def start_background(self) -> None:
         """Nothing runs in the background on one node."""
@@ -338,3 +358,17 @@ class SingleNodeController:
             save_acls(self.acls_file, self._image().apply(records)[0].acls)
         self._commit(records)
         logger.info("ACLs changed: %d record(s)", len(records))
+
+    # -- SCRAM credentials (AlterUserScramCredentials) ------------------------------------------
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
+    ) -> list[AlterResult]:
+        """Apply the valid changes; one (user, error, message) per user. The new credential set
+        is written to ``scram_file`` before it takes effect."""
+        records, results = alter_user_scram_credentials(self._image(), deletions, upsertions)
+        if records:
+            if self.scram_file is not None:
+                save_scram_credentials(self.scram_file, self._image().apply(records)[0].scram_credentials)
+            self._commit(records)
+            logger.info("SCRAM credentials changed: %d record(s)", len(records))
+        return results

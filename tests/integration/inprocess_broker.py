@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from broker.config import KafkaConfig
+from broker.security.scram_control import ScramUpsertion
 from broker.server import KafkaServer
 
 T = TypeVar("T")
@@ -20,7 +21,9 @@ class InProcessBroker:
     """Start with ``start()``, stop with ``stop()``; ``call(fn)`` runs ``fn()`` on the broker's
     loop (safe access to broker state) and returns its result."""
 
-    def __init__(self, log_dir: Path, overrides: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, log_dir: Path, overrides: dict[str, str] | None = None, add_scram: Sequence[ScramUpsertion] = ()
+    ) -> None:
         props = {
             "node.id": "1",
             "process.roles": "broker,controller",
@@ -31,7 +34,7 @@ class InProcessBroker:
             **(overrides or {}),
         }
         self.config = KafkaConfig(props)
-        self.server = KafkaServer(self.config)
+        self.server = KafkaServer(self.config, add_scram=add_scram)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="inprocess-broker", daemon=True)
         self.bootstrap_servers = ""

@@ -215,3 +215,35 @@ def test_kcat_lists_brokers_controller_and_isr(cluster3: LocalCluster) -> None:
         assert sorted(r["id"] for r in p["replicas"]) == [1, 2, 3]
         assert sorted(i["id"] for i in p["isrs"]) == [1, 2, 3]
         assert p["leader"] == p["replicas"][0]["id"]
+
+
+def test_scram_credentials_reach_every_node(cluster3: LocalCluster) -> None:
+    """AlterUserScramCredentials sent to one node goes through the quorum
+    (UserScramCredentialRecord); every node's image then describes it."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    user = f"u-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster3.broker_address(2)})
+    upsertion = UserScramCredentialUpsertion(
+        user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"pw"
+    )
+    admin.alter_user_scram_credentials([upsertion])[user].result(30)
+    for node in (1, 2, 3):
+        node_admin = AdminClient({"bootstrap.servers": cluster3.broker_address(node)})
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                described = node_admin.describe_user_scram_credentials([user])[user].result(10)
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] == [
+            (ScramMechanism.SCRAM_SHA_512, 4096)
+        ]

@@ -1,7 +1,8 @@
 """TLS and SASL listeners against independent clients: confluent-kafka (librdkafka) and kcat
-produce and consume over SSL (mutual TLS), SASL_PLAINTEXT and SASL_SSL (PLAIN); wrong
-passwords, untrusted certificates, plaintext clients on a TLS port and garbage SASL frames are
-refused while the broker keeps serving others. One in-process broker with the four listeners
+produce and consume over SSL (mutual TLS), SASL_PLAINTEXT (PLAIN) and SASL_SSL (PLAIN and SCRAM:
+a user bootstrapped with --add-scram, users managed with confluent-kafka's
+alter/describe_user_scram_credentials); wrong passwords, untrusted certificates, plaintext
+clients on a TLS port and garbage SASL frames are refused while the broker keeps serving others. One in-process broker with the four listeners
 serves the module (its request handler is wrapped to record each request's principal)."""
 
 from __future__ import annotations
@@ -19,7 +20,16 @@ from typing import Any
 
 import confluent_kafka
 import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 
+from broker.security.scram_control import parse_add_scram
 from spark_kafkalite.local_pki import LocalPki
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build
@@ -80,12 +90,14 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Secure]:
             "ssl.truststore.location": str(tls.ca),
             "listener.name.ssl.ssl.client.auth": "required",
             "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
             "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
             "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
             "offsets.topic.replication.factor": "1",
             "group.initial.rebalance.delay.ms": "0",
             "connection.failed.authentication.delay.ms": "10",
         },
+        add_scram=[parse_add_scram("SCRAM-SHA-512=[name=carol,password=carol-secret,iterations=8192]")],
     )
     principals: list[tuple[str, str]] = []
     broker.start()
@@ -283,3 +295,52 @@ def _garbage_connection(host: str, port: int) -> None:
         )
         assert _read(sock) is not None  # the handshake response; the bad raw token closes
         assert _closed(sock)
+
+
+def _scram(secure: _Secure, mechanism: str, user: str, password: str) -> dict[str, Any]:
+    return secure.client_config(
+        "SASL_SSL", **{"sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password}
+    )
+
+
+def test_scram_users_bootstrap_alter_describe(secure: _Secure) -> None:
+    # carol came from --add-scram at startup
+    carol = _scram(secure, "SCRAM-SHA-512", "carol", "carol-secret")
+    assert _round_trip(carol, _topic(), count=3) == [b"v0", b"v1", b"v2"]
+    assert ("SASL_SSL", "User:carol") in secure.principals
+    admin = AdminClient({"bootstrap.servers": secure.address("PLAINTEXT")})
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192)
+    futures = admin.alter_user_scram_credentials(
+        [
+            UserScramCredentialUpsertion("bob", info, b"bob-secret"),
+            UserScramCredentialUpsertion(
+                "weak", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 1000), b"x"
+            ),
+            UserScramCredentialDeletion("nobody", ScramMechanism.SCRAM_SHA_512),
+        ]
+    )
+    futures["bob"].result(10)
+    for user, code in (("weak", "UNACCEPTABLE_CREDENTIAL"), ("nobody", "RESOURCE_NOT_FOUND")):
+        with pytest.raises(KafkaException) as error:
+            futures[user].result(10)
+        assert error.value.args[0].name() == code
+    described = admin.describe_user_scram_credentials().result(10)
+    assert {
+        u: [(i.mechanism, i.iterations) for i in d.scram_credential_infos] for u, d in described.items()
+    } == {
+        "bob": [(ScramMechanism.SCRAM_SHA_256, 8192)],
+        "carol": [(ScramMechanism.SCRAM_SHA_512, 8192)],
+    }
+    with pytest.raises(KafkaException) as error:
+        admin.describe_user_scram_credentials(["nobody"])["nobody"].result(10)
+    assert error.value.args[0].name() == "RESOURCE_NOT_FOUND"
+    bob = _scram(secure, "SCRAM-SHA-256", "bob", "bob-secret")
+    assert _round_trip(bob, _topic(), count=2) == [b"v0", b"v1"]
+    wrong = _errors_of(_scram(secure, "SCRAM-SHA-256", "bob", "bob-wrong"))
+    assert wrong and "invalid credentials" in wrong[0].str()
+    assert _errors_of(_scram(secure, "SCRAM-SHA-512", "bob", "bob-secret"))  # no SHA-512 credential
+    admin.alter_user_scram_credentials([UserScramCredentialDeletion("bob", ScramMechanism.SCRAM_SHA_256)])[
+        "bob"
+    ].result(10)
+    assert _errors_of(bob)
+    assert secure.broker.call(lambda: sorted(secure.broker.ctx.image.scram_credentials)) == [("carol", 2)]

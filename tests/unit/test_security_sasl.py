@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from broker.security.credential_cache import CredentialCache
 from broker.security.sasl_server import PlainSaslServer, SaslAuthenticationError, ScramSaslServer
 from broker.security.sasl_server_authenticator import (
     IllegalSaslState,
@@ -21,7 +20,9 @@ from spark_kafkalite.protocol.scram import (
     SCRAM_SHA_256,
     SCRAM_SHA_512,
     ClientFirstMessage,
+    ScramCredential,
     ScramFormatter,
+    ScramMechanism,
     ServerFinalMessage,
     ServerFirstMessage,
     client_final_message,
@@ -48,13 +49,21 @@ def test_plain_server() -> None:
         assert "alice-secret" not in str(info.value)
 
 
-def _store(password: str = "alice-secret", iterations: int = 4096) -> CredentialCache:
-    cache = CredentialCache()
-    cache.replace_all(
-        ("alice", m, ScramFormatter(m).generate_credential(password, iterations))
-        for m in (SCRAM_SHA_256, SCRAM_SHA_512)
-    )
-    return cache
+class _Store:
+    """Credentials as the metadata image holds them, by (user, mechanism name)."""
+
+    def __init__(self, password: str = "alice-secret", iterations: int = 4096) -> None:
+        self._credentials = {
+            ("alice", m.mechanism_name): ScramFormatter(m).generate_credential(password, iterations)
+            for m in (SCRAM_SHA_256, SCRAM_SHA_512)
+        }
+
+    def get(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        return self._credentials.get((user, mechanism.mechanism_name))
+
+
+def _store(password: str = "alice-secret", iterations: int = 4096) -> _Store:
+    return _Store(password, iterations)
 
 
 @pytest.mark.parametrize("mechanism", [SCRAM_SHA_256, SCRAM_SHA_512], ids=lambda m: m.mechanism_name)
