@@ -4,8 +4,10 @@
   the request into a sessionless, full (new session) or incremental context, or a top-level
   session error (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH) with no partitions.
 * Reads (``ReplicaManager.readFromLog``): consumers (replica_id < 0) read up to the high
-  watermark (read_committed: the last stable offset, equal to it without transactions); brokers
-  (replica_id >= 0) up to the log end. Per partition at most ``partition_max_bytes``; in total at
+  watermark, or with ``isolation_level`` 1 (read_committed, KIP-98) up to the last stable offset,
+  and then get ``AbortedTransactions`` = the aborted transactions overlapping the range read
+  (null for read_uncommitted); brokers (replica_id >= 0) read up to the log end. Every answer
+  carries the partition's ``LastStableOffset``. Per partition at most ``partition_max_bytes``; in total at
   most min(``max_bytes``, ``fetch.max.bytes``) (followers: ``max_bytes``), except that the first
   partition with data always returns at least one whole batch (KIP-74).
 * Replication (``ReplicaManager.read_for_fetch``): a follower's fetch offset is its log end offset
@@ -44,8 +46,10 @@ def _read_all(
     """One pass over the requested partitions: (topic responses, bytes read, any error)."""
     topic_cls = nested(cls, "FetchableTopicResponse")
     partition_cls = nested(cls, "PartitionData")
+    aborted_cls = nested(partition_cls, "AbortedTransaction")
     replica_id = request.replica_id
     is_consumer = replica_id < 0
+    read_committed = is_consumer and request.isolation_level == 1
     replica_manager = ctx.replica_manager
     limit_bytes = max(request.max_bytes, 0)
     if is_consumer:  # followers are bounded by their replica.fetch.response.max.bytes only
@@ -62,6 +66,7 @@ def _read_all(
             records: bytes | memoryview = _EMPTY
             high_watermark = last_stable = log_start = -1
             diverging = None
+            aborted: tuple[Any, ...] | None = () if read_committed else None
             try:
                 partition_limit = min(max(fp.partition_max_bytes, 0), limit_bytes)
                 # Leader checks, KIP-320 epoch fencing, KIP-595 diverging epoch, follower
@@ -76,10 +81,17 @@ def _read_all(
                     last_fetched_epoch=getattr(fp, "last_fetched_epoch", -1),
                     log_start_offset=getattr(fp, "log_start_offset", -1),
                     min_one_message=min_one_message,
+                    isolation_level=1 if read_committed else 0,
                 )
-                high_watermark = last_stable = result.high_watermark
+                high_watermark = result.high_watermark
+                last_stable = result.last_stable_offset
                 log_start = result.log_start_offset
                 records = result.info.records
+                if result.info.aborted_transactions:
+                    aborted = tuple(
+                        aborted_cls(producer_id=t.producer_id, first_offset=t.first_offset)
+                        for t in result.info.aborted_transactions
+                    )
                 diverging = result.diverging_epoch
                 if diverging is not None:
                     any_error = True  # answered at once (DelayedFetch completes on divergence)
@@ -93,7 +105,8 @@ def _read_all(
                     # Kafka's handleOffsetOutOfRangeError: the leader's offsets help the fetcher reset.
                     led = replica_manager.partition(topic, index)
                     if led is not None and led.is_leader:
-                        high_watermark = last_stable = led.high_watermark
+                        high_watermark = led.high_watermark
+                        last_stable = led.log.last_stable_offset
                         log_start = led.log.log_start_offset
             size = len(records)
             if size:
@@ -108,7 +121,7 @@ def _read_all(
                     high_watermark=high_watermark,
                     last_stable_offset=last_stable,
                     log_start_offset=log_start,
-                    aborted_transactions=None,
+                    aborted_transactions=aborted,
                     preferred_read_replica=-1,
                     records=records,
                     **_diverging_field(partition_cls, diverging),

@@ -81,6 +81,7 @@ from broker.apis.user_scram_credentials import (
     handle_alter_user_scram_credentials,
     handle_describe_user_scram_credentials,
 )
+from broker.apis.write_txn_markers import handle_write_txn_markers, write_txn_markers_error_response
 from broker.errors import error_code_for
 from broker.network.request_context import CloseConnection, RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey
@@ -188,6 +189,8 @@ DEFAULT_APIS: tuple[ApiSpec, ...] = (
         describe_transactions_error_response,
     ),
     ApiSpec(ApiKey.LIST_TRANSACTIONS, 0, 1, handle_list_transactions, list_transactions_error_response),
+    # transaction coordinator -> partition leaders (KIP-98; v2 is KIP-1228, TV2 only)
+    ApiSpec(ApiKey.WRITE_TXN_MARKERS, 1, 1, handle_write_txn_markers, write_txn_markers_error_response),
     ApiSpec(ApiKey.API_VERSIONS, 0, 3, _not_dispatched, _api_versions_error),
     # served before authentication by broker.security.sasl_server_authenticator
     ApiSpec(ApiKey.SASL_HANDSHAKE, 0, 1, handle_sasl_handshake, sasl_handshake_error_response),

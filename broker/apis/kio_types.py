@@ -80,6 +80,7 @@ if TYPE_CHECKING:
     from kio.schema.describe_transactions.v0 import request as k65v0q, response as k65v0s
     from kio.schema.list_transactions.v0 import request as k66v0q, response as k66v0s
     from kio.schema.list_transactions.v1 import request as k66v1q, response as k66v1s
+    from kio.schema.write_txn_markers.v1 import request as k27v1q, response as k27v1s
     from kio.schema.api_versions.v0 import request as k18v0q, response as k18v0s
     from kio.schema.api_versions.v1 import request as k18v1q, response as k18v1s
     from kio.schema.api_versions.v2 import request as k18v2q, response as k18v2s
@@ -359,6 +360,8 @@ if TYPE_CHECKING:
     DescribeTransactionsResponse: TypeAlias = k65v0s.DescribeTransactionsResponse
     ListTransactionsRequest: TypeAlias = k66v0q.ListTransactionsRequest | k66v1q.ListTransactionsRequest
     ListTransactionsResponse: TypeAlias = k66v0s.ListTransactionsResponse | k66v1s.ListTransactionsResponse
+    WriteTxnMarkersRequest: TypeAlias = k27v1q.WriteTxnMarkersRequest
+    WriteTxnMarkersResponse: TypeAlias = k27v1s.WriteTxnMarkersResponse
     ApiVersionsRequest: TypeAlias = (
         k18v0q.ApiVersionsRequest
         | k18v1q.ApiVersionsRequest

@@ -1,10 +1,11 @@
 """ListOffsets (key 2), v0-v7 (v0 through :mod:`broker.apis.list_offsets_v0`).
 
 Special timestamps (``ListOffsetsRequest``): -2 EARLIEST -> log start offset; -1 LATEST -> high
-watermark (read_uncommitted) / last stable offset (read_committed; equal here); -3 MAX_TIMESTAMP
-(v7+, KIP-734) -> the first record with the largest timestamp. Any other value: the first offset
-whose timestamp is >= it (``UnifiedLog.fetchOffsetByTimestamp``), or offset/timestamp -1 when
-none; consumers never see offsets at or beyond the high watermark. Brokers (replica_id >= 0)
+watermark (``isolation_level`` 0, read_uncommitted) / last stable offset (1, read_committed, v2+,
+KIP-98); -3 MAX_TIMESTAMP (v7+, KIP-734) -> the first record with the largest timestamp. Any other
+value: the first offset whose timestamp is >= it (``UnifiedLog.fetchOffsetByTimestamp``), or
+offset/timestamp -1 when none; consumers never see offsets at or beyond the high watermark (the
+LSO under read_committed: ``Partition.fetchOffsetForTimestamp``). Brokers (replica_id >= 0)
 and debugging consumers (-2) read up to the log end. Served by the leader only;
 ``current_leader_epoch`` (v4+) fences stale requests (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
 A newly elected leader answers LATEST with ``OFFSET_NOT_AVAILABLE`` to consumers until its high
@@ -46,7 +47,12 @@ def _lookup(ctx: BrokerContext, request: Any, topic: str, p: Any, version: int) 
     """(offset, timestamp, leader_epoch) for one partition; raises KafkaError."""
     registration, log = ctx.leader_log(topic, p.partition_index, getattr(p, "current_leader_epoch", -1))
     epoch = registration.leader_epoch
-    fetch_limit = log.high_watermark if request.replica_id == -1 else log.log_end_offset
+    if request.replica_id != -1:
+        fetch_limit = log.log_end_offset
+    elif getattr(request, "isolation_level", 0) == 1:
+        fetch_limit = log.last_stable_offset
+    else:
+        fetch_limit = log.high_watermark
     ts = p.timestamp
     partition = ctx.replica_manager.partition(topic, p.partition_index) if ctx.replica_manager else None
     if (

@@ -52,7 +52,7 @@ class LogReadResult:
 
     Attributes:
         info: the records read (empty when diverging).
-        high_watermark / log_start_offset / log_end_offset: at read time.
+        high_watermark / log_start_offset / log_end_offset / last_stable_offset: at read time.
         diverging_epoch: (epoch, end_offset) for a follower whose last fetched epoch diverges
             from this log (Fetch v12 ``DivergingEpoch``), else None.
     """
@@ -62,6 +62,7 @@ class LogReadResult:
     log_start_offset: int
     log_end_offset: int
     diverging_epoch: tuple[int, int] | None = None
+    last_stable_offset: int = -1
 
 
 class Partition:
@@ -373,9 +374,12 @@ class Partition:
         current_leader_epoch: int = -1,
         last_fetched_epoch: int = -1,
         min_one_message: bool = True,
+        isolation_level: int = 0,
     ) -> LogReadResult:
         """Read as leader (Kafka's ``Partition.fetchRecords`` / ``readRecords``): followers up
-        to the LEO, consumers up to the HW. With ``last_fetched_epoch`` (Fetch v12+) a
+        to the LEO, consumers up to the HW, or with ``isolation_level`` 1 (read_committed) up to
+        the last stable offset with the aborted transactions of the range read
+        (``FetchIsolation.TXN_COMMITTED``). With ``last_fetched_epoch`` (Fetch v12+) a
         divergence from this log returns no records and the ``diverging_epoch`` to truncate to.
 
         Raises:
@@ -385,6 +389,7 @@ class Partition:
         self.check_leader(current_leader_epoch)
         log = self.log
         hw = log.high_watermark
+        lso = log.last_stable_offset
         if last_fetched_epoch >= 0:
             epoch, end_offset = log.leader_epoch_cache.end_offset_for(last_fetched_epoch, log.log_end_offset)
             if epoch == UNDEFINED_EPOCH or end_offset == UNDEFINED_EPOCH_OFFSET:
@@ -399,10 +404,15 @@ class Partition:
                 )
             if epoch < last_fetched_epoch or end_offset < fetch_offset:
                 return LogReadResult(
-                    FetchDataInfo(b""), hw, log.log_start_offset, log.log_end_offset, (epoch, end_offset)
+                    FetchDataInfo(b""), hw, log.log_start_offset, log.log_end_offset, (epoch, end_offset), lso
                 )
-        info = log.read(fetch_offset, max_bytes, None if is_follower else hw, min_one_message)
-        return LogReadResult(info, hw, log.log_start_offset, log.log_end_offset)
+        if is_follower:
+            info = log.read(fetch_offset, max_bytes, None, min_one_message)
+        elif isolation_level == 1:
+            info = log.read(fetch_offset, max_bytes, lso, min_one_message, include_aborted_txns=True)
+        else:
+            info = log.read(fetch_offset, max_bytes, hw, min_one_message)
+        return LogReadResult(info, hw, log.log_start_offset, log.log_end_offset, None, lso)
 
     def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int) -> tuple[int, int]:
         """(epoch, end offset) for ``leader_epoch`` from the leader epoch cache (Kafka's

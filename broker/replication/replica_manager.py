@@ -368,10 +368,12 @@ class ReplicaManager:
         last_fetched_epoch: int = -1,
         log_start_offset: int = -1,
         min_one_message: bool = True,
+        isolation_level: int = 0,
     ) -> LogReadResult:
         """Read one partition for a Fetch (Kafka's ``readFromLog`` + follower fetch-state
         update). ``replica_id >= 0`` is a follower: reads up to the LEO, records its fetch
         offset (advancing the HW, completing parked produces, maybe expanding the ISR).
+        Consumers read up to the HW, or the LSO with ``isolation_level`` 1 (read_committed).
 
         Raises:
             KafkaError subclasses (mapped to the partition's error code by the caller).
@@ -384,11 +386,13 @@ class ReplicaManager:
             is_follower=is_follower,
             last_fetched_epoch=last_fetched_epoch,
             min_one_message=min_one_message,
+            isolation_level=isolation_level,
         )
         if is_follower and result.diverging_epoch is None:
             if p.update_follower_fetch_state(replica_id, fetch_offset, log_start_offset):
                 self._complete_delayed(p.key)
             result.high_watermark = p.high_watermark
+            result.last_stable_offset = p.log.last_stable_offset
             if p.isr_expansion_candidate(replica_id):
                 self._alter_isr(p, tuple(sorted({*p.isr, replica_id})), "expand")
         return result
