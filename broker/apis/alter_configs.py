@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import config_resource_error
 from broker.apis.context import BrokerContext
 from broker.controller.metadata_image import RESOURCE_TYPE_BROKER, RESOURCE_TYPE_TOPIC
 from broker.errors import error_code_for, error_message_for
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode, InvalidRequestError, KafkaError
@@ -32,9 +34,11 @@ async def alter_resources(
     resources: Sequence[Any],
     alter_topics: Callable[[list[Any]], Awaitable[list[KafkaError | None]]],
     api_name: str,
+    denied: Callable[[Any], KafkaError | None],
 ) -> list[ResourceOutcome]:
-    """Outcome per request resource, in order. TOPIC resources (unique in the request) are
-    passed together to ``alter_topics`` (-> one error or None each); everything else is refused."""
+    """Outcome per request resource, in order. A resource named twice is INVALID_REQUEST, then
+    ``denied(resource)`` (the authorization error, or None); allowed TOPIC resources are passed
+    together to ``alter_topics`` (-> one error or None each); everything else is refused."""
     counts: dict[tuple[int, str], int] = {}
     for r in resources:
         key = (int(r.resource_type), r.resource_name)
@@ -45,6 +49,8 @@ async def alter_resources(
         error: KafkaError | None = None
         if counts[(int(r.resource_type), r.resource_name)] > 1:
             error = InvalidRequestError(f"Error due to duplicate resource {r.resource_name} in {api_name}")
+        elif (refused := denied(r)) is not None:
+            error = refused
         elif r.resource_type == RESOURCE_TYPE_TOPIC:
             topic_indexes.append(i)
             continue
@@ -98,7 +104,14 @@ async def handle_alter_configs(
             bool(request.validate_only),
         )
 
-    outcomes = await alter_resources(request.resources, alter_topics, "AlterConfigs")
+    outcomes = await alter_resources(
+        request.resources,
+        alter_topics,
+        "AlterConfigs",
+        lambda r: config_resource_error(
+            ctx, rctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name
+        ),
+    )
     return build_alter_response(ApiKey.ALTER_CONFIGS, rctx.api_version, request.resources, outcomes)
 
 

@@ -12,8 +12,15 @@ from collections.abc import Iterable
 from broker.apis.context import BrokerContext
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
+from spark_kafkalite.protocol.configs import ConfigResourceType
+from spark_kafkalite.protocol.errors import (
+    ClusterAuthorizationFailedError,
+    GroupAuthorizationFailedError,
+    KafkaError,
+    TopicAuthorizationFailedError,
+)
 
-__all__ = ["authorize", "authorize_cluster", "authorized_names", "authorize_any"]
+__all__ = ["authorize", "authorize_cluster", "authorized_names", "authorize_any", "config_resource_error"]
 
 
 def authorize(
@@ -58,3 +65,29 @@ def authorize_any(
     return authorizer is None or authorizer.authorize_any(
         rctx.principal, rctx.client_host, operation, resource_type
     )
+
+
+def config_resource_error(
+    ctx: BrokerContext, rctx: RequestContext, operation: AclOperation, resource_type: int, name: str
+) -> KafkaError | None:
+    """DescribeConfigs / AlterConfigs / IncrementalAlterConfigs authorization of one config
+    resource (``AuthHelper`` / ``ConfigHelper``): a topic needs ``operation`` on the topic
+    (TOPIC_AUTHORIZATION_FAILED), a broker, broker logger or client-metrics resource on the
+    cluster (CLUSTER_AUTHORIZATION_FAILED), a group on the group (GROUP_AUTHORIZATION_FAILED).
+    None when allowed (or the type is unknown: refused later as unsupported)."""
+    if ctx.authorizer is None:
+        return None
+    kind = int(resource_type)
+    if kind == ConfigResourceType.TOPIC:
+        if not authorize(ctx, rctx, operation, ResourceType.TOPIC, name):
+            return TopicAuthorizationFailedError(f"Not authorized to access the configs of topic {name}")
+    elif kind in (
+        ConfigResourceType.BROKER,
+        ConfigResourceType.BROKER_LOGGER,
+        ConfigResourceType.CLIENT_METRICS,
+    ):
+        if not authorize_cluster(ctx, rctx, operation):
+            return ClusterAuthorizationFailedError("Cluster authorization failed.")
+    elif kind == ConfigResourceType.GROUP and not authorize(ctx, rctx, operation, ResourceType.GROUP, name):
+        return GroupAuthorizationFailedError(f"Not authorized to access the configs of group {name}")
+    return None

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorized_names
 from broker.apis.context import BrokerContext
 from broker.controller.single_node_controller import CreatePartitionsSpec
 from broker.errors import error_code_for, error_message_for
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
-from spark_kafkalite.protocol.errors import ErrorCode
+from spark_kafkalite.protocol.errors import ErrorCode, KafkaError, TopicAuthorizationFailedError
 
 if TYPE_CHECKING:
     from broker.apis.kio_types import CreatePartitionsRequest, CreatePartitionsResponse
@@ -35,12 +37,22 @@ def _spec(topic: Any) -> CreatePartitionsSpec:
 async def handle_create_partitions(
     ctx: BrokerContext, rctx: RequestContext, request: CreatePartitionsRequest
 ) -> CreatePartitionsResponse:
-    """Handle a CreatePartitionsRequest (v0-v3)."""
+    """Handle a CreatePartitionsRequest (v0-v3); each topic needs ALTER (else
+    TOPIC_AUTHORIZATION_FAILED)."""
     cls = response_class(ApiKey.CREATE_PARTITIONS, rctx.api_version)
     result_cls = nested(cls, "CreatePartitionsTopicResult")
-    outcomes = await ctx.controller.create_partitions(
-        [_spec(t) for t in request.topics], bool(request.validate_only)
+    allowed = authorized_names(
+        ctx, rctx, AclOperation.ALTER, ResourceType.TOPIC, [t.name for t in request.topics]
     )
+    grown = iter(
+        await ctx.controller.create_partitions(
+            [_spec(t) for t in request.topics if t.name in allowed], bool(request.validate_only)
+        )
+    )
+    outcomes: list[tuple[str, KafkaError | None]] = [
+        next(grown) if t.name in allowed else (t.name, TopicAuthorizationFailedError("Authorization failed."))
+        for t in request.topics
+    ]
     results = []
     for name, error in outcomes:
         if error is None:

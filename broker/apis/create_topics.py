@@ -5,20 +5,23 @@ explicit assignments are accepted when they name registered brokers. ``validate_
 without creating. v5+ results carry the partition count, replication factor and the topic's
 configs (KIP-525, as DescribeConfigs describes them); v7 the topic id. Per-topic ``configs``
 become the topic's overrides (validated by :mod:`broker.controller.topic_configs`,
-``INVALID_CONFIG`` naming the key) and drive its logs' ``LogConfig``.
+``INVALID_CONFIG`` naming the key) and drive its logs' ``LogConfig``. Authorization: CREATE on
+the cluster, else CREATE on each topic (``TOPIC_AUTHORIZATION_FAILED`` for the others).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorize_cluster, authorized_names
 from broker.apis.config_helper import describe_topic_configs
 from broker.apis.context import BrokerContext
-from broker.controller.single_node_controller import CreatableTopicSpec
+from broker.controller.single_node_controller import CreatableTopicSpec, CreateTopicOutcome
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, has_field, nested
-from spark_kafkalite.protocol.errors import ErrorCode
+from spark_kafkalite.protocol.errors import ErrorCode, TopicAuthorizationFailedError
 
 if TYPE_CHECKING:
     from broker.apis.kio_types import CreateTopicsRequest, CreateTopicsResponse
@@ -43,9 +46,23 @@ async def handle_create_topics(
     cls = response_class(ApiKey.CREATE_TOPICS, rctx.api_version)
     result_cls = nested(cls, "CreatableTopicResult")
     config_cls = nested(cls, "CreatableTopicConfigs") if has_field(result_cls, "configs") else None
-    outcomes = await ctx.controller.create_topics(
-        [_spec(t) for t in request.topics], bool(request.validate_only)
+    names = [t.name for t in request.topics]
+    allowed = (
+        set(names)
+        if authorize_cluster(ctx, rctx, AclOperation.CREATE)
+        else authorized_names(ctx, rctx, AclOperation.CREATE, ResourceType.TOPIC, names)
     )
+    created = iter(
+        await ctx.controller.create_topics(
+            [_spec(t) for t in request.topics if t.name in allowed], bool(request.validate_only)
+        )
+    )
+    outcomes = [
+        next(created)
+        if t.name in allowed
+        else CreateTopicOutcome(t.name, TopicAuthorizationFailedError("Authorization failed."))
+        for t in request.topics
+    ]
     results = []
     for outcome in outcomes:
         if outcome.error is None:

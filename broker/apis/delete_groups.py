@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorized_names
 from broker.apis.context import BrokerContext
 from broker.coordinator.group.api_support import coordinator_of
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
@@ -32,9 +34,11 @@ def _response(version: int, results: list[tuple[str, int]]) -> Any:
 async def handle_delete_groups(
     ctx: BrokerContext, rctx: RequestContext, request: DeleteGroupsRequest
 ) -> DeleteGroupsResponse:
-    """Handle a DeleteGroupsRequest."""
+    """Handle a DeleteGroupsRequest; each group needs DELETE (else GROUP_AUTHORIZATION_FAILED)."""
     names = list(dict.fromkeys(request.groups_names))
-    errors = await coordinator_of(ctx).offsets.handle_delete_groups(names)
+    allowed = authorized_names(ctx, rctx, AclOperation.DELETE, ResourceType.GROUP, names)
+    errors = await coordinator_of(ctx).offsets.handle_delete_groups([g for g in names if g in allowed])
+    errors.update((g, int(ErrorCode.group_authorization_failed)) for g in names if g not in allowed)
     return _response(rctx.api_version, [(g, errors[g]) for g in names])
 
 

@@ -14,12 +14,19 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorized_names
 from broker.apis.context import BrokerContext
 from broker.errors import error_code_for
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
-from spark_kafkalite.protocol.errors import ErrorCode, OffsetOutOfRangeError, PolicyViolationError
+from spark_kafkalite.protocol.errors import (
+    ErrorCode,
+    OffsetOutOfRangeError,
+    PolicyViolationError,
+    TopicAuthorizationFailedError,
+)
 
 if TYPE_CHECKING:
     from broker.apis.kio_types import DeleteRecordsRequest, DeleteRecordsResponse
@@ -50,8 +57,12 @@ def _delete(ctx: BrokerContext, topic: str, partition: int, offset: int) -> int:
 async def handle_delete_records(
     ctx: BrokerContext, rctx: RequestContext, request: DeleteRecordsRequest
 ) -> DeleteRecordsResponse:
-    """Handle a DeleteRecordsRequest (any of v0-v2)."""
+    """Handle a DeleteRecordsRequest (any of v0-v2); each topic needs DELETE (else
+    TOPIC_AUTHORIZATION_FAILED per partition)."""
     version = rctx.api_version
+    allowed = authorized_names(
+        ctx, rctx, AclOperation.DELETE, ResourceType.TOPIC, [t.name for t in request.topics]
+    )
     cls = response_class(ApiKey.DELETE_RECORDS, version)
     topic_cls = nested(cls, "DeleteRecordsTopicResult")
     partition_cls = nested(cls, "DeleteRecordsPartitionResult")
@@ -62,6 +73,8 @@ async def handle_delete_records(
         for p in t.partitions:
             low_watermark = -1
             try:
+                if t.name not in allowed:
+                    raise TopicAuthorizationFailedError(f"Not authorized to delete records of {t.name}")
                 low_watermark = _delete(ctx, t.name, p.partition_index, p.offset)
                 code = ErrorCode.none
                 changed = True

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import config_resource_error
 from broker.apis.config_helper import DescribedConfig, describe_broker_configs, describe_topic_configs
 from broker.apis.context import BrokerContext
 from broker.controller.metadata_image import RESOURCE_TYPE_BROKER, RESOURCE_TYPE_TOPIC
 from broker.errors import error_code_for, error_message_for
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import (
@@ -63,7 +65,8 @@ def describe_resource(
 async def handle_describe_configs(
     ctx: BrokerContext, rctx: RequestContext, request: DescribeConfigsRequest
 ) -> DescribeConfigsResponse:
-    """Handle a DescribeConfigsRequest (v1-v4)."""
+    """Handle a DescribeConfigsRequest (v1-v4); each resource needs DESCRIBE_CONFIGS
+    (:func:`~broker.apis.auth_helper.config_resource_error`)."""
     cls = response_class(ApiKey.DESCRIBE_CONFIGS, rctx.api_version)
     result_cls = nested(cls, "DescribeConfigsResult")
     entry_cls = nested(cls, "DescribeConfigsResourceResult")
@@ -75,6 +78,11 @@ async def handle_describe_configs(
         # null or empty = every config (Kafka's ConfigHelper.describeConfigs)
         keys = tuple(resource.configuration_keys) if resource.configuration_keys else None
         try:
+            refused = config_resource_error(
+                ctx, rctx, AclOperation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name
+            )
+            if refused is not None:
+                raise refused
             described = describe_resource(ctx, resource.resource_type, resource.resource_name, keys)
             code, message = ErrorCode.none, None
         except Exception as exc:  # noqa: BLE001 - one resource's error

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorize
 from broker.apis.context import BrokerContext
 from broker.coordinator.group.api_support import INT32_MIN, coordinator_of
+from broker.coordinator.group.group_offset_manager import GroupSummary
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
@@ -21,18 +24,23 @@ if TYPE_CHECKING:
 
 __all__ = ["handle_describe_groups", "describe_groups_error_response"]
 
+_NOTHING = GroupSummary("", "", "", ())
+
 
 async def handle_describe_groups(
     ctx: BrokerContext, rctx: RequestContext, request: DescribeGroupsRequest
 ) -> DescribeGroupsResponse:
-    """Handle a DescribeGroupsRequest."""
+    """Handle a DescribeGroupsRequest; each group needs DESCRIBE (else GROUP_AUTHORIZATION_FAILED)."""
     cls = response_class(ApiKey.DESCRIBE_GROUPS, rctx.api_version)
     group_cls = nested(cls, "DescribedGroup")
     member_cls = nested(cls, "DescribedGroupMember")
     coordinator = coordinator_of(ctx)
     described = []
     for group_id in request.groups:
-        error, summary = coordinator.offsets.handle_describe_group(group_id)
+        if authorize(ctx, rctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            error, summary = coordinator.offsets.handle_describe_group(group_id)
+        else:
+            error, summary = int(ErrorCode.group_authorization_failed), _NOTHING
         described.append(
             build(
                 group_cls,

@@ -20,10 +20,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorize_cluster
 from broker.apis.context import BrokerContext
 from broker.errors import error_code_for
 from broker.log.unified_log import UnifiedLog
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
@@ -79,7 +81,12 @@ def _describe_dir(
 async def handle_describe_log_dirs(
     ctx: BrokerContext, rctx: RequestContext, request: DescribeLogDirsRequest
 ) -> DescribeLogDirsResponse:
-    """Handle a DescribeLogDirsRequest (v1-v4)."""
+    """Handle a DescribeLogDirsRequest (v1-v4); needs DESCRIBE on the cluster (else no results
+    and CLUSTER_AUTHORIZATION_FAILED)."""
+    if not authorize_cluster(ctx, rctx, AclOperation.DESCRIBE):
+        return describe_log_dirs_error_response(
+            request, rctx.api_version, ErrorCode.cluster_authorization_failed
+        )
     cls = response_class(ApiKey.DESCRIBE_LOG_DIRS, rctx.api_version)
     result_cls = nested(cls, "DescribeLogDirsResult")
     wanted = _requested(request)

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorize_cluster
 from broker.apis.context import BrokerContext
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
@@ -56,7 +58,10 @@ def _response(cls: type[Any], top: ErrorCode, results: dict[tuple[str, int], Err
 async def handle_elect_leaders(
     ctx: BrokerContext, rctx: RequestContext, request: ElectLeadersRequest
 ) -> ElectLeadersResponse:
-    """Handle an ElectLeadersRequest (v0-v2)."""
+    """Handle an ElectLeadersRequest (v0-v2); needs ALTER on the cluster (else
+    CLUSTER_AUTHORIZATION_FAILED everywhere)."""
+    if not authorize_cluster(ctx, rctx, AclOperation.ALTER):
+        return elect_leaders_error_response(request, rctx.api_version, ErrorCode.cluster_authorization_failed)
     cls = response_class(ApiKey.ELECT_LEADERS, rctx.api_version)
     election_type = int(getattr(request, "election_type", 0))
     if election_type not in (0, 1):

@@ -24,13 +24,15 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorize_cluster, authorized_names
 from broker.apis.context import BrokerContext
 from broker.errors import error_code_for
 from broker.network.request_context import RequestContext
 from broker.replication.fetch_session_cache import fetch_session_cache_for
+from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
-from spark_kafkalite.protocol.errors import ErrorCode
+from spark_kafkalite.protocol.errors import ErrorCode, TopicAuthorizationFailedError
 
 if TYPE_CHECKING:
     from broker.apis.kio_types import FetchRequest, FetchResponse
@@ -41,9 +43,10 @@ _EMPTY = b""
 
 
 def _read_all(
-    ctx: BrokerContext, rctx: RequestContext, request: Any, cls: type[Any]
+    ctx: BrokerContext, rctx: RequestContext, request: Any, cls: type[Any], denied: set[str]
 ) -> tuple[list[Any], int, bool]:
-    """One pass over the requested partitions: (topic responses, bytes read, any error)."""
+    """One pass over the requested partitions: (topic responses, bytes read, any error);
+    partitions of ``denied`` topics answer TOPIC_AUTHORIZATION_FAILED without a read."""
     topic_cls = nested(cls, "FetchableTopicResponse")
     partition_cls = nested(cls, "PartitionData")
     aborted_cls = nested(partition_cls, "AbortedTransaction")
@@ -68,6 +71,8 @@ def _read_all(
             diverging = None
             aborted: tuple[Any, ...] | None = () if read_committed else None
             try:
+                if topic in denied:
+                    raise TopicAuthorizationFailedError(f"Not authorized to read topic {topic}")
                 partition_limit = min(max(fp.partition_max_bytes, 0), limit_bytes)
                 # Leader checks, KIP-320 epoch fencing, KIP-595 diverging epoch, follower
                 # fetch state -> HW / ISR (ReplicaManager.readFromLog).
@@ -159,9 +164,10 @@ async def handle_fetch(ctx: BrokerContext, rctx: RequestContext, request: FetchR
     request = session_context.request_view
     max_wait_s = max(0.0, request.max_wait.total_seconds())
     deadline = time.monotonic() + max_wait_s
-    keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+    denied = _denied_topics(ctx, rctx, request)
+    keys = [(t.topic, p.partition) for t in request.topics if t.topic not in denied for p in t.partitions]
     while True:
-        topics_out, total, any_error = _read_all(ctx, rctx, request, cls)
+        topics_out, total, any_error = _read_all(ctx, rctx, request, cls, denied)
         remaining = deadline - time.monotonic()
         if any_error or not keys or total >= request.min_bytes or remaining <= 0:
             break
@@ -174,6 +180,18 @@ async def handle_fetch(ctx: BrokerContext, rctx: RequestContext, request: FetchR
         session_id=response_session_id,
         responses=tuple(topics_out),
     )
+
+
+def _denied_topics(ctx: BrokerContext, rctx: RequestContext, request: Any) -> set[str]:
+    """Topics whose partitions answer TOPIC_AUTHORIZATION_FAILED (``KafkaApis.handleFetchRequest``):
+    a follower (replica_id >= 0) needs CLUSTER_ACTION on the cluster for all of them, a consumer
+    READ on each topic. Unauthorized partitions do not hold the long poll."""
+    if ctx.authorizer is None:
+        return set()
+    names = {t.topic for t in request.topics}
+    if request.replica_id >= 0:
+        return set() if authorize_cluster(ctx, rctx, AclOperation.CLUSTER_ACTION) else names
+    return names - authorized_names(ctx, rctx, AclOperation.READ, ResourceType.TOPIC, names)
 
 
 def fetch_error_response(request: Any, version: int, code: ErrorCode) -> Any:

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorize
 from broker.apis.context import BrokerContext
 from broker.coordinator.group import GROUP_METADATA_TOPIC_NAME
 from broker.coordinator.transaction import TRANSACTION_STATE_TOPIC_NAME
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
@@ -32,8 +34,13 @@ _NO_NODE = (-1, "", -1)
 
 
 async def _find(
-    ctx: BrokerContext, key_type: int, key: str, listener: str
+    ctx: BrokerContext, rctx: RequestContext, key_type: int, key: str, listener: str
 ) -> tuple[int, str | None, tuple[int, str, int]]:
+    # Authorization first (KafkaApis.getCoordinator): DESCRIBE on the group / transactional id.
+    if key_type == 0 and not authorize(ctx, rctx, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return int(ErrorCode.group_authorization_failed), None, _NO_NODE
+    if key_type == 1 and not authorize(ctx, rctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return int(ErrorCode.transactional_id_authorization_failed), None, _NO_NODE
     if key_type == 0:
         service = getattr(ctx, "group_coordinator_service", None)
         if service is None or not service.coordinator.active:
@@ -83,7 +90,7 @@ async def handle_find_coordinator(
         coordinator_cls = nested(cls, "Coordinator")
         entries = []
         for key in request.coordinator_keys:  # type: ignore[union-attr]  # v4+
-            error, message, (node_id, host, port) = await _find(ctx, key_type, key, rctx.listener_name)
+            error, message, (node_id, host, port) = await _find(ctx, rctx, key_type, key, rctx.listener_name)
             entries.append(
                 coordinator_cls(
                     key=key,
@@ -96,7 +103,7 @@ async def handle_find_coordinator(
             )
         return build(cls, throttle_time=ZERO_DURATION, coordinators=tuple(entries))
     key = request.key  # type: ignore[union-attr]  # v0-3
-    error, message, (node_id, host, port) = await _find(ctx, key_type, key, rctx.listener_name)
+    error, message, (node_id, host, port) = await _find(ctx, rctx, key_type, key, rctx.listener_name)
     return build(
         cls,
         throttle_time=ZERO_DURATION,

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorize
 from broker.apis.context import BrokerContext
 from broker.coordinator.group.api_support import coordinator_of
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build
 from spark_kafkalite.protocol.errors import ErrorCode
@@ -22,7 +24,9 @@ __all__ = ["handle_heartbeat", "heartbeat_error_response"]
 async def handle_heartbeat(
     ctx: BrokerContext, rctx: RequestContext, request: HeartbeatRequest
 ) -> HeartbeatResponse:
-    """Handle a HeartbeatRequest."""
+    """Handle a HeartbeatRequest; needs READ on the group (else GROUP_AUTHORIZATION_FAILED)."""
+    if not authorize(ctx, rctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return heartbeat_error_response(request, rctx.api_version, ErrorCode.group_authorization_failed)
     error = coordinator_of(ctx).handle_heartbeat(
         request.group_id,
         request.member_id,

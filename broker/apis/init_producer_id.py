@@ -24,10 +24,12 @@ import logging
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorize, authorize_any, authorize_cluster
 from broker.apis.context import BrokerContext
 from broker.coordinator.producer_id_manager import ProducerIdManager
 from broker.errors import error_code_for
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build
 from spark_kafkalite.protocol.errors import ErrorCode
@@ -78,6 +80,18 @@ async def handle_init_producer_id(
     """Handle an InitProducerIdRequest (v0-v5); see the module docstring."""
     version = rctx.api_version
     transactional_id = request.transactional_id
+    # Authorization (KafkaApis.handleInitProducerIdRequest): WRITE on the transactional id; an
+    # idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
+    if transactional_id is not None and not authorize(
+        ctx, rctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+    ):
+        return _response(version, ErrorCode.transactional_id_authorization_failed)
+    if (
+        transactional_id is None
+        and not authorize_cluster(ctx, rctx, AclOperation.IDEMPOTENT_WRITE)
+        and not authorize_any(ctx, rctx, AclOperation.WRITE, ResourceType.TOPIC)
+    ):
+        return _response(version, ErrorCode.cluster_authorization_failed)
     if transactional_id is not None:
         if transactional_id == "":
             return _response(version, ErrorCode.invalid_request)

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorize
 from broker.apis.context import BrokerContext
 from broker.coordinator.group.api_support import await_callback, coordinator_of, to_ms
 from broker.coordinator.group.classic_group import JoinResult
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
@@ -51,7 +53,9 @@ def _response(version: int, result: JoinResult) -> Any:
 async def handle_join_group(
     ctx: BrokerContext, rctx: RequestContext, request: JoinGroupRequest
 ) -> JoinGroupResponse:
-    """Handle a JoinGroupRequest."""
+    """Handle a JoinGroupRequest; needs READ on the group (else GROUP_AUTHORIZATION_FAILED)."""
+    if not authorize(ctx, rctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return join_group_error_response(request, rctx.api_version, ErrorCode.group_authorization_failed)
     version = rctx.api_version
     coordinator = coordinator_of(ctx)
     session_ms = to_ms(request.session_timeout)

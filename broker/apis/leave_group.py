@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorize
 from broker.apis.context import BrokerContext
 from broker.coordinator.group.api_support import coordinator_of
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
@@ -25,7 +27,9 @@ __all__ = ["handle_leave_group", "leave_group_error_response"]
 async def handle_leave_group(
     ctx: BrokerContext, rctx: RequestContext, request: LeaveGroupRequest
 ) -> LeaveGroupResponse:
-    """Handle a LeaveGroupRequest."""
+    """Handle a LeaveGroupRequest; needs READ on the group (else GROUP_AUTHORIZATION_FAILED)."""
+    if not authorize(ctx, rctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return leave_group_error_response(request, rctx.api_version, ErrorCode.group_authorization_failed)
     version = rctx.api_version
     cls = response_class(ApiKey.LEAVE_GROUP, version)
     if version >= 3:

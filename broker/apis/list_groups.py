@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorize_cluster, authorized_names
 from broker.apis.context import BrokerContext
 from broker.coordinator.group.api_support import coordinator_of
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
@@ -22,7 +24,8 @@ __all__ = ["handle_list_groups", "list_groups_error_response"]
 async def handle_list_groups(
     ctx: BrokerContext, rctx: RequestContext, request: ListGroupsRequest
 ) -> ListGroupsResponse:
-    """Handle a ListGroupsRequest."""
+    """Handle a ListGroupsRequest: DESCRIBE on the cluster lists every group, else only the
+    groups the principal may DESCRIBE (never an authorization error)."""
     cls = response_class(ApiKey.LIST_GROUPS, rctx.api_version)
     listed_cls = nested(cls, "ListedGroup")
     states = set(getattr(request, "states_filter", ()) or ()) or None
@@ -30,6 +33,11 @@ async def handle_list_groups(
     error, groups = coordinator_of(ctx).offsets.handle_list_groups(states)
     if types and "classic" not in types:
         groups = []
+    if not authorize_cluster(ctx, rctx, AclOperation.DESCRIBE):
+        visible = authorized_names(
+            ctx, rctx, AclOperation.DESCRIBE, ResourceType.GROUP, [g for g, _, _ in groups]
+        )
+        groups = [entry for entry in groups if entry[0] in visible]
     return build(
         cls,
         throttle_time=ZERO_DURATION,

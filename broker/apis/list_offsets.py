@@ -16,9 +16,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorized_names
 from broker.apis.context import BrokerContext
 from broker.errors import error_code_for
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode, OffsetNotAvailableError
@@ -82,8 +84,11 @@ def _lookup(ctx: BrokerContext, request: Any, topic: str, p: Any, version: int) 
 async def handle_list_offsets(
     ctx: BrokerContext, rctx: RequestContext, request: ListOffsetsRequest
 ) -> ListOffsetsResponse:
-    """Handle a ListOffsetsRequest; returns a v1+-shaped response entity (v0 is re-encoded)."""
+    """Handle a ListOffsetsRequest; returns a v1+-shaped response entity (v0 is re-encoded).
+    Each topic needs DESCRIBE (else TOPIC_AUTHORIZATION_FAILED per partition)."""
     version = rctx.api_version
+    names = [t.name for t in request.topics]
+    allowed = authorized_names(ctx, rctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     cls = _response_class(version)
     topic_cls = nested(cls, "ListOffsetsTopicResponse")
     partition_cls = nested(cls, "ListOffsetsPartitionResponse")
@@ -94,7 +99,9 @@ async def handle_list_offsets(
         for p in t.partitions:
             offset = timestamp = epoch = -1
             key = (t.name, p.partition_index)
-            if key in seen:
+            if t.name not in allowed:
+                code = ErrorCode.topic_authorization_failed
+            elif key in seen:
                 code = ErrorCode.invalid_request  # Kafka rejects duplicate partitions
             else:
                 seen.add(key)

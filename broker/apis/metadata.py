@@ -10,6 +10,10 @@
   on; cluster id (v2+); controller id (v1+: the active controller); topic ids (v10+); leader
   epochs (v7+); offline replicas (v5+: replicas on fenced or unregistered brokers). A partition
   without a leader has leader -1 and ``LEADER_NOT_AVAILABLE``.
+* Authorization: each topic needs DESCRIBE. All-topics requests leave the others out; named
+  topics answer ``TOPIC_AUTHORIZATION_FAILED`` with the zero topic id whether they exist or not
+  (by id: with the id). Auto-creation also needs CREATE on the cluster or on the topic, else
+  ``TOPIC_AUTHORIZATION_FAILED``.
 """
 
 from __future__ import annotations
@@ -18,10 +22,12 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorize, authorize_cluster, authorized_names
 from broker.apis.context import BrokerContext
 from broker.controller.metadata_image import MetadataImage, TopicImage
 from broker.controller.single_node_controller import CreatableTopicSpec, validate_topic_name
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
@@ -122,16 +128,24 @@ async def handle_metadata(
     topics_out: list[Any] = []
     if requested is None:
         image = ctx.image
-        topics_out = [_topic_response(cls, image.topics[name], image) for name in sorted(image.topics)]
+        visible = authorized_names(ctx, rctx, AclOperation.DESCRIBE, ResourceType.TOPIC, image.topics)
+        topics_out = [
+            _topic_response(cls, image.topics[name], image)
+            for name in sorted(image.topics)
+            if name in visible
+        ]
     else:
         to_create: list[str] = []
         seen: set[str] = set()
+        may_create_any = ctx.authorizer is None or authorize_cluster(ctx, rctx, AclOperation.CREATE)
         for name, topic_id in requested:
             if name is None:
                 topic = ctx.image.topic_by_id(topic_id) if topic_id is not None else None
                 if topic is None:
                     code = ErrorCode.unknown_topic_id if topic_id is not None else ErrorCode.invalid_request
                     topics_out.append(_error_topic(cls, None, code, topic_id))
+                elif not authorize(ctx, rctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name):
+                    topics_out.append(_error_topic(cls, None, ErrorCode.topic_authorization_failed, topic_id))
                 else:
                     topics_out.append(_topic_response(cls, topic, ctx.image))
                 continue
@@ -139,10 +153,16 @@ async def handle_metadata(
                 continue
             seen.add(name)
             topic = ctx.image.topic(name)
-            if topic is not None:
+            if not authorize(ctx, rctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                topics_out.append(_error_topic(cls, name, ErrorCode.topic_authorization_failed))
+            elif topic is not None:
                 topics_out.append(_topic_response(cls, topic, ctx.image))
             elif validate_topic_name(name) is not None:
                 topics_out.append(_error_topic(cls, name, ErrorCode.invalid_topic_exception))
+            elif (name == "__consumer_offsets" or allow_auto_create) and not (
+                may_create_any or authorize(ctx, rctx, AclOperation.CREATE, ResourceType.TOPIC, name)
+            ):
+                topics_out.append(_error_topic(cls, name, ErrorCode.topic_authorization_failed))
             elif name == "__consumer_offsets" and ctx.group_coordinator_service is not None:
                 # The internal topic gets its own partitions/RF/compaction (Kafka's AutoTopicCreationManager).
                 await ctx.group_coordinator_service.ensure_offsets_topic()

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorize, authorized_names
 from broker.apis.context import BrokerContext
 from broker.coordinator.group.api_support import coordinator_of, to_ms
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
@@ -54,8 +56,14 @@ def _response(version: int, request: Any, errors: dict[tuple[str, int], int] | N
 async def handle_offset_commit(
     ctx: BrokerContext, rctx: RequestContext, request: OffsetCommitRequest
 ) -> OffsetCommitResponse:
-    """Handle an OffsetCommitRequest."""
+    """Handle an OffsetCommitRequest: READ on the group (else GROUP_AUTHORIZATION_FAILED for
+    every partition), then READ on each topic (else TOPIC_AUTHORIZATION_FAILED, not committed)."""
     version = rctx.api_version
+    if not authorize(ctx, rctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return offset_commit_error_response(request, version, ErrorCode.group_authorization_failed)
+    readable = authorized_names(
+        ctx, rctx, AclOperation.READ, ResourceType.TOPIC, [t.name for t in request.topics]
+    )
     coordinator = coordinator_of(ctx)
     now_ms = coordinator.scheduler.now_ms()
     expire_ms = -1
@@ -75,9 +83,11 @@ async def handle_offset_commit(
                 expire_timestamp_ms=expire_ms,
             )
     # Kafka's KafkaApis: partitions unknown to this broker's metadata are not committed
-    unknown = {tp for tp in offsets if ctx.image.partition(tp[0], tp[1]) is None}
+    denied = {tp for tp in offsets if tp[0] not in readable}
+    unknown = {tp for tp in offsets if tp not in denied and ctx.image.partition(tp[0], tp[1]) is None}
     errors = {tp: int(ErrorCode.unknown_topic_or_partition) for tp in unknown}
-    known = {tp: value for tp, value in offsets.items() if tp not in unknown}
+    errors.update((tp, int(ErrorCode.topic_authorization_failed)) for tp in denied)
+    known = {tp: value for tp, value in offsets.items() if tp not in unknown and tp not in denied}
     if known or not offsets:
         errors.update(
             await coordinator.offsets.handle_commit_offsets(

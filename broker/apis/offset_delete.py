@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorize, authorized_names
 from broker.apis.context import BrokerContext
 from broker.coordinator.group.api_support import coordinator_of
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
@@ -44,9 +46,23 @@ def _response(version: int, request: Any, error: int, errors: dict[tuple[str, in
 async def handle_offset_delete(
     ctx: BrokerContext, rctx: RequestContext, request: OffsetDeleteRequest
 ) -> OffsetDeleteResponse:
-    """Handle an OffsetDeleteRequest."""
-    partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    """Handle an OffsetDeleteRequest: DELETE on the group (else GROUP_AUTHORIZATION_FAILED), then
+    READ on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions, not deleted)."""
+    if not authorize(ctx, rctx, AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+        return offset_delete_error_response(request, rctx.api_version, ErrorCode.group_authorization_failed)
+    readable = authorized_names(
+        ctx, rctx, AclOperation.READ, ResourceType.TOPIC, [t.name for t in request.topics]
+    )
+    partitions = [
+        (t.name, p.partition_index) for t in request.topics for p in t.partitions if t.name in readable
+    ]
     error, errors = await coordinator_of(ctx).offsets.handle_delete_offsets(request.group_id, partitions)
+    errors.update(
+        ((t.name, p.partition_index), int(ErrorCode.topic_authorization_failed))
+        for t in request.topics
+        if t.name not in readable
+        for p in t.partitions
+    )
     return _response(rctx.api_version, request, error, errors)
 
 

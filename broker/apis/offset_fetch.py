@@ -4,15 +4,20 @@ Partitions without a commit answer offset -1, metadata "" and no error. v2+: ``t
 every committed partition, and a top-level error; v5+ the committed leader epoch; v7
 ``require_stable`` is accepted and ignored (no transactions, so nothing is ever pending);
 v8+ batches groups (KIP-709). v1 reports a group error in every partition.
+Authorization: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), then DESCRIBE on each
+topic: requested partitions of other topics answer TOPIC_AUTHORIZATION_FAILED; an all-partitions
+fetch leaves those topics out.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorize, authorized_names
 from broker.apis.context import BrokerContext
 from broker.coordinator.group.api_support import coordinator_of
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
@@ -24,11 +29,21 @@ __all__ = ["handle_offset_fetch", "offset_fetch_error_response"]
 
 
 def _group_entry(
-    coordinator: Any, version: int, group_id: str, topics: Any, topic_cls: type[Any], partition_cls: type[Any]
+    ctx: BrokerContext,
+    rctx: RequestContext,
+    coordinator: Any,
+    version: int,
+    group_id: str,
+    topics: Any,
+    topic_cls: type[Any],
+    partition_cls: type[Any],
 ) -> tuple[int, tuple[Any, ...]]:
     """(group error, response topics) for one group."""
     requested = None if topics is None else [(t.name, int(p)) for t in topics for p in t.partition_indexes]
-    if coordinator is None:
+    offsets: dict[tuple[str, int], Any]
+    if not authorize(ctx, rctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        error, offsets = int(ErrorCode.group_authorization_failed), {}
+    elif coordinator is None:
         error, offsets = int(ErrorCode.coordinator_not_available), {}
     else:
         error, offsets = coordinator.offsets.handle_fetch_offsets(group_id, requested)
@@ -36,10 +51,25 @@ def _group_entry(
         if version >= 2 or requested is None:
             return error, ()
         offsets = {tp: None for tp in requested}  # v1: the error goes into every partition
+    entries = list(offsets.items() if requested is None else ((tp, offsets.get(tp)) for tp in requested))
+    visible = authorized_names(
+        ctx, rctx, AclOperation.DESCRIBE, ResourceType.TOPIC, {t for (t, _), _ in entries}
+    )
     by_topic: dict[str, list[Any]] = {}
-    for (topic, partition), value in (
-        offsets.items() if requested is None else ((tp, offsets.get(tp)) for tp in requested)
-    ):
+    for (topic, partition), value in entries:
+        if topic not in visible:
+            if requested is not None:
+                by_topic.setdefault(topic, []).append(
+                    build(
+                        partition_cls,
+                        partition_index=partition,
+                        committed_offset=-1,
+                        committed_leader_epoch=-1,
+                        metadata="",
+                        error_code=ErrorCode.topic_authorization_failed,
+                    )
+                )
+            continue
         by_topic.setdefault(topic, []).append(
             build(
                 partition_cls,
@@ -68,12 +98,16 @@ async def handle_offset_fetch(
         partition_cls = nested(cls, "OffsetFetchResponsePartitions")
         groups = []
         for g in request.groups:  # type: ignore[union-attr]  # v8+ (checked above)
-            error, topics = _group_entry(coordinator, version, g.group_id, g.topics, topic_cls, partition_cls)
+            error, topics = _group_entry(
+                ctx, rctx, coordinator, version, g.group_id, g.topics, topic_cls, partition_cls
+            )
             groups.append(group_cls(group_id=g.group_id, topics=topics, error_code=ErrorCode(error)))
         return build(cls, throttle_time=ZERO_DURATION, groups=tuple(groups))
     topic_cls = nested(cls, "OffsetFetchResponseTopic")
     partition_cls = nested(cls, "OffsetFetchResponsePartition")
     error, topics = _group_entry(
+        ctx,
+        rctx,
         coordinator,
         version,
         request.group_id,  # type: ignore[union-attr]  # v1-7

@@ -28,10 +28,12 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorize, authorized_names
 from broker.apis.context import BrokerContext
 from broker.config import LONG_MAX
 from broker.errors import error_code_for, error_message_for
 from broker.network.request_context import CloseConnection, RequestContext
+from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import (
@@ -143,9 +145,25 @@ async def handle_produce(
 
     Each partition's batch is validated here (leadership, then ``validate_produce_batch`` with
     the topic's limits); the valid ones go to ``ReplicaManager.append_records``, which appends
-    as leader and, for acks=-1, waits up to the request timeout for the ISR (DelayedProduce)."""
+    as leader and, for acks=-1, waits up to the request timeout for the ISR (DelayedProduce).
+
+    Authorization (``KafkaApis.handleProduceRequest``): a transactional request needs WRITE on
+    its transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition); each
+    topic needs WRITE (else TOPIC_AUTHORIZATION_FAILED for its partitions, before any
+    existence check)."""
     version = rctx.api_version
     acks = request.acks
+    denied: set[str] = set()
+    if ctx.authorizer is not None:
+        txn_id = request.transactional_id
+        if txn_id is not None and not authorize(
+            ctx, rctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id
+        ):
+            if acks == 0:
+                raise CloseConnection("acks=0 produce request failed")
+            return produce_error_response(request, version, ErrorCode.transactional_id_authorization_failed)
+        names: list[str] = [t.name for t in request.topic_data]
+        denied = set(names) - authorized_names(ctx, rctx, AclOperation.WRITE, ResourceType.TOPIC, names)
     max_uncompressed_bytes = ctx.config["kafkalite.message.max.uncompressed.bytes"]
     # (topic, index) -> (error code, base offset, log start offset, message, log append time ms)
     outcomes: dict[tuple[str, int], tuple[ErrorCode, int, int, str | None, int]] = {}
@@ -161,6 +179,9 @@ async def handle_produce(
             key = (topic, index)
             if acks not in (0, 1, -1):
                 outcomes[key] = (ErrorCode.invalid_required_acks, -1, -1, None, -1)
+                continue
+            if topic in denied:
+                outcomes[key] = (ErrorCode.topic_authorization_failed, -1, -1, None, -1)
                 continue
             try:
                 _registration, log = ctx.leader_log(topic, index)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorize
 from broker.apis.context import BrokerContext
 from broker.coordinator.group.api_support import await_callback, coordinator_of
 from broker.coordinator.group.classic_group import SyncResult
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build
 from spark_kafkalite.protocol.errors import ErrorCode
@@ -37,7 +39,9 @@ def _response(version: int, result: SyncResult) -> Any:
 async def handle_sync_group(
     ctx: BrokerContext, rctx: RequestContext, request: SyncGroupRequest
 ) -> SyncGroupResponse:
-    """Handle a SyncGroupRequest."""
+    """Handle a SyncGroupRequest; needs READ on the group (else GROUP_AUTHORIZATION_FAILED)."""
+    if not authorize(ctx, rctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return sync_group_error_response(request, rctx.api_version, ErrorCode.group_authorization_failed)
     coordinator = coordinator_of(ctx)
     assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
     result: SyncResult = await await_callback(
