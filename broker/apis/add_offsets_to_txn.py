@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorize
 from broker.apis.context import BrokerContext
 from broker.apis.txn_support import fenced_error_for_version, transaction_coordinator_of
 from broker.coordinator.group import GROUP_METADATA_TOPIC_NAME
 from broker.coordinator.group.api_support import coordinator_of
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build
 from spark_kafkalite.protocol.errors import ErrorCode
@@ -35,8 +37,13 @@ def _response(version: int, code: ErrorCode) -> Any:
 async def handle_add_offsets_to_txn(
     ctx: BrokerContext, rctx: RequestContext, request: AddOffsetsToTxnRequest
 ) -> AddOffsetsToTxnResponse:
-    """Handle an AddOffsetsToTxnRequest."""
+    """Handle an AddOffsetsToTxnRequest: WRITE on the transactional id (else
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then READ on the group (else GROUP_AUTHORIZATION_FAILED)."""
     version = rctx.api_version
+    if not authorize(ctx, rctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return _response(version, ErrorCode.transactional_id_authorization_failed)
+    if not authorize(ctx, rctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return _response(version, ErrorCode.group_authorization_failed)
     coordinator = transaction_coordinator_of(ctx)
     offsets_partition = coordinator_of(ctx).manager.partition_for(request.group_id)
     code = await coordinator.handle_add_partitions_to_transaction(

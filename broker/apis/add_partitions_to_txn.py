@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorize, authorized_names
 from broker.apis.context import BrokerContext
 from broker.apis.txn_support import fenced_error_for_version, transaction_coordinator_of
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
@@ -52,15 +54,29 @@ def _response(version: int, request: Any, errors: dict[tuple[str, int], ErrorCod
 async def handle_add_partitions_to_txn(
     ctx: BrokerContext, rctx: RequestContext, request: AddPartitionsToTxnRequest
 ) -> AddPartitionsToTxnResponse:
-    """Handle an AddPartitionsToTxnRequest (v0-3)."""
+    """Handle an AddPartitionsToTxnRequest (v0-3). Authorization: WRITE on the transactional
+    id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED everywhere), then WRITE on each topic (else
+    TOPIC_AUTHORIZATION_FAILED for its partitions and OPERATION_NOT_ATTEMPTED for the others)."""
     version = rctx.api_version
+    if not authorize(
+        ctx, rctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.v3_and_below_transactional_id
+    ):
+        return add_partitions_to_txn_error_response(
+            request, version, ErrorCode.transactional_id_authorization_failed
+        )
     partitions: set[tuple[str, int]] = {
         (str(t.name), int(p)) for t in request.v3_and_below_topics for p in t.partitions
     }
-    unknown = {tp for tp in partitions if ctx.image.partition(*tp) is None}
-    if unknown:
+    writable = authorized_names(ctx, rctx, AclOperation.WRITE, ResourceType.TOPIC, {t for t, _ in partitions})
+    denied = {tp for tp in partitions if tp[0] not in writable}
+    unknown = {tp for tp in partitions if tp not in denied and ctx.image.partition(*tp) is None}
+    if unknown or denied:
         errors = {
-            tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
+            tp: ErrorCode.topic_authorization_failed
+            if tp in denied
+            else ErrorCode.unknown_topic_or_partition
+            if tp in unknown
+            else ErrorCode.operation_not_attempted
             for tp in partitions
         }
         return _response(version, request, errors)

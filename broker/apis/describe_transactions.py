@@ -11,8 +11,10 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorize
 from broker.apis.context import BrokerContext
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, ms_duration, nested
 from spark_kafkalite.protocol.errors import ErrorCode
@@ -46,12 +48,20 @@ def _state(cls: type[Any], topic_cls: type[Any], transactional_id: str, code: in
 async def handle_describe_transactions(
     ctx: BrokerContext, rctx: RequestContext, request: DescribeTransactionsRequest
 ) -> DescribeTransactionsResponse:
-    """Handle a DescribeTransactionsRequest."""
+    """Handle a DescribeTransactionsRequest; each id needs DESCRIBE (else
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
     cls = response_class(ApiKey.DESCRIBE_TRANSACTIONS, rctx.api_version)
     state_cls, topic_cls = nested(cls, "TransactionState"), nested(cls, "TopicData")
     coordinator = getattr(ctx, "transaction_coordinator", None)
     states = []
     for transactional_id in request.transactional_ids:
+        if not authorize(ctx, rctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            states.append(
+                _state(
+                    state_cls, topic_cls, transactional_id, ErrorCode.transactional_id_authorization_failed
+                )
+            )
+            continue
         if coordinator is None:
             states.append(_state(state_cls, topic_cls, transactional_id, ErrorCode.coordinator_not_available))
             continue

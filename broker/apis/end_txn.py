@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorize
 from broker.apis.context import BrokerContext
 from broker.apis.txn_support import fenced_error_for_version, transaction_coordinator_of
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build
 from spark_kafkalite.protocol.errors import ErrorCode
@@ -32,8 +34,11 @@ def _response(version: int, code: ErrorCode) -> Any:
 
 
 async def handle_end_txn(ctx: BrokerContext, rctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
-    """Handle an EndTxnRequest."""
+    """Handle an EndTxnRequest; needs WRITE on the transactional id (else
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
     version = rctx.api_version
+    if not authorize(ctx, rctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return _response(version, ErrorCode.transactional_id_authorization_failed)
     code = await transaction_coordinator_of(ctx).handle_end_transaction(
         request.transactional_id,
         int(request.producer_id),

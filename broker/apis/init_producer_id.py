@@ -92,9 +92,8 @@ async def handle_init_producer_id(
         and not authorize_any(ctx, rctx, AclOperation.WRITE, ResourceType.TOPIC)
     ):
         return _response(version, ErrorCode.cluster_authorization_failed)
-    if transactional_id is not None:
-        if transactional_id == "":
-            return _response(version, ErrorCode.invalid_request)
+    if transactional_id == "":
+        return _response(version, ErrorCode.invalid_request)
     producer_id = int(getattr(request, "producer_id", -1))
     producer_epoch = int(getattr(request, "producer_epoch", -1))
     if (producer_id == -1) != (producer_epoch == -1):

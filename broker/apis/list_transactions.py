@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import authorized_names
 from broker.apis.context import BrokerContext
 from broker.network.request_context import RequestContext
+from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
@@ -25,7 +27,7 @@ __all__ = ["handle_list_transactions", "list_transactions_error_response"]
 async def handle_list_transactions(
     ctx: BrokerContext, rctx: RequestContext, request: ListTransactionsRequest
 ) -> ListTransactionsResponse:
-    """Handle a ListTransactionsRequest."""
+    """Handle a ListTransactionsRequest; only the ids the principal may DESCRIBE are listed."""
     cls = response_class(ApiKey.LIST_TRANSACTIONS, rctx.api_version)
     coordinator = getattr(ctx, "transaction_coordinator", None)
     if coordinator is None:
@@ -37,6 +39,10 @@ async def handle_list_transactions(
         {int(p) for p in request.producer_id_filters},
         int(getattr(request, "duration_filter", -1)),
     )
+    visible = authorized_names(
+        ctx, rctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, [t for t, _, _ in states]
+    )
+    states = [entry for entry in states if entry[0] in visible]
     state_cls = nested(cls, "TransactionState")
     return build(
         cls,
