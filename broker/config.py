@@ -18,7 +18,9 @@ from typing import Any
 from broker.config_def import CONFIG_DEF, INT_MAX, LONG_MAX, ConfigError, ConfigKey, _parse_list
 from broker.network.channel_builders import (
     LISTENER_PREFIX,
+    InterBrokerSecurity,
     ListenerSecurity,
+    inter_broker_security,
     is_secret_key,
     listener_security,
     parse_listener_overrides,
@@ -253,8 +255,9 @@ class KafkaConfig:
     def _validate_security(self, v: dict[str, Any]) -> None:
         """Each broker listener's TLS/SASL settings (:mod:`broker.network.channel_builders`);
         the controller listener is the Raft port, protected by ``controller.quorum.password``
-        rather than TLS, so it must map to PLAINTEXT; the inter-broker listener must be PLAINTEXT
-        while the broker's outbound connections (replica fetchers) speak only PLAINTEXT."""
+        rather than TLS, so it must map to PLAINTEXT. The broker's own connections to the other
+        brokers (replica fetchers, transaction markers) use the inter-broker listener's protocol
+        (``inter_broker_security``, multi-node clusters only)."""
         names = {e.listener_name for e in self.listeners}
         for listener in self.listener_overrides:
             if listener not in names:
@@ -278,12 +281,13 @@ class KafkaConfig:
             )
             for e in self.broker_listeners
         }
-        inter = self.protocol_map[self.inter_broker_listener_name]
-        if inter != "PLAINTEXT" and len(self.quorum_voters) > 1:
-            raise ConfigError(
-                "inter.broker.listener.name",
-                f"{self.inter_broker_listener_name} is {inter}; inter-broker connections support only PLAINTEXT listeners",
-            )
+        inter = self.inter_broker_listener_name
+        # A single node never dials another broker: its inter-broker client side is not needed.
+        self.inter_broker_security: InterBrokerSecurity | None = (
+            inter_broker_security(inter, self.protocol_map[inter], v, self.listener_overrides.get(inter))
+            if len(self.quorum_voters) > 1
+            else None
+        )
 
     def _validate_connection_limits(self, v: dict[str, Any]) -> None:
         """``max.connections.per.ip.overrides`` parses (hosts resolved once, as Kafka does), and

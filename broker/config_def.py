@@ -752,6 +752,22 @@ _define(
     one_of("TLSv1.2", "TLSv1.3"),
 )
 _define(
+    "ssl.endpoint.identification.algorithm",
+    "string",
+    "https",
+    "Host name check of the other broker's certificate on inter-broker TLS connections: https (the "
+    "certificate must name the advertised host) or empty (no check).",
+    one_of("https", ""),
+)
+_define(
+    "sasl.mechanism.inter.broker.protocol",
+    "string",
+    "GSSAPI",
+    "SASL mechanism of inter-broker connections (replica fetchers, transaction markers) when the "
+    "inter-broker listener uses SASL; its credentials are the username/password options of "
+    "listener.name.<inter-broker listener>.<mechanism>.sasl.jaas.config.",
+)
+_define(
     "sasl.enabled.mechanisms",
     "list",
     ["GSSAPI"],

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.config_def import CONFIG_DEF, ConfigError
-from broker.network.ssl_factory import create_server_ssl_context
+from broker.network.ssl_factory import create_client_ssl_context, create_server_ssl_context
 from spark_kafkalite.protocol.jaas import (
     PLAIN_LOGIN_MODULE,
     SCRAM_LOGIN_MODULE,
@@ -33,6 +33,8 @@ __all__ = [
     "LISTENER_PREFIX",
     "SUPPORTED_SASL_MECHANISMS",
     "ListenerSecurity",
+    "InterBrokerSecurity",
+    "inter_broker_security",
     "is_secret_key",
     "listener_security",
     "parse_listener_overrides",
@@ -190,4 +192,64 @@ def listener_security(
         plain_users=plain_users,
         sasl_max_receive_size=int(resolved["sasl.server.max.receive.size"]),
         failed_authentication_delay_ms=int(resolved["connection.failed.authentication.delay.ms"]),
+    )
+
+
+@dataclass(frozen=True)
+class InterBrokerSecurity:
+    """How this broker connects to the other brokers' inter-broker listener.
+
+    Attributes:
+        security_protocol: the inter-broker listener's protocol (not PLAINTEXT).
+        ssl_context: client TLS context (SSL, SASL_SSL), else None.
+        sasl_mechanism: ``sasl.mechanism.inter.broker.protocol`` (SASL protocols), else None.
+        username / password: from that mechanism's JAAS entry on the listener.
+    """
+
+    security_protocol: str
+    ssl_context: ssl.SSLContext | None = None
+    sasl_mechanism: str | None = None
+    username: str = field(default="", repr=False)
+    password: str = field(default="", repr=False)
+
+
+def inter_broker_security(
+    listener_name: str, security_protocol: str, values: Mapping[str, Any], overrides: ListenerOverrides | None
+) -> InterBrokerSecurity | None:
+    """The client side of the inter-broker listener (None for PLAINTEXT), from the same
+    per-listener keys as its server side (Kafka's ``ChannelBuilders.clientChannelBuilder`` with
+    the listener prefix).
+
+    Raises:
+        ConfigError: no trust store for TLS; a SASL mechanism not enabled on the listener or
+            without a JAAS entry holding ``username`` and ``password``.
+    """
+    if security_protocol == "PLAINTEXT":
+        return None
+    overrides = overrides or ListenerOverrides()
+    resolved = {**values, **overrides.values}
+
+    def key_of(key: str) -> str:
+        return overrides.raw_keys.get(key, key)
+
+    context = None
+    if security_protocol in ("SSL", "SASL_SSL"):
+        context = create_client_ssl_context(resolved, key_of)
+    if security_protocol == "SSL":
+        return InterBrokerSecurity(security_protocol, context)
+    mechanism = str(resolved["sasl.mechanism.inter.broker.protocol"])
+    enabled = [m for m in resolved["sasl.enabled.mechanisms"] if m]
+    if mechanism not in enabled:
+        raise ConfigError(
+            "sasl.mechanism.inter.broker.protocol",
+            f"{mechanism} is not enabled on the inter-broker listener {listener_name} ({', '.join(enabled)})",
+        )
+    jaas_key = f"{LISTENER_PREFIX}{listener_name.lower()}.{mechanism.lower()}.{JAAS_KEY}"
+    jaas = overrides.jaas.get(mechanism)
+    if jaas is None or not jaas.options.get("username") or not jaas.options.get("password"):
+        raise ConfigError(
+            jaas_key, "inter-broker SASL needs username and password options in this JAAS entry"
+        )
+    return InterBrokerSecurity(
+        security_protocol, context, mechanism, jaas.options["username"], jaas.options["password"]
     )

@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives import serialization
 
 from broker.config_def import ConfigError
 
-__all__ = ["create_server_ssl_context", "KeyNamer"]
+__all__ = ["create_server_ssl_context", "create_client_ssl_context", "KeyNamer"]
 
 KeyNamer = Callable[[str], str]
 """``key_of(base_key)`` -> the key as the user set it (with its listener prefix, if any)."""
@@ -190,4 +190,30 @@ def create_server_ssl_context(values: Mapping[str, Any], key_of: KeyNamer) -> ss
             )
         context.load_verify_locations(cadata=trusted)
     context.verify_mode = _CLIENT_AUTH[client_auth]
+    return context
+
+
+def create_client_ssl_context(values: Mapping[str, Any], key_of: KeyNamer) -> ssl.SSLContext:
+    """A client-side context for this broker's own connections to another broker's TLS
+    listener (replica fetchers, transaction markers): trusts the trust store, presents the key
+    store (for ``ssl.client.auth``), and checks the host name when
+    ``ssl.endpoint.identification.algorithm`` is ``https`` (Kafka's default).
+
+    Raises:
+        ConfigError: no trust store, or a key store that does not load (as for the server side).
+    """
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    _protocols(context, values, key_of)
+    trusted = _trust_store(values, key_of)
+    if trusted is None:
+        raise ConfigError(
+            key_of("ssl.truststore.location"),
+            "inter-broker TLS needs a trust store to verify the other brokers",
+        )
+    context.load_verify_locations(cadata=trusted)
+    chain, key_pem, source = _key_store(values, key_of)
+    password = values["ssl.key.password"]
+    _check_key(key_pem, password, key_of, source)
+    _load_chain(context, chain, key_pem, password, key_of, source)
+    context.check_hostname = str(values["ssl.endpoint.identification.algorithm"] or "").lower() == "https"
     return context

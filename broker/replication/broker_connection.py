@@ -4,7 +4,8 @@
 
 One request in flight at a time (a fetcher sends one request per round); every request has a
 timeout (``replica.socket.timeout.ms``); any error closes the connection and the next request
-reconnects.
+reconnects. With an :class:`~broker.network.channel_builders.InterBrokerSecurity` the connection
+is TLS (certificate and host name checked) and/or SASL-authenticated before its first request.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import contextlib
 import logging
 from typing import Any
 
+from broker.network.channel_builders import InterBrokerSecurity
+from broker.security.sasl_client import sasl_client_authenticate
 from spark_kafkalite.protocol.framing import SIZE_PREFIX, decode_response, encode_request
 
 __all__ = ["BrokerConnection", "BrokerConnectionError"]
@@ -35,13 +38,22 @@ class BrokerConnection:
         host / port: the remote broker's inter-broker listener.
         client_id: sent in request headers (e.g. ``broker-2-fetcher-0``).
         request_timeout_ms: per request (connect + send + receive).
+        security: TLS/SASL of the inter-broker listener (None = PLAINTEXT).
     """
 
-    def __init__(self, host: str, port: int, client_id: str, request_timeout_ms: int = 30000) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str,
+        request_timeout_ms: int = 30000,
+        security: InterBrokerSecurity | None = None,
+    ) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
+        self.security = security
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation_id = 0
@@ -51,7 +63,15 @@ class BrokerConnection:
         return self._writer is not None and not self._writer.is_closing()
 
     async def _connect(self) -> None:
-        self._reader, self._writer = await asyncio.open_connection(self.host, self.port, limit=1 << 20)
+        security = self.security
+        context = security.ssl_context if security is not None else None
+        self._reader, self._writer = await asyncio.open_connection(
+            self.host, self.port, limit=1 << 20, ssl=context, server_hostname=self.host if context else None
+        )
+        if security is not None and security.sasl_mechanism is not None:
+            await sasl_client_authenticate(
+                self._round_trip, security.sasl_mechanism, security.username, security.password
+            )
 
     async def send(self, request: Any, timeout_ms: int | None = None) -> Any:
         """Send a kio request entity and return the decoded response entity.
@@ -80,6 +100,9 @@ class BrokerConnection:
     async def _exchange(self, request: Any) -> Any:
         if not self.connected:
             await self._connect()
+        return await self._round_trip(request)
+
+    async def _round_trip(self, request: Any) -> Any:
         assert self._reader is not None and self._writer is not None
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         correlation_id = self._correlation_id

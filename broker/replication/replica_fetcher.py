@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from broker.network.channel_builders import InterBrokerSecurity
 from broker.replication.broker_connection import BrokerConnection, BrokerConnectionError
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build, ms_duration, nested
@@ -63,6 +64,8 @@ class FetcherSettings:
     socket_timeout_ms: int = 30000
     #: backoff of a partition after a leadership/epoch error (metadata is about to change).
     epoch_error_backoff_ms: int = 100
+    #: TLS/SASL of the inter-broker listener (None = PLAINTEXT).
+    security: InterBrokerSecurity | None = None
 
 
 @dataclass(slots=True)
@@ -264,6 +267,7 @@ class ReplicaFetcher:
                 port,
                 f"broker-{self.node_id}-fetcher-{self.fetcher_id}",
                 self.settings.socket_timeout_ms,
+                self.settings.security,
             )
         return self._connection
 

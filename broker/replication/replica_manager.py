@@ -115,6 +115,7 @@ class ReplicaManager:
                 response_max_bytes=int(config["replica.fetch.response.max.bytes"]),
                 backoff_ms=int(config["replica.fetch.backoff.ms"]),
                 socket_timeout_ms=int(config["replica.socket.timeout.ms"]),
+                security=config.inter_broker_security,
             ),
             self.broker_endpoint,
             self._partitions.get,

@@ -201,3 +201,49 @@ def test_controller_listener_must_be_plaintext(tls: TlsFiles, tmp_path: Path) ->
         del props[key]
     with pytest.raises(ConfigError, match="controller listener CONTROLLER must be PLAINTEXT"):
         KafkaConfig(props)
+
+
+def test_inter_broker_client_side(tls: TlsFiles, tmp_path: Path) -> None:
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="broker" password="broker-secret" user_broker="broker-secret";'
+    )
+    props = {
+        "node.id": "1",
+        "log.dirs": str(tmp_path),
+        "listeners": "INTERNAL://127.0.0.1:0,CONTROLLER://127.0.0.1:9999",
+        "listener.security.protocol.map": "INTERNAL:SASL_SSL,CONTROLLER:PLAINTEXT",
+        "controller.listener.names": "CONTROLLER",
+        "controller.quorum.voters": "1@127.0.0.1:9999,2@127.0.0.1:9998",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(tls.broker_keystore),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(tls.ca),
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.internal.plain.sasl.jaas.config": jaas,
+    }
+    security = KafkaConfig(props).inter_broker_security
+    assert security is not None and security.ssl_context is not None
+    assert security.ssl_context.check_hostname and security.ssl_context.verify_mode == ssl.CERT_REQUIRED
+    assert (security.sasl_mechanism, security.username, security.password) == (
+        "PLAIN",
+        "broker",
+        "broker-secret",
+    )
+    assert "broker-secret" not in repr(security)
+    assert not KafkaConfig(
+        {**props, "ssl.endpoint.identification.algorithm": ""}
+    ).inter_broker_security.ssl_context.check_hostname  # type: ignore[union-attr]
+    single = {**props, "controller.quorum.voters": "1@127.0.0.1:9999"}
+    assert KafkaConfig(single).inter_broker_security is None  # one node dials no other broker
+    for extra, key in (
+        ({"sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512"}, "sasl.mechanism.inter.broker.protocol"),
+        (
+            {"listener.name.internal.plain.sasl.jaas.config": jaas.replace('username="broker" ', "")},
+            "listener.name.internal.plain.sasl.jaas.config",
+        ),
+    ):
+        with pytest.raises(ConfigError) as info:
+            KafkaConfig({**props, **extra})
+        assert info.value.key == key

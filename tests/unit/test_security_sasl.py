@@ -211,3 +211,34 @@ def test_authenticator_refusals() -> None:
         with pytest.raises(IllegalSaslState):
             for frame in frames:
                 auth.receive(frame)
+
+
+def _exchange_with(auth: SaslServerAuthenticator):  # type: ignore[no-untyped-def]
+    """The inter-broker SASL client's exchange, answered by a server authenticator in memory."""
+
+    async def exchange(request):  # type: ignore[no-untyped-def]
+        frame = encode_request(request, 1, "broker-2")[4:]
+        try:
+            reply = auth.receive(frame)
+            response = reply.response
+        except SaslAuthenticationFailed as exc:
+            response = exc.response
+        return decode_response(request.__api_key__, request.__version__, (response or b"")[4:])[1]
+
+    return exchange
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
+def test_inter_broker_sasl_client(mechanism: str) -> None:
+    import asyncio
+
+    from broker.security.sasl_client import SaslClientError, sasl_client_authenticate
+
+    auth = _authenticator()
+    asyncio.run(sasl_client_authenticate(_exchange_with(auth), mechanism, "alice", "alice-secret"))
+    assert auth.complete and auth.principal == "User:alice"
+    with pytest.raises(SaslClientError, match="alice") as info:
+        asyncio.run(sasl_client_authenticate(_exchange_with(_authenticator()), mechanism, "alice", "nope"))
+    assert "nope" not in str(info.value)
+    with pytest.raises(SaslClientError, match="UNSUPPORTED_SASL_MECHANISM"):
+        asyncio.run(sasl_client_authenticate(_exchange_with(_authenticator()), "SCRAM-SHA-256", "alice", "x"))

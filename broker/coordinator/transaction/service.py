@@ -81,6 +81,7 @@ class TransactionCoordinatorService:
                 ctx.replica_manager.broker_endpoint,
                 f"broker-{ctx.node_id}-txn-marker-sender",
                 config["request.timeout.ms"],
+                config.inter_broker_security,
             ),
         )
         self.coordinator = TransactionCoordinator(self.state_manager, self.markers, generate_producer_id)

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 from broker.coordinator.transaction.transaction_metadata import TransactionMetadata, TxnTransitMetadata
 from broker.coordinator.transaction.transaction_state_manager import TransactionStateManager
+from broker.network.channel_builders import InterBrokerSecurity
 from broker.replication.broker_connection import BrokerConnection, BrokerConnectionError
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import nested
@@ -73,14 +74,20 @@ class BrokerMarkerSender:
         endpoint_of: broker id -> (host, port) of its inter-broker listener, or None.
         client_id: request header client id.
         request_timeout_ms: per request (``request.timeout.ms``).
+        security: TLS/SASL of the inter-broker listener (None = PLAINTEXT).
     """
 
     def __init__(
-        self, endpoint_of: Callable[[int], tuple[str, int] | None], client_id: str, request_timeout_ms: int
+        self,
+        endpoint_of: Callable[[int], tuple[str, int] | None],
+        client_id: str,
+        request_timeout_ms: int,
+        security: InterBrokerSecurity | None = None,
     ) -> None:
         self.endpoint_of = endpoint_of
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
+        self.security = security
         self._connections: dict[int, tuple[BrokerConnection, asyncio.Lock]] = {}
 
     async def write_txn_markers(
@@ -100,7 +107,9 @@ class BrokerMarkerSender:
             if entry is not None:
                 await entry[0].close()
             entry = self._connections[broker_id] = (
-                BrokerConnection(endpoint[0], endpoint[1], self.client_id, self.request_timeout_ms),
+                BrokerConnection(
+                    endpoint[0], endpoint[1], self.client_id, self.request_timeout_ms, self.security
+                ),
                 asyncio.Lock(),
             )
         connection, lock = entry
