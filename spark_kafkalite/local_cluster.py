@@ -29,11 +29,21 @@ back several stopped nodes at once). Cluster state (Metadata requests): :meth:`m
 :meth:`controller_id`, :meth:`partition`, :meth:`wait_for_leader`, :meth:`wait_for_isr`,
 :meth:`wait_until`.
 
+Security (issue #13): ``LocalCluster(security="SASL_SSL")`` (or ``"SSL"``, ``"SASL_PLAINTEXT"``,
+``True`` for SASL_SSL, or a :class:`~spark_kafkalite.local_security.ClusterSecurity`) serves
+clients on a listener of that protocol only, with a throwaway CA under ``<data_dir>/tls/`` and an
+admin user (PLAIN and SCRAM-SHA-256/512); :meth:`LocalCluster.client_config` gives the client
+settings (``kafka.``-prefixed for the Spark format). Multi-node clusters replicate over a
+PLAINTEXT ``REPLICATION`` listener on 127.0.0.1.
+
 Example::
 
     with LocalCluster(brokers=3) as cluster:
         bootstrap = cluster.bootstrap_servers   # "127.0.0.1:54321,127.0.0.1:54322,..."
         cluster.kill(cluster.controller_id())
+
+    with LocalCluster(security="SASL_SSL") as cluster:
+        producer = KafkaProducer(cluster.client_config())
 """
 
 from __future__ import annotations
@@ -56,7 +66,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-__all__ = ["LocalCluster", "free_port", "free_ports"]
+from spark_kafkalite.local_security import REPLICATION_LISTENER, ClusterSecurity
+
+__all__ = ["ClusterSecurity", "LocalCluster", "free_port", "free_ports"]
 
 _ENDPOINTS_FILE = ".broker-endpoints.json"
 _LISTENER = "PLAINTEXT"
@@ -97,6 +109,7 @@ class _Node:
         self.port = 0
         self.host = "127.0.0.1"
         self.controller_port = 0
+        self.replication_port = 0  # multi-node secure clusters: the PLAINTEXT REPLICATION listener
         self.paused = False
 
 
@@ -111,11 +124,14 @@ class LocalCluster:
         startup_timeout_s: how long :meth:`start` / :meth:`restart` wait for readiness.
         exit_with_parent: brokers shut down when this process exits (default); False (with
             :meth:`detach`) leaves them running, as ``kafkalite cluster up`` does.
-        ports: node id -> (PLAINTEXT port, CONTROLLER port) to reuse (0 = pick one).
+        ports: node id -> (client listener port, CONTROLLER port) to reuse (0 = pick one).
+        security: serve clients over ``SSL`` / ``SASL_PLAINTEXT`` / ``SASL_SSL`` (a protocol
+            name, ``True`` for SASL_SSL, or a ``ClusterSecurity``); None: PLAINTEXT.
 
     Attributes:
         bootstrap_servers: ``"127.0.0.1:port[,...]"`` (valid after :meth:`start`).
         data_dir: the data directory.
+        security: the ``ClusterSecurity`` or None.
     """
 
     def __init__(
@@ -126,6 +142,7 @@ class LocalCluster:
         startup_timeout_s: float = 30.0,
         exit_with_parent: bool = True,
         ports: Mapping[int, tuple[int, int]] | None = None,
+        security: ClusterSecurity | str | bool | None = None,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"LocalCluster(brokers={brokers}): at least one broker is needed")
@@ -143,6 +160,8 @@ class LocalCluster:
             node = self._node(node_id)
             node.port = port or node.port
             node.controller_port = controller_port or node.controller_port
+        self.security = ClusterSecurity.of(security) if security not in (None, False) else None
+        self.listener = self.security.listener if self.security is not None else _LISTENER
         self.bootstrap_servers = ""
         # Brokers run in their own session (Ctrl-C of the parent does not reach them), so make
         # sure they do not outlive this interpreter.
@@ -167,7 +186,23 @@ class LocalCluster:
             self._terminate_all(timeout_s=5.0)
             raise
         self._update_bootstrap()
+        if self.security is not None:
+            try:
+                self.security.create_scram_user(self.data_dir, self.bootstrap_servers, self.startup_timeout_s)
+            except BaseException:
+                self._terminate_all(timeout_s=5.0)
+                raise
         return self
+
+    def client_config(self, prefix: str = "") -> dict[str, Any]:
+        """Settings for a client of this cluster: ``bootstrap.servers`` plus, when secured,
+        ``security.protocol``, ``ssl.ca.location``, ``sasl.mechanism``, ``sasl.username`` and
+        ``sasl.password``. ``prefix="kafka."`` gives the ``kafkalite`` Spark format's options."""
+        if self.security is None:
+            config: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}
+        else:
+            config = self.security.client_config(self.data_dir, self.bootstrap_servers)
+        return {prefix + key: value for key, value in config.items()}
 
     def stop(self) -> None:
         """SIGTERM every broker, wait (SIGKILL after 10 s), and remove the data dir if it is a
@@ -239,6 +274,7 @@ class LocalCluster:
         bootstrap = ",".join(self.broker_address(n) for n in targets)
         admin = KafkaAdminClient(
             {
+                **self.client_config(),
                 "bootstrap.servers": bootstrap,
                 "default.api.timeout.ms": int(timeout_s * 1000),
                 "request.timeout.ms": 5000,
@@ -414,7 +450,7 @@ class LocalCluster:
         self.bootstrap_servers = ",".join(f"{n.host}:{n.port}" for n in self._nodes.values() if n.port)
 
     def _write_config(self, node: _Node) -> None:
-        listener = f"{_LISTENER}://127.0.0.1:{node.port}"
+        listener = f"{self.listener}://127.0.0.1:{node.port}"
         props = {
             "node.id": str(node.node_id),
             "process.roles": "broker,controller",
@@ -449,6 +485,20 @@ class LocalCluster:
                     **MULTI_NODE_DEFAULTS,
                 }
             )
+            if self.security is not None:
+                replication = f"{REPLICATION_LISTENER}://127.0.0.1:{node.replication_port}"
+                props.update(
+                    {
+                        "listeners": f"{listener},{replication},{_CONTROLLER}://127.0.0.1:{node.controller_port}",
+                        "advertised.listeners": f"{listener},{replication}",
+                        "listener.security.protocol.map": (
+                            f"{self.listener}:{self.listener},{REPLICATION_LISTENER}:PLAINTEXT,{_CONTROLLER}:PLAINTEXT"
+                        ),
+                        "inter.broker.listener.name": REPLICATION_LISTENER,
+                    }
+                )
+        if self.security is not None:
+            props.update(self.security.broker_config(self.data_dir, node.node_id))
         text = "# generated by spark_kafkalite.LocalCluster\n" + "".join(
             f"{key}={_escape(value)}\n" for key, value in props.items()
         )
@@ -487,9 +537,11 @@ class LocalCluster:
                 raise RuntimeError(
                     f"broker {node.node_id} exited with code {code} during startup:\n{self._tail(node)}"
                 )
-            endpoint = _read_endpoint(path, node.process.pid)
+            endpoints = _read_endpoints(path, node.process.pid)
+            endpoint = endpoints.get(self.listener)
             if endpoint is not None and _can_connect(*endpoint):
                 node.host, node.port = endpoint
+                node.replication_port = endpoints.get(REPLICATION_LISTENER, ("", node.replication_port))[1]
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError(
@@ -539,18 +591,19 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\")
 
 
-def _read_endpoint(path: Path, pid: int) -> tuple[str, int] | None:
+def _read_endpoints(path: Path, pid: int) -> dict[str, tuple[str, int]]:
+    """Listener name -> (host, port) from the endpoints file of process ``pid`` ({} if none yet)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
+        return {}
     if data.get("pid") != pid:
-        return None
-    address = data.get("listeners", {}).get(_LISTENER)
-    if not address:
-        return None
-    host, _, port = address.rpartition(":")
-    return host, int(port)
+        return {}
+    out: dict[str, tuple[str, int]] = {}
+    for name, address in data.get("listeners", {}).items():
+        host, _, port = str(address).rpartition(":")
+        out[str(name)] = (host, int(port))
+    return out
 
 
 def _can_connect(host: str, port: int) -> bool:

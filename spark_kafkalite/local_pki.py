@@ -124,6 +124,16 @@ class LocalPki:
         _write(path / "ca-key.pem", _key_pem(key, None), 0o600)
         return cls(path, cert, key)
 
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str]) -> LocalPki:
+        """The CA :meth:`create` wrote into ``directory`` (``ca.pem``, ``ca-key.pem``)."""
+        path = Path(directory)
+        cert = x509.load_pem_x509_certificate((path / "ca.pem").read_bytes())
+        key = serialization.load_pem_private_key((path / "ca-key.pem").read_bytes(), password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise ValueError(f"{path / 'ca-key.pem'} is not an EC private key")
+        return cls(path, cert, key)
+
     def ca_pem(self) -> str:
         return self.ca_path.read_text()
 

@@ -8,8 +8,13 @@ Mirrors the Java client's structure (``NetworkClient``, ``Metadata``, ``RecordAc
 from __future__ import annotations
 
 from spark_kafkalite.client.admin import KafkaAdminClient
+from spark_kafkalite.client.admin_scram import (
+    ScramCredentialInfo,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 from spark_kafkalite.client.consumer import KafkaConsumer
-from spark_kafkalite.client.errors import IllegalStateError, NoOffsetForPartitionError
+from spark_kafkalite.client.errors import IllegalStateError, NoOffsetForPartitionError, SslAuthenticationError
 from spark_kafkalite.client.producer import KafkaProducer
 from spark_kafkalite.client.types import (
     ConsumerRecord,
@@ -32,4 +37,8 @@ __all__ = [
     "PartitionInfo",
     "NoOffsetForPartitionError",
     "IllegalStateError",
+    "SslAuthenticationError",
+    "ScramCredentialInfo",
+    "UserScramCredentialUpsertion",
+    "UserScramCredentialDeletion",
 ]

@@ -33,6 +33,12 @@ from spark_kafkalite.client.admin_groups import (
     PartitionLag,
 )
 from spark_kafkalite.client.admin_log_dirs import describe_log_dirs_builder, parse_describe_log_dirs
+from spark_kafkalite.client.admin_scram import (
+    AdminScram,
+    ScramCredentialInfo,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 from spark_kafkalite.client.config import parse_config
 from spark_kafkalite.client.consumer.group_requests import OffsetAndMetadata
 from spark_kafkalite.client.consumer.offset_fetcher import OffsetFetcher
@@ -93,6 +99,7 @@ class KafkaAdminClient:
             list_offsets=self.list_offsets,
         )
         self._acls = AdminAcls(self._send_any)
+        self._scram = AdminScram(self._send_any)
 
     # -------------------------------------------------------------- plumbing
 
@@ -576,6 +583,21 @@ class KafkaAdminClient:
     ) -> list[AclBinding]:
         """Delete the ACLs matching the filters; returns them (``AdminAcls.delete_acls``)."""
         return self._acls.delete_acls(filters, timeout_ms)
+
+    # -------------------------------------------------------------- SCRAM credentials (KIP-554)
+    def alter_user_scram_credentials(
+        self,
+        alterations: Iterable[UserScramCredentialUpsertion | UserScramCredentialDeletion],
+        timeout_ms: float | None = None,
+    ) -> None:
+        """Create, replace or delete users' SCRAM credentials (``AdminScram.alter_user_scram_credentials``)."""
+        self._scram.alter_user_scram_credentials(alterations, timeout_ms)
+
+    def describe_user_scram_credentials(
+        self, users: Iterable[str] | None = None, timeout_ms: float | None = None
+    ) -> dict[str, list[ScramCredentialInfo]]:
+        """Mechanisms and iterations per user (``AdminScram.describe_user_scram_credentials``)."""
+        return self._scram.describe_user_scram_credentials(users, timeout_ms)
 
     def close(self) -> None:
         if self._closed:

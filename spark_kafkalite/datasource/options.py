@@ -122,7 +122,7 @@ class SourceOptions:
     stripped (string values; the client coerces them)."""
 
     strategy: Strategy
-    client_config: dict[str, str]
+    client_config: dict[str, str] = field(repr=False)  # may hold secrets (sasl.jaas.config, ...)
     starting: OffsetRangeLimit
     ending: OffsetRangeLimit | None
     fail_on_data_loss: bool = True
@@ -155,7 +155,7 @@ class SinkOptions:
     and the producer's ``kafka.*`` settings."""
 
     topic: str | None
-    client_config: dict[str, str]
+    client_config: dict[str, str] = field(repr=False)  # may hold secrets (sasl.jaas.config, ...)
 
     @property
     def bootstrap_servers(self) -> str:

@@ -66,7 +66,7 @@ class KafkaInputPartition(InputPartition):
 class ReadConfig:
     """What an executor needs besides the range (carried by the pickled reader)."""
 
-    client_config: dict[str, str]
+    client_config: dict[str, str] = field(repr=False)  # may hold secrets (sasl.jaas.config, ...)
     include_headers: bool = False
     fail_on_data_loss: bool = True
     poll_timeout_ms: int = 120_000

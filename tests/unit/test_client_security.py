@@ -17,6 +17,7 @@ from spark_kafkalite.client.security.sasl_client import (
 from spark_kafkalite.client.security.security_config import ClientSecurity
 from spark_kafkalite.client.security.ssl_factory import create_ssl_context
 from spark_kafkalite.local_pki import LocalPki
+from spark_kafkalite.local_security import ClusterSecurity
 from spark_kafkalite.protocol.errors import InvalidConfigError
 from spark_kafkalite.protocol.jaas import (
     PLAIN_LOGIN_MODULE,
@@ -317,3 +318,32 @@ def test_secrets_are_redacted() -> None:
     assert is_sensitive_config("kafka.SSL.TRUSTSTORE.PASSWORD") and not is_sensitive_config(
         "kafka.ssl.ca.location"
     )
+
+
+# ---------------------------------------------------------------- LocalCluster(security=...)
+
+
+def test_cluster_security_broker_and_client_settings(tmp_path: Path) -> None:
+    security = ClusterSecurity.of("sasl_ssl")
+    assert (security.protocol, security.mechanism, security.username) == (
+        "SASL_SSL",
+        "SCRAM-SHA-512",
+        "admin",
+    )
+    assert security.password not in repr(security) and len(security.password) >= 20
+    broker = security.broker_config(tmp_path, 1)
+    assert broker["ssl.keystore.type"] == broker["ssl.truststore.type"] == "PEM"
+    assert Path(broker["ssl.keystore.location"]).exists() and Path(broker["ssl.truststore.location"]).exists()
+    jaas = single_login_module(broker["listener.name.sasl_ssl.plain.sasl.jaas.config"])
+    assert (jaas.login_module, jaas.options) == (PLAIN_LOGIN_MODULE, {"user_admin": security.password})
+    assert broker["sasl.enabled.mechanisms"] == "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+    client = security.client_config(tmp_path, "127.0.0.1:1")
+    assert ClientSecurity.from_config(parse_config(client, {}, "test")).ssl_context is not None
+    ca = (tmp_path / "tls" / "ca.pem").read_bytes()
+    security.broker_config(tmp_path, 2)  # the CA is kept: one per cluster, certificates per node
+    assert (tmp_path / "tls" / "ca.pem").read_bytes() == ca
+    assert "sasl.jaas.config" not in ClusterSecurity.of("SSL").broker_config(tmp_path, 1)
+    assert ClusterSecurity.of("SASL_PLAINTEXT").client_config(tmp_path, "h:1").get("ssl.ca.location") is None
+    for bad in ({"protocol": "TLS"}, {"mechanism": "GSSAPI"}, {"username": 'a"b'}):
+        with pytest.raises(ValueError):
+            ClusterSecurity(**bad)  # type: ignore[arg-type]
