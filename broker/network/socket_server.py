@@ -48,6 +48,7 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from broker.config import Endpoint
 from broker.network.channel_builders import ListenerSecurity
@@ -380,31 +381,34 @@ class SocketServer:
                 return
             size = len(frame)
             try:
-                async with self._request_slots:  # queued.max.requests
-                    now = time.monotonic()
-                    conn.last_active_s = now
-                    if conn.authenticator is not None:
-                        response = await self._authenticate(conn, frame)
-                    else:
-                        try:
-                            header, body_offset = decode_request_header(frame)
-                        except KafkaError as exc:
-                            logger.warning(
-                                "closing connection %s: bad request header: %s", conn.connection_id, exc
+                try:
+                    async with self._request_slots:  # queued.max.requests
+                        now = time.monotonic()
+                        conn.last_active_s = now
+                        if conn.authenticator is not None:
+                            response = await self._authenticate(conn, frame)
+                        else:
+                            try:
+                                header, body_offset = decode_request_header(frame)
+                            except KafkaError as exc:
+                                logger.warning(
+                                    "closing connection %s: bad request header: %s", conn.connection_id, exc
+                                )
+                                return
+                            context = RequestContext(
+                                header,
+                                conn.connection_id,
+                                conn.client_host,
+                                conn.listener_name,
+                                now,
+                                conn.principal,
                             )
-                            return
-                        context = RequestContext(
-                            header,
-                            conn.connection_id,
-                            conn.client_host,
-                            conn.listener_name,
-                            now,
-                            conn.principal,
-                        )
-                        response = await handler(context, frame, body_offset)
-            finally:
-                del frame
-                self.memory_pool.release(size)
+                            response = await handler(context, frame, body_offset)
+                finally:
+                    del frame
+                    self.memory_pool.release(size)
+            except SaslAuthenticationFailed as exc:  # answered after the slot and buffer are free
+                await self._fail_authentication(conn, exc)
             if response is not None:
                 if isinstance(response, list):  # FrameChunks: record sets by reference
                     for chunk in response:
@@ -422,9 +426,8 @@ class SocketServer:
         """One frame of a connection still authenticating (see the module docstring).
 
         Raises:
-            CloseConnection: a request not allowed before authentication, or a failed
-                authentication (its error response, if any, is written first, after
-                ``connection.failed.authentication.delay.ms``).
+            CloseConnection: a request not allowed before authentication.
+            SaslAuthenticationFailed: see :meth:`_fail_authentication`.
         """
         authenticator = conn.authenticator
         assert authenticator is not None
@@ -433,18 +436,7 @@ class SocketServer:
         except IllegalSaslState as exc:
             logger.info("closing connection %s: %s", conn.connection_id, exc)
             raise CloseConnection(str(exc)) from None
-        except SaslAuthenticationFailed as exc:
-            logger.info(
-                "failed authentication with %s (connection %s): %s", conn.client_host, conn.connection_id, exc
-            )
-            security = self.security[conn.listener_name]
-            await asyncio.sleep(security.failed_authentication_delay_ms / 1000.0)
-            if exc.response is not None:
-                conn.writer.write(exc.response)
-                with contextlib.suppress(Exception):
-                    async with asyncio.timeout(1.0):
-                        await conn.writer.drain()
-            raise CloseConnection(str(exc)) from None
+        # (SaslAuthenticationFailed propagates: _process answers it once the request slot is free)
         if authenticator.complete:
             conn.principal = authenticator.principal or ANONYMOUS_PRINCIPAL
             conn.authenticator = None
@@ -457,6 +449,24 @@ class SocketServer:
             header, conn.connection_id, conn.client_host, conn.listener_name, time.monotonic(), conn.principal
         )
         return await self.handler(context, frame, body_offset)
+
+    async def _fail_authentication(self, conn: _Connection, exc: SaslAuthenticationFailed) -> NoReturn:
+        """Kafka's failed-authentication path: wait ``connection.failed.authentication.delay.ms``
+        (outside any request slot), write the error response if there is one, close.
+
+        Raises:
+            CloseConnection: always.
+        """
+        logger.info(
+            "failed authentication with %s (connection %s): %s", conn.client_host, conn.connection_id, exc
+        )
+        await asyncio.sleep(self.security[conn.listener_name].failed_authentication_delay_ms / 1000.0)
+        if exc.response is not None:
+            conn.writer.write(exc.response)
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(1.0):
+                    await conn.writer.drain()
+        raise CloseConnection(str(exc))
 
     async def _close_idle_connections(self) -> None:
         idle_s = self.connections_max_idle_ms / 1000.0
