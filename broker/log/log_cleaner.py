@@ -4,8 +4,9 @@ For logs whose ``cleanup.policy`` includes ``compact``:
 
 1. **Choose** (on the loop thread): the *cleanable* range is the inactive segments from the one
    holding the log start offset up to the first *uncleanable* segment (the active segment, a
-   segment reaching past the high watermark, or one with records younger than
-   ``min.compaction.lag.ms``). Offsets from the *first dirty offset* (stored per partition in
+   segment reaching past the last stable offset - so never an open or undecided transaction -,
+   or one with records younger than ``min.compaction.lag.ms``; Kafka's
+   ``LogCleanerManager.cleanableOffsets``). Offsets from the *first dirty offset* (stored per partition in
    ``cleaner-offset-checkpoint`` in the log dir) onwards are dirty. The log with the largest
    dirty ratio (dirty bytes / cleanable bytes) at or above ``min.cleanable.dirty.ratio`` is
    cleaned.
@@ -16,7 +17,10 @@ For logs whose ``cleanup.policy`` includes ``compact``:
    tombstone older than ``delete.retention.ms`` (by its timestamp). Offsets are preserved
    (holes); a batch whose records all stay is copied byte for byte, a partly kept batch is
    rewritten and recompressed (:mod:`broker.log.cleaner_batches`), an empty one is dropped.
-   Control batches are kept.
+   Transactions (KIP-98, Kafka's ``CleanedTransactionMetadata``): the batches of aborted
+   transactions (from the ``.txnindex`` entries overlapping the range, collected when planning)
+   are dropped and never enter the key map; control batches (markers) are kept, and so are the
+   ``.txnindex`` entries of the cleaned segments.
 3. **Swap** (back on the loop thread): ``UnifiedLog.replace_segments`` renames the output to
    ``.swap``, deletes the old segments and drops the suffix; if the log changed meanwhile
    (retention, DeleteRecords, deletion) the output is discarded. The first dirty offset becomes
@@ -35,12 +39,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spark_kafkalite.protocol.record_batch import decode_batch, read_header
+from spark_kafkalite.protocol.record_batch import BatchHeader, decode_batch, read_header
 
 from .checkpoints import read_offset_checkpoint, write_offset_checkpoint
 from .cleaner_batches import rewrite_batch
 from .log_segment import LogSegment
 from .segment_files import CLEANED_SUFFIX, counted_pread, iter_file_headers, segment_file_names
+from .transaction_index import AbortedTxn
 
 if TYPE_CHECKING:
     from .log_manager import LogManager
@@ -57,13 +62,15 @@ _INT32_MAX = 2**31 - 1
 @dataclass(slots=True)
 class CleaningPlan:
     """What to clean in one log (Kafka's ``LogToClean``): ``segments`` is the cleanable range,
-    ``dirty`` its suffix holding offsets >= ``first_dirty_offset``."""
+    ``dirty`` its suffix holding offsets >= ``first_dirty_offset``; ``aborted`` the aborted
+    transactions overlapping the range."""
 
     log: UnifiedLog
     segments: list[LogSegment]
     dirty: list[LogSegment]
     first_dirty_offset: int
     first_uncleanable_offset: int
+    aborted: list[AbortedTxn] = field(default_factory=list)
 
     @property
     def cleanable_bytes(self) -> int:
@@ -94,11 +101,13 @@ class CleanerStats:
 
 @dataclass(slots=True)
 class _Snapshot:
-    """A segment as the worker sees it: its own fd and the size at planning time."""
+    """A segment as the worker sees it: its own fd, the size and ``.txnindex`` entries at
+    planning time."""
 
     segment: LogSegment
     fd: int
     size: int
+    txn_entries: list[AbortedTxn]
 
 
 @dataclass(slots=True)
@@ -167,7 +176,7 @@ class LogCleaner:
         end = first
         while end < len(segments) - 1:
             seg, nxt = segments[end], segments[end + 1]
-            if nxt.base_offset > log.high_watermark:
+            if nxt.base_offset > log.last_stable_offset:
                 break
             if config.min_compaction_lag_ms > 0 and seg.max_timestamp_ms > horizon_ms:
                 break
@@ -182,7 +191,8 @@ class LogCleaner:
         dirty = [
             seg for k, seg in enumerate(cleanable, start=first) if segments[k + 1].base_offset > first_dirty
         ]
-        return CleaningPlan(log, list(cleanable), dirty, first_dirty, first_uncleanable)
+        aborted = log.collect_aborted_transactions(cleanable[0].base_offset, first_uncleanable)
+        return CleaningPlan(log, list(cleanable), dirty, first_dirty, first_uncleanable, aborted)
 
     def filthiest(self) -> CleaningPlan | None:
         """Kafka's ``grabFilthiestCompactedLog``: the plan with the largest dirty ratio among
@@ -233,13 +243,15 @@ class LogCleaner:
         groups = [_Group(old) for old in _group_segments(plan.segments, plan.log.config.segment_bytes)]
         try:
             by_segment = {id(s.segment): s for s in snapshots}
-            offset_map = _build_offset_map([by_segment[id(seg)] for seg in plan.dirty])
+            aborted = _AbortedRanges(plan.aborted)
+            offset_map = _build_offset_map([by_segment[id(seg)] for seg in plan.dirty], aborted)
             delete_horizon_ms = now_ms - plan.log.config.delete_retention_ms
             for group in groups:
                 group.cleaned = _write_cleaned(
                     plan.log,
                     [by_segment[id(seg)] for seg in group.old],
                     offset_map,
+                    aborted,
                     delete_horizon_ms,
                     group.stats,
                 )
@@ -286,7 +298,28 @@ class LogCleaner:
 
 
 def _snapshot(segments: Sequence[LogSegment]) -> list[_Snapshot]:
-    return [_Snapshot(seg, os.open(seg.log_path, os.O_RDONLY), seg.size_bytes) for seg in segments]
+    return [
+        _Snapshot(seg, os.open(seg.log_path, os.O_RDONLY), seg.size_bytes, list(seg.txn_index.entries))
+        for seg in segments
+    ]
+
+
+class _AbortedRanges:
+    """Which data batches belong to aborted transactions: producer id -> [first, last] offset
+    ranges of its aborted transactions (a transaction's batches all lie between its first
+    offset and its ABORT marker)."""
+
+    def __init__(self, aborted: Sequence[AbortedTxn]) -> None:
+        self._ranges: dict[int, list[tuple[int, int]]] = {}
+        for txn in aborted:
+            self._ranges.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+
+    def contains(self, header: BatchHeader) -> bool:
+        """True for a transactional data batch of an aborted transaction."""
+        if not header.is_transactional or header.is_control:
+            return False
+        ranges = self._ranges.get(header.producer_id)
+        return ranges is not None and any(first <= header.base_offset < last for first, last in ranges)
 
 
 def _batches(snapshot: _Snapshot):  # type: ignore[no-untyped-def]
@@ -295,12 +328,13 @@ def _batches(snapshot: _Snapshot):  # type: ignore[no-untyped-def]
         yield header, counted_pread(snapshot.fd, header.size_bytes, pos)
 
 
-def _build_offset_map(dirty: Sequence[_Snapshot]) -> dict[bytes, int]:
-    """key -> offset of its last record in the dirty range (Kafka's ``SkimpyOffsetMap``)."""
+def _build_offset_map(dirty: Sequence[_Snapshot], aborted: _AbortedRanges) -> dict[bytes, int]:
+    """key -> offset of its last record in the dirty range outside aborted transactions (Kafka's
+    ``SkimpyOffsetMap``)."""
     offset_map: dict[bytes, int] = {}
     for snapshot in dirty:
         for header, raw in _batches(snapshot):
-            if header.is_control:
+            if header.is_control or aborted.contains(header):
                 continue
             decoded = decode_batch(raw, verify_crc=False)
             for key, offset in zip(decoded.keys, decoded.offsets, strict=True):
@@ -329,6 +363,7 @@ def _write_cleaned(
     log: UnifiedLog,
     snapshots: Sequence[_Snapshot],
     offset_map: dict[bytes, int],
+    aborted: _AbortedRanges,
     delete_horizon_ms: int,
     stats: CleanerStats,
 ) -> LogSegment:
@@ -343,6 +378,9 @@ def _write_cleaned(
                 stats.bytes_read += len(raw)
                 if header.is_control:
                     out = raw
+                elif aborted.contains(header):
+                    stats.records_read += header.records_count
+                    continue
                 else:
                     decoded = decode_batch(raw, verify_crc=False)
                     stats.records_read += len(decoded)
@@ -365,6 +403,8 @@ def _write_cleaned(
                 new_header = read_header(out)
                 cleaned.append(out, new_header.base_offset, new_header.last_offset, new_header.max_timestamp)
                 stats.bytes_written += len(out)
+            for txn in snapshot.txn_entries:  # the markers stay, so do their index entries
+                cleaned.txn_index.append(txn)
         cleaned.flush()
         cleaned.close()
     except BaseException:

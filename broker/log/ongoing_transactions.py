@@ -65,21 +65,8 @@ class OngoingTransactions:
                 if txn.last_offset < high_watermark:
                     del self.unreplicated[first]
 
-    def remove_unreplicated_before(self, offset: int) -> None:
-        """Forget completed transactions whose marker is below ``offset`` (the log start moved:
-        Kafka's ``removeUnreplicatedTransactions``)."""
-        self.on_high_watermark_updated(offset)
-
     def first_unstable_offset(self) -> int | None:
         """The smallest first offset of an ongoing or unreplicated transaction, or None."""
         if not self.ongoing and not self.unreplicated:
             return None
         return min(min(self.ongoing, default=2**63 - 1), min(self.unreplicated, default=2**63 - 1))
-
-    def first_undecided_offset(self) -> int | None:
-        """The smallest first offset of an ongoing transaction, or None."""
-        return min(self.ongoing) if self.ongoing else None
-
-    def clear(self) -> None:
-        self.ongoing.clear()
-        self.unreplicated.clear()

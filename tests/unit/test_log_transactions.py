@@ -5,13 +5,17 @@ collection, truncation, rebuild), persistence across restarts, and followers."""
 from __future__ import annotations
 
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
+from broker.log.log_cleaner import LogCleaner
 from broker.log.log_config import LogConfig
+from broker.log.log_manager import LogManager
 from broker.log.ongoing_transactions import CompletedTxn, OngoingTransactions
 from broker.log.producer_state_manager import AppendOrigin
+from broker.log.segment_files import headers_in
 from broker.log.transaction_index import ABORTED_TXN_SIZE, AbortedTxn, TransactionIndex
 from broker.log.unified_log import UnifiedLog
 from spark_kafkalite.protocol.control_records import (
@@ -28,7 +32,7 @@ from spark_kafkalite.protocol.errors import (
     InvalidTxnStateError,
     TransactionCoordinatorFencedError,
 )
-from spark_kafkalite.protocol.record_batch import append_record, encode_batch, seal_batch
+from spark_kafkalite.protocol.record_batch import append_record, decode_batch, encode_batch, seal_batch
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -250,3 +254,56 @@ def test_follower_keeps_the_same_transaction_state(tmp_path: Path) -> None:
         follower.append_as_leader(data(2, 0, 2, txn=False), 1)
     leader.close()
     follower.close()
+
+
+def test_compaction_drops_aborted_batches_keeps_markers_and_stops_at_the_lso(tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes=300, cleanup_policy=("compact",))
+    mgr = LogManager([tmp_path], config)
+    mgr.startup()
+    log = mgr.get_or_create_log("c", 0, uuid.uuid4())
+    now = int(time.time() * 1000)
+
+    def keyed(pid: int, seq: int, key: bytes, value: bytes, txn: bool = True) -> bytearray:
+        return bytearray(
+            encode_batch(
+                [(key, value, now, [])],
+                producer_id=pid,
+                producer_epoch=0,
+                base_sequence=seq,
+                is_transactional=txn,
+            )
+        )
+
+    log.append_as_leader(keyed(-1, -1, b"k1", b"committed", txn=False), 0)  # 0
+    log.append_as_leader(keyed(1, 0, b"k1", b"aborted"), 0)  # 1: must not shadow offset 0
+    log.append_as_leader(keyed(2, 0, b"k2", b"in-txn"), 0)  # 2
+    log.append_as_leader(marker(1, 0, False), 0, COORD)  # 3
+    log.append_as_leader(marker(2, 0, True), 0, COORD)  # 4
+    for i in range(6):  # 5-10: roll segments
+        log.append_as_leader(keyed(-1, -1, b"k3", b"x" * 60 + b"%d" % i, txn=False), 0)
+    open_at = log.log_end_offset
+    log.append_as_leader(keyed(3, 0, b"k3", b"open"), 0)  # an open transaction
+    for i in range(6):
+        log.append_as_leader(keyed(-1, -1, b"k3", b"y" * 60 + b"%d" % i, txn=False), 0)
+    commit_hw(log)
+    assert log.last_stable_offset == open_at
+    before = [(seg.base_offset, seg.txn_index.entries) for seg in log.segments if seg.txn_index.entries]
+    stats = LogCleaner(mgr).clean_log(log)
+    assert stats is not None
+    seen = {}
+    kinds = []
+    for _pos, header in headers_in(log.read(0, 1 << 30).records):
+        kinds.append((header.base_offset, header.is_control))
+        if header.is_control:
+            continue
+        batch = decode_batch(log.read(header.base_offset, 1 << 20).records, 0, verify_crc=False)
+        for o, k, v in zip(batch.offsets, batch.keys, batch.values, strict=True):
+            seen.setdefault(k, []).append((o, v))
+    assert seen[b"k1"] == [(0, b"committed")]  # the aborted write is gone and shadowed nothing
+    assert seen[b"k2"] == [(2, b"in-txn")]
+    assert (3, True) in kinds and (4, True) in kinds  # markers kept
+    assert any(o == open_at for o, _ in seen[b"k3"])  # nothing at or past the LSO was cleaned
+    assert [
+        (seg.base_offset, seg.txn_index.entries) for seg in log.segments if seg.txn_index.entries
+    ] == before
+    mgr.shutdown()
