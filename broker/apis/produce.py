@@ -150,7 +150,9 @@ async def handle_produce(
     Authorization (``KafkaApis.handleProduceRequest``): a transactional request needs WRITE on
     its transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition); each
     topic needs WRITE (else TOPIC_AUTHORIZATION_FAILED for its partitions, before any
-    existence check)."""
+    existence check). A transactional batch (KIP-98) in a request without a transactional id
+    fails the whole request with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, nothing appended
+    (``hasTransactionalRecords`` with a null ``transactionalId``)."""
     version = rctx.api_version
     acks = request.acks
     denied: set[str] = set()
@@ -170,6 +172,7 @@ async def handle_produce(
     # views into the request frame (never copied; the log writes a patched copy of the header)
     entries: dict[tuple[str, int], memoryview] = {}
     order: list[tuple[str, list[int]]] = []
+    transactional_without_id = False
     for topic_data in request.topic_data:
         topic: str = topic_data.name
         indexes: list[int] = []
@@ -187,7 +190,7 @@ async def handle_produce(
                 _registration, log = ctx.leader_log(topic, index)
                 log_config = log.config
                 records = partition_data.records
-                validate_produce_batch(
+                header = validate_produce_batch(
                     records,
                     message_max_bytes=log_config.max_message_bytes,
                     api_version=version,
@@ -195,6 +198,8 @@ async def handle_produce(
                     timestamp_after_max_ms=log_config.message_timestamp_after_max_ms,
                     max_uncompressed_bytes=max_uncompressed_bytes,
                 )
+                if header.is_transactional and request.transactional_id is None:
+                    transactional_without_id = True
                 if key in entries:
                     raise InvalidRecordError(f"Duplicate partition {topic}-{index} in the produce request")
                 assert records is not None  # validate_produce_batch rejects a null batch
@@ -205,6 +210,10 @@ async def handle_produce(
                     logger.debug("produce to %s-%d failed: %s", topic, index, exc)
                 outcomes[key] = (code, -1, -1, error_message_for(exc), -1)
         order.append((topic, indexes))
+    if transactional_without_id:
+        if acks == 0:
+            raise CloseConnection("acks=0 produce request failed")
+        return produce_error_response(request, version, ErrorCode.transactional_id_authorization_failed)
     if entries:
         timeout_ms = (
             int(request.timeout.total_seconds() * 1000)

@@ -21,6 +21,7 @@ from txn_wire import (
     latest_offset,
     produce,
     raw_client,
+    txn_batch,
     write_markers,
     write_scenario,
 )
@@ -74,6 +75,8 @@ def test_read_committed_readers_see_exactly_the_committed_records(
             }
         ]
         assert produce(client, topic, end_txn_marker_batch(pid1, 0, True, 0, 0)) == ErrorCode.invalid_record
+        no_id = produce(client, topic, txn_batch(pid1, 0, 3, [b"x"]), transactional_id=None)
+        assert no_id == ErrorCode.transactional_id_authorization_failed
 
         assert write_markers(client, [(pid1, 0, True, {topic: [0]})]) == [{(topic, 0): 0}]  # commit a3: 8
         assert latest_offset(client, topic, READ_COMMITTED) == 9

@@ -53,14 +53,21 @@ def txn_batch(pid: int, epoch: int, seq: int, values: list[bytes], *, transactio
     )
 
 
-def produce(client: NetworkClient, topic: str, batch: bytes, partition: int = 0, node_id: int = 0) -> int:
+def produce(
+    client: NetworkClient,
+    topic: str,
+    batch: bytes,
+    partition: int = 0,
+    node_id: int = 0,
+    transactional_id: str | None = "txn-test",
+) -> int:
     """The error code of an acks=all Produce carrying ``batch``."""
 
     def build(version: int) -> Any:
         cls = request_class(ApiKey.PRODUCE, version)
         part = nested(cls, "PartitionProduceData")(index=partition, records=batch)
         topic_data = (nested(cls, "TopicProduceData")(name=topic, partition_data=(part,)),)
-        return make(cls, transactional_id="txn-test", acks=-1, timeout=10000, topic_data=topic_data)
+        return make(cls, transactional_id=transactional_id, acks=-1, timeout=10000, topic_data=topic_data)
 
     response = client.send_and_wait(node_id, RequestBuilder(ApiKey.PRODUCE, build), timeout_ms=15000)
     return int(response.responses[0].partition_responses[0].error_code)
