@@ -75,6 +75,7 @@ from broker.apis.sasl import (
     sasl_handshake_error_response,
 )
 from broker.apis.sync_group import handle_sync_group, sync_group_error_response
+from broker.apis.txn_offset_commit import handle_txn_offset_commit, txn_offset_commit_error_response
 from broker.apis.user_scram_credentials import (
     alter_user_scram_credentials_error_response,
     describe_user_scram_credentials_error_response,
@@ -181,6 +182,7 @@ DEFAULT_APIS: tuple[ApiSpec, ...] = (
     ),
     ApiSpec(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, handle_add_offsets_to_txn, add_offsets_to_txn_error_response),
     ApiSpec(ApiKey.END_TXN, 0, 4, handle_end_txn, end_txn_error_response),
+    ApiSpec(ApiKey.TXN_OFFSET_COMMIT, 0, 4, handle_txn_offset_commit, txn_offset_commit_error_response),
     ApiSpec(
         ApiKey.DESCRIBE_TRANSACTIONS,
         0,

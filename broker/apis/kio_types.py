@@ -77,6 +77,11 @@ if TYPE_CHECKING:
     from kio.schema.end_txn.v2 import request as k26v2q, response as k26v2s
     from kio.schema.end_txn.v3 import request as k26v3q, response as k26v3s
     from kio.schema.end_txn.v4 import request as k26v4q, response as k26v4s
+    from kio.schema.txn_offset_commit.v0 import request as k28v0q, response as k28v0s
+    from kio.schema.txn_offset_commit.v1 import request as k28v1q, response as k28v1s
+    from kio.schema.txn_offset_commit.v2 import request as k28v2q, response as k28v2s
+    from kio.schema.txn_offset_commit.v3 import request as k28v3q, response as k28v3s
+    from kio.schema.txn_offset_commit.v4 import request as k28v4q, response as k28v4s
     from kio.schema.describe_transactions.v0 import request as k65v0q, response as k65v0s
     from kio.schema.list_transactions.v0 import request as k66v0q, response as k66v0s
     from kio.schema.list_transactions.v1 import request as k66v1q, response as k66v1s
@@ -355,6 +360,20 @@ if TYPE_CHECKING:
         | k26v2s.EndTxnResponse
         | k26v3s.EndTxnResponse
         | k26v4s.EndTxnResponse
+    )
+    TxnOffsetCommitRequest: TypeAlias = (
+        k28v0q.TxnOffsetCommitRequest
+        | k28v1q.TxnOffsetCommitRequest
+        | k28v2q.TxnOffsetCommitRequest
+        | k28v3q.TxnOffsetCommitRequest
+        | k28v4q.TxnOffsetCommitRequest
+    )
+    TxnOffsetCommitResponse: TypeAlias = (
+        k28v0s.TxnOffsetCommitResponse
+        | k28v1s.TxnOffsetCommitResponse
+        | k28v2s.TxnOffsetCommitResponse
+        | k28v3s.TxnOffsetCommitResponse
+        | k28v4s.TxnOffsetCommitResponse
     )
     DescribeTransactionsRequest: TypeAlias = k65v0q.DescribeTransactionsRequest
     DescribeTransactionsResponse: TypeAlias = k65v0s.DescribeTransactionsResponse

@@ -1,9 +1,9 @@
 """OffsetFetch (key 9), v1-9 served (v0 advertised only) (``KafkaApis.handleOffsetFetchRequest``).
 
 Partitions without a commit answer offset -1, metadata "" and no error. v2+: ``topics`` null =
-every committed partition, and a top-level error; v5+ the committed leader epoch; v7
-``require_stable`` is accepted and ignored (no transactions, so nothing is ever pending);
-v8+ batches groups (KIP-709). v1 reports a group error in every partition.
+every committed partition, and a top-level error; v5+ the committed leader epoch; v7+
+``require_stable`` (KIP-447): a partition with a transactional commit awaiting its marker
+answers UNSTABLE_OFFSET_COMMIT (offset -1; clients retry); v8+ batches groups (KIP-709). v1 reports a group error in every partition.
 Authorization: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), then DESCRIBE on each
 topic: requested partitions of other topics answer TOPIC_AUTHORIZATION_FAILED; an all-partitions
 fetch leaves those topics out.
@@ -37,16 +37,20 @@ def _group_entry(
     topics: Any,
     topic_cls: type[Any],
     partition_cls: type[Any],
+    require_stable: bool = False,
 ) -> tuple[int, tuple[Any, ...]]:
     """(group error, response topics) for one group."""
     requested = None if topics is None else [(t.name, int(p)) for t in topics for p in t.partition_indexes]
     offsets: dict[tuple[str, int], Any]
+    unstable: set[tuple[str, int]] = set()
     if not authorize(ctx, rctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         error, offsets = int(ErrorCode.group_authorization_failed), {}
     elif coordinator is None:
         error, offsets = int(ErrorCode.coordinator_not_available), {}
     else:
         error, offsets = coordinator.offsets.handle_fetch_offsets(group_id, requested)
+        if require_stable and not error:
+            unstable = coordinator.offsets.unstable_partitions(group_id, requested)
     if error:
         if version >= 2 or requested is None:
             return error, ()
@@ -70,6 +74,10 @@ def _group_entry(
                     )
                 )
             continue
+        if (topic, partition) in unstable:
+            value, partition_error = None, int(ErrorCode.unstable_offset_commit)
+        else:
+            partition_error = error if version < 2 else 0
         by_topic.setdefault(topic, []).append(
             build(
                 partition_cls,
@@ -77,7 +85,7 @@ def _group_entry(
                 committed_offset=-1 if value is None else value.offset,
                 committed_leader_epoch=-1 if value is None else value.leader_epoch,
                 metadata="" if value is None else value.metadata,
-                error_code=ErrorCode(error if version < 2 else 0),
+                error_code=ErrorCode(partition_error),
             )
         )
     return 0 if version < 2 else error, tuple(
@@ -97,9 +105,10 @@ async def handle_offset_fetch(
         topic_cls = nested(cls, "OffsetFetchResponseTopics")
         partition_cls = nested(cls, "OffsetFetchResponsePartitions")
         groups = []
+        stable = bool(request.require_stable)  # type: ignore[union-attr]
         for g in request.groups:  # type: ignore[union-attr]  # v8+ (checked above)
             error, topics = _group_entry(
-                ctx, rctx, coordinator, version, g.group_id, g.topics, topic_cls, partition_cls
+                ctx, rctx, coordinator, version, g.group_id, g.topics, topic_cls, partition_cls, stable
             )
             groups.append(group_cls(group_id=g.group_id, topics=topics, error_code=ErrorCode(error)))
         return build(cls, throttle_time=ZERO_DURATION, groups=tuple(groups))
@@ -114,6 +123,7 @@ async def handle_offset_fetch(
         request.topics,  # type: ignore[union-attr]
         topic_cls,
         partition_cls,
+        bool(getattr(request, "require_stable", False)),
     )
     return build(cls, throttle_time=ZERO_DURATION, topics=topics, error_code=ErrorCode(error))
 

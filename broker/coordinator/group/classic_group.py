@@ -166,6 +166,11 @@ class GroupMetadata:
         self.static_members: dict[str, str] = {}
         self.pending_sync_members: set[str] = set()
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        #: the log order of the record that set each ``offsets`` entry (a later record wins)
+        self.offset_commit_order: dict[tuple[str, int], int] = {}
+        #: TxnOffsetCommits awaiting their transaction's marker: producer id ->
+        #: {partition: (offset, log order of its record)} (Kafka's pendingTransactionalOffsetCommits)
+        self.pending_txn_offsets: dict[int, dict[tuple[str, int], tuple[OffsetAndMetadata, int]]] = {}
         self.current_state_timestamp_ms = now_ms
         self.new_member_added = False
         self.initial_join_pending = False
@@ -174,6 +179,23 @@ class GroupMetadata:
         # timers owned by the coordinator: asyncio handles, cancelled on transitions
         self.join_timer: Any = None
         self.sync_timer: Any = None
+
+    def has_pending_txn_offsets(self, tp: tuple[str, int]) -> bool:
+        """Whether a TxnOffsetCommit for ``tp`` awaits its marker (KIP-447 UNSTABLE_OFFSET_COMMIT)."""
+        return any(tp in pending for pending in self.pending_txn_offsets.values())
+
+    def complete_pending_txn_offsets(self, producer_id: int, committed: bool) -> int:
+        """The marker of ``producer_id``'s transaction arrived: on commit its offsets become
+        visible, unless a commit written later in the log already set the partition (Kafka's
+        ``completePendingTxnOffsetCommit``); on abort they are dropped. Returns how many were
+        pending."""
+        pending = self.pending_txn_offsets.pop(producer_id, {})
+        if committed:
+            for tp, (value, order) in pending.items():
+                if self.offset_commit_order.get(tp, -1) < order:
+                    self.offsets[tp] = value
+                    self.offset_commit_order[tp] = order
+        return len(pending)
 
     def __repr__(self) -> str:
         return (

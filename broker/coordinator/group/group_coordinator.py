@@ -513,6 +513,26 @@ class GroupCoordinator:
         if count:
             logger.info("unloaded %d group(s) of partition %d", count, partition)
 
+    def complete_transaction(
+        self, offsets_partition: int, producer_id: int, producer_epoch: int, committed: bool
+    ) -> int:
+        """A COMMIT / ABORT marker of ``producer_id``'s transaction (epoch ``producer_epoch``) was
+        written to ``__consumer_offsets-offsets_partition``: its pending TxnOffsetCommit offsets
+        become visible or are dropped (Kafka's ``GroupCoordinator.onTransactionCompleted``; the
+        epoch was checked by the partition's producer state). Returns how many offsets were
+        pending; 0 when the partition is not coordinated here (it applies the marker on load)."""
+        completed = self.manager.complete_transaction(offsets_partition, producer_id, committed)
+        if completed:
+            logger.debug(
+                "%s %d transactional offset(s) of producer %d (epoch %d) in partition %d",
+                "committed" if committed else "aborted",
+                completed,
+                producer_id,
+                producer_epoch,
+                offsets_partition,
+            )
+        return completed
+
     def _on_group_loaded(self, group: GroupMetadata) -> None:
         for member in group.members.values():
             self.rebalance.complete_and_schedule_heartbeat(group, member)

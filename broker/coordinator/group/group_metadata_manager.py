@@ -7,10 +7,18 @@ the partition (replays its records: latest record per key wins, null value = tom
 groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile; on losing leadership it *unloads* them
 (NOT_COORDINATOR afterwards). Writes (group metadata after a rebalance, offset commits,
 tombstones) are appended with acks=-1 before the caller answers.
+
+Transactional offset commits (TxnOffsetCommit, KIP-98) are appended as a transactional batch of
+the producer and held per producer id in the group (``pending_txn_offsets``) until the
+transaction's marker reaches this partition (:meth:`complete_transaction`): COMMIT makes them
+visible unless a commit written later in the log set the partition already, ABORT drops them.
+Loading replays the same rules from the log (records of a transaction wait for its marker; a
+transaction without a marker yet stays pending).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -19,8 +27,10 @@ from broker.coordinator.group import GROUP_METADATA_TOPIC_NAME
 from broker.coordinator.group.classic_group import GroupMetadata, GroupState, MemberMetadata
 from broker.coordinator.group.offsets_log import (
     KeyValue,
+    LoadedMarker,
     OffsetsAppender,
-    read_partition,
+    TransactionalAppender,
+    read_partition_with_markers,
     storage_error_to_coordinator_error,
 )
 from spark_kafkalite.protocol.errors import ErrorCode
@@ -62,6 +72,30 @@ def partition_for_group(group_id: str, num_partitions: int) -> int:
     return (0 if h == -(1 << 31) else abs(h)) % num_partitions
 
 
+_Loaded = dict[TopicPartitionKey, tuple[OffsetAndMetadata, int]]
+
+
+class _Replay:
+    """What a load has read so far: offsets per group (with their log order), group records,
+    and per producer id the transactional offsets awaiting a marker."""
+
+    def __init__(self) -> None:
+        self.offsets: dict[str, _Loaded] = {}
+        self.groups: dict[str, GroupMetadataRecord | None] = {}
+        self.pending: dict[int, dict[str, _Loaded]] = {}
+
+    def marker(self, producer_id: int, committed: bool) -> None:
+        pending = self.pending.pop(producer_id, {})
+        if not committed:
+            return
+        for group_id, entries in pending.items():
+            visible = self.offsets.setdefault(group_id, {})
+            for tp, (value, order) in entries.items():
+                current = visible.get(tp)
+                if current is None or current[1] < order:
+                    visible[tp] = (value, order)
+
+
 class GroupMetadataManager:
     """Cache + persistence of groups and offsets.
 
@@ -94,6 +128,8 @@ class GroupMetadataManager:
         self.owned_partitions: set[int] = set()
         self.loading_partitions: set[int] = set()
         self.partition_epochs: dict[int, int] = {}
+        #: log order of offset commit records (appends to one partition reach the log in call order)
+        self._commit_order = itertools.count()
 
     # -- ownership ------------------------------------------------------------------------------
     def partition_for(self, group_id: str) -> int:
@@ -190,12 +226,80 @@ class GroupMetadataManager:
                 (encode_offset_commit_key(group.group_id, tp[0], tp[1]), encode_offset_commit_value(v))
                 for tp, v in valid.items()
             ]
+            order = next(self._commit_order)
             code = await self._append(group.group_id, records)
             if code == 0 and self.groups.get(group.group_id) is group and not group.is_state(GroupState.DEAD):
                 group.offsets.update(valid)
+                group.offset_commit_order.update(dict.fromkeys(valid, order))
             for tp in valid:
                 results[tp] = code
         return results
+
+    async def store_txn_offsets(
+        self,
+        group: GroupMetadata,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: dict[TopicPartitionKey, OffsetAndMetadata],
+    ) -> dict[TopicPartitionKey, int]:
+        """Persist a TxnOffsetCommit as a transactional batch of ``producer_id`` and hold the
+        offsets as pending until the transaction's marker (Kafka's ``storeOffsets`` with a
+        producer id: ``prepareTxnOffsetCommit`` before the append, ``failPendingTxnOffsetCommit``
+        if it fails); per-partition error codes."""
+        results: dict[TopicPartitionKey, int] = {}
+        valid: dict[TopicPartitionKey, OffsetAndMetadata] = {}
+        for tp, value in offsets.items():
+            if len(value.metadata.encode("utf-8")) > self.max_metadata_bytes:
+                results[tp] = int(ErrorCode.offset_metadata_too_large)
+            else:
+                valid[tp] = value
+        if not valid:
+            return results
+        partition = self.partition_for(group.group_id)
+        if partition not in self.owned_partitions:
+            return {**results, **dict.fromkeys(valid, int(ErrorCode.not_coordinator))}
+        if not hasattr(self.appender, "append_transactional"):
+            raise TypeError(f"{type(self.appender).__name__} cannot append transactional batches")
+        appender: TransactionalAppender = self.appender  # type: ignore[assignment]
+        records: list[KeyValue] = [
+            (encode_offset_commit_key(group.group_id, tp[0], tp[1]), encode_offset_commit_value(v))
+            for tp, v in valid.items()
+        ]
+        order = next(self._commit_order)
+        pending = group.pending_txn_offsets.setdefault(producer_id, {})
+        entries = {tp: (value, order) for tp, value in valid.items()}
+        pending.update(entries)
+        code = await appender.append_transactional(
+            GROUP_METADATA_TOPIC_NAME, partition, records, producer_id, producer_epoch, self.commit_timeout_ms
+        )
+        code = storage_error_to_coordinator_error(code)
+        if code:
+            logger.warning(
+                "transactional offset commit of group %s (producer id %d) to %s-%d failed with error %d",
+                group.group_id,
+                producer_id,
+                GROUP_METADATA_TOPIC_NAME,
+                partition,
+                code,
+            )
+            still = group.pending_txn_offsets.get(producer_id)
+            if still is not None:
+                for tp, entry in entries.items():
+                    if still.get(tp) == entry:
+                        del still[tp]
+                if not still:
+                    del group.pending_txn_offsets[producer_id]
+        return {**results, **dict.fromkeys(valid, code)}
+
+    def complete_transaction(self, partition: int, producer_id: int, committed: bool) -> int:
+        """The marker of ``producer_id``'s transaction was written to
+        ``__consumer_offsets-partition``: complete its pending offsets in the groups of that
+        partition (Kafka's ``GroupMetadataManager.handleTxnCompletion``); returns how many."""
+        completed = 0
+        for group in list(self.groups.values()):
+            if producer_id in group.pending_txn_offsets and self.partition_for(group.group_id) == partition:
+                completed += group.complete_pending_txn_offsets(producer_id, committed)
+        return completed
 
     async def delete_offsets(self, group: GroupMetadata, partitions: Iterable[TopicPartitionKey]) -> int:
         """Tombstone and forget committed offsets of ``partitions``; error code."""
@@ -210,6 +314,7 @@ class GroupMetadataManager:
             # tombstones is in the cache already and goes, one appended after lands after this.
             for tp in present:
                 group.offsets.pop(tp, None)
+                group.offset_commit_order.pop(tp, None)
         return code
 
     async def delete_group(self, group: GroupMetadata) -> int:
@@ -221,6 +326,7 @@ class GroupMetadataManager:
         code = await self._append(group.group_id, records)
         if code == 0:
             group.offsets.clear()
+            group.offset_commit_order.clear()
             self.remove_group(group)
         return code
 
@@ -245,14 +351,16 @@ class GroupMetadataManager:
     ) -> None:
         """Replay ``log`` (partition ``partition`` of ``__consumer_offsets``) into the cache.
         Abandoned (nothing loaded) if leadership moved on meanwhile (epoch changed)."""
-        offsets: dict[str, dict[TopicPartitionKey, OffsetAndMetadata]] = {}
-        groups: dict[str, GroupMetadataRecord | None] = {}
+        replay = _Replay()
         records = 0
         try:
             if log is not None:
-                async for key, value in read_partition(log, self.load_buffer_bytes):
+                async for item in read_partition_with_markers(log, self.load_buffer_bytes):
+                    if isinstance(item, LoadedMarker):
+                        replay.marker(item.producer_id, item.committed)
+                        continue
                     records += 1
-                    self._replay(partition, key, value, offsets, groups)
+                    self._replay(partition, item.key, item.value, item.producer_id, replay)
         except Exception:
             logger.exception("failed loading %s-%d", GROUP_METADATA_TOPIC_NAME, partition)
             if self.partition_epochs.get(partition) == epoch:
@@ -262,15 +370,24 @@ class GroupMetadataManager:
             logger.info("abandoned loading %s-%d (epoch %d)", GROUP_METADATA_TOPIC_NAME, partition, epoch)
             return
         loaded = 0
-        for group_id in set(offsets) | set(groups):
+        offsets, groups = replay.offsets, replay.groups
+        pending_groups = {g for per_producer in replay.pending.values() for g in per_producer}
+        for group_id in set(offsets) | set(groups) | pending_groups:
             if self.partition_for(group_id) != partition:
                 continue
             record = groups.get(group_id)
             group_offsets = offsets.get(group_id, {})
-            if record is None and not group_offsets:
+            group_pending = {
+                pid: per_group[group_id]
+                for pid, per_group in replay.pending.items()
+                if per_group.get(group_id)
+            }
+            if record is None and not group_offsets and not group_pending:
                 continue  # deleted group
             group = self._group_from_record(group_id, record)
-            group.offsets = group_offsets
+            group.offsets = {tp: value for tp, (value, _order) in group_offsets.items()}
+            group.offset_commit_order = {tp: order for tp, (_value, order) in group_offsets.items()}
+            group.pending_txn_offsets = group_pending
             existing = self.groups.get(group_id)
             if existing is not None and existing is not group:
                 logger.warning("replacing cached group %s while loading partition %d", group_id, partition)
@@ -288,25 +405,23 @@ class GroupMetadataManager:
             epoch,
         )
 
-    @staticmethod
     def _replay(
-        partition: int,
-        key: bytes,
-        value: bytes | None,
-        offsets: dict[str, dict[TopicPartitionKey, OffsetAndMetadata]],
-        groups: dict[str, GroupMetadataRecord | None],
+        self, partition: int, key: bytes, value: bytes | None, producer_id: int, replay: _Replay
     ) -> None:
         try:
             parsed = decode_key(key)
             if isinstance(parsed, OffsetCommitKey):
-                per_group = offsets.setdefault(parsed.group, {})
+                if producer_id >= 0:  # a TxnOffsetCommit: waits for its transaction's marker
+                    per_group = replay.pending.setdefault(producer_id, {}).setdefault(parsed.group, {})
+                else:
+                    per_group = replay.offsets.setdefault(parsed.group, {})
                 tp = (parsed.topic, parsed.partition)
                 if value is None:
                     per_group.pop(tp, None)
                 else:
-                    per_group[tp] = decode_offset_commit_value(value)
+                    per_group[tp] = (decode_offset_commit_value(value), next(self._commit_order))
             elif isinstance(parsed, GroupMetadataKey):
-                groups[parsed.group] = None if value is None else decode_group_metadata_value(value)
+                replay.groups[parsed.group] = None if value is None else decode_group_metadata_value(value)
         except RecordFormatError as exc:
             logger.warning(
                 "skipping an unreadable record in %s-%d: %s", GROUP_METADATA_TOPIC_NAME, partition, exc

@@ -124,11 +124,49 @@ class GroupOffsetManager:
             self.membership.complete_and_schedule_heartbeat(group, group.get(member_id))
         return await self.manager.store_offsets(group, offsets)
 
+    async def handle_txn_commit_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartitionKey, OffsetAndMetadata],
+    ) -> dict[TopicPartitionKey, int]:
+        """TxnOffsetCommit: per-partition error codes once the transactional batch is appended
+        (acks=-1); the offsets stay pending until the transaction's marker. An unknown group with
+        generation < 0 becomes a simple group, with generation >= 0 ILLEGAL_GENERATION; a member
+        and generation given are validated; the group's state is not (Kafka's
+        ``OffsetMetadataManager.validateTransactionalOffsetCommit``)."""
+        error = self.membership.validate_group_status(group_id, allow_empty_id=True)
+        if error:
+            return {tp: error for tp in offsets}
+        group = self.manager.get_group(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return {tp: int(E.illegal_generation) for tp in offsets}
+            group = self.manager.get_or_create_group(group_id, create=True)
+            assert group is not None
+        error = self._validate_offset_commit(
+            group, member_id, group_instance_id, generation_id, transactional=True
+        )
+        if error:
+            return {tp: error for tp in offsets}
+        return await self.manager.store_txn_offsets(group, producer_id, producer_epoch, offsets)
+
     def _validate_offset_commit(
-        self, group: GroupMetadata, member_id: str, instance_id: str | None, generation_id: int
+        self,
+        group: GroupMetadata,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        transactional: bool = False,
     ) -> int:
         if group.is_state(GroupState.DEAD):
             return int(E.coordinator_not_available)
+        if transactional and generation_id < 0 and member_id == "" and instance_id is None:
+            return 0  # older TxnOffsetCommit versions carry no member: the group state is not enforced
         if generation_id < 0 and member_id == "" and instance_id is None:
             # the group only stores offsets: allowed unless it has members
             return 0 if group.is_state(GroupState.EMPTY) else int(E.unknown_member_id)
@@ -150,6 +188,18 @@ class GroupOffsetManager:
         if error:
             return error, {}
         return 0, self.manager.get_offsets(group_id, partitions)
+
+    def unstable_partitions(
+        self, group_id: str, partitions: list[TopicPartitionKey] | None
+    ) -> set[TopicPartitionKey]:
+        """Partitions (of ``partitions``, None = the committed ones) with a TxnOffsetCommit
+        awaiting its marker: OffsetFetch with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT
+        for them (KIP-447)."""
+        group = self.manager.get_group(group_id)
+        if group is None or not group.pending_txn_offsets:
+            return set()
+        candidates = group.offsets if partitions is None else partitions
+        return {tp for tp in candidates if group.has_pending_txn_offsets(tp)}
 
     # -- ListGroups / DescribeGroups -------------------------------------------------------------
     def handle_list_groups(self, states: set[str] | None = None) -> tuple[int, list[tuple[str, str, str]]]:
@@ -287,7 +337,7 @@ class GroupOffsetManager:
                         else value.commit_timestamp_ms
                     )
                     due = base + retention
-                if due <= now:
+                if due <= now and not group.has_pending_txn_offsets(tp):
                     expired.append(tp)
             if expired and await self.manager.delete_offsets(group, expired) == 0:
                 expired_total += len(expired)
@@ -295,6 +345,7 @@ class GroupOffsetManager:
             if (
                 group.is_state(GroupState.EMPTY)
                 and not group.offsets
+                and not group.pending_txn_offsets
                 and not group.pending_members  # a KIP-394 rejoin is on its way
                 and self.manager.get_group(group.group_id) is group
             ):

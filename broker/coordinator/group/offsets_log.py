@@ -14,13 +14,28 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from broker.errors import error_code_for
+from spark_kafkalite.protocol.control_records import ControlRecordType, control_record_type
 from spark_kafkalite.protocol.errors import ErrorCode
-from spark_kafkalite.protocol.record_batch import decode_batches, encode_batch
+from spark_kafkalite.protocol.record_batch import (
+    decode_batch,
+    decode_batches,
+    encode_batch,
+    iter_batch_headers,
+)
 
-__all__ = ["OffsetsAppender", "ReplicaManagerAppender", "read_partition"]
+__all__ = [
+    "OffsetsAppender",
+    "TransactionalAppender",
+    "ReplicaManagerAppender",
+    "read_partition",
+    "read_partition_with_markers",
+    "LoadedRecord",
+    "LoadedMarker",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -33,9 +48,32 @@ class OffsetsAppender(Protocol):
         ...
 
 
-def _batch(records: Sequence[KeyValue]) -> bytearray:
+class TransactionalAppender(Protocol):
+    async def append_transactional(
+        self,
+        topic: str,
+        partition: int,
+        records: Sequence[KeyValue],
+        producer_id: int,
+        producer_epoch: int,
+        timeout_ms: int,
+    ) -> int:
+        """Append ``records`` as one transactional batch of ``producer_id``/``producer_epoch``
+        (the records count only once that transaction's COMMIT marker follows); error code."""
+        ...
+
+
+def _batch(records: Sequence[KeyValue], producer_id: int = -1, producer_epoch: int = -1) -> bytearray:
     now_ms = int(time.time() * 1000)
-    return bytearray(encode_batch([(key, value, now_ms, []) for key, value in records]))
+    return bytearray(
+        encode_batch(
+            [(key, value, now_ms, []) for key, value in records],
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=0 if producer_id >= 0 else -1,  # as Kafka's coordinators; no sequence checks
+            is_transactional=producer_id >= 0,
+        )
+    )
 
 
 class ReplicaManagerAppender:
@@ -45,9 +83,23 @@ class ReplicaManagerAppender:
         self.replica_manager = replica_manager
 
     async def append(self, topic: str, partition: int, records: Sequence[KeyValue], timeout_ms: int) -> int:
+        return await self._append(topic, partition, _batch(records), timeout_ms)
+
+    async def append_transactional(
+        self,
+        topic: str,
+        partition: int,
+        records: Sequence[KeyValue],
+        producer_id: int,
+        producer_epoch: int,
+        timeout_ms: int,
+    ) -> int:
+        return await self._append(topic, partition, _batch(records, producer_id, producer_epoch), timeout_ms)
+
+    async def _append(self, topic: str, partition: int, batch: bytearray, timeout_ms: int) -> int:
         try:
             results = await self.replica_manager.append_records(
-                {(topic, partition): _batch(records)}, -1, timeout_ms, internal=True
+                {(topic, partition): batch}, -1, timeout_ms, internal=True
             )
             return int(results[(topic, partition)].error_code)
         except Exception as exc:  # noqa: BLE001
@@ -75,6 +127,59 @@ async def read_partition(
                 if rec_offset < offset or key is None:
                     continue
                 yield key, value
+        if next_offset <= offset:
+            logger.warning("%s: no progress loading at offset %d", log, offset)
+            break
+        offset = next_offset
+        await asyncio.sleep(0)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedRecord:
+    """A keyed record; ``producer_id`` >= 0 when it is part of a transaction."""
+
+    key: bytes
+    value: bytes | None
+    producer_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedMarker:
+    """A transaction marker (control batch) of ``producer_id``."""
+
+    producer_id: int
+    committed: bool
+
+
+async def read_partition_with_markers(
+    log: Any, chunk_bytes: int = 4 * 1024 * 1024
+) -> AsyncIterator[LoadedRecord | LoadedMarker]:
+    """Like :func:`read_partition`, in log order, with transactional records tagged by their
+    producer id and the COMMIT / ABORT markers that end them (Kafka's
+    ``GroupMetadataManager.doLoadGroupsAndOffsets``); other control batches are skipped."""
+    offset = log.log_start_offset
+    end = log.log_end_offset
+    while offset < end:
+        info = log.read(offset, chunk_bytes, max_offset=end)
+        if not info.records:
+            break
+        buf = info.records
+        next_offset = offset
+        for pos, header in iter_batch_headers(buf):
+            next_offset = max(next_offset, header.next_offset)
+            if header.next_offset <= offset:
+                continue
+            if header.is_control:
+                kind = control_record_type(buf, pos, header)
+                if kind in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+                    yield LoadedMarker(header.producer_id, kind == ControlRecordType.COMMIT)
+                continue
+            batch = decode_batch(buf, pos)
+            pid = header.producer_id if header.is_transactional else -1
+            for rec_offset, key, value in zip(batch.offsets, batch.keys, batch.values, strict=True):
+                if rec_offset < offset or key is None:
+                    continue
+                yield LoadedRecord(key, value, pid)
         if next_offset <= offset:
             logger.warning("%s: no progress loading at offset %d", log, offset)
             break
