@@ -14,6 +14,9 @@ end a transaction (Kafka's ``KafkaApis.handleWriteTxnMarkersRequest``).
   ``REQUEST_TIMED_OUT`` (retried), ``INVALID_PRODUCER_EPOCH`` (a marker older than the producer's
   epoch) and ``TRANSACTION_COORDINATOR_FENCED`` (an older coordinator epoch) (both end the
   coordinator's attempt), ``KAFKA_STORAGE_ERROR``.
+* A marker written to a ``__consumer_offsets`` partition completes the transaction's pending
+  TxnOffsetCommit offsets there (``GroupCoordinator.complete_transaction``, Kafka's
+  ``onTransactionCompleted``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.apis.auth_helper import authorize_cluster
 from broker.apis.context import BrokerContext
+from broker.coordinator.group import GROUP_METADATA_TOPIC_NAME
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.acl import AclOperation
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
@@ -61,6 +65,13 @@ async def _write_marker(ctx: BrokerContext, marker: Any) -> dict[TopicPartitionK
     }
     results = await ctx.replica_manager.append_records(entries, -1, MARKER_APPEND_TIMEOUT_MS, internal=True)
     codes = {key: result.error_code for key, result in results.items()}
+    group_coordinator = ctx.group_coordinator
+    if group_coordinator is not None:  # Kafka's GroupCoordinator.onTransactionCompleted
+        for (topic, partition), code in codes.items():
+            if topic == GROUP_METADATA_TOPIC_NAME and code == ErrorCode.none:
+                group_coordinator.complete_transaction(
+                    partition, marker.producer_id, marker.producer_epoch, bool(marker.transaction_result)
+                )
     failed = {key: code for key, code in codes.items() if code != ErrorCode.none}
     if failed:
         logger.info(

@@ -1,6 +1,7 @@
-"""Transactions (KIP-98) against our transaction coordinator, with confluent-kafka's
-transactional producer and kafka-python's admin client (DescribeTransactions /
-ListTransactions) as independent peers, on one shared single-node broker."""
+"""Transactions (KIP-98) end to end against our transaction coordinator and partition leaders,
+with confluent-kafka's transactional producer and read_committed consumer and kafka-python's
+admin client (DescribeTransactions / ListTransactions) as independent peers, on one shared
+single-node broker."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Iterator
 
 import confluent_kafka
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from interop.txn_peers import create_topic, describe, producer, read_committed
 from kafka.admin import KafkaAdminClient
 
 from spark_kafkalite.local_cluster import LocalCluster
@@ -22,26 +23,9 @@ def txn_cluster() -> Iterator[LocalCluster]:
     cluster = LocalCluster(brokers=1)
     cluster.start()
     try:
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-        for future in admin.create_topics([NewTopic("txn-data", 2, 1)], operation_timeout=10).values():
-            future.result(timeout=15)
         yield cluster
     finally:
         cluster.stop()
-
-
-def producer(bootstrap: str, transactional_id: str, **config: object) -> confluent_kafka.Producer:
-    return confluent_kafka.Producer(
-        {"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "linger.ms": 5, **config}
-    )
-
-
-def describe(bootstrap: str, transactional_id: str) -> object:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        return admin.describe_transactions([transactional_id])[transactional_id]
-    finally:
-        admin.close()
 
 
 def test_init_transactions_and_describe(txn_cluster: LocalCluster) -> None:
@@ -85,15 +69,55 @@ def test_transaction_timeout_above_broker_max_is_fatal(txn_cluster: LocalCluster
     assert info.value.args[0].code() == confluent_kafka.KafkaError.INVALID_TRANSACTION_TIMEOUT
 
 
+def test_commit_abort_and_offsets_seen_by_read_committed(txn_cluster: LocalCluster) -> None:
+    bootstrap = txn_cluster.bootstrap_servers
+    topic = f"txn-e2e-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, 2)
+    group = f"eos-{uuid.uuid4().hex[:8]}"
+    group_consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    p = producer(bootstrap, f"e2e-{uuid.uuid4().hex[:8]}")
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(4):
+        p.produce(topic, f"commit-{i}".encode(), partition=i % 2)
+    offsets = [confluent_kafka.TopicPartition(topic, 0, 17, metadata='{"batch": 3}')]
+    p.send_offsets_to_transaction(offsets, group_consumer.consumer_group_metadata(), 30)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic, f"abort-{i}".encode(), partition=i % 2)
+    p.send_offsets_to_transaction(
+        [confluent_kafka.TopicPartition(topic, 0, 99)], group_consumer.consumer_group_metadata(), 30
+    )
+    p.flush(30)  # the aborted records are in the log
+    p.abort_transaction(30)
+    p.begin_transaction()
+    p.produce(topic, b"commit-last", partition=1)
+    p.commit_transaction(30)
+    values = read_committed(bootstrap, topic, 2)
+    assert sorted(values) == sorted([f"commit-{i}".encode() for i in range(4)] + [b"commit-last"])
+    # the committed transaction's offset (not the aborted one's) is what the group reads
+    committed = group_consumer.committed([confluent_kafka.TopicPartition(topic, 0)], 30)
+    assert (committed[0].offset, committed[0].metadata) == (17, '{"batch": 3}')
+    group_consumer.close()
+
+
 def test_zombie_producer_is_fenced(txn_cluster: LocalCluster) -> None:
     bootstrap = txn_cluster.bootstrap_servers
+    topic = f"txn-zombie-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, 1)
     tid = f"zombie-{uuid.uuid4().hex[:8]}"
     old = producer(bootstrap, tid)
     old.init_transactions(30)
-    new = producer(bootstrap, tid)
-    new.init_transactions(30)
     old.begin_transaction()
-    old.produce("txn-data", b"zombie", partition=0)
+    old.produce(topic, b"zombie-1", partition=0)
+    old.flush(30)  # written, in an open transaction
+    new = producer(bootstrap, tid)
+    new.init_transactions(30)  # fences the old producer and aborts its transaction
+    new.begin_transaction()
+    new.produce(topic, b"new-1", partition=0)
+    new.commit_transaction(30)
+    old.produce(topic, b"zombie-2", partition=0)
     with pytest.raises(confluent_kafka.KafkaException) as info:
         old.commit_transaction(30)
     error = info.value.args[0]
@@ -102,5 +126,6 @@ def test_zombie_producer_is_fenced(txn_cluster: LocalCluster) -> None:
         confluent_kafka.KafkaError.INVALID_PRODUCER_EPOCH,
         confluent_kafka.KafkaError.PRODUCER_FENCED,
     )
+    assert read_committed(bootstrap, topic, 1) == [b"new-1"]
     d = describe(bootstrap, tid)
-    assert (d.state, d.producer_epoch) == ("Empty", 1)  # the zombie never opened a transaction
+    assert (d.state, d.producer_epoch) == ("CompleteCommit", 2)  # fence bump + retry bump

@@ -302,7 +302,7 @@ class TransactionMarkerChannelManager:
             logger.info("completing %s's transaction failed with error %d", transactional_id, error)
         else:
             logger.info(
-                "transactional id %s (producer id %d, epoch %d): %s complete",
+                "transactional id %s (producer id %d, epoch %d): markers written, now %s",
                 transactional_id,
                 producer_id,
                 producer_epoch,
