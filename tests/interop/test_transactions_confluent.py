@@ -5,6 +5,7 @@ single-node broker."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -20,7 +21,10 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture(scope="module")
 def txn_cluster() -> Iterator[LocalCluster]:
-    cluster = LocalCluster(brokers=1)
+    # timed-out transactions are looked for every 200 ms instead of Kafka's 10 s
+    cluster = LocalCluster(
+        brokers=1, config_overrides={"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
+    )
     cluster.start()
     try:
         yield cluster
@@ -129,3 +133,23 @@ def test_zombie_producer_is_fenced(txn_cluster: LocalCluster) -> None:
     assert read_committed(bootstrap, topic, 1) == [b"new-1"]
     d = describe(bootstrap, tid)
     assert (d.state, d.producer_epoch) == ("CompleteCommit", 2)  # fence bump + retry bump
+
+
+def test_timed_out_transaction_is_aborted(txn_cluster: LocalCluster) -> None:
+    bootstrap = txn_cluster.bootstrap_servers
+    topic = f"txn-timeout-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, 1)
+    tid = f"timeout-{uuid.uuid4().hex[:8]}"
+    p = producer(bootstrap, tid, **{"transaction.timeout.ms": 1000})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"too-slow", partition=0)
+    p.flush(30)
+    deadline = time.monotonic() + 15
+    while describe(bootstrap, tid).state != "CompleteAbort" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    d = describe(bootstrap, tid)
+    assert (d.state, d.producer_epoch) == ("CompleteAbort", 1)  # fenced, then aborted
+    with pytest.raises(confluent_kafka.KafkaException):
+        p.commit_transaction(30)
+    assert read_committed(bootstrap, topic, 1) == []
