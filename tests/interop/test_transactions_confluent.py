@@ -1,7 +1,7 @@
 """Transactions (KIP-98) end to end against our transaction coordinator and partition leaders,
-with confluent-kafka's transactional producer and read_committed consumer and kafka-python's
-admin client (DescribeTransactions / ListTransactions) as independent peers, on one shared
-single-node broker."""
+with confluent-kafka's transactional producer and read_committed consumer, kafka-python's
+transactional producer and admin client (DescribeTransactions / ListTransactions) as
+independent peers, on one shared single-node broker."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterator
 
 import confluent_kafka
+import kafka
 import pytest
 from interop.txn_peers import create_topic, describe, producer, read_committed
 from kafka.admin import KafkaAdminClient
@@ -153,3 +154,32 @@ def test_timed_out_transaction_is_aborted(txn_cluster: LocalCluster) -> None:
     with pytest.raises(confluent_kafka.KafkaException):
         p.commit_transaction(30)
     assert read_committed(bootstrap, topic, 1) == []
+
+
+def test_kafka_python_transactional_producer(txn_cluster: LocalCluster) -> None:
+    """kafka-python as a second transactional peer: commit with offsets, then abort."""
+    bootstrap = txn_cluster.bootstrap_servers
+    topic = f"txn-kp-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, 1)
+    group = f"kp-{uuid.uuid4().hex[:8]}"
+    p = kafka.KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"kp-{uuid.uuid4().hex[:8]}")
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send(topic, b"k1", partition=0)
+        p.send(topic, b"k2", partition=0)
+        tp = kafka.TopicPartition(topic, 0)
+        p.send_offsets_to_transaction({tp: kafka.OffsetAndMetadata(5, "m", -1)}, group)
+        p.commit_transaction()
+        p.begin_transaction()
+        p.send(topic, b"aborted", partition=0)
+        p.flush()
+        p.abort_transaction()
+    finally:
+        p.close()
+    assert read_committed(bootstrap, topic, 1) == [b"k1", b"k2"]
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        assert consumer.committed(tp) == 5
+    finally:
+        consumer.close()
