@@ -19,10 +19,11 @@ Commands::
                       [--property print.key=true --property key.separator=: ...]
     kafkalite consume ... --group G                        (as a group member, commits offsets)
     kafkalite groups list|describe|delete ...              (see spark_kafkalite.cli.groups)
+    kafkalite transactions list|describe ...               (see spark_kafkalite.cli.transactions)
     kafkalite cluster up [--brokers 3] [--data-dir DIR] | status | down   (spark_kafkalite.cli.cluster)
 
 One module per command group: :mod:`.topics`, :mod:`.console` (produce, consume),
-:mod:`.groups`, :mod:`.cluster`; :mod:`.common` holds what they share. The demo's flags live with
+:mod:`.groups`, :mod:`.transactions`, :mod:`.cluster`; :mod:`.common` holds what they share. The demo's flags live with
 the demo (:mod:`spark_kafkalite.demo.command`), which never calls back into this package.
 
 ``--bootstrap-server`` defaults to ``$KAFKALITE_BOOTSTRAP_SERVERS``. Errors print one line
@@ -39,6 +40,7 @@ from spark_kafkalite.cli.cluster import add_cluster_parser, cmd_cluster
 from spark_kafkalite.cli.console import add_consume_parser, add_produce_parser, cmd_consume, cmd_produce
 from spark_kafkalite.cli.groups import add_groups_parser, cmd_groups
 from spark_kafkalite.cli.topics import add_topics_parser, cmd_topics
+from spark_kafkalite.cli.transactions import add_transactions_parser, cmd_transactions
 from spark_kafkalite.console_errors import error_line, run_reporting_errors
 from spark_kafkalite.demo.command import add_demo_arguments, run_demo_command
 
@@ -54,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_produce_parser(commands)
     add_consume_parser(commands)
     add_groups_parser(commands)  # kafkalite groups list|describe|delete
+    add_transactions_parser(commands)  # kafkalite transactions list|describe
     add_cluster_parser(commands)  # kafkalite cluster up|status|down
     return parser
 
@@ -67,6 +70,8 @@ def _run(args: argparse.Namespace) -> int:
         return cmd_groups(args)
     if args.command == "consume":
         return cmd_consume(args, sys.stdout)
+    if args.command == "transactions":
+        return cmd_transactions(args, sys.stdout)
     if args.command == "cluster":
         return cmd_cluster(args, sys.stdout)
     return run_demo_command(args)

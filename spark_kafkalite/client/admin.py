@@ -39,6 +39,11 @@ from spark_kafkalite.client.admin_scram import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
+from spark_kafkalite.client.admin_transactions import (
+    AdminTransactions,
+    TransactionDescription,
+    TransactionListing,
+)
 from spark_kafkalite.client.config import parse_config
 from spark_kafkalite.client.consumer.group_requests import OffsetAndMetadata
 from spark_kafkalite.client.consumer.offset_fetcher import OffsetFetcher
@@ -100,6 +105,13 @@ class KafkaAdminClient:
         )
         self._acls = AdminAcls(self._send_any)
         self._scram = AdminScram(self._send_any)
+        self._transactions = AdminTransactions(
+            self._client,
+            self._default_timeout_ms,
+            self._retry_backoff_ms,
+            ensure_open=self._ensure_open,
+            describe=self._describe,
+        )
 
     # -------------------------------------------------------------- plumbing
 
@@ -598,6 +610,23 @@ class KafkaAdminClient:
     ) -> dict[str, list[ScramCredentialInfo]]:
         """Mechanisms and iterations per user (``AdminScram.describe_user_scram_credentials``)."""
         return self._scram.describe_user_scram_credentials(users, timeout_ms)
+
+    def describe_transactions(
+        self, transactional_ids: Iterable[str], timeout_ms: float | None = None
+    ) -> dict[str, TransactionDescription]:
+        """Each transactional id's state at its coordinator
+        (``AdminTransactions.describe_transactions``)."""
+        return self._transactions.describe_transactions(transactional_ids, timeout_ms)
+
+    def list_transactions(
+        self,
+        states: Iterable[str] = (),
+        producer_ids: Iterable[int] = (),
+        duration_filter_ms: int = -1,
+        timeout_ms: float | None = None,
+    ) -> list[TransactionListing]:
+        """Transactional ids known to the cluster (``AdminTransactions.list_transactions``)."""
+        return self._transactions.list_transactions(states, producer_ids, duration_filter_ms, timeout_ms)
 
     def close(self) -> None:
         if self._closed:

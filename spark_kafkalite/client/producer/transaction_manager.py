@@ -48,13 +48,11 @@ Rules, as Java's client (3.x):
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import itertools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from spark_kafkalite.client.consumer.group_requests import OffsetAndMetadata
@@ -63,6 +61,16 @@ from spark_kafkalite.client.producer.transaction_state import (
     State,
     TransactionalRequestResult,
     is_transition_valid,
+)
+from spark_kafkalite.client.producer.txn_partition_map import (
+    MAX_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NONE,
+    ProducerIdAndEpoch,
+    TxnPartitionEntry,
+    increment_sequence,
 )
 from spark_kafkalite.client.producer.txn_request_handlers import (
     AddOffsetsToTxnHandler,
@@ -91,51 +99,6 @@ __all__ = ["TransactionManager", "ProducerIdAndEpoch", "NO_PRODUCER_ID", "NO_PRO
 
 log = logging.getLogger(__name__)
 
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-_INT32_MAX = 2**31 - 1
-_MAX_EPOCH = 2**15 - 1
-
-
-@dataclass(frozen=True, slots=True)
-class ProducerIdAndEpoch:
-    producer_id: int = NO_PRODUCER_ID
-    epoch: int = NO_PRODUCER_EPOCH
-
-    @property
-    def is_valid(self) -> bool:
-        return self.producer_id >= 0
-
-
-NONE = ProducerIdAndEpoch()
-
-
-def increment_sequence(sequence: int, increment: int) -> int:
-    """``sequence + increment`` wrapping past ``Int.MAX_VALUE`` to 0 (Java ``incrementSequence``)."""
-    if sequence > _INT32_MAX - increment:
-        return increment - (_INT32_MAX - sequence) - 1
-    return sequence + increment
-
-
-@dataclass(slots=True)
-class _PartitionEntry:
-    producer_id_and_epoch: ProducerIdAndEpoch
-    next_sequence: int = 0
-    last_acked_sequence: int = -1
-    in_flight: list[ProducerBatch] = field(default_factory=list)  # sorted by base_sequence
-
-    def add(self, batch: ProducerBatch) -> None:
-        keys = [b.base_sequence for b in self.in_flight]
-        self.in_flight.insert(bisect.bisect_right(keys, batch.base_sequence), batch)
-
-    def remove(self, batch: ProducerBatch) -> None:
-        try:
-            self.in_flight.remove(batch)
-        except ValueError:
-            pass
-
-
 _FATAL_BATCH_ERRORS = (
     ClusterAuthorizationFailedError,
     TransactionalIdAuthorizationFailedError,
@@ -155,7 +118,7 @@ class TransactionManager:
         retry_backoff_ms: float = 100.0,
     ) -> None:
         self.producer_id_and_epoch: ProducerIdAndEpoch = NONE
-        self._partitions: dict[TopicPartition, _PartitionEntry] = {}
+        self._partitions: dict[TopicPartition, TxnPartitionEntry] = {}
         self._unresolved: dict[TopicPartition, int] = {}
         self._to_rewrite: set[TopicPartition] = set()
         self._epoch_bump_required = False
@@ -205,10 +168,10 @@ class TransactionManager:
 
     # -- draining (called by the accumulator under its lock, Sender thread) -----------------
 
-    def _entry(self, tp: TopicPartition) -> _PartitionEntry:
+    def _entry(self, tp: TopicPartition) -> TxnPartitionEntry:
         entry = self._partitions.get(tp)
         if entry is None:
-            entry = self._partitions[tp] = _PartitionEntry(self.producer_id_and_epoch)
+            entry = self._partitions[tp] = TxnPartitionEntry(self.producer_id_and_epoch)
         return entry
 
     def should_stop_drain(self, tp: TopicPartition, first: ProducerBatch) -> bool:
@@ -249,7 +212,7 @@ class TransactionManager:
         entry.next_sequence = increment_sequence(entry.next_sequence, batch.record_count)
         entry.add(batch)
 
-    def _restart(self, entry: _PartitionEntry) -> None:
+    def _restart(self, entry: TxnPartitionEntry) -> None:
         entry.producer_id_and_epoch = self.producer_id_and_epoch
         entry.next_sequence = 0
         entry.last_acked_sequence = -1
@@ -349,7 +312,7 @@ class TransactionManager:
         self._epoch_bump_required = False
         self.epoch_bumps += 1
         pie = self.producer_id_and_epoch
-        if pie.epoch >= _MAX_EPOCH:
+        if pie.epoch >= MAX_EPOCH:
             self.reset_producer_id()
             return True
         self.set_producer_id_and_epoch(pie.producer_id, pie.epoch + 1)
