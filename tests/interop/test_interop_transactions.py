@@ -1,0 +1,189 @@
+"""Transactions (KIP-98) between our client and confluent-kafka (librdkafka) over our broker:
+
+* confluent-kafka's transactional producer writes committed, aborted and committed transactions:
+  our ``read_committed`` consumer returns exactly the committed records, ``read_uncommitted``
+  all data records, neither a control record, and both end at the log end;
+* our transactional producer (commit, abort, an empty transaction, records still unsent at the
+  abort): a confluent-kafka ``read_committed`` consumer sees exactly what Kafka would;
+* two of our producers with one ``transactional.id``: the older is fenced
+  (``ProducerFencedError``) and none of its records becomes visible.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as CkTopicPartition
+from peers import ck_create_topic
+
+from spark_kafkalite.client import KafkaConsumer, KafkaProducer, TopicPartition
+from spark_kafkalite.client.errors import TransactionAbortedError
+from spark_kafkalite.protocol.errors import InvalidProducerEpochError, KafkaError, ProducerFencedError
+
+pytestmark = pytest.mark.timeout(90)
+
+PARTITIONS = 2
+
+
+def _ck_read(bootstrap: str, topic: str, isolation: str, expected: int) -> list[bytes]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+        }
+    )
+    consumer.assign([CkTopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 20
+    idle_since = None
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is None:
+                if len(got) >= expected:
+                    idle_since = idle_since or time.monotonic()
+                    if time.monotonic() - idle_since > 1.0:  # nothing more comes after the expected
+                        break
+                continue
+            assert msg.error() is None, msg.error()
+            got.append(msg.value())
+    finally:
+        consumer.close()
+    return got
+
+
+def _our_read(bootstrap: str, topic: str, isolation: str) -> tuple[dict[int, list[bytes]], dict[int, int]]:
+    """Everything up to the end offsets (the LSO under read_committed) per partition, and the
+    position reached."""
+    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    with KafkaConsumer({"bootstrap.servers": bootstrap, "isolation.level": isolation}) as consumer:
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        end = consumer.end_offsets(tps)
+        out: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+        deadline = time.monotonic() + 20
+        while any(consumer.position(tp) < end[tp] for tp in tps) and time.monotonic() < deadline:
+            for tp, records in consumer.poll(timeout_ms=200).items():
+                out[tp.partition].extend(r.value for r in records)
+        return out, {tp.partition: consumer.position(tp) for tp in tps}
+
+
+def _ck_transactional_producer(bootstrap: str, transactional_id: str) -> Producer:
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "linger.ms": 5}
+    )
+    producer.init_transactions(20)
+    return producer
+
+
+def test_confluent_transactions_read_committed_by_our_consumer(
+    bootstrap_servers: str, unique_topic: str
+) -> None:
+    ck_create_topic(bootstrap_servers, unique_topic, PARTITIONS)
+    producer = _ck_transactional_producer(bootstrap_servers, f"ck-{unique_topic}")
+    plan = [("c1", 10, True), ("a1", 6, False), ("c2", 4, True), ("a2", 3, False), ("c3", 5, True)]
+    expected: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    all_data: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    for name, count, commit in plan:
+        producer.begin_transaction()
+        for i in range(count):
+            value = f"{name}-{i}".encode()
+            producer.produce(unique_topic, value, partition=i % PARTITIONS)
+            all_data[i % PARTITIONS].append(value)
+            if commit:
+                expected[i % PARTITIONS].append(value)
+        producer.flush(10)  # aborted records are on the log, not only dropped from the buffer
+        if commit:
+            producer.commit_transaction(20)
+        else:
+            producer.abort_transaction(20)
+    committed, committed_end = _our_read(bootstrap_servers, unique_topic, "read_committed")
+    assert committed == expected
+    uncommitted, uncommitted_end = _our_read(bootstrap_servers, unique_topic, "read_uncommitted")
+    assert uncommitted == all_data  # aborted data too, but no control record
+    # every transaction left one marker per partition: the position passed the last one
+    for p in range(PARTITIONS):
+        assert committed_end[p] == uncommitted_end[p] == len(all_data[p]) + len(plan)
+    # an open transaction: read_committed stops at its first offset (the LSO)
+    producer.begin_transaction()
+    producer.produce(unique_topic, b"open", partition=0)
+    producer.flush(10)
+    still, _ = _our_read(bootstrap_servers, unique_topic, "read_committed")
+    assert still == expected
+    producer.commit_transaction(20)
+    after, _ = _our_read(bootstrap_servers, unique_topic, "read_committed")
+    assert after[0] == [*expected[0], b"open"]
+
+
+def test_our_transactions_read_committed_by_confluent(bootstrap_servers: str, unique_topic: str) -> None:
+    ck_create_topic(bootstrap_servers, unique_topic, PARTITIONS)
+    expected: list[bytes] = []
+    # linger.ms: a record sent just before abort_transaction is still unsent then (no race)
+    config = {
+        "bootstrap.servers": bootstrap_servers,
+        "transactional.id": f"ours-{unique_topic}",
+        "linger.ms": 10000,
+    }
+    with KafkaProducer(config) as producer:
+        producer.init_transactions(20)
+        for n, commit in enumerate([True, False, True]):
+            producer.begin_transaction()
+            values = [f"t{n}-{i}".encode() for i in range(7)]
+            futures = [producer.send(unique_topic, v, partition=i % PARTITIONS) for i, v in enumerate(values)]
+            producer.flush(10)
+            assert all(f.result(10).offset >= 0 for f in futures)
+            if commit:
+                producer.commit_transaction(20)
+                expected.extend(values)
+            else:
+                producer.abort_transaction(20)
+        producer.begin_transaction()  # an empty transaction: no EndTxn on the wire, READY again
+        producer.commit_transaction(20)
+        producer.begin_transaction()  # records not yet sent when aborting fail, never written
+        unsent = producer.send(unique_topic, b"never", partition=0)
+        producer.abort_transaction(20)
+        with pytest.raises(TransactionAbortedError):
+            unsent.result(10)
+    got = _ck_read(bootstrap_servers, unique_topic, "read_committed", len(expected))
+    assert sorted(got) == sorted(expected)
+    assert len(_ck_read(bootstrap_servers, unique_topic, "read_uncommitted", 21)) == 21
+
+
+def test_zombie_producer_is_fenced_and_its_records_stay_invisible(
+    bootstrap_servers: str, unique_topic: str
+) -> None:
+    ck_create_topic(bootstrap_servers, unique_topic, PARTITIONS)
+    tid = f"zombie-{unique_topic}"
+    config = {"bootstrap.servers": bootstrap_servers, "transactional.id": tid}
+    old = KafkaProducer(config)
+    new = KafkaProducer(config)
+    try:
+        old.init_transactions(20)
+        old.begin_transaction()
+        old.send(unique_topic, b"zombie", partition=0).result(10)
+        new.init_transactions(20)  # fences `old` and aborts its open transaction
+        new.begin_transaction()
+        new.send(unique_topic, b"live", partition=1)
+        new.commit_transaction(20)
+        # Produce with the old epoch: INVALID_PRODUCER_EPOCH, abortable (KIP-588) ...
+        with pytest.raises(InvalidProducerEpochError):
+            old.send(unique_topic, b"zombie-2", partition=0).result(10)
+        with pytest.raises(KafkaError, match="error state"):
+            old.commit_transaction(20)
+        # ... and the abort's EndTxn finds the producer fenced: fatal from then on
+        with pytest.raises(ProducerFencedError):
+            old.abort_transaction(20)
+        with pytest.raises(ProducerFencedError):
+            old.begin_transaction()
+    finally:
+        old.close(5)
+        new.close(5)
+    got, _ = _our_read(bootstrap_servers, unique_topic, "read_committed")
+    assert got == {0: [], 1: [b"live"]}
+    assert _ck_read(bootstrap_servers, unique_topic, "read_committed", 1) == [b"live"]
