@@ -9,9 +9,11 @@ Broker side (Kafka's keys): the client listener is named after its protocol, wit
 PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; the admin user's PLAIN password in
 ``listener.name.<listener>.plain.sasl.jaas.config`` (``user_<name>="<password>"``). With a SCRAM
 mechanism the SCRAM credential (SCRAM-SHA-256 and -512, 4096 iterations) is then stored through
-the controller with AlterUserScramCredentials, sent by our admin client logged in with PLAIN. Brokers of a multi-node
-cluster replicate over a PLAINTEXT listener ``REPLICATION`` bound to 127.0.0.1 (the broker's
-inter-broker connections are PLAINTEXT only).
+the controller with AlterUserScramCredentials, sent by our admin client logged in with PLAIN
+(rather than ``python -m broker --add-scram``, which would show the password in ``ps``). Brokers
+of a multi-node cluster replicate over the same listener: TLS with the host name check, and SASL
+PLAIN as the admin user (``sasl.mechanism.inter.broker.protocol``, the ``username`` /
+``password`` options of the listener's PLAIN JAAS entry).
 
 Client side: :meth:`ClusterSecurity.client_config` gives the settings our client and
 confluent-kafka both take (``security.protocol``, ``ssl.ca.location``, ``sasl.mechanism``,
@@ -28,9 +30,8 @@ from typing import Any
 
 from spark_kafkalite.local_pki import LocalPki
 
-__all__ = ["ClusterSecurity", "REPLICATION_LISTENER"]
+__all__ = ["ClusterSecurity"]
 
-REPLICATION_LISTENER = "REPLICATION"
 _PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 _PROTOCOLS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -122,9 +123,12 @@ class ClusterSecurity:
                 }
             )
         if self.uses_sasl:
+            password = _jaas_quote(self.password)
             props["sasl.enabled.mechanisms"] = ",".join(_MECHANISMS)
+            props["sasl.mechanism.inter.broker.protocol"] = "PLAIN"
             props[f"listener.name.{self.listener.lower()}.plain.sasl.jaas.config"] = (
-                f"{_PLAIN_LOGIN_MODULE} required user_{self.username}={_jaas_quote(self.password)};"
+                f"{_PLAIN_LOGIN_MODULE} required username={_jaas_quote(self.username)} password={password} "
+                f"user_{self.username}={password};"
             )
         return props
 
@@ -158,9 +162,10 @@ class ClusterSecurity:
         from spark_kafkalite.client.admin_scram import ScramCredentialInfo, UserScramCredentialUpsertion
 
         config = {**self.client_config(data_dir, bootstrap_servers), "sasl.mechanism": "PLAIN"}
-        upserts = [
-            UserScramCredentialUpsertion(self.username, ScramCredentialInfo(m, 4096), self.password)
-            for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")
-        ]
         with KafkaAdminClient({**config, "default.api.timeout.ms": int(timeout_s * 1000)}) as admin:
-            admin.alter_user_scram_credentials(upserts)
+            for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):  # one request per user and mechanism:
+                # Kafka refuses a user altered twice in one request (DUPLICATE_RESOURCE)
+                info = ScramCredentialInfo(mechanism, 4096)
+                admin.alter_user_scram_credentials(
+                    [UserScramCredentialUpsertion(self.username, info, self.password)]
+                )

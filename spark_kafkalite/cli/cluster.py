@@ -3,6 +3,7 @@
 ::
 
     kafkalite cluster up     [--brokers 3] [--data-dir DIR] [--config KEY=VALUE ...]
+                             [--secure [--security-protocol SASL_SSL|SSL|SASL_PLAINTEXT]]
     kafkalite cluster status [--data-dir DIR | --bootstrap-server HOST:PORT]
     kafkalite cluster down   [--data-dir DIR]
 
@@ -23,6 +24,14 @@ offline replicas, plus the number of under-replicated partitions (ISR smaller th
 as ``rich`` tables. ``down`` stops every broker (SIGTERM: controlled shutdown; SIGKILL after
 ``--timeout`` s) and marks ``cluster.json`` stopped (data and ports stay for the next ``up``).
 
+``up --secure`` (issue #13) serves clients over SASL_SSL only (or ``--security-protocol``): a
+throwaway CA and broker certificates under ``DIR/tls/`` (made with ``cryptography``), an ``admin``
+user with a random password (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512), and the client settings in
+``DIR/client.properties`` (mode 0600: ``security.protocol``, ``ssl.ca.location``,
+``sasl.mechanism=SCRAM-SHA-512``, ``sasl.username``, ``sasl.password``), printed and usable as
+``--command-config`` or by confluent-kafka. ``up`` again on the same DIR keeps the CA and the
+password; ``status`` reads ``client.properties`` by itself.
+
 DIR defaults to ``$KAFKALITE_CLUSTER_DIR`` or ``~/.kafkalite/cluster``.
 """
 
@@ -37,9 +46,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_cluster_parser", "cmd_cluster", "STATE_FILE"]
+__all__ = ["add_cluster_parser", "cmd_cluster", "STATE_FILE", "CLIENT_PROPERTIES"]
 
 STATE_FILE = "cluster.json"
+CLIENT_PROPERTIES = "client.properties"
 _ENV_DIR = "KAFKALITE_CLUSTER_DIR"
 
 
@@ -65,6 +75,17 @@ def add_cluster_parser(commands: Any) -> None:
     )
     up.add_argument(
         "--timeout", type=float, default=60.0, help="seconds to wait for the brokers (default 60)"
+    )
+    up.add_argument(
+        "--secure",
+        action="store_true",
+        help="TLS + SASL: a throwaway CA, an admin user, the client settings in DIR/client.properties",
+    )
+    up.add_argument(
+        "--security-protocol",
+        choices=("SASL_SSL", "SSL", "SASL_PLAINTEXT"),
+        default="SASL_SSL",
+        help="the client listener's protocol with --secure (default SASL_SSL)",
     )
     status = actions.add_parser("status", help="nodes, active controller, partitions")
     status.add_argument("--data-dir", type=Path)
@@ -166,6 +187,7 @@ def _up(args: argparse.Namespace, data_dir: Path, out: Any) -> int:
             raise ClusterCliError(f"--config {pair!r} is not KEY=VALUE")
         overrides[key.strip()] = value
     data_dir.mkdir(parents=True, exist_ok=True)
+    security = _security(args, data_dir)
     cluster = LocalCluster(
         brokers=args.brokers,
         data_dir=data_dir,
@@ -173,6 +195,7 @@ def _up(args: argparse.Namespace, data_dir: Path, out: Any) -> int:
         startup_timeout_s=args.timeout,
         exit_with_parent=False,
         ports=ports,
+        security=security,
     )
     cluster.start()  # raises RuntimeError (with the broker's output) when a broker fails
     cluster.detach()
@@ -187,17 +210,71 @@ def _up(args: argparse.Namespace, data_dir: Path, out: Any) -> int:
             "log_dir": str(cluster.log_dir(node_id)),
             "output": str(data_dir / f"broker-{node_id}.log"),
         }
-    payload = {"brokers": args.brokers, "bootstrap_servers": cluster.bootstrap_servers, "nodes": nodes}
+    payload: dict[str, Any] = {
+        "brokers": args.brokers,
+        "bootstrap_servers": cluster.bootstrap_servers,
+        "nodes": nodes,
+    }
+    if security is not None:
+        payload["security_protocol"] = security.protocol
     _write_state(data_dir, payload)
+    client = cluster.client_config()
+    if security is not None:
+        _write_client_properties(data_dir, client)
     if args.brokers > 1:  # after cluster.json: on failure, 'cluster down' still finds the brokers
-        _create_offsets_topic(cluster.bootstrap_servers, timeout_s=args.timeout)
+        _create_offsets_topic(client, timeout_s=args.timeout)
     out.write(f"cluster of {args.brokers} broker(s) running in {data_dir}\n")
     out.write(f"bootstrap servers: {cluster.bootstrap_servers}\n")
     out.write(f"export KAFKALITE_BOOTSTRAP_SERVERS={cluster.bootstrap_servers}\n")
+    if security is not None:
+        path = data_dir / CLIENT_PROPERTIES
+        out.write(
+            f"client config ({security.protocol}; also in {path}, pass it as --command-config {path}):\n"
+        )
+        for key, value in client.items():
+            out.write(f"  {key}={value}\n")
     return 0
 
 
-def _create_offsets_topic(bootstrap: str, timeout_s: float) -> None:
+def _security(args: argparse.Namespace, data_dir: Path) -> Any:
+    """The ``ClusterSecurity`` of ``up --secure`` (None without), reusing the admin password of
+    an earlier ``up`` in ``data_dir`` (its SCRAM credential is in the cluster metadata)."""
+    if not args.secure:
+        return None
+    from spark_kafkalite.local_cluster import ClusterSecurity
+
+    previous = read_client_properties(data_dir)
+    password = previous.get("sasl.password")
+    if password:
+        return ClusterSecurity(args.security_protocol, password=password)
+    return ClusterSecurity(args.security_protocol)
+
+
+def _write_client_properties(data_dir: Path, config: dict[str, Any]) -> None:
+    """``DIR/client.properties`` (0600): Java properties, one ``key=value`` per line."""
+    path = data_dir / CLIENT_PROPERTIES
+    text = "# written by kafkalite cluster up --secure\n" + "".join(f"{k}={v}\n" for k, v in config.items())
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.chmod(path, 0o600)
+
+
+def read_client_properties(data_dir: Path) -> dict[str, str]:
+    """The settings of ``DIR/client.properties`` ({} when there is none)."""
+    try:
+        lines = (data_dir / CLIENT_PROPERTIES).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return {}
+    config: dict[str, str] = {}
+    for line in lines:
+        if line.strip() and not line.lstrip().startswith(("#", "!")):
+            key, _, value = line.partition("=")
+            config[key.strip()] = value.strip()
+    return config
+
+
+def _create_offsets_topic(client: dict[str, Any], timeout_s: float) -> None:
     """Have the brokers create ``__consumer_offsets`` now: FindCoordinator (through OffsetFetch
     of a group that commits nothing) makes the coordinator create it, retrying
     COORDINATOR_NOT_AVAILABLE until every broker is registered (Kafka's GroupCoordinator
@@ -209,7 +286,7 @@ def _create_offsets_topic(bootstrap: str, timeout_s: float) -> None:
     from spark_kafkalite.client.admin import KafkaAdminClient
     from spark_kafkalite.protocol.errors import KafkaError
 
-    admin = KafkaAdminClient({"bootstrap.servers": bootstrap})
+    admin = KafkaAdminClient(client)
     try:
         admin.list_consumer_group_offsets("kafkalite-cluster-up", timeout_ms=timeout_s * 1000)
     except KafkaError as exc:
@@ -219,12 +296,18 @@ def _create_offsets_topic(bootstrap: str, timeout_s: float) -> None:
 
 
 # ---------------------------------------------------------------------------------------- status
-def _fetch_metadata(bootstrap: str) -> tuple[Any, str]:
-    """(Cluster metadata or None, error text) from one Metadata request."""
+def _fetch_metadata(bootstrap: str, security: dict[str, str] | None = None) -> tuple[Any, str]:
+    """(Cluster metadata or None, error text) from one Metadata request; ``security``: the
+    ``client.properties`` settings of a secure cluster."""
     from spark_kafkalite.client.admin import KafkaAdminClient
 
     admin = KafkaAdminClient(
-        {"bootstrap.servers": bootstrap, "default.api.timeout.ms": 10000, "request.timeout.ms": 5000}
+        {
+            **(security or {}),
+            "bootstrap.servers": bootstrap,
+            "default.api.timeout.ms": 10000,
+            "request.timeout.ms": 5000,
+        }
     )
     try:
         return admin._describe(None, 10000), ""
@@ -268,7 +351,10 @@ def _status(data_dir: Path, out: Any) -> int:
     metadata = None
     error = ""
     if running:
-        metadata, error = _fetch_metadata(",".join(f"{i['host']}:{i['port']}" for i in running.values()))
+        metadata, error = _fetch_metadata(
+            ",".join(f"{i['host']}:{i['port']}" for i in running.values()),
+            read_client_properties(data_dir) if state.get("security_protocol") else None,
+        )
     nodes = Table(title=f"Nodes ({data_dir})")
     for column in ("node", "process", "address", "raft port", "broker", "role"):
         nodes.add_column(column)

@@ -1,10 +1,12 @@
-"""Our client (producer, consumer, admin) over SSL, SASL_SSL and SASL_PLAINTEXT (PLAIN) against
-our broker, with confluent-kafka (librdkafka) as the peer on
+"""Our client (producer, consumer, admin) over SSL, SASL_SSL with SCRAM-SHA-512 and
+SASL_PLAINTEXT with PLAIN against our broker, with confluent-kafka (librdkafka) as the peer on
 the same listeners: it reads what we wrote and we read what it wrote. Refusals are clean: a
 wrong password, an untrusted CA, a certificate for another host, a mechanism the broker does
 not enable and a TLS client on a plaintext port each give one clear error, no secret in it.
 
-One in-process broker with the four listeners serves the module."""
+One in-process broker with the four listeners serves the module; the SCRAM user of the record
+exchange is created by confluent-kafka's AdminClient, one more by ours (AlterUserScramCredentials)
+for a librdkafka login."""
 
 from __future__ import annotations
 
@@ -21,12 +23,21 @@ import confluent_kafka
 import confluent_kafka.admin
 import pytest
 
-from spark_kafkalite.client import KafkaAdminClient, KafkaConsumer, KafkaProducer, NewTopic
+from spark_kafkalite.client import (
+    KafkaAdminClient,
+    KafkaConsumer,
+    KafkaProducer,
+    NewTopic,
+    ScramCredentialInfo,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 from spark_kafkalite.client.errors import SslAuthenticationError
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.local_pki import LocalPki
 from spark_kafkalite.protocol.errors import (
     KafkaTimeoutError,
+    ResourceNotFoundError,
     SaslAuthenticationFailedError,
     UnsupportedSaslMechanismError,
 )
@@ -36,6 +47,7 @@ PLAIN_JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
     'user_alice="alice-plain-secret" user_admin="admin-secret";'
 )
+SCRAM_PASSWORD = "alice-scram-Secret-9"
 RECORDS = 50
 
 
@@ -55,7 +67,11 @@ class Secure:
         }
         if listener in ("SSL", "SASL_SSL"):
             config["ssl.ca.location"] = str(self.pki.ca_path)
-        if name.endswith("-PLAIN"):
+        if name.endswith("-SCRAM-SHA-512"):
+            config.update(
+                {"sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice", "sasl.password": SCRAM_PASSWORD}
+            )
+        elif name.endswith("-PLAIN"):
             config.update(
                 {"sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-plain-secret"}
             )
@@ -88,12 +104,21 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secure]:
     broker.start()
     try:
         secure = Secure(broker, pki)
+        admin = confluent_kafka.admin.AdminClient(secure.config("SASL_PLAINTEXT-PLAIN"))
+        upsert = confluent_kafka.admin.UserScramCredentialUpsertion(
+            "alice",
+            confluent_kafka.admin.ScramCredentialInfo(
+                confluent_kafka.admin.ScramMechanism.SCRAM_SHA_512, 4096
+            ),
+            SCRAM_PASSWORD.encode(),
+        )
+        admin.alter_user_scram_credentials([upsert])["alice"].result(15)
         yield secure
     finally:
         broker.stop()
 
 
-CASES = ["SSL", "SASL_SSL-PLAIN", "SASL_PLAINTEXT-PLAIN"]
+CASES = ["SSL", "SASL_SSL-SCRAM-SHA-512", "SASL_PLAINTEXT-PLAIN"]
 
 
 def _confluent_consume(config: dict[str, Any], topic: str, count: int) -> list[bytes]:
@@ -149,15 +174,15 @@ def test_our_client_and_librdkafka_exchange_records(secure: Secure, case: str) -
 
 def test_wrong_password_is_refused_cleanly(secure: Secure) -> None:
     wrong = "not-the-Password-42"
-    config = secure.config("SASL_SSL-PLAIN", **{"sasl.password": wrong})
+    config = secure.config("SASL_SSL-SCRAM-SHA-512", **{"sasl.password": wrong})
     started = time.monotonic()
     with pytest.raises(SaslAuthenticationFailedError) as info:
         with KafkaAdminClient(config) as admin:
             admin.list_topics()
     assert time.monotonic() - started < 5
     message = str(info.value)
-    assert "PLAIN" in message and "User:alice" in message
-    assert wrong not in message and "alice-plain-secret" not in message
+    assert "SCRAM-SHA-512" in message and "User:alice" in message
+    assert wrong not in message and SCRAM_PASSWORD not in message
 
     producer = KafkaProducer({**config, "max.block.ms": 5000})
     try:
@@ -170,9 +195,30 @@ def test_wrong_password_is_refused_cleanly(secure: Secure) -> None:
         with pytest.raises(SaslAuthenticationFailedError):
             consumer.position(TopicPartition("never", 0), timeout_ms=5000)
 
-    plain = secure.config("SASL_SSL-PLAIN", **{"sasl.mechanism": "SCRAM-SHA-256"})
+    plain = secure.config("SASL_SSL-SCRAM-SHA-512", **{"sasl.mechanism": "SCRAM-SHA-256"})
     with pytest.raises(UnsupportedSaslMechanismError, match="enabled: .*SCRAM-SHA-512"):
         with KafkaAdminClient(plain) as admin:
+            admin.list_topics()
+
+
+def test_our_admin_manages_scram_users_librdkafka_logs_in_with(secure: Secure) -> None:
+    admin_config = secure.config("SASL_SSL-SCRAM-SHA-512")
+    with KafkaAdminClient(admin_config) as admin:
+        assert admin.describe_user_scram_credentials(["alice"]) == {
+            "alice": [ScramCredentialInfo("SCRAM-SHA-512", 4096)]
+        }
+        admin.alter_user_scram_credentials(
+            [UserScramCredentialUpsertion("bob", ScramCredentialInfo("SCRAM-SHA-512", 8192), "bob-Pw-1")]
+        )
+        assert admin.describe_user_scram_credentials()["bob"] == [ScramCredentialInfo("SCRAM-SHA-512", 8192)]
+    bob = secure.config("SASL_SSL-SCRAM-SHA-512", **{"sasl.username": "bob", "sasl.password": "bob-Pw-1"})
+    assert confluent_kafka.admin.AdminClient(bob).list_topics(timeout=10).brokers
+    with KafkaAdminClient(admin_config) as admin:
+        admin.alter_user_scram_credentials([UserScramCredentialDeletion("bob", "SCRAM-SHA-512")])
+        with pytest.raises(ResourceNotFoundError, match="bob"):
+            admin.describe_user_scram_credentials(["bob"])
+    with pytest.raises(SaslAuthenticationFailedError, match="User:bob"):
+        with KafkaAdminClient(bob) as admin:
             admin.list_topics()
 
 

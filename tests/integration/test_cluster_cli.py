@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import confluent_kafka
+import confluent_kafka.admin
 import pytest
 
 from spark_kafkalite.cli.cluster import _alive
@@ -104,4 +105,35 @@ def test_cluster_up_status_down(tmp_path: Path) -> None:
         stopped = kafkalite("cluster", "status", "--data-dir", str(data_dir))
         assert stopped.returncode == 1 and "stopped" in stopped.stderr
     finally:
+        _kill_leftovers(data_dir)
+
+
+def test_cluster_up_secure_prints_a_client_config_librdkafka_uses(tmp_path: Path) -> None:
+    """``up --secure``: SASL_SSL only, a throwaway CA, an admin user with SCRAM-SHA-512 (created
+    through AlterUserScramCredentials), ``client.properties`` (0600) that confluent-kafka takes as
+    is; ``status`` reads it."""
+    data_dir = tmp_path / "secure"
+    try:
+        up = kafkalite("cluster", "up", "--brokers", "1", "--secure", "--data-dir", str(data_dir))
+        assert up.returncode == 0, up.stderr
+        properties = data_dir / "client.properties"
+        assert properties.stat().st_mode & 0o777 == 0o600
+        config = dict(
+            line.split("=", 1)
+            for line in properties.read_text().splitlines()
+            if line and not line.startswith("#")
+        )
+        assert config["security.protocol"] == "SASL_SSL" and config["sasl.mechanism"] == "SCRAM-SHA-512"
+        assert f"sasl.password={config['sasl.password']}" in up.stdout
+        assert json.loads((data_dir / "cluster.json").read_text())["security_protocol"] == "SASL_SSL"
+        producer = confluent_kafka.Producer(config)
+        producer.produce("secured", b"hello")
+        assert producer.flush(20) == 0
+        assert "secured" in confluent_kafka.admin.AdminClient(config).list_topics(timeout=10).topics
+        status = kafkalite("cluster", "status", "--data-dir", str(data_dir))
+        assert status.returncode == 0, status.stderr
+        assert "secured" in status.stdout
+
+    finally:
+        kafkalite("cluster", "down", "--data-dir", str(data_dir), "--timeout", "5")
         _kill_leftovers(data_dir)

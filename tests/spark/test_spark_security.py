@@ -1,4 +1,4 @@
-"""format("kafkalite") against a SASL_SSL (PLAIN) LocalCluster: the batch sink and
+"""format("kafkalite") against a SASL_SSL (SCRAM-SHA-512) LocalCluster: the batch sink and
 source, and a streaming query (AvailableNow) from one topic into another, all with the security
 settings as ``kafka.*`` options (Spark's ``kafka`` format convention). The password appears in no
 plan (``explain``), no streaming progress, no record of our Python loggers on the driver, and not
@@ -25,7 +25,9 @@ PASSWORD = "Spark-Scram-pw-" + uuid.uuid4().hex[:8]
 
 @pytest.fixture(scope="module")
 def secure_cluster() -> Iterator[LocalCluster]:
-    with LocalCluster(security=ClusterSecurity("SASL_SSL", "PLAIN", "sparkuser", PASSWORD)) as cluster:
+    with LocalCluster(
+        security=ClusterSecurity("SASL_SSL", "SCRAM-SHA-512", "sparkuser", PASSWORD)
+    ) as cluster:
         yield cluster
 
 
@@ -40,7 +42,7 @@ def _options(cluster: LocalCluster, jaas: bool) -> dict[str, str]:
     if jaas:
         user, password = options.pop("kafka.sasl.username"), options.pop("kafka.sasl.password")
         options["kafka.sasl.jaas.config"] = (
-            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            "org.apache.kafka.common.security.scram.ScramLoginModule required "
             f'username="{user}" password="{password}";'
         )
     return options

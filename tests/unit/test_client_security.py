@@ -3,11 +3,13 @@ the SASL client tokens (RFC 7677's SCRAM-SHA-256 example), and redaction of secr
 
 from __future__ import annotations
 
+import argparse
 import ssl
 from pathlib import Path
 
 import pytest
 
+from spark_kafkalite.cli import cluster as cluster_cli
 from spark_kafkalite.client.config import REDACTED, is_sensitive_config, parse_config, redact_config
 from spark_kafkalite.client.security.sasl_client import (
     PlainSaslClient,
@@ -335,7 +337,13 @@ def test_cluster_security_broker_and_client_settings(tmp_path: Path) -> None:
     assert broker["ssl.keystore.type"] == broker["ssl.truststore.type"] == "PEM"
     assert Path(broker["ssl.keystore.location"]).exists() and Path(broker["ssl.truststore.location"]).exists()
     jaas = single_login_module(broker["listener.name.sasl_ssl.plain.sasl.jaas.config"])
-    assert (jaas.login_module, jaas.options) == (PLAIN_LOGIN_MODULE, {"user_admin": security.password})
+    assert jaas.login_module == PLAIN_LOGIN_MODULE
+    assert jaas.options == {
+        "username": "admin",
+        "password": security.password,
+        "user_admin": security.password,
+    }
+    assert broker["sasl.mechanism.inter.broker.protocol"] == "PLAIN"
     assert broker["sasl.enabled.mechanisms"] == "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
     client = security.client_config(tmp_path, "127.0.0.1:1")
     assert ClientSecurity.from_config(parse_config(client, {}, "test")).ssl_context is not None
@@ -347,3 +355,14 @@ def test_cluster_security_broker_and_client_settings(tmp_path: Path) -> None:
     for bad in ({"protocol": "TLS"}, {"mechanism": "GSSAPI"}, {"username": 'a"b'}):
         with pytest.raises(ValueError):
             ClusterSecurity(**bad)  # type: ignore[arg-type]
+
+
+def test_cluster_up_secure_keeps_the_password_of_the_data_dir(tmp_path: Path) -> None:
+    args = argparse.Namespace(secure=True, security_protocol="SASL_SSL")
+    first = cluster_cli._security(args, tmp_path)
+    cluster_cli._write_client_properties(tmp_path, first.client_config(tmp_path, "127.0.0.1:1"))
+    assert (tmp_path / "client.properties").stat().st_mode & 0o777 == 0o600
+    assert cluster_cli.read_client_properties(tmp_path)["sasl.password"] == first.password
+    assert cluster_cli._security(args, tmp_path).password == first.password
+    assert cluster_cli._security(args, tmp_path / "fresh").password != first.password
+    assert cluster_cli._security(argparse.Namespace(secure=False), tmp_path) is None
