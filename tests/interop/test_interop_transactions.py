@@ -5,6 +5,8 @@
   all data records, neither a control record, and both end at the log end;
 * our transactional producer (commit, abort, an empty transaction, records still unsent at the
   abort): a confluent-kafka ``read_committed`` consumer sees exactly what Kafka would;
+  ``send_offsets_to_transaction``: the group's committed offset (read by confluent-kafka) is the
+  one of the last committed transaction, never one of an aborted transaction;
 * two of our producers with one ``transactional.id``: the older is fenced
   (``ProducerFencedError``) and none of its records becomes visible.
 """
@@ -153,6 +155,32 @@ def test_our_transactions_read_committed_by_confluent(bootstrap_servers: str, un
     got = _ck_read(bootstrap_servers, unique_topic, "read_committed", len(expected))
     assert sorted(got) == sorted(expected)
     assert len(_ck_read(bootstrap_servers, unique_topic, "read_uncommitted", 21)) == 21
+
+
+def test_send_offsets_to_transaction_commits_offsets_with_the_transaction(
+    bootstrap_servers: str, unique_topic: str
+) -> None:
+    ck_create_topic(bootstrap_servers, unique_topic, PARTITIONS)
+    group = f"g-{unique_topic}"
+    source = TopicPartition(unique_topic, 1)
+    config = {"bootstrap.servers": bootstrap_servers, "transactional.id": f"offsets-{unique_topic}"}
+    with KafkaProducer(config) as producer:
+        producer.init_transactions(20)
+        for offset, commit in ((100, True), (200, False), (300, True), (400, False)):
+            producer.begin_transaction()
+            producer.send(unique_topic, b"v", partition=0)
+            producer.send_offsets_to_transaction({source: offset}, group)
+            if commit:
+                producer.commit_transaction(20)
+            else:
+                producer.abort_transaction(20)
+    # only the committed transactions' offsets become the group's (the last is 300)
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": group})
+    try:
+        [committed] = consumer.committed([CkTopicPartition(source.topic, source.partition)], timeout=10)
+        assert committed.offset == 300
+    finally:
+        consumer.close()
 
 
 def test_zombie_producer_is_fenced_and_its_records_stay_invisible(
