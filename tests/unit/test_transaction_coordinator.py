@@ -11,7 +11,10 @@ from typing import Any
 import pytest
 
 from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
-from broker.coordinator.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
+from broker.coordinator.transaction.transaction_marker_channel_manager import (
+    BrokerMarkerSender,
+    TransactionMarkerChannelManager,
+)
 from broker.coordinator.transaction.transaction_metadata import (
     IllegalTransactionStateError,
     TransactionMetadata,
@@ -23,6 +26,9 @@ from broker.coordinator.transaction.transaction_state_manager import (
 )
 from broker.log.log_results import FetchDataInfo
 from broker.replication.broker_connection import BrokerConnectionError
+from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.entities import nested
+from spark_kafkalite.protocol.errors import ErrorCode
 from spark_kafkalite.protocol.errors import ErrorCode as E
 from spark_kafkalite.protocol.record_batch import decode_batches, encode_batch
 from spark_kafkalite.protocol.transaction_records import decode_transaction_log_value
@@ -399,3 +405,61 @@ def test_state_machine_rejects_illegal_transitions() -> None:
     rotated = exhausted.prepare_producer_id_rotation(2, 1000, 7, True)
     exhausted.complete_transition_to(rotated)
     assert (exhausted.producer_id, exhausted.producer_epoch, exhausted.last_producer_epoch) == (2, 0, 32766)
+
+
+def test_broker_marker_sender_batches_queued_markers() -> None:
+    """Markers queued while a request is in flight go out together, one per producer id."""
+
+    class FakeConnection:
+        def __init__(self) -> None:
+            self.requests: list[list[int]] = []
+            self.gate = asyncio.Event()
+
+        async def send(self, request: Any) -> Any:
+            self.requests.append([int(m.producer_id) for m in request.markers])
+            if len(self.requests) == 1:
+                await self.gate.wait()
+            cls = response_class(ApiKey.WRITE_TXN_MARKERS, 1)
+            marker_cls = nested(cls, "WritableTxnMarkerResult")
+            topic_cls = nested(marker_cls, "WritableTxnMarkerTopicResult")
+            partition_cls = nested(topic_cls, "WritableTxnMarkerPartitionResult")
+            return cls(
+                markers=tuple(
+                    marker_cls(
+                        producer_id=m.producer_id,
+                        topics=tuple(
+                            topic_cls(
+                                name=t.name,
+                                partitions=tuple(
+                                    partition_cls(partition_index=p, error_code=ErrorCode(int(m.producer_id)))
+                                    for p in t.partition_indexes
+                                ),
+                            )
+                            for t in m.topics
+                        ),
+                    )
+                    for m in request.markers
+                )
+            )
+
+    async def scenario() -> None:
+        sender = BrokerMarkerSender(lambda _b: ("127.0.0.1", 1), "test", 1000)
+        connection = FakeConnection()
+
+        async def fake_connection(broker_id: int, queue: Any) -> Any:
+            return connection
+
+        sender._connection = fake_connection  # type: ignore[method-assign]
+        first = asyncio.ensure_future(sender.write_txn_markers(1, 0, 0, True, 0, [("t", 0)]))
+        await asyncio.sleep(0)
+        others = [
+            asyncio.ensure_future(sender.write_txn_markers(1, pid, 0, True, 0, [("t", pid)]))
+            for pid in (2, 3, 2)
+        ]
+        await asyncio.sleep(0)
+        connection.gate.set()
+        results = await asyncio.gather(first, *others)
+        assert connection.requests == [[0], [2, 3], [2]]
+        assert results == [{("t", 0): 0}, {("t", 2): 2}, {("t", 3): 3}, {("t", 2): 2}]
+
+    run(scenario())

@@ -66,9 +66,20 @@ class MarkerSender(Protocol):
         ...
 
 
+class _MarkerQueue:
+    """The markers waiting for one broker, and the task that sends them."""
+
+    def __init__(self) -> None:
+        self.connection: BrokerConnection | None = None
+        self.waiting: list[tuple[int, Any, asyncio.Future[dict[TopicPartition, int]]]] = []
+        self.task: asyncio.Task[None] | None = None
+
+
 class BrokerMarkerSender:
-    """WriteTxnMarkers v1 over one :class:`BrokerConnection` per broker (one request in flight
-    per connection, as Kafka's ``InterBrokerSendThread``).
+    """WriteTxnMarkers v1 over one :class:`BrokerConnection` per broker, one request in flight
+    per connection; the markers queued for a broker while a request is in flight go out
+    together in the next request (one marker per producer id in a request), as Kafka's
+    ``TransactionMarkerChannelManager`` drains its per-broker queues.
 
     Args:
         endpoint_of: broker id -> (host, port) of its inter-broker listener, or None.
@@ -88,7 +99,7 @@ class BrokerMarkerSender:
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.security = security
-        self._connections: dict[int, tuple[BrokerConnection, asyncio.Lock]] = {}
+        self._queues: dict[int, _MarkerQueue] = {}
 
     async def write_txn_markers(
         self,
@@ -99,54 +110,85 @@ class BrokerMarkerSender:
         coordinator_epoch: int,
         partitions: list[TopicPartition],
     ) -> dict[TopicPartition, int]:
-        endpoint = self.endpoint_of(broker_id)
-        if endpoint is None:
-            raise BrokerConnectionError(f"broker {broker_id} has no known inter-broker endpoint")
-        entry = self._connections.get(broker_id)
-        if entry is None or (entry[0].host, entry[0].port) != tuple(endpoint):
-            if entry is not None:
-                await entry[0].close()
-            entry = self._connections[broker_id] = (
-                BrokerConnection(
-                    endpoint[0], endpoint[1], self.client_id, self.request_timeout_ms, self.security
-                ),
-                asyncio.Lock(),
-            )
-        connection, lock = entry
         cls = request_class(WRITE_TXN_MARKERS_KEY, 1)
-        marker_cls = nested(cls, "WritableTxnMarker")
         topic_cls = nested(cls, "WritableTxnMarkerTopic")
         by_topic: dict[str, list[int]] = {}
         for topic, partition in partitions:
             by_topic.setdefault(topic, []).append(partition)
-        request = cls(
-            markers=(
-                marker_cls(
-                    producer_id=producer_id,
-                    producer_epoch=producer_epoch,
-                    transaction_result=committed,
-                    topics=tuple(
-                        topic_cls(name=t, partition_indexes=tuple(ps)) for t, ps in by_topic.items()
-                    ),
-                    coordinator_epoch=coordinator_epoch,
-                ),
-            )
+        marker = nested(cls, "WritableTxnMarker")(
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            transaction_result=committed,
+            topics=tuple(topic_cls(name=t, partition_indexes=tuple(ps)) for t, ps in by_topic.items()),
+            coordinator_epoch=coordinator_epoch,
         )
-        async with lock:
-            response = await connection.send(request)
-        results: dict[TopicPartition, int] = {}
-        for marker in response.markers:
-            if marker.producer_id != producer_id:
+        queue = self._queues.setdefault(broker_id, _MarkerQueue())
+        future: asyncio.Future[dict[TopicPartition, int]] = asyncio.get_running_loop().create_future()
+        queue.waiting.append((producer_id, marker, future))
+        if queue.task is None or queue.task.done():
+            queue.task = asyncio.ensure_future(self._drain(broker_id, queue))
+        return await future
+
+    async def _drain(self, broker_id: int, queue: _MarkerQueue) -> None:
+        cls = request_class(WRITE_TXN_MARKERS_KEY, 1)
+        while queue.waiting:
+            batch: list[tuple[int, Any, asyncio.Future[dict[TopicPartition, int]]]] = []
+            later = []
+            seen: set[int] = set()
+            for item in queue.waiting:
+                if item[2].done():
+                    continue  # its sender gave up (cancelled)
+                if item[0] in seen:
+                    later.append(item)
+                else:
+                    seen.add(item[0])
+                    batch.append(item)
+            queue.waiting = later
+            if not batch:
                 continue
-            for topic in marker.topics:
-                for p in topic.partitions:
-                    results[(topic.name, int(p.partition_index))] = int(p.error_code)
-        return results
+            try:
+                connection = await self._connection(broker_id, queue)
+                response = await connection.send(cls(markers=tuple(marker for _pid, marker, _f in batch)))
+            except Exception as exc:  # noqa: BLE001 - every waiter retries (BrokerConnectionError)
+                error = exc if isinstance(exc, BrokerConnectionError) else BrokerConnectionError(str(exc))
+                for _pid, _marker, future in batch:
+                    if not future.done():
+                        future.set_exception(error)
+                continue
+            results: dict[int, dict[TopicPartition, int]] = {}
+            for result in response.markers:
+                per = results.setdefault(int(result.producer_id), {})
+                for topic in result.topics:
+                    for p in topic.partitions:
+                        per[(topic.name, int(p.partition_index))] = int(p.error_code)
+            for pid, _marker, future in batch:
+                if not future.done():
+                    future.set_result(results.get(pid, {}))
+
+    async def _connection(self, broker_id: int, queue: _MarkerQueue) -> BrokerConnection:
+        endpoint = self.endpoint_of(broker_id)
+        if endpoint is None:
+            raise BrokerConnectionError(f"broker {broker_id} has no known inter-broker endpoint")
+        connection = queue.connection
+        if connection is None or (connection.host, connection.port) != tuple(endpoint):
+            if connection is not None:
+                await connection.close()
+            connection = queue.connection = BrokerConnection(
+                endpoint[0], endpoint[1], self.client_id, self.request_timeout_ms, self.security
+            )
+        return connection
 
     async def close(self) -> None:
-        connections, self._connections = self._connections, {}
-        for connection, _lock in connections.values():
-            await connection.close()
+        queues, self._queues = self._queues, {}
+        for queue in queues.values():
+            if queue.task is not None:
+                queue.task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await queue.task
+            for _pid, _marker, future in queue.waiting:
+                future.cancel()
+            if queue.connection is not None:
+                await queue.connection.close()
 
 
 class TransactionMarkerChannelManager:
