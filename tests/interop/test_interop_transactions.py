@@ -116,6 +116,15 @@ def test_confluent_transactions_read_committed_by_our_consumer(
     producer.begin_transaction()
     producer.produce(unique_topic, b"open", partition=0)
     producer.flush(10)
+    tp0 = TopicPartition(unique_topic, 0)
+    ends = {}
+    for isolation in ("read_committed", "read_uncommitted"):
+        with KafkaConsumer(
+            {"bootstrap.servers": bootstrap_servers, "isolation.level": isolation}
+        ) as consumer:
+            ends[isolation] = consumer.end_offsets([tp0])[tp0]
+    # ListOffsets latest: the LSO (the open transaction's first offset) vs the high watermark
+    assert ends == {"read_committed": committed_end[0], "read_uncommitted": committed_end[0] + 1}
     still, _ = _our_read(bootstrap_servers, unique_topic, "read_committed")
     assert still == expected
     producer.commit_transaction(20)
