@@ -252,7 +252,12 @@ class UnifiedLog:
         i = max(0, bisect_right(self._base_offsets, start_offset) - 1)
         out: list[AbortedTxn] = []
         for seg in self.segments[i:]:
-            found, complete = seg.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
+            index = seg.txn_index
+            if (
+                not index.entries
+            ):  # most segments: skip without a call (a read_committed fetch walks them all)
+                continue
+            found, complete = index.collect_aborted_txns(start_offset, upper_bound_offset)
             out.extend(found)
             if complete:
                 break
