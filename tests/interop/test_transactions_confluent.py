@@ -87,6 +87,11 @@ def test_commit_abort_and_offsets_seen_by_read_committed(txn_cluster: LocalClust
         p.produce(topic, f"commit-{i}".encode(), partition=i % 2)
     offsets = [confluent_kafka.TopicPartition(topic, 0, 17, metadata='{"batch": 3}')]
     p.send_offsets_to_transaction(offsets, group_consumer.consumer_group_metadata(), 30)
+    # KIP-447: pending offsets are unstable; librdkafka (read_committed by default) retries
+    # UNSTABLE_OFFSET_COMMIT until the transaction ends
+    with pytest.raises(confluent_kafka.KafkaException) as unstable:
+        group_consumer.committed([confluent_kafka.TopicPartition(topic, 0)], 1)
+    assert unstable.value.args[0].code() == confluent_kafka.KafkaError._TIMED_OUT
     p.commit_transaction(30)
     p.begin_transaction()
     for i in range(3):
