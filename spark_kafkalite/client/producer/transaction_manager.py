@@ -480,6 +480,9 @@ class TransactionManager:
                 call timed out and must be retried.
             ProducerFencedError / KafkaError: the producer is in an error state.
         """
+        pending = self._pending_transition
+        if self.state is State.IN_TRANSACTION and (pending is None or pending[0].is_acked):
+            return  # the common case, read without the lock (a send racing a commit may pass)
         with self.lock:
             self._maybe_fail_with_error()
             self._throw_if_pending_state("send")
