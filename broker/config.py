@@ -26,6 +26,7 @@ from broker.network.channel_builders import (
     parse_listener_overrides,
 )
 from broker.network.connection_quotas import parse_per_ip_overrides
+from spark_kafkalite.protocol.properties import parse_properties as _parse_properties
 
 __all__ = [
     "ConfigError",
@@ -45,58 +46,16 @@ __all__ = [
 
 
 def parse_properties(text: str, source: str = "<properties>") -> dict[str, str]:
-    """Parse Java ``.properties`` text: ``key=value``, ``key: value`` or ``key value`` lines,
-    ``#``/``!`` comments, backslash line continuations and ``\\t \\n \\uXXXX`` escapes.
+    """Parse Java ``.properties`` text (:func:`spark_kafkalite.protocol.properties.parse_properties`).
 
     Raises:
         ConfigError: a line has an empty key (named by its line number in ``source``).
     """
-    result: dict[str, str] = {}
-    logical: list[tuple[int, str]] = []
-    pending = ""
-    pending_line = 0
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.lstrip()
-        if not pending and (not line or line[0] in "#!"):
-            continue
-        if not pending:
-            pending_line = number
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:
-            pending += line[:-1]
-            continue
-        logical.append((pending_line, pending + line))
-        pending = ""
-    if pending:
-        logical.append((pending_line, pending))
-    for number, line in logical:
-        match = re.match(r"((?:\\.|[^=:\s\\])+)\s*[=:\s]?\s*(.*)$", line, re.DOTALL)
-        if match is None:
-            raise ConfigError(f"{source}:{number}", f"cannot parse line {line!r}")
-        key = _unescape(match.group(1))
-        result[key] = _unescape(match.group(2))
-    return result
-
-
-def _unescape(text: str) -> str:
-    if "\\" not in text:
-        return text
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch != "\\" or i + 1 >= len(text):
-            out.append(ch)
-            i += 1
-            continue
-        nxt = text[i + 1]
-        if nxt == "u" and i + 6 <= len(text):
-            out.append(chr(int(text[i + 2 : i + 6], 16)))
-            i += 6
-            continue
-        out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(nxt, nxt))
-        i += 2
-    return "".join(out)
+    try:
+        return _parse_properties(text, source)
+    except ValueError as exc:
+        where, _, problem = str(exc).partition(": ")
+        raise ConfigError(where, problem) from None
 
 
 # ---------------------------------------------------------------------------------------------

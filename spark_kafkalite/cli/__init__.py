@@ -21,12 +21,16 @@ Commands::
     kafkalite groups list|describe|delete ...              (see spark_kafkalite.cli.groups)
     kafkalite transactions list|describe ...               (see spark_kafkalite.cli.transactions)
     kafkalite cluster up [--brokers 3] [--data-dir DIR] | status | down   (spark_kafkalite.cli.cluster)
+    kafkalite acls add|list|remove ...                     (see spark_kafkalite.cli.acls)
 
 One module per command group: :mod:`.topics`, :mod:`.console` (produce, consume),
-:mod:`.groups`, :mod:`.transactions`, :mod:`.cluster`; :mod:`.common` holds what they share. The demo's flags live with
+:mod:`.groups`, :mod:`.transactions`, :mod:`.cluster`, :mod:`.acls`; :mod:`.common` holds what they
+share. The demo's flags live with
 the demo (:mod:`spark_kafkalite.demo.command`), which never calls back into this package.
 
-``--bootstrap-server`` defaults to ``$KAFKALITE_BOOTSTRAP_SERVERS``. Errors print one line
+``--bootstrap-server`` defaults to ``$KAFKALITE_BOOTSTRAP_SERVERS``; every command that talks to
+brokers takes ``--command-config FILE`` (a properties file of client configs, e.g.
+``security.protocol`` and ``sasl.*``, as Kafka's tools do). Errors print one line
 (``kafkalite: error: ...``) to stderr and exit with status 1 (130 on Ctrl-C).
 """
 
@@ -36,6 +40,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from spark_kafkalite.cli.acls import add_acls_parser, cmd_acls
 from spark_kafkalite.cli.cluster import add_cluster_parser, cmd_cluster
 from spark_kafkalite.cli.console import add_consume_parser, add_produce_parser, cmd_consume, cmd_produce
 from spark_kafkalite.cli.groups import add_groups_parser, cmd_groups
@@ -58,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_groups_parser(commands)  # kafkalite groups list|describe|delete
     add_transactions_parser(commands)  # kafkalite transactions list|describe
     add_cluster_parser(commands)  # kafkalite cluster up|status|down
+    add_acls_parser(commands)  # kafkalite acls add|list|remove
     return parser
 
 
@@ -72,6 +78,8 @@ def _run(args: argparse.Namespace) -> int:
         return cmd_consume(args, sys.stdout)
     if args.command == "transactions":
         return cmd_transactions(args, sys.stdout)
+    if args.command == "acls":
+        return cmd_acls(args)
     if args.command == "cluster":
         return cmd_cluster(args, sys.stdout)
     return run_demo_command(args)

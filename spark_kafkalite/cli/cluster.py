@@ -46,6 +46,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from spark_kafkalite.cli.common import command_config
+
 __all__ = ["add_cluster_parser", "cmd_cluster", "STATE_FILE", "CLIENT_PROPERTIES"]
 
 STATE_FILE = "cluster.json"
@@ -93,6 +95,9 @@ def add_cluster_parser(commands: Any) -> None:
         "--bootstrap-server",
         metavar="HOST:PORT",
         help="inspect any running cluster (e.g. started with python -m broker --config conf/broker-N.properties)",
+    )
+    status.add_argument(
+        "--command-config", metavar="FILE", help="properties file of client configs (with --bootstrap-server)"
     )
     down = actions.add_parser("down", help="stop the brokers")
     down.add_argument("--data-dir", type=Path)
@@ -158,7 +163,7 @@ def cmd_cluster(args: argparse.Namespace, out: Any) -> int:
         return _up(args, data_dir, out)
     if args.cluster_command == "status":
         if args.bootstrap_server:
-            return _status_of(args.bootstrap_server, out)
+            return _status_of(args.bootstrap_server, out, command_config(args))
         return _status(data_dir, out)
     return _down(args, data_dir, out)
 
@@ -317,13 +322,13 @@ def _fetch_metadata(bootstrap: str, security: dict[str, str] | None = None) -> t
         admin.close()
 
 
-def _status_of(bootstrap: str, out: Any) -> int:
+def _status_of(bootstrap: str, out: Any, client_configs: dict[str, str]) -> int:
     """``status --bootstrap-server``: what the cluster's metadata says (no process view)."""
     from rich.console import Console
     from rich.table import Table
 
     console = Console(file=out, width=120)
-    metadata, error = _fetch_metadata(bootstrap)
+    metadata, error = _fetch_metadata(bootstrap, client_configs)
     if metadata is None:
         console.print(f"[red]no broker answered[/red] {error}".rstrip())
         return 1

@@ -1,12 +1,19 @@
-"""Helpers every ``kafkalite`` command uses: the bootstrap option, client timeouts, ``k=v``
-options, record formatting and the user-facing :class:`CliError`."""
+"""Helpers every ``kafkalite`` command uses: the bootstrap and ``--command-config`` options,
+client timeouts, ``k=v`` options, record formatting and the user-facing :class:`CliError`.
+
+``--command-config FILE`` is Kafka tools' convention: a Java properties file of client configs
+(``security.protocol``, ``sasl.*``, ``ssl.*``, ...) applied to every client the command makes.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+from spark_kafkalite.protocol.properties import parse_properties
 
 __all__ = [
     "CliError",
@@ -16,6 +23,7 @@ __all__ = [
     "bootstrap",
     "client_config",
     "add_bootstrap",
+    "command_config",
     "format_record",
 ]
 
@@ -42,18 +50,54 @@ def key_values(pairs: Sequence[str] | None, what: str) -> dict[str, str]:
 
 
 def bootstrap(args: argparse.Namespace) -> str:
+    """``--bootstrap-server``, else ``$KAFKALITE_BOOTSTRAP_SERVERS``, else ``bootstrap.servers``
+    of the ``--command-config`` file.
+
+    Raises:
+        CliError: none of them is set.
+    """
     servers = args.bootstrap_server or os.environ.get(ENV_BOOTSTRAP, "")
+    if not servers:
+        servers = command_config(args).get("bootstrap.servers", "")
     if not servers:
         raise CliError(f"--bootstrap-server is required (or set ${ENV_BOOTSTRAP})")
     return servers
 
 
 def add_bootstrap(parser: argparse.ArgumentParser, required_hint: bool = True) -> None:
+    """Add ``--bootstrap-server`` and ``--command-config`` to a client command."""
     parser.add_argument(
         "--bootstrap-server",
         metavar="HOST:PORT",
         help=f"broker(s) to connect to (default ${ENV_BOOTSTRAP})" if required_hint else "broker(s) to use",
     )
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="properties file of client configs (security.protocol, sasl.*, ssl.*, ...)",
+    )
+
+
+def command_config(args: argparse.Namespace) -> dict[str, str]:
+    """The client configs of the ``--command-config`` file (empty without the option).
+
+    Raises:
+        CliError: the file cannot be read or parsed (its name and line in the message; the
+            values, which may hold secrets, are never printed).
+    """
+    path = getattr(args, "command_config", None)
+    if not path:
+        return {}
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot read --command-config {path}: {exc.strerror or exc}") from None
+    try:
+        return parse_properties(text, str(path))
+    except ValueError as exc:
+        raise CliError(
+            f"--command-config: {str(exc).split(': cannot parse')[0]}: cannot parse the line"
+        ) from None
 
 
 def format_record(record: Any, props: dict[str, str]) -> str:
@@ -83,17 +127,17 @@ def client_config(
     overrides: Sequence[str] | None = None,
     overrides_option: str = "",
 ) -> dict[str, Any]:
-    """Client config of a command: ``--bootstrap-server``, ``client.id``, fail-fast timeouts and
-    ``settings``, then the user's ``overrides`` (``k=v`` of ``overrides_option``) on top.
+    """Client config of a command: ``client.id``, fail-fast timeouts and ``settings``, then the
+    ``--command-config`` file, then the user's ``overrides`` (``k=v`` of ``overrides_option``);
+    ``--bootstrap-server`` (or its fallbacks, :func:`bootstrap`) sets ``bootstrap.servers``.
 
     Raises:
-        CliError: no bootstrap servers, or an override that is not ``k=v``.
+        CliError: no bootstrap servers, an unreadable command config, or an override that is
+            not ``k=v``.
     """
-    config: dict[str, Any] = {
-        "bootstrap.servers": bootstrap(args),
-        "client.id": client_id,
-        **(settings or {}),
-    }
+    config: dict[str, Any] = {"client.id": client_id, **(settings or {})}
     config.update(CLIENT_TIMEOUTS)
+    config.update(command_config(args))
     config.update(key_values(overrides, overrides_option))
+    config["bootstrap.servers"] = bootstrap(args)
     return config
