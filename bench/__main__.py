@@ -43,6 +43,7 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("replication", [], ["--records", "30000", "--failovers", "1"]),
     ("spark_latency", [], ["--seconds", "10"]),
     ("failover", [], []),  # bench/failover.py, when present
+    ("security", [], ["--quick"]),
 ]
 
 
@@ -77,6 +78,12 @@ PAIRS = [
         1 / 1.5,
         column="p50 ms",
         lower_is_better=True,
+    ),
+    # issue #13: the cost of TLS (and SASL) per client: secured listener over PLAINTEXT, same run
+    *(
+        Pair("security", (f"{client}, {listener}",), (f"{client}, PLAINTEXT",), None)
+        for client in ("ours", "confluent-kafka")
+        for listener in ("SSL", "SASL_SSL")
     ),
     Pair(
         "spark_latency",

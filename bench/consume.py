@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from _common import (
     BrokerCpu,
@@ -37,9 +37,16 @@ ReadFn = Callable[[str, str, int, int, int, float], tuple[int, int, float]]
 
 
 def read_ours(
-    bootstrap_servers: str, topic: str, partitions: int, records: int, max_poll_records: int, timeout_s: float
+    bootstrap_servers: str,
+    topic: str,
+    partitions: int,
+    records: int,
+    max_poll_records: int,
+    timeout_s: float,
+    security: Mapping[str, object] | None = None,
 ) -> tuple[int, int, float]:
-    """Read ``records`` records with our consumer; returns (records, value bytes, seconds)."""
+    """Read ``records`` records with our consumer (``security``: extra settings such as
+    ``security.protocol``); returns (records, value bytes, seconds)."""
     from spark_kafkalite.client import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(
@@ -48,6 +55,7 @@ def read_ours(
             "auto.offset.reset": "earliest",
             "max.poll.records": max_poll_records,
             "client.id": "bench-ours",
+            **(security or {}),
         }
     )
     try:
@@ -68,9 +76,16 @@ def read_ours(
 
 
 def read_confluent(
-    bootstrap_servers: str, topic: str, partitions: int, records: int, max_poll_records: int, timeout_s: float
+    bootstrap_servers: str,
+    topic: str,
+    partitions: int,
+    records: int,
+    max_poll_records: int,
+    timeout_s: float,
+    security: Mapping[str, object] | None = None,
 ) -> tuple[int, int, float]:
-    """Read ``records`` records with confluent-kafka; returns (records, value bytes, seconds)."""
+    """Read ``records`` records with confluent-kafka (``security``: extra settings such as
+    ``security.protocol``); returns (records, value bytes, seconds)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
     consumer = Consumer(
@@ -80,6 +95,7 @@ def read_confluent(
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "client.id": "bench-confluent",
+            **(security or {}),
         }
     )
     try:

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from _common import (
     base_parser,
@@ -51,6 +51,7 @@ class Run:
     linger_ms: int
     batch_size: int
     timeout_s: float
+    security: Mapping[str, object] = field(default_factory=dict)  # security.protocol, ssl.*, sasl.*
 
 
 ProduceFn = Callable[[Run], float]
@@ -68,6 +69,7 @@ def _ours(idempotent: bool) -> ProduceFn:
             "client.id": "bench-ours",
         }
         settings.update({"acks": "all"} if idempotent else {"acks": "1", "enable.idempotence": False})
+        settings.update(run.security)
         producer = KafkaProducer(settings)
         try:
             assert producer.idempotent == idempotent
@@ -102,6 +104,7 @@ def _confluent(idempotent: bool) -> ProduceFn:
             "client.id": "bench-confluent",
         }
         settings.update({"enable.idempotence": True} if idempotent else {"acks": "1"})
+        settings.update(run.security)
         producer = Producer(settings)
 
         def send(batch: list[bytes]) -> None:
