@@ -11,11 +11,6 @@ import pytest
 
 from spark_kafkalite.cli import cluster as cluster_cli
 from spark_kafkalite.client.config import REDACTED, is_sensitive_config, parse_config, redact_config
-from spark_kafkalite.client.security.sasl_client import (
-    PlainSaslClient,
-    SaslClientError,
-    ScramSaslClient,
-)
 from spark_kafkalite.client.security.security_config import ClientSecurity
 from spark_kafkalite.client.security.ssl_factory import create_ssl_context
 from spark_kafkalite.local_pki import LocalPki
@@ -27,6 +22,11 @@ from spark_kafkalite.protocol.jaas import (
     JaasConfigError,
     parse_jaas_config,
     single_login_module,
+)
+from spark_kafkalite.protocol.sasl_client import (
+    PlainSaslClient,
+    SaslClientError,
+    ScramSaslClient,
 )
 
 SECRET = "s3cr3t-Pa55"

@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Any
 
 from spark_kafkalite.client.requests import negotiate_version
-from spark_kafkalite.client.security.sasl_client import SaslClientError
 from spark_kafkalite.client.security.security_config import SaslCredentials
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build
@@ -32,6 +31,7 @@ from spark_kafkalite.protocol.errors import (
     error_for_code,
 )
 from spark_kafkalite.protocol.framing import decode_response
+from spark_kafkalite.protocol.sasl_client import SaslClientError
 
 __all__ = ["SaslClientAuthenticator"]
 

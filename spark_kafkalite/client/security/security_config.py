@@ -22,12 +22,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark_kafkalite.client.security.sasl_client import (
-    PLAIN,
-    SUPPORTED_MECHANISMS,
-    SaslClient,
-    create_sasl_client,
-)
 from spark_kafkalite.client.security.ssl_factory import create_ssl_context
 from spark_kafkalite.protocol.errors import InvalidConfigError
 from spark_kafkalite.protocol.jaas import (
@@ -35,6 +29,12 @@ from spark_kafkalite.protocol.jaas import (
     SCRAM_LOGIN_MODULE,
     JaasConfigError,
     single_login_module,
+)
+from spark_kafkalite.protocol.sasl_client import (
+    PLAIN,
+    SUPPORTED_MECHANISMS,
+    SaslClient,
+    create_sasl_client,
 )
 
 __all__ = ["ClientSecurity", "SaslCredentials"]

@@ -1,9 +1,10 @@
-"""Client side of the SASL mechanisms (Java ``PlainSaslClient`` and ``ScramSaslClient``).
+"""Client side of the SASL mechanisms (Java ``PlainSaslClient`` and ``ScramSaslClient``), pure
+and I/O-free: shared by our client's connections (``client/security/sasl_authenticator.py``) and
+the broker's own connections to other brokers (``broker/security/sasl_client.py``).
 
 Each client is one exchange: :meth:`initial_response` gives the first token, then
 :meth:`evaluate_challenge` takes each server token and returns the next client token, or None once
-:attr:`is_complete`. The SCRAM math and message grammar live in ``protocol/scram.py`` (shared
-with the broker).
+:attr:`is_complete`. The SCRAM math and message grammar live in :mod:`.scram`.
 
 Errors: :class:`SaslClientError` (a ``ValueError``) for a server token that breaks the mechanism
 (bad grammar, a nonce that does not extend ours, iterations out of range, a wrong server
