@@ -557,11 +557,13 @@ class KafkaAdminClient:
         return self._groups.list_consumer_group_offsets(group_id, timeout_ms)
 
     def list_consumer_group_offsets_and_metadata(
-        self, group_id: str, timeout_ms: float | None = None
+        self, group_id: str, timeout_ms: float | None = None, *, require_stable: bool = False
     ) -> dict[TopicPartition, OffsetAndMetadata]:
-        """Committed offsets with metadata and leader epoch
-        (``AdminGroups.list_consumer_group_offsets_and_metadata``)."""
-        return self._groups.list_consumer_group_offsets_and_metadata(group_id, timeout_ms)
+        """Committed offsets with metadata and leader epoch; ``require_stable`` waits out pending
+        transactional commits (``AdminGroups.list_consumer_group_offsets_and_metadata``)."""
+        return self._groups.list_consumer_group_offsets_and_metadata(
+            group_id, timeout_ms, require_stable=require_stable
+        )
 
     def alter_consumer_group_offsets(
         self, group_id: str, offsets: dict[TopicPartition, int], timeout_ms: float | None = None

@@ -298,15 +298,45 @@ class AdminGroups:
         }
 
     def list_consumer_group_offsets_and_metadata(
-        self, group_id: str, timeout_ms: float | None = None
+        self, group_id: str, timeout_ms: float | None = None, *, require_stable: bool = False
     ) -> dict[TopicPartition, OffsetAndMetadata]:
-        """Like ``list_consumer_group_offsets`` with the metadata string and leader epoch."""
-        response, _ = self._call_coordinator(
-            group_id,
-            offset_fetch_request(group_id, None),
-            lambda r: getattr(r, "error_code", 0) or 0,
-            timeout_ms,
-        )
+        """Like ``list_consumer_group_offsets`` with the metadata string and leader epoch.
+
+        ``require_stable`` (Java ``ListConsumerGroupOffsetsOptions.requireStable``, KIP-447): the
+        coordinator answers UNSTABLE_OFFSET_COMMIT for a partition with a pending transactional
+        commit instead of its last committed offset; the fetch is then retried after
+        ``retry.backoff.ms`` until the transaction ends or the timeout passes.
+
+        Raises:
+            KafkaError: e.g. GROUP_AUTHORIZATION_FAILED. KafkaTimeoutError.
+        """
+
+        def error_of(response: Any) -> int:
+            top = int(getattr(response, "error_code", 0) or 0)
+            if top:
+                return top
+            unstable = any(
+                p.error_code == ErrorCode.unstable_offset_commit
+                for t in response.topics or ()
+                for p in t.partitions
+            )
+            return int(ErrorCode.unstable_offset_commit) if unstable else 0
+
+        deadline = self._deadline(timeout_ms)
+        while True:
+            response, _ = self._call_coordinator(
+                group_id,
+                offset_fetch_request(group_id, None, require_stable=require_stable),
+                error_of,
+                max(1.0, deadline - now_ms()),
+            )
+            if error_of(response) != ErrorCode.unstable_offset_commit:
+                break
+            if now_ms() >= deadline:
+                raise KafkaTimeoutError(
+                    f"OffsetFetch of group {group_id}: offsets still unstable (a transaction is pending)"
+                )
+            self._client.poll(min(self._retry_backoff_ms, max(0.0, deadline - now_ms())))
         top, found = parse_offset_fetch_response(response)
         if top != ErrorCode.none:
             raise error_for_code(top, f"OffsetFetch of group {group_id}")

@@ -54,9 +54,10 @@ SOURCE_OPTIONS = (
 """Every source option besides ``kafka.*`` (Spark's names, plus kafkalite's ``maxBytesPerTrigger``
 and ``commitOffsetsToGroup``)."""
 
-SINK_OPTIONS = ("topic", "includeHeaders")
+SINK_OPTIONS = ("topic", "includeHeaders", "deliveryGuarantee", "transactionalIdPrefix", "batchId")
 """Every sink option besides ``kafka.*`` (``includeHeaders`` is accepted as Spark's docs list it;
-a ``headers`` column is always written when present)."""
+a ``headers`` column is always written when present; ``deliveryGuarantee``,
+``transactionalIdPrefix`` and ``batchId`` are kafkalite's exactly-once mode)."""
 
 _SPARK_GENERIC_OPTIONS = frozenset({"path", "paths", "checkpointlocation", "queryname"})
 """Options Spark itself may place in a data source's option map; never rejected."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from spark_kafkalite.client.types import TopicPartition
+from spark_kafkalite.datasource.exactly_once import ExactlyOnceOptions, parse_exactly_once
 from spark_kafkalite.datasource.offsets import (
     EARLIEST,
     LATEST,
@@ -151,11 +152,13 @@ class SourceOptions:
 
 @dataclass(frozen=True, slots=True)
 class SinkOptions:
-    """Validated sink options: the default ``topic`` (overrides a ``topic`` column, as in Spark)
-    and the producer's ``kafka.*`` settings."""
+    """Validated sink options: the default ``topic`` (overrides a ``topic`` column, as in Spark),
+    the producer's ``kafka.*`` settings, and ``exactly_once`` (None for the default
+    ``deliveryGuarantee=at-least-once``; see :mod:`.exactly_once`)."""
 
     topic: str | None
     client_config: dict[str, str] = field(repr=False)  # may hold secrets (sasl.jaas.config, ...)
+    exactly_once: ExactlyOnceOptions | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -448,9 +451,11 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     )
 
 
-def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
+def parse_sink_options(options: Mapping[str, str], *, streaming: bool = False) -> SinkOptions:
     """Validate sink options: ``kafka.bootstrap.servers`` required, serializers rejected,
-    ``topic`` optional (trimmed; it overrides a ``topic`` column).
+    ``topic`` optional (trimmed; it overrides a ``topic`` column), ``deliveryGuarantee`` and its
+    companions (:func:`.exactly_once.parse_exactly_once`; ``streaming`` tells a
+    ``writeStream`` from a batch ``df.write``).
 
     Raises:
         KafkaLiteOptionError: naming the offending option.
@@ -463,4 +468,5 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         topic = topic.strip()
         if not topic:
             raise KafkaLiteOptionError("Invalid value '' for option 'topic': the topic name is empty")
-    return SinkOptions(topic=topic, client_config=kafka)
+    exactly_once = parse_exactly_once(params, kafka, streaming=streaming)
+    return SinkOptions(topic=topic, client_config=kafka, exactly_once=exactly_once)

@@ -110,7 +110,7 @@ class KafkaLiteDataSource(DataSource):
 
         # ``overwrite`` is true in complete output mode: every micro-batch appends the whole result,
         # as Spark's Kafka sink does.
-        sink = parse_sink_options(self.options)
+        sink = parse_sink_options(self.options, streaming=True)
         writer = KafkaLiteStreamWriter(sink, plan_write(schema, sink))
         freeze_imported_heap()  # write planning runs in a pyspark.daemon worker every micro-batch
         return writer

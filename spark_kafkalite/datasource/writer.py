@@ -15,8 +15,10 @@ pool (reused across tasks and micro-batches, Spark's ``CachedKafkaProducer``; cl
 fails, see :mod:`.client_pool`), partitions and encodes each Arrow
 batch into record batches (``arrow_sink``; ``batch.size`` defaults to ``SINK_BATCH_SIZE_BYTES``),
 hands them to the producer whole, flushes, and returns a :class:`KafkaLiteCommitMessage`; the first failed send fails the task with the
-broker's error. Delivery is at-least-once, like Spark's Kafka sink (a retried task or micro-batch
-sends its rows again).
+broker's error. Delivery is at-least-once by default, like Spark's Kafka sink (a retried task or
+micro-batch sends its rows again); ``deliveryGuarantee=exactly-once`` writes each task's rows in
+one Kafka transaction with a marker of its batch instead (:func:`write_exactly_once`,
+:mod:`.exactly_once`), so a re-run writes nothing twice for ``read_committed`` readers.
 """
 
 from __future__ import annotations
@@ -31,10 +33,12 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, DataType, IntegerType, StringType, StructType, TimestampType
 
+from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.datasource.arrow import HEADERS_TYPE
 from spark_kafkalite.datasource.arrow_sink import SinkBatchEncoder
 from spark_kafkalite.datasource.client_pool import ClientPool
 from spark_kafkalite.datasource.errors import KafkaLiteWriteError
+from spark_kafkalite.datasource.exactly_once import task_identity, write_task
 from spark_kafkalite.datasource.options import KafkaLiteOptionError, SinkOptions
 from spark_kafkalite.datasource.phase_timing import phase, waiting_iterator
 from spark_kafkalite.datasource.worker_heap import freeze_imported_heap
@@ -63,10 +67,13 @@ SINK_BATCH_SIZE_BYTES = 131072
 
 @dataclass
 class KafkaLiteCommitMessage(WriterCommitMessage):
-    """What a task sent: ``records`` rows, ``partition_id`` of the Spark task (if known)."""
+    """What a task sent: ``records`` rows, ``partition_id`` of the Spark task (if known);
+    ``skipped``: exactly-once mode found this batch already committed by the partition and
+    wrote nothing."""
 
     records: int
     partition_id: int | None = None
+    skipped: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +215,7 @@ def write_batches(
     with phase("write.acquireProducer"):
         producer = pool.acquire(config)
     try:
-        sent = _send_all(batches, plan, producer)
+        sent, _ = _send_all(batches, plan, producer)
     except BaseException:
         pool.discard(producer)
         raise
@@ -216,8 +223,13 @@ def write_batches(
     return sent
 
 
-def _send_all(batches: Iterator[pa.RecordBatch], plan: WritePlan, producer: Any) -> int:
+def _send_all(
+    batches: Iterator[pa.RecordBatch], plan: WritePlan, producer: Any
+) -> tuple[int, TopicPartition | None]:
+    """Send every row, flush, wait for every ack; returns ``(records, first topic-partition
+    written or None)``."""
     tracker = _PendingSends()
+    first: TopicPartition | None = None
     encoder = SinkBatchEncoder(
         producer,
         plan.topic_option,
@@ -229,18 +241,86 @@ def _send_all(batches: Iterator[pa.RecordBatch], plan: WritePlan, producer: Any)
     with phase("write.inputEncodeSend"):  # includes write.input: waiting for the input rows
         for batch in waiting_iterator("write.input", batches):
             for topic, partition, builder in encoder.encode(batch):
+                if first is None:
+                    first = TopicPartition(topic, partition)
                 tracker.add(
                     producer.send_batch(topic, partition, builder, builder.size_bytes), builder.record_count
                 )
             tracker.check()
         for topic, partition, builder in encoder.finish():
+            if first is None:
+                first = TopicPartition(topic, partition)
             tracker.add(
                 producer.send_batch(topic, partition, builder, builder.size_bytes), builder.record_count
             )
     with phase("write.flush"):
         producer.flush()
         tracker.wait_all(_FLUSH_WAIT_S)
-    return tracker.sent
+    return tracker.sent, first
+
+
+def _new_admin(config: dict[str, Any]) -> Any:
+    from spark_kafkalite.client import KafkaAdminClient
+
+    return KafkaAdminClient(config)
+
+
+_ADMINS = ClientPool(_new_admin).close_at_exit()
+"""Admin clients of this Python worker that read exactly-once markers (reused across tasks)."""
+
+
+def _read_marker_offsets(sink: SinkOptions, group: str) -> dict[TopicPartition, Any]:
+    """Every committed offset of ``group``, with RequireStable (a pending transactional commit is
+    waited for), through this worker's pooled admin client."""
+    config: dict[str, Any] = dict(sink.client_config)
+    config["client.id"] = "kafkalite-spark-writer-marker"
+    admin = _ADMINS.acquire(config)
+    try:
+        offsets: dict[TopicPartition, Any] = admin.list_consumer_group_offsets_and_metadata(
+            group, require_stable=True
+        )
+    except BaseException:
+        _ADMINS.discard(admin)
+        raise
+    _ADMINS.release(config, admin)
+    return offsets
+
+
+def write_exactly_once(
+    batches: Iterator[pa.RecordBatch], plan: WritePlan, sink: SinkOptions, *, streaming: bool
+) -> KafkaLiteCommitMessage:
+    """The write task of ``deliveryGuarantee=exactly-once`` (:func:`.exactly_once.write_task`):
+    one transaction under this Spark partition's transactional id, with its batch marker; a
+    new producer per task (``init_transactions`` runs once per producer and must fence every
+    earlier attempt before the marker is read).
+
+    Raises:
+        KafkaLiteWriteError: no Spark task context, or :func:`.exactly_once.decide`'s error.
+        KafkaError: the first failure of the transaction (it is aborted).
+    """
+    from pyspark import TaskContext
+
+    from spark_kafkalite.client.consumer.group_requests import OffsetAndMetadata
+
+    freeze_imported_heap()
+    options = sink.exactly_once
+    assert options is not None
+    context = TaskContext.get()
+    if context is None:
+        raise KafkaLiteWriteError("exactly-once sink: write() ran outside a Spark task")
+    identity = task_identity(options, context.partitionId(), context.getLocalProperty, streaming=streaming)
+    config = producer_config(sink)
+    outcome = write_task(
+        batches,
+        identity,
+        new_producer=lambda txn_id: _new_producer({**config, "transactional.id": txn_id}),
+        read_offsets=lambda group: _read_marker_offsets(sink, group),
+        send_rows=lambda rows, producer: _send_all(rows, plan, producer),
+        offset_and_metadata=OffsetAndMetadata,
+    )
+    return KafkaLiteCommitMessage(
+        records=outcome.records, partition_id=identity.partition_id, skipped=outcome.skipped
+    )
 
 
 def _task_partition_id() -> int | None:
@@ -253,6 +333,12 @@ def _task_partition_id() -> int | None:
         return None
 
 
+def _totals(messages: list[WriterCommitMessage | None]) -> tuple[int, int]:
+    """``(records written, tasks skipped)`` over the tasks' commit messages."""
+    ours = [m for m in messages if isinstance(m, KafkaLiteCommitMessage)]
+    return sum(m.records for m in ours), sum(1 for m in ours if m.skipped)
+
+
 class KafkaLiteBatchWriter(DataSourceArrowWriter):
     """``df.write.format("kafkalite").mode("append")``: each task uses a pooled producer."""
 
@@ -261,16 +347,30 @@ class KafkaLiteBatchWriter(DataSourceArrowWriter):
         self.plan = plan
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaLiteCommitMessage:
+        if self.sink.exactly_once is not None:
+            return write_exactly_once(iterator, self.plan, self.sink, streaming=False)
         records = write_batches(iterator, self.plan, self.sink)
         return KafkaLiteCommitMessage(records=records, partition_id=_task_partition_id())
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         freeze_imported_heap()
-        total = sum(m.records for m in messages if isinstance(m, KafkaLiteCommitMessage))
-        log.info("kafkalite batch write committed: %d records from %d tasks", total, len(messages))
+        total, skipped = _totals(messages)
+        log.info(
+            "kafkalite batch write committed: %d records from %d tasks (%d skipped: already committed)",
+            total,
+            len(messages),
+            skipped,
+        )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        sent = sum(m.records for m in messages if isinstance(m, KafkaLiteCommitMessage))
+        sent, _ = _totals(messages)
+        if self.sink.exactly_once is not None:
+            log.warning(
+                "kafkalite batch write aborted; %d records of finished tasks are committed, failed tasks' "
+                "transactions are aborted: a re-run with the same batchId writes only what is missing",
+                sent,
+            )
+            return
         log.warning(
             "kafkalite batch write aborted; %d records from finished tasks stay in Kafka (at-least-once)",
             sent,
@@ -286,13 +386,27 @@ class KafkaLiteStreamWriter(DataSourceStreamArrowWriter):
         self.plan = plan
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaLiteCommitMessage:
+        if self.sink.exactly_once is not None:
+            return write_exactly_once(iterator, self.plan, self.sink, streaming=True)
         records = write_batches(iterator, self.plan, self.sink)
         return KafkaLiteCommitMessage(records=records, partition_id=_task_partition_id())
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         freeze_imported_heap()  # the sink commit runner: a pyspark.daemon worker per micro-batch
-        total = sum(m.records for m in messages if isinstance(m, KafkaLiteCommitMessage))
-        log.info("kafkalite micro-batch %d committed: %d records", batchId, total)
+        total, skipped = _totals(messages)
+        log.info(
+            "kafkalite micro-batch %d committed: %d records (%d tasks skipped: already committed)",
+            batchId,
+            total,
+            skipped,
+        )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.sink.exactly_once is not None:
+            log.warning(
+                "kafkalite micro-batch %d aborted; tasks that committed stay committed, the re-run of the "
+                "batch skips them (exactly-once)",
+                batchId,
+            )
+            return
         log.warning("kafkalite micro-batch %d aborted; records already sent stay in Kafka", batchId)

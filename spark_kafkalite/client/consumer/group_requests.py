@@ -220,7 +220,9 @@ def offset_commit_request(
 def offset_fetch_request(
     group_id: str, partitions: Iterable[TopicPartition] | None, require_stable: bool = False
 ) -> RequestBuilder:
-    """OffsetFetch for ``partitions`` (None = every partition the group committed, v2+)."""
+    """OffsetFetch for ``partitions`` (None = every partition the group committed, v2+);
+    ``require_stable`` (v7+, KIP-447) asks for UNSTABLE_OFFSET_COMMIT instead of offsets that a
+    pending transaction may still change."""
     by_topic: dict[str, list[int]] | None = None
     if partitions is not None:
         by_topic = {}
@@ -237,7 +239,8 @@ def offset_fetch_request(
             )
         return make(cls, group_id=group_id, topics=topics, require_stable=require_stable)
 
-    return RequestBuilder(ApiKey.OFFSET_FETCH, build, min_version=2 if partitions is None else None)
+    min_version = 7 if require_stable else (2 if partitions is None else None)
+    return RequestBuilder(ApiKey.OFFSET_FETCH, build, min_version=min_version)
 
 
 def describe_groups_request(group_ids: Sequence[str]) -> RequestBuilder:

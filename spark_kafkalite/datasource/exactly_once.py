@@ -1,0 +1,379 @@
+"""``deliveryGuarantee=exactly-once``: the ``kafkalite`` sink's exactly-once mode (issue #12 item 5),
+built on plain Kafka transactions (KIP-98; no two-phase commit, which Kafka 4.x does not offer).
+
+Every write task (one Spark partition of one micro-batch, or of one batch ``df.write``) whose
+input has rows runs this protocol (``research/transactions.md`` §11):
+
+1. **fence**: a new producer with ``transactional.id`` = :func:`transactional_id` (the
+   ``transactionalIdPrefix`` option, the streaming query id, the Spark partition id) calls
+   ``init_transactions()`` *first*. InitProducerId bumps the id's epoch, so every earlier attempt
+   of the same partition (a failed or speculative task, a task of a killed driver) is fenced and
+   its open transaction aborted; it returns only once that attempt's transactions are complete,
+   so whatever it committed is visible from then on (Kafka's ``TransactionCoordinator``);
+2. **check**: the task reads the marker of its (sink, partition): the committed offsets of the
+   consumer group :func:`marker_group`, fetched with RequireStable (KIP-447: a pending
+   transactional commit is waited for, never read half-done). If they say this batch is already
+   committed, the task writes nothing (:func:`decide`). Checking before fencing could let a
+   zombie attempt commit after the check: both would write;
+3. **write and record atomically**: ``begin_transaction()``, every row, then
+   ``send_offsets_to_transaction`` of the marker (offset = the batch id, metadata
+   :func:`encode_marker`) to that group, and ``commit_transaction()``. The rows and the marker
+   become visible together, with the COMMIT markers; an aborted attempt leaves neither.
+
+The marker's key is the first topic-partition the task wrote (it exists, as TxnOffsetCommit
+requires, and is in the transaction); a task reads every offset of its group and takes the
+highest batch (:func:`committed_batch`), so the key may change between batches.
+
+"Batch N" is the micro-batch id (TaskContext local property ``streaming.sql.batchId``) for
+``writeStream``, and the ``batchId`` option for a batch ``df.write``. A task whose Spark
+partition has no rows does no Kafka I/O (a deterministic re-run has none either).
+
+What it assumes (the README says it too): a re-run of batch N puts the same rows in the same
+Spark partitions (deterministic query); readers use ``isolation.level=read_committed``; the
+marker outlives the re-run (group offsets expire ``offsets.retention.minutes`` after the group is
+empty, transactional ids after ``transactional.id.expiration.ms``, both 7 days by default); a
+task finishes within ``transaction.timeout.ms`` (60 s unless ``kafka.transaction.timeout.ms``;
+at most the broker's ``transaction.max.timeout.ms``). Partitions of one batch commit one by one:
+a read_committed reader may see part of a batch before the rest (there is no cross-task
+atomicity without two-phase commit), never a record twice.
+
+Pure logic except :func:`write_task`, which drives the clients it is given, and
+:func:`run_task`, which wires the real ones; no pyspark import at module level.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from spark_kafkalite.client.types import TopicPartition
+from spark_kafkalite.datasource.errors import KafkaLiteWriteError
+from spark_kafkalite.datasource.option_checks import KafkaLiteOptionError
+
+__all__ = [
+    "AT_LEAST_ONCE",
+    "EXACTLY_ONCE",
+    "ExactlyOnceOptions",
+    "TaskIdentity",
+    "TaskOutcome",
+    "parse_exactly_once",
+    "transactional_id",
+    "marker_group",
+    "encode_marker",
+    "decode_marker",
+    "committed_batch",
+    "decide",
+    "task_identity",
+    "write_task",
+]
+
+log = logging.getLogger(__name__)
+
+AT_LEAST_ONCE = "at-least-once"
+EXACTLY_ONCE = "exactly-once"
+_GUARANTEES = (AT_LEAST_ONCE, EXACTLY_ONCE)
+
+_MARKER_SINK = "kafkalite"
+_MARKER_VERSION = 1
+_INT64_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class ExactlyOnceOptions:
+    """The sink's exactly-once settings: ``transactionalIdPrefix`` and, for a batch ``df.write``,
+    the ``batchId`` option (None in streaming, where Spark's micro-batch id is used)."""
+
+    transactional_id_prefix: str
+    batch_id: int | None = None
+
+
+def _parse_batch_id(raw: str) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise KafkaLiteOptionError(
+            f"Invalid value '{raw}' for option 'batchId': expected an integer between 0 and {_INT64_MAX}"
+        ) from None
+    if not 0 <= value <= _INT64_MAX:
+        raise KafkaLiteOptionError(
+            f"Invalid value '{raw}' for option 'batchId': expected an integer between 0 and {_INT64_MAX}"
+        )
+    return value
+
+
+def parse_exactly_once(
+    params: Mapping[str, str], kafka: Mapping[str, str], *, streaming: bool
+) -> ExactlyOnceOptions | None:
+    """The ``deliveryGuarantee`` option and what goes with it (lower-cased ``params``; ``kafka``:
+    the ``kafka.*`` options without the prefix). None for ``at-least-once`` (the default).
+
+    Raises:
+        KafkaLiteOptionError: naming the option: an unknown guarantee; ``kafka.transactional.id``
+            (the sink derives one per task); ``transactionalIdPrefix`` or ``batchId`` without
+            exactly-once; exactly-once without ``transactionalIdPrefix``, with
+            ``kafka.enable.idempotence=false`` or ``kafka.acks`` other than ``all``; ``batchId``
+            in a streaming query, or missing / not a non-negative integer in a batch write.
+    """
+    guarantee = params.get("deliveryguarantee", AT_LEAST_ONCE).strip().lower()
+    if guarantee not in _GUARANTEES:
+        raise KafkaLiteOptionError(
+            f"Invalid value '{params['deliveryguarantee']}' for option 'deliveryGuarantee': "
+            f"expected '{AT_LEAST_ONCE}' (the default) or '{EXACTLY_ONCE}'"
+        )
+    if "transactional.id" in kafka:
+        raise KafkaLiteOptionError(
+            "Kafka option 'kafka.transactional.id' is not supported: with "
+            "deliveryGuarantee=exactly-once the sink derives one transactional id per Spark partition "
+            "from option 'transactionalIdPrefix'"
+        )
+    if guarantee == AT_LEAST_ONCE:
+        for key, name in (("transactionalidprefix", "transactionalIdPrefix"), ("batchid", "batchId")):
+            if key in params:
+                raise KafkaLiteOptionError(
+                    f"Option '{name}' is only valid with deliveryGuarantee=exactly-once "
+                    f"(deliveryGuarantee is '{guarantee}')"
+                )
+        return None
+    prefix = params.get("transactionalidprefix", "").strip()
+    if not prefix:
+        raise KafkaLiteOptionError(
+            "deliveryGuarantee=exactly-once requires option 'transactionalIdPrefix': a stable id of this "
+            "sink, unique among the sinks writing to the cluster (the prefix of its transactional ids "
+            "and marker groups)"
+        )
+    if str(kafka.get("enable.idempotence", "true")).strip().lower() == "false":
+        raise KafkaLiteOptionError(
+            "deliveryGuarantee=exactly-once needs an idempotent producer: remove option "
+            "'kafka.enable.idempotence=false'"
+        )
+    acks = str(kafka.get("acks", "all")).strip().lower()
+    if acks not in ("all", "-1"):
+        raise KafkaLiteOptionError(
+            f"deliveryGuarantee=exactly-once needs acks=all: remove option 'kafka.acks' (it is '{acks}')"
+        )
+    batch_id: int | None = None
+    if streaming:
+        if "batchid" in params:
+            raise KafkaLiteOptionError(
+                "Option 'batchId' is only valid in batch writes: a streaming query's exactly-once sink "
+                "uses the micro-batch id"
+            )
+    else:
+        if "batchid" not in params:
+            raise KafkaLiteOptionError(
+                "deliveryGuarantee=exactly-once in a batch write requires option 'batchId': the identity "
+                "of this write (a re-run with the same batchId writes nothing a task already committed; "
+                "use a larger batchId for the next write)"
+            )
+        batch_id = _parse_batch_id(params["batchid"])
+    return ExactlyOnceOptions(transactional_id_prefix=prefix, batch_id=batch_id)
+
+
+def transactional_id(prefix: str, query_id: str | None, partition_id: int) -> str:
+    """``{prefix}-{query_id}-{partition_id}`` (streaming) or ``{prefix}-{partition_id}`` (batch
+    write): one id per Spark partition, the same for every attempt and re-run of it."""
+    if query_id:
+        return f"{prefix}-{query_id}-{partition_id}"
+    return f"{prefix}-{partition_id}"
+
+
+def marker_group(txn_id: str) -> str:
+    """The consumer group holding the marker of the task with transactional id ``txn_id``: the id
+    itself (groups and transactional ids are separate namespaces in Kafka). A group per Spark
+    partition, since one marker key per task could otherwise collide with another task's."""
+    return txn_id
+
+
+def encode_marker(batch_id: int) -> str:
+    """The offset metadata recording that batch ``batch_id`` is committed, e.g.
+    ``{"batchId":7,"sink":"kafkalite","v":1}`` (well below ``offset.metadata.max.bytes``)."""
+    return json.dumps(
+        {"batchId": batch_id, "sink": _MARKER_SINK, "v": _MARKER_VERSION},
+        separators=(",", ":"),
+        sort_keys=True,
+    )
+
+
+def decode_marker(metadata: str | None) -> int | None:
+    """The batch id of a marker written by :func:`encode_marker`, or None for anything else
+    (empty, not JSON, another writer's metadata, another version)."""
+    if not metadata:
+        return None
+    try:
+        value = json.loads(metadata)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or value.get("sink") != _MARKER_SINK or value.get("v") != _MARKER_VERSION:
+        return None
+    batch = value.get("batchId")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 0:
+        return None
+    return batch
+
+
+def committed_batch(group: str, offsets: Mapping[TopicPartition, Any]) -> int | None:
+    """The highest batch id among the markers in ``offsets`` (``{tp: OffsetAndMetadata}`` of
+    ``group``), None when there is none. Offsets that are not markers are logged and ignored."""
+    best: int | None = None
+    for tp, om in offsets.items():
+        batch = decode_marker(getattr(om, "metadata", None))
+        if batch is None:
+            log.warning(
+                "exactly-once sink: group '%s' holds an offset that is not a kafkalite marker (%s-%d); "
+                "is transactionalIdPrefix shared with another application?",
+                group,
+                tp.topic,
+                tp.partition,
+            )
+            continue
+        best = batch if best is None else max(best, batch)
+    return best
+
+
+def decide(txn_id: str, committed: int | None, batch_id: int) -> Literal["write", "skip"]:
+    """``skip`` when batch ``batch_id`` is the one already committed, ``write`` when none or an
+    earlier one is.
+
+    Raises:
+        KafkaLiteWriteError: a later batch is committed (a re-run of an older batch: in streaming a
+            checkpoint that was rolled back, in a batch write a ``batchId`` that went backwards).
+    """
+    if committed is None or committed < batch_id:
+        return "write"
+    if committed == batch_id:
+        return "skip"
+    raise KafkaLiteWriteError(
+        f"exactly-once sink: transactional id '{txn_id}' already committed batch {committed}, later than "
+        f"this batch {batch_id}; a batch id must grow from one write to the next (use a new "
+        "transactionalIdPrefix to start over)"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TaskIdentity:
+    """Who a write task is: its ``transactional_id``, the ``batch_id`` it writes, the Spark
+    ``partition_id``."""
+
+    transactional_id: str
+    batch_id: int
+    partition_id: int
+
+
+def task_identity(
+    options: ExactlyOnceOptions,
+    partition_id: int,
+    local_property: Callable[[str], str | None],
+    *,
+    streaming: bool,
+) -> TaskIdentity:
+    """Derive the task's identity. Streaming: the batch id from the task's local property
+    ``streaming.sql.batchId`` (Spark's ``MicroBatchExecution.BATCH_ID_KEY``), the query id from
+    ``sql.streaming.queryId`` (``StreamExecution.QUERY_ID_KEY``; stable across restarts from one
+    checkpoint). Batch write: the ``batchId`` option, no query id.
+
+    Raises:
+        KafkaLiteWriteError: a streaming task without those properties.
+    """
+    if not streaming:
+        assert options.batch_id is not None  # required by parse_exactly_once
+        txn = transactional_id(options.transactional_id_prefix, None, partition_id)
+        return TaskIdentity(txn, options.batch_id, partition_id)
+    batch_raw = local_property("streaming.sql.batchId")
+    query_id = local_property("sql.streaming.queryId")
+    if batch_raw is None or not query_id:
+        raise KafkaLiteWriteError(
+            "exactly-once sink: this streaming write task has no micro-batch id or query id "
+            f"(task local properties streaming.sql.batchId={batch_raw!r}, sql.streaming.queryId={query_id!r})"
+        )
+    txn = transactional_id(options.transactional_id_prefix, query_id, partition_id)
+    return TaskIdentity(txn, int(batch_raw), partition_id)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskOutcome:
+    """What a task did: ``records`` written (0 when ``skipped``: its batch was already committed)."""
+
+    records: int
+    skipped: bool
+
+
+def _first_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch] | None:
+    """``batches`` from its first batch with rows on, or None when no batch has a row."""
+    it = iter(batches)
+    for batch in it:
+        if batch.num_rows:
+            return itertools.chain((batch,), it)
+    return None
+
+
+SendRows = Callable[[Iterator[pa.RecordBatch], Any], tuple[int, TopicPartition | None]]
+"""``(batches, producer) -> (records sent and acknowledged, first topic-partition written)``."""
+
+
+def write_task(
+    batches: Iterable[pa.RecordBatch],
+    identity: TaskIdentity,
+    *,
+    new_producer: Callable[[str], Any],
+    read_offsets: Callable[[str], Mapping[TopicPartition, Any]],
+    send_rows: SendRows,
+    offset_and_metadata: Callable[[int, str], Any],
+) -> TaskOutcome:
+    """Run the task protocol of the module docstring.
+
+    Args:
+        new_producer: ``transactional.id -> producer`` (a new, not yet initialised producer).
+        read_offsets: ``group -> {tp: OffsetAndMetadata}``, read_committed, RequireStable.
+        send_rows: sends every row inside the open transaction and waits for the acks.
+        offset_and_metadata: ``(offset, metadata) -> OffsetAndMetadata``.
+
+    Raises:
+        KafkaLiteWriteError: :func:`decide`'s error.
+        KafkaError: the first failure of the producer (e.g. ``ProducerFencedError`` when a newer
+            attempt of this partition started) or of the marker read; the transaction is aborted
+            and the producer closed first.
+    """
+    rows = _first_rows(batches)
+    if rows is None:
+        return TaskOutcome(records=0, skipped=False)
+    txn_id = identity.transactional_id
+    group = marker_group(txn_id)
+    producer = new_producer(txn_id)
+    in_transaction = False
+    try:
+        producer.init_transactions()
+        committed = committed_batch(group, read_offsets(group))
+        if decide(txn_id, committed, identity.batch_id) == "skip":
+            log.info(
+                "exactly-once sink: %s already committed batch %d; writing nothing", txn_id, identity.batch_id
+            )
+            for _ in rows:  # read the input to its end: the Python worker stays reusable
+                pass
+            return TaskOutcome(records=0, skipped=True)
+        producer.begin_transaction()
+        in_transaction = True
+        records, first = send_rows(rows, producer)
+        if first is not None:
+            marker = offset_and_metadata(identity.batch_id, encode_marker(identity.batch_id))
+            producer.send_offsets_to_transaction({first: marker}, group)
+        producer.commit_transaction()
+        in_transaction = False
+        return TaskOutcome(records=records, skipped=False)
+    except BaseException:
+        if in_transaction:
+            try:
+                producer.abort_transaction()
+            except Exception:  # noqa: BLE001 - e.g. fenced: the coordinator aborts it anyway
+                log.debug("exactly-once sink: aborting %s failed", txn_id, exc_info=True)
+        raise
+    finally:
+        try:
+            producer.close()
+        except Exception:  # noqa: BLE001 - closing must not mask the task's outcome
+            log.debug("exactly-once sink: closing the producer of %s failed", txn_id, exc_info=True)
