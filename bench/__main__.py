@@ -64,6 +64,8 @@ PAIRS = [
     Pair("spark_read", ("ours:", "count()"), ("Python source, Arrow", "count()"), 0.7),
     Pair("spark_read", ("ours:", "write noop"), ("Python source, Arrow", "write noop"), 0.7),
     Pair("spark_write", ("ours:",), ("DataSourceArrowWriter",), 0.7),
+    # issue #12: the exactly-once sink against the at-least-once sink, same run
+    Pair("spark_write", ("deliveryGuarantee=exactly-once",), ("ours:", "write.format"), 0.7),
     Pair("produce", ("ours, acks=1",), ("confluent-kafka, acks=1",), 0.5),
     Pair("produce", ("ours, idempotent",), ("confluent-kafka, idempotent",), 0.5),
     Pair("consume", ("ours:",), ("confluent_kafka",), 1.0),

@@ -174,6 +174,38 @@ def topic_record_count(bootstrap_servers: str, topic: str, partitions: int) -> i
         consumer.close()
 
 
+def committed_record_count(
+    bootstrap_servers: str, topic: str, partitions: int, timeout_s: float = 120.0
+) -> int:
+    """Records a confluent-kafka consumer with ``isolation.level=read_committed`` reads from the
+    topic's partitions (a transactional topic's watermarks also count its commit markers)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": "bench-count-" + uuid.uuid4().hex[:6],
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        count = 0
+        at_end: set[int] = set()
+        deadline = time.monotonic() + timeout_s
+        while len(at_end) < partitions and time.monotonic() < deadline:
+            for msg in consumer.consume(10_000, 0.5):
+                if msg.error() is None:
+                    count += 1
+                    at_end.discard(msg.partition())
+                elif msg.error().code() == KafkaError._PARTITION_EOF:
+                    at_end.add(msg.partition())
+        return count
+    finally:
+        consumer.close()
+
+
 def machine_summary() -> str:
     return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
