@@ -12,11 +12,12 @@ is a broker and a controller quorum voter; :class:`~spark_kafkalite.local_cluste
 writes their configs), waits until all are registered and unfenced, and records them in
 ``DIR/cluster.json`` (pids, ports). Brokers keep running after the command exits; their logs are
 ``DIR/broker-<id>.log``. Running ``up`` again on the same DIR reuses its ports and data.
-With several brokers, ``up`` also has the group coordinator create ``__consumer_offsets`` (one
-FindCoordinator, as the first consumer group would) while every broker is registered: Kafka
-creates it lazily with ``offsets.topic.replication.factor`` replicas and refuses while fewer
-brokers are live, so a cluster whose first group arrives after a broker died would have no
-group coordinator until that broker came back.
+With several brokers, ``up`` also has the coordinators create ``__consumer_offsets`` and
+``__transaction_state`` (one FindCoordinator each, as the first consumer group and the first
+transactional producer would) while every broker is registered: Kafka creates them lazily with
+``offsets.topic.replication.factor`` / ``transaction.state.log.replication.factor`` replicas and
+refuses while fewer brokers are live, so a cluster whose first group or transaction arrives after
+a broker died would have no coordinator until that broker came back.
 
 ``status`` shows the nodes (process alive, address, Raft port, whether the controller lists the
 broker as live), the active controller, and every partition with leader, replicas, ISR and
@@ -228,6 +229,7 @@ def _up(args: argparse.Namespace, data_dir: Path, out: Any) -> int:
         _write_client_properties(data_dir, client)
     if args.brokers > 1:  # after cluster.json: on failure, 'cluster down' still finds the brokers
         _create_offsets_topic(client, timeout_s=args.timeout)
+        _create_transaction_state_topic(client, timeout_s=args.timeout)
     out.write(f"cluster of {args.brokers} broker(s) running in {data_dir}\n")
     out.write(f"bootstrap servers: {cluster.bootstrap_servers}\n")
     out.write(f"export KAFKALITE_BOOTSTRAP_SERVERS={cluster.bootstrap_servers}\n")
@@ -296,6 +298,30 @@ def _create_offsets_topic(client: dict[str, Any], timeout_s: float) -> None:
         admin.list_consumer_group_offsets("kafkalite-cluster-up", timeout_ms=timeout_s * 1000)
     except KafkaError as exc:
         raise ClusterCliError(f"the brokers are up but __consumer_offsets was not created: {exc}") from exc
+    finally:
+        admin.close()
+
+
+def _create_transaction_state_topic(client: dict[str, Any], timeout_s: float) -> None:
+    """Have the brokers create ``__transaction_state`` now: FindCoordinator key type 1 (through
+    DescribeTransactions of an id nobody uses) makes the transaction coordinator create it,
+    retrying COORDINATOR_NOT_AVAILABLE until every broker is registered (Kafka's
+    ``KafkaApis.getCoordinator``; KIP-115 forbids creating it with fewer replicas). The coordinator
+    then answers TRANSACTIONAL_ID_NOT_FOUND for the unused id, which is the expected outcome.
+
+    Raises:
+        ClusterCliError: the transaction state topic did not come up within ``timeout_s``.
+    """
+    from spark_kafkalite.client.admin import KafkaAdminClient
+    from spark_kafkalite.protocol.errors import KafkaError, TransactionalIdNotFoundError
+
+    admin = KafkaAdminClient(client)
+    try:
+        admin.describe_transactions(["kafkalite-cluster-up"], timeout_ms=timeout_s * 1000)
+    except TransactionalIdNotFoundError:
+        pass  # the coordinator answered: the topic exists and has a leader
+    except KafkaError as exc:
+        raise ClusterCliError(f"the brokers are up but __transaction_state was not created: {exc}") from exc
     finally:
         admin.close()
 

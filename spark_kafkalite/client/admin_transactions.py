@@ -14,7 +14,6 @@ from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build as make
-from spark_kafkalite.protocol.entities import datetime_to_ms
 from spark_kafkalite.protocol.errors import (
     ErrorCode,
     KafkaConnectionError,
@@ -184,14 +183,14 @@ class AdminTransactions:
                     continue
                 if code != ErrorCode.none:
                     raise error_for_code(code, f"transactional id {transactional_id!r}")
-                start_ms = datetime_to_ms(state.transaction_start_time)
+                start_ms = int(state.transaction_start_time_ms)
                 out[transactional_id] = TransactionDescription(
                     transactional_id,
                     coordinator,
                     str(state.transaction_state),
                     int(state.producer_id),
                     int(state.producer_epoch),
-                    int(state.transaction_timeout.total_seconds() * 1000),
+                    int(state.transaction_timeout_ms),
                     start_ms if start_ms >= 0 else None,
                     tuple(
                         sorted(

@@ -22,6 +22,7 @@ from spark_kafkalite.protocol.bounded_scan import (
     scan_entity,
 )
 from spark_kafkalite.protocol.class_cache import class_cache
+from spark_kafkalite.protocol.describe_transactions_response import decode_describe_transactions_response
 from spark_kafkalite.protocol.errors import InvalidRequestError, UnsupportedVersionError
 
 __all__ = [
@@ -280,6 +281,9 @@ def decode_response_header(frame: bytes | bytearray | memoryview) -> int:
 
 def decode_response(api_key: int, api_version: int, frame: bytes | bytearray | memoryview) -> tuple[int, Any]:
     """Decode a response frame (without size prefix) into (correlation_id, kio entity).
+    DescribeTransactions v0 is read by hand (a :class:`DescribeTransactionsResponseData`: kio
+    refuses the ``-1`` start time Kafka sends, see
+    :mod:`spark_kafkalite.protocol.describe_transactions_response`).
 
     Raises:
         UnsupportedVersionError: kio has no schema for (api_key, api_version).
@@ -287,6 +291,8 @@ def decode_response(api_key: int, api_version: int, frame: bytes | bytearray | m
     """
     cls = response_class(api_key, api_version)
     correlation_id = decode_response_header(frame)
+    if api_key == ApiKey.DESCRIBE_TRANSACTIONS and api_version == 0:
+        return correlation_id, decode_describe_transactions_response(frame, response_body_offset(cls, frame))
     return correlation_id, _read_entity(cls, frame, response_body_offset(cls, frame))
 
 

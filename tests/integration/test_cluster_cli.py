@@ -63,9 +63,11 @@ def test_cluster_up_status_down(tmp_path: Path) -> None:
         assert status.returncode == 0, status.stderr
         assert "active controller" in status.stdout
         assert status.stdout.count("orders") == 3
-        # 'up' had __consumer_offsets created (4 partitions, RF 3) while all brokers were live
+        # 'up' had __consumer_offsets and __transaction_state created (4 partitions each, RF 3)
+        # while all brokers were live
         assert status.stdout.count("__consumer_offsets") == 4
-        assert "3 live broker(s), 7 partition(s), 0 under-replicated" in status.stdout
+        assert status.stdout.count("__transaction_state") == 4
+        assert "3 live broker(s), 11 partition(s), 0 under-replicated" in status.stdout
         remote = kafkalite("cluster", "status", "--bootstrap-server", bootstrap.split(",")[0])
         assert remote.returncode == 0, remote.stderr
         assert "active controller" in remote.stdout and remote.stdout.count("orders") == 3
@@ -79,10 +81,19 @@ def test_cluster_up_status_down(tmp_path: Path) -> None:
         # broker 3 is reported not running; its partitions become under-replicated once fenced
         for _ in range(100):
             status = kafkalite("cluster", "status", "--data-dir", str(data_dir))
-            if "2 live broker(s), 7 partition(s), 7 under-replicated" in status.stdout:
+            if "2 live broker(s), 11 partition(s), 11 under-replicated" in status.stdout:
                 break
         assert "not running" in status.stdout
-        assert "2 live broker(s), 7 partition(s), 7 under-replicated" in status.stdout
+        assert "2 live broker(s), 11 partition(s), 11 under-replicated" in status.stdout
+
+        # A transactional producer that first appears after the failure still gets a coordinator.
+        txn_producer = confluent_kafka.Producer(
+            {"bootstrap.servers": bootstrap, "transactional.id": "after-failure", "acks": "all"}
+        )
+        txn_producer.init_transactions(60)
+        txn_producer.begin_transaction()
+        txn_producer.produce("orders", value=b"t-0", partition=0)
+        txn_producer.commit_transaction(60)
 
         # A consumer group that first appears after the failure still gets a coordinator.
         consumer = confluent_kafka.Consumer(
@@ -91,12 +102,12 @@ def test_cluster_up_status_down(tmp_path: Path) -> None:
         consumer.subscribe(["orders"])
         got: set[bytes] = set()
         deadline = time.monotonic() + 60
-        while len(got) < 30 and time.monotonic() < deadline:
+        while len(got) < 31 and time.monotonic() < deadline:
             message = consumer.poll(0.5)
             if message is not None and message.error() is None:
                 got.add(message.value())
         consumer.close()
-        assert got == {b"o-%d" % i for i in range(30)}
+        assert got == {b"o-%d" % i for i in range(30)} | {b"t-0"}
 
         down = kafkalite("cluster", "down", "--data-dir", str(data_dir))
         assert down.returncode == 0 and "stopped 2 broker(s)" in down.stdout

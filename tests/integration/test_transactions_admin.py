@@ -11,6 +11,7 @@ import pytest
 
 from spark_kafkalite.cli import main as cli_main
 from spark_kafkalite.client import KafkaAdminClient, KafkaProducer, NewTopic, TopicPartition
+from spark_kafkalite.protocol.errors import TransactionalIdNotFoundError
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -26,6 +27,12 @@ def test_admin_and_cli_describe_and_list_transactions(bootstrap_servers: str, un
     )
     try:
         producer.init_transactions(20)
+        with KafkaAdminClient({"bootstrap.servers": bootstrap_servers}) as admin:
+            # Kafka answers start time -1 for an id with no open transaction (kio cannot read it)
+            empty = admin.describe_transactions([tid])[tid]
+            assert empty.state == "Empty" and empty.transaction_start_time_ms is None
+            with pytest.raises(TransactionalIdNotFoundError):
+                admin.describe_transactions([f"{tid}-unknown"])
         producer.begin_transaction()
         producer.send(unique_topic, b"x", partition=1).result(10)
         with KafkaAdminClient({"bootstrap.servers": bootstrap_servers}) as admin:
