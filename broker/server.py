@@ -305,9 +305,11 @@ class KafkaServer:
             config, self.node_id, image, controller, self.log_manager, fetch_purgatory, replica_manager
         )
         self.ctx.authorizer = authorizer_for(config.values, lambda: self._image().acls)
+        apis = KafkaApis(self.ctx)
         self.socket_server = SocketServer(
             config.broker_listeners,  # the CONTROLLER listener is the Raft port (quorum.py)
-            KafkaApis(self.ctx),
+            apis,
+            error_responder=apis.error_response_frame,
             max_request_bytes=config.socket_request_max_bytes,
             connections_max_idle_ms=config["connections.max.idle.ms"],
             backlog=config["socket.listen.backlog.size"],

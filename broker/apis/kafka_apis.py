@@ -366,6 +366,30 @@ class KafkaApis:
             return encode_response_chunks(response, rctx.correlation_id)
         return encode_response(response, rctx.correlation_id)
 
+    def error_response_frame(
+        self, rctx: RequestContext, frame: bytes, body_offset: int, code: ErrorCode
+    ) -> bytes | FrameChunks | None:
+        """The request's API error response with ``code`` (the socket server answers a request
+        sent during SaslAuthenticate with ILLEGAL_SASL_STATE this way, as Kafka's
+        ``SaslServerAuthenticator``); None when the API, its version or the body is not one we
+        can parse (the connection is then closed without a response).
+
+        Raises:
+            CloseConnection: an acks=0 produce request (no response), or no error response.
+        """
+        spec = self.apis.get(rctx.api_key)
+        if spec is None or not spec.min_version <= rctx.api_version <= spec.max_version:
+            return None
+        try:
+            decoder = spec.decoders.get(rctx.api_version) if spec.decoders else None
+            if decoder is not None:
+                request = decoder(frame, body_offset)
+            else:
+                request = decode_request_body(rctx.api_key, rctx.api_version, frame, body_offset)
+        except KafkaError:
+            return None
+        return self._error_response(spec, rctx, request, code)
+
     def _error_response(
         self, spec: ApiSpec, rctx: RequestContext, request: Any, code: ErrorCode
     ) -> bytes | FrameChunks:

@@ -63,8 +63,8 @@ from broker.security.sasl_server_authenticator import (
     SaslServerAuthenticator,
 )
 from spark_kafkalite.protocol.acl import ANONYMOUS_PRINCIPAL
-from spark_kafkalite.protocol.errors import KafkaError
-from spark_kafkalite.protocol.framing import FrameChunks, decode_request_header
+from spark_kafkalite.protocol.errors import ErrorCode, KafkaError
+from spark_kafkalite.protocol.framing import FrameChunks, RequestHeaderInfo, decode_request_header
 
 __all__ = ["SocketServer", "RequestHandler", "FrameTimeoutError"]
 
@@ -74,6 +74,10 @@ RequestHandler = Callable[[RequestContext, bytes, int], Awaitable[bytes | FrameC
 """``handler(context, frame, body_offset) -> response frame | None`` (None = no response); a
 frame may come as chunks (written in order, see ``encode_response_chunks``).
 It may raise :class:`CloseConnection`."""
+
+ErrorResponder = Callable[[RequestContext, bytes, int, ErrorCode], bytes | FrameChunks | None]
+"""``error_responder(context, frame, body_offset, code)`` -> the request's API error response with
+``code``, or None (``KafkaApis.error_response_frame``)."""
 
 _STREAM_LIMIT = 64 * 1024  # StreamReader high-water mark: reading pauses at 2x this (bytes)
 _INT_MAX = 2**31 - 1
@@ -115,6 +119,9 @@ class SocketServer:
         inter_broker_listener: the listener protected from ``max.connections`` (KIP-402).
         security: listener name -> its TLS/SASL settings (missing = PLAINTEXT).
         credentials: SCRAM credential lookup for SASL listeners.
+        error_responder: answers a request of another API sent during SaslAuthenticate with its
+            ILLEGAL_SASL_STATE error response before the connection is closed (None: closed
+            without a response).
     """
 
     def __init__(
@@ -134,9 +141,11 @@ class SocketServer:
         inter_broker_listener: str | None = None,
         security: Mapping[str, ListenerSecurity] | None = None,
         credentials: CredentialLookup | None = None,
+        error_responder: ErrorResponder | None = None,
     ) -> None:
         self.endpoints = endpoints
         self.handler = handler
+        self.error_responder = error_responder
         self.max_request_bytes = max_request_bytes
         self.connections_max_idle_ms = connections_max_idle_ms
         self.request_receive_timeout_ms = request_receive_timeout_ms
@@ -435,6 +444,8 @@ class SocketServer:
             reply = authenticator.receive(frame)
         except IllegalSaslState as exc:
             logger.info("closing connection %s: %s", conn.connection_id, exc)
+            if exc.request is not None and self.error_responder is not None:
+                await self._answer_illegal_sasl_state(conn, frame, *exc.request)
             raise CloseConnection(str(exc)) from None
         # (SaslAuthenticationFailed propagates: _process answers it once the request slot is free)
         if authenticator.complete:
@@ -449,6 +460,27 @@ class SocketServer:
             header, conn.connection_id, conn.client_host, conn.listener_name, time.monotonic(), conn.principal
         )
         return await self.handler(context, frame, body_offset)
+
+    async def _answer_illegal_sasl_state(
+        self, conn: _Connection, frame: bytes, header: RequestHeaderInfo, body_offset: int
+    ) -> None:
+        """Write the request's ILLEGAL_SASL_STATE error response (Kafka's
+        ``SaslServerAuthenticator.handleSaslToken``), if its API has one; the caller closes."""
+        assert self.error_responder is not None
+        context = RequestContext(
+            header, conn.connection_id, conn.client_host, conn.listener_name, time.monotonic(), conn.principal
+        )
+        try:
+            response = self.error_responder(context, frame, body_offset, ErrorCode.illegal_sasl_state)
+        except CloseConnection:  # e.g. acks=0 produce: no response
+            return
+        if response is None:
+            return
+        for chunk in response if isinstance(response, list) else (response,):
+            conn.writer.write(chunk)
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(1.0):
+                await conn.writer.drain()
 
     async def _fail_authentication(self, conn: _Connection, exc: SaslAuthenticationFailed) -> NoReturn:
         """Kafka's failed-authentication path: wait ``connection.failed.authentication.delay.ms``

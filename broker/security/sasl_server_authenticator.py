@@ -5,7 +5,9 @@ States: HANDSHAKE_OR_VERSIONS (ApiVersions, once, or SaslHandshake) -> HANDSHAKE
 -> AUTHENTICATE (SaslAuthenticate v0-2 frames after a v1 handshake; raw length-prefixed tokens
 after a v0 handshake) -> COMPLETE, or FAILED.
 
-- Any other request before authentication closes the connection with no response.
+- Any other request before authentication closes the connection with no response, except
+  during SaslAuthenticate (after a v1 handshake): that request is first answered with its API's
+  error response carrying ILLEGAL_SASL_STATE, as Kafka's ``handleSaslToken`` does.
 - An unknown mechanism: SaslHandshake answers UNSUPPORTED_SASL_MECHANISM with the enabled list,
   then the connection is closed.
 - Bad credentials: SaslAuthenticate answers SASL_AUTHENTICATION_FAILED with the mechanism's
@@ -86,7 +88,14 @@ class SaslAuthenticationFailed(Exception):
 
 
 class IllegalSaslState(Exception):
-    """A request that is not allowed at this point: close the connection without a response."""
+    """A request that is not allowed at this point: close the connection. ``request`` is the
+    (header, body offset) of a request of another API sent during SaslAuthenticate, which is
+    first answered with that API's error response carrying ILLEGAL_SASL_STATE; None: close
+    without a response."""
+
+    def __init__(self, message: str, request: tuple[RequestHeaderInfo, int] | None = None) -> None:
+        super().__init__(message)
+        self.request = request
 
 
 class SaslServerAuthenticator:
@@ -139,7 +148,8 @@ class SaslServerAuthenticator:
         if api_key == ApiKey.SASL_AUTHENTICATE and self._state is _State.AUTHENTICATE:
             return self._authenticate(header, frame, body_offset)
         state, self._state = self._state, _State.FAILED
-        raise IllegalSaslState(f"unexpected request (api key {api_key}) in SASL state {state.name}")
+        answer = (header, body_offset) if state is _State.AUTHENTICATE else None
+        raise IllegalSaslState(f"unexpected request (api key {api_key}) in SASL state {state.name}", answer)
 
     def _decode(
         self, header: RequestHeaderInfo, frame: bytes, body_offset: int, versions: tuple[int, ...]
