@@ -22,9 +22,10 @@ Commands::
     kafkalite transactions list|describe ...               (see spark_kafkalite.cli.transactions)
     kafkalite cluster up [--brokers 3] [--data-dir DIR] | status | down   (spark_kafkalite.cli.cluster)
     kafkalite acls add|list|remove ...                     (see spark_kafkalite.cli.acls)
+    kafkalite users add|list|remove ...                    (SCRAM users; spark_kafkalite.cli.users)
 
 One module per command group: :mod:`.topics`, :mod:`.console` (produce, consume),
-:mod:`.groups`, :mod:`.transactions`, :mod:`.cluster`, :mod:`.acls`; :mod:`.common` holds what they
+:mod:`.groups`, :mod:`.transactions`, :mod:`.cluster`, :mod:`.acls`, :mod:`.users`; :mod:`.common` holds what they
 share. The demo's flags live with
 the demo (:mod:`spark_kafkalite.demo.command`), which never calls back into this package.
 
@@ -46,6 +47,7 @@ from spark_kafkalite.cli.console import add_consume_parser, add_produce_parser, 
 from spark_kafkalite.cli.groups import add_groups_parser, cmd_groups
 from spark_kafkalite.cli.topics import add_topics_parser, cmd_topics
 from spark_kafkalite.cli.transactions import add_transactions_parser, cmd_transactions
+from spark_kafkalite.cli.users import add_users_parser, cmd_users
 from spark_kafkalite.console_errors import error_line, run_reporting_errors
 from spark_kafkalite.demo.command import add_demo_arguments, run_demo_command
 
@@ -64,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_transactions_parser(commands)  # kafkalite transactions list|describe
     add_cluster_parser(commands)  # kafkalite cluster up|status|down
     add_acls_parser(commands)  # kafkalite acls add|list|remove
+    add_users_parser(commands)  # kafkalite users add|list|remove (SCRAM)
     return parser
 
 
@@ -80,6 +83,8 @@ def _run(args: argparse.Namespace) -> int:
         return cmd_transactions(args, sys.stdout)
     if args.command == "acls":
         return cmd_acls(args)
+    if args.command == "users":
+        return cmd_users(args, sys.stdin, sys.stdout)
     if args.command == "cluster":
         return cmd_cluster(args, sys.stdout)
     return run_demo_command(args)
