@@ -21,6 +21,7 @@ from spark_kafkalite.protocol.entities import nested
 
 __all__ = [
     "COORDINATOR_KEY_GROUP",
+    "COORDINATOR_KEY_TRANSACTION",
     "OffsetAndMetadata",
     "find_coordinator_request",
     "join_group_request",
@@ -51,8 +52,9 @@ for _key, _range in (
 ):
     CLIENT_API_VERSIONS.setdefault(_key, _range)
 
-#: FindCoordinator key type of consumer groups (1 = transactional id).
+#: FindCoordinator key types (``FindCoordinatorRequest.CoordinatorType``).
 COORDINATOR_KEY_GROUP = 0
+COORDINATOR_KEY_TRANSACTION = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +74,13 @@ def rebalance_request_timeout_ms(rebalance_timeout_ms: int, request_timeout_ms: 
 
 
 def find_coordinator_request(key: str, key_type: int = COORDINATOR_KEY_GROUP) -> RequestBuilder:
+    """FindCoordinator for one group id or transactional id (v1+ carries the key type, so a
+    transactional id needs v1; v4+ batches keys, not used)."""
+
     def build(version: int) -> Any:
         return make(request_class(ApiKey.FIND_COORDINATOR, version), key=key, key_type=key_type)
 
-    return RequestBuilder(ApiKey.FIND_COORDINATOR, build)
+    return RequestBuilder(ApiKey.FIND_COORDINATOR, build, min_version=1 if key_type else None)
 
 
 def join_group_request(

@@ -10,7 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from spark_kafkalite.client.consumer.group_requests import OffsetAndMetadata
+from spark_kafkalite.client.consumer.group_requests import (
+    COORDINATOR_KEY_GROUP,
+    COORDINATOR_KEY_TRANSACTION,
+    OffsetAndMetadata,
+    find_coordinator_request,
+)
 from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
@@ -31,7 +36,6 @@ __all__ = [
 ]
 
 for _key, _range in (
-    (ApiKey.FIND_COORDINATOR, (0, 3)),
     (ApiKey.INIT_PRODUCER_ID, (0, 4)),
     (ApiKey.ADD_PARTITIONS_TO_TXN, (0, 3)),
     (ApiKey.ADD_OFFSETS_TO_TXN, (0, 3)),
@@ -39,19 +43,6 @@ for _key, _range in (
     (ApiKey.END_TXN, (0, 4)),
 ):
     CLIENT_API_VERSIONS.setdefault(_key, _range)
-
-#: FindCoordinator key types (``FindCoordinatorRequest.CoordinatorType``).
-COORDINATOR_KEY_GROUP = 0
-COORDINATOR_KEY_TRANSACTION = 1
-
-
-def find_coordinator_request(key: str, key_type: int) -> RequestBuilder:
-    """FindCoordinator for one key (v1+ carries the key type; v4+ batches keys, not used)."""
-
-    def build(version: int) -> Any:
-        return make(request_class(ApiKey.FIND_COORDINATOR, version), key=key, key_type=key_type)
-
-    return RequestBuilder(ApiKey.FIND_COORDINATOR, build, min_version=1 if key_type else None)
 
 
 def init_producer_id_request(
