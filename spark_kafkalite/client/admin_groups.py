@@ -217,15 +217,7 @@ class AdminGroups:
         return [found[k] for k in sorted(found)]
 
     def _send_to_broker(self, broker_id: int, builder: RequestBuilder, deadline: float) -> Any:
-        last: BaseException | None = None
-        while True:
-            try:
-                return self._client.send_and_wait(broker_id, builder, max(1.0, deadline - now_ms()))
-            except (KafkaConnectionError, KafkaTimeoutError) as exc:
-                last = exc
-            if now_ms() >= deadline:
-                raise KafkaTimeoutError(f"broker {broker_id} did not answer in time: {last}")
-            self._client.poll(min(self._retry_backoff_ms, max(0.0, deadline - now_ms())))
+        return self._client.send_and_wait_until(broker_id, builder, deadline, self._retry_backoff_ms)
 
     def describe_consumer_groups(
         self, group_ids: Iterable[str], timeout_ms: float | None = None

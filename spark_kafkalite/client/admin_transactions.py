@@ -16,7 +16,6 @@ from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build as make
 from spark_kafkalite.protocol.errors import (
     ErrorCode,
-    KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
     error_for_code,
@@ -117,15 +116,7 @@ class AdminTransactions:
         self._describe = describe
 
     def _send(self, broker_id: int, builder: RequestBuilder, deadline: float) -> Any:
-        last: BaseException | None = None
-        while True:
-            try:
-                return self._client.send_and_wait(broker_id, builder, max(1.0, deadline - now_ms()))
-            except (KafkaConnectionError, KafkaTimeoutError) as exc:
-                last = exc
-            if now_ms() >= deadline:
-                raise KafkaTimeoutError(f"broker {broker_id} did not answer in time: {last}")
-            self._client.poll(min(self._retry_backoff_ms, max(0.0, deadline - now_ms())))
+        return self._client.send_and_wait_until(broker_id, builder, deadline, self._retry_backoff_ms)
 
     def _find_coordinator(self, transactional_id: str, deadline: float) -> int:
         while True:

@@ -240,6 +240,27 @@ class NetworkClient:
         future = self.send(node_id, request, timeout_ms=timeout_ms)
         return self.wait_for(future, None if timeout_ms is None else timeout_ms + 1000)
 
+    def send_and_wait_until(
+        self, node_id: int, request: RequestBuilder | Any, deadline_ms: float, retry_backoff_ms: float
+    ) -> Any:
+        """``send_and_wait`` to one broker, retried after ``retry_backoff_ms`` on connection
+        errors and timeouts until ``deadline_ms`` (``now_ms()`` clock), as Java's admin client
+        retries a call to a fixed node.
+
+        Raises:
+            KafkaTimeoutError: no answer by the deadline (naming the last connection error).
+            KafkaError: the response could not be read.
+        """
+        last: BaseException | None = None
+        while True:
+            try:
+                return self.send_and_wait(node_id, request, max(1.0, deadline_ms - now_ms()))
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                last = exc
+            if now_ms() >= deadline_ms:
+                raise KafkaTimeoutError(f"broker {node_id} did not answer in time: {last}")
+            self.poll(min(retry_backoff_ms, max(0.0, deadline_ms - now_ms())))
+
     def ready(self, node_id: int) -> bool:
         """True if a request to ``node_id`` can be written now; otherwise start connecting
         (unless in reconnect backoff) and return False (Java ``NetworkClient.ready``)."""
