@@ -7,6 +7,7 @@ serves the module (its request handler is wrapped to record each request's princ
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import struct
@@ -38,6 +39,22 @@ from spark_kafkalite.protocol.framing import decode_response, encode_request
 from tests.integration.inprocess_broker import InProcessBroker
 
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
+
+
+def _kcat_librdkafka_version() -> tuple[int, ...]:
+    """librdkafka's version as ``kcat -V`` prints it ((0,) if unknown)."""
+    if KCAT is None:
+        return (0,)
+    found = re.search(
+        r"librdkafka (\d+)\.(\d+)\.(\d+)", subprocess.run([KCAT, "-V"], capture_output=True, text=True).stdout
+    )
+    return tuple(int(g) for g in found.groups()) if found else (0,)
+
+
+# librdkafka before 2.6.1 appends its client nonce to the server's nonce a second time in the
+# SCRAM client-final message (confluentinc/librdkafka#4895); Kafka 4.x compares the nonce strictly
+# (RFC 5802) and refuses it, and so do we. Debian 12's kcat links librdkafka 2.0.2.
+KCAT_SCRAM_OK = _kcat_librdkafka_version() >= (2, 6, 1)
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
     'user_alice="alice-secret" user_admin="admin-secret";'
@@ -149,25 +166,31 @@ def test_confluent_produce_consume(secure: _Secure, listener: str) -> None:
 
 
 @pytest.mark.skipif(KCAT is None, reason="kcat is not installed (apt-get install kcat)")
-def test_kcat_sasl_ssl(secure: _Secure) -> None:
+@pytest.mark.parametrize(
+    ("listener", "overrides", "principal"),
+    [
+        ("SSL", {}, "User:CN=client"),
+        ("SASL_PLAINTEXT", {"sasl.username": "admin", "sasl.password": "admin-secret"}, "User:admin"),
+        pytest.param(
+            "SASL_SSL",
+            {"sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "carol", "sasl.password": "carol-secret"},
+            "User:carol",
+            marks=pytest.mark.skipif(
+                not KCAT_SCRAM_OK, reason="kcat's librdkafka < 2.6.1 sends a SCRAM nonce Kafka 4.x refuses"
+            ),
+        ),
+    ],
+    ids=["ssl", "sasl-plaintext-plain", "sasl-ssl-scram-sha-512"],
+)
+def test_kcat_produce_consume(
+    secure: _Secure, listener: str, overrides: dict[str, str], principal: str
+) -> None:
     assert KCAT is not None
     topic = _topic()
-    args = [
-        "-b",
-        secure.address("SASL_SSL"),
-        "-X",
-        "security.protocol=SASL_SSL",
-        "-X",
-        "sasl.mechanism=PLAIN",
-    ]
-    args += [
-        "-X",
-        "sasl.username=admin",
-        "-X",
-        "sasl.password=admin-secret",
-        "-X",
-        f"ssl.ca.location={secure.tls.ca}",
-    ]
+    config = secure.client_config(listener, **overrides)
+    args = ["-b", config.pop("bootstrap.servers")]
+    for key, value in config.items():
+        args += ["-X", f"{key}={value}"]
     lines = [f"line-{i}" for i in range(50)]
     subprocess.run(
         [KCAT, *args, "-t", topic, "-P", "-p", "0"],
@@ -185,7 +208,31 @@ def test_kcat_sasl_ssl(secure: _Secure) -> None:
         capture_output=True,
     ).stdout
     assert out.split() == lines
-    assert ("SASL_SSL", "User:admin") in secure.principals
+    assert (listener, principal) in secure.principals
+
+
+@pytest.mark.skipif(KCAT is None or KCAT_SCRAM_OK, reason="needs kcat with librdkafka < 2.6.1")
+def test_kcat_old_scram_nonce_is_refused_as_kafka_4_refuses_it(secure: _Secure) -> None:
+    assert KCAT is not None
+    config = secure.client_config(
+        "SASL_SSL",
+        **{"sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "carol", "sasl.password": "carol-secret"},
+    )
+    args = ["-b", config.pop("bootstrap.servers")]
+    for key, value in config.items():
+        args += ["-X", f"{key}={value}"]
+    refused = subprocess.run([KCAT, *args, "-L"], capture_output=True, text=True, timeout=30)
+    assert refused.returncode != 0
+    assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in refused.stderr
+    # the broker keeps serving: confluent-kafka (librdkafka 2.16) logs in as carol right after
+    assert _round_trip(
+        secure.client_config(
+            "SASL_SSL",
+            **{"sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "carol", "sasl.password": "carol-secret"},
+        ),
+        _topic(),
+        count=2,
+    ) == [b"v0", b"v1"]
 
 
 def _errors_of(config: dict[str, Any], timeout_s: float = 10.0) -> list[confluent_kafka.KafkaError]:
