@@ -2,7 +2,9 @@
 topic ``in`` -> ``kafkalite`` sink -> topic ``out`` whose driver process group (Python driver,
 JVM, Python workers) is SIGKILLed at random points and restarted from its checkpoint
 ``--kills`` times, with the leader of ``out``-0 SIGKILLed once mid-stream (and restarted after
-the next driver kill); meanwhile a confluent-kafka producer (idempotent, acks=all) feeds ``in``.
+the next driver kill); meanwhile a confluent-kafka producer (idempotent, acks=all) feeds ``in``
+(at least ``--records`` records, and on until the last kill, so every kill falls mid-stream:
+the summary counts ``kills_mid_stream``).
 
 Setup: ``LocalCluster(brokers=3)`` (``--brokers 1`` for a quick run), topics ``in`` and ``out``
 with 2 partitions, RF = brokers, ``min.insync.replicas`` = min(2, brokers). Each cycle starts
@@ -18,7 +20,8 @@ acknowledged source value must be there exactly once (``--mode exactly-once``); 
 documents for the default mode). Exit status 0 when the mode's invariant held.
 
     taskset -c 1 python tests/fault/eos_sink_kill.py --kills 10 --seed 1 [--mode at-least-once]
-        [--brokers 3] [--records 4000] [--rate 60] [--data-dir DIR (kept)] [--json OUT]
+        [--brokers 3] [--records 4000] [--rate 60] [--max-offsets 100] [--data-dir DIR (kept)]
+        [--json OUT]
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from spark_kafkalite.local_cluster import LocalCluster
 
 DRIVER = Path(__file__).resolve().parent / "eos_sink_driver.py"
 SRC, OUT = "in", "out"
+DRAIN_MAX_OFFSETS = 20000
 
 
 def log(line: str) -> None:
@@ -59,7 +63,13 @@ class Driver:
     """One driver process (its own session: the kill reaches the JVM and the Python workers)."""
 
     def __init__(
-        self, cluster: LocalCluster, checkpoint: Path, mode: str, drain: bool, out_log: Path
+        self,
+        cluster: LocalCluster,
+        checkpoint: Path,
+        mode: str,
+        drain: bool,
+        out_log: Path,
+        max_offsets: int,
     ) -> None:
         argv = [
             sys.executable,
@@ -74,6 +84,8 @@ class Driver:
             str(checkpoint),
             "--mode",
             mode,
+            "--max-offsets",
+            str(max_offsets),
         ]
         if drain:
             argv.append("--drain")
@@ -167,6 +179,7 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
         brokers=args.brokers, data_dir=data_dir / "cluster", config_overrides=dict(FAULT_OVERRIDES)
     ).start()
     drivers: list[Driver] = []
+    kills_done = threading.Event()
     try:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
         topics = [NewTopic(t, 2, rf, config={"min.insync.replicas": str(min(2, rf))}) for t in (SRC, OUT)]
@@ -178,8 +191,10 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
 
         acks = AckLog()
         feeder_done = threading.Event()
+        produced = [0]
 
         def feed() -> None:
+            # at least --records, and on until the last kill: every kill falls mid-stream
             producer = confluent_producer(cluster)
 
             def callback(err: Any, msg: Any) -> None:
@@ -188,9 +203,12 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
                 else:
                     acks.on_fail(msg.value(), str(err))
 
-            for i in range(args.records):
+            i = 0
+            while i < args.records or not kills_done.is_set():
                 producer.produce(SRC, value=b"v-%07d" % i, partition=i % 2, callback=callback)
                 producer.poll(0)
+                i += 1
+                produced[0] = i
                 time.sleep(1.0 / args.rate)
             producer.flush(120)
             feeder_done.set()
@@ -200,9 +218,11 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
         checkpoint = data_dir / "checkpoint"
         driver_log = data_dir / "driver.log"
         killed_leader: int | None = None
+        leader_kill_mid_stream = False
         kill_points: list[float] = []
+        kills_mid_stream = 0
         for cycle in range(args.kills):
-            driver = Driver(cluster, checkpoint, args.mode, drain=False, out_log=driver_log)
+            driver = Driver(cluster, checkpoint, args.mode, False, driver_log, args.max_offsets)
             drivers.append(driver)
             # a batch with rows, or (the source fully fed, nothing new to read) a running query
             deadline = time.monotonic() + 300
@@ -219,22 +239,27 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
                 killed_leader = cluster.partition(OUT, 0).leader
                 log(f"cycle {cycle}: SIGKILL broker {killed_leader} (leader of {OUT}-0)")
                 cluster.kill(killed_leader)
+                leader_kill_mid_stream = not feeder_done.is_set()
                 time.sleep(rng.uniform(1.0, 4.0))
             driver.kill()
             kill_points.append(round(delay, 2))
+            kills_mid_stream += 0 if feeder_done.is_set() else 1
             log(
-                f"cycle {cycle}: driver SIGKILLed {delay:.1f} s after its first batch ({driver.batches} batches)"
+                f"cycle {cycle}: driver SIGKILLed {delay:.1f} s after its first batch"
+                f" ({driver.batches} batches, {produced[0]} source records sent)"
             )
             if killed_leader is not None and not cluster.is_running(killed_leader):
                 cluster.restart(killed_leader)
                 log(f"cycle {cycle}: broker {killed_leader} restarted")
+        kills_done.set()
         if not feeder_done.wait(600):
             raise RuntimeError("the feeder did not finish")
         if killed_leader is not None:
             for topic in (SRC, OUT):
                 for p in (0, 1):
                     cluster.wait_for_isr(topic, p, rf, timeout_s=60)
-        final = Driver(cluster, checkpoint, args.mode, drain=True, out_log=driver_log)
+        # the drain reads the backlog the restarts left in a few large micro-batches
+        final = Driver(cluster, checkpoint, args.mode, True, driver_log, DRAIN_MAX_OFFSETS)
         drivers.append(final)
         status = final.wait(600)
         if status != 0 or "DONE" not in final.lines:
@@ -243,7 +268,7 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
         counts = Counter(read_committed(cluster, 2))
         missing = [v for v in acked if counts[v] == 0]
         duplicated = {v: n for v, n in counts.items() if n > 1}
-        unexpected = set(counts) - {b"v-%07d" % i for i in range(args.records)}
+        unexpected = set(counts) - {b"v-%07d" % i for i in range(produced[0])}
         ok = not missing and not unexpected and (args.mode == "at-least-once" or not duplicated)
         return {
             "mode": args.mode,
@@ -251,7 +276,10 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
             "brokers": args.brokers,
             "kills": args.kills,
             "kill_delays_s": kill_points,
+            "kills_mid_stream": kills_mid_stream,
             "leader_killed": killed_leader,
+            "leader_kill_mid_stream": leader_kill_mid_stream,
+            "source_sent": produced[0],
             "source_acked": len(acked),
             "source_failed": len(acks.failed),
             "out_read_committed": sum(counts.values()),
@@ -262,6 +290,7 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
             "ok": ok,
         }
     finally:
+        kills_done.set()  # the feeder stops (after an error too)
         for driver in drivers:
             if driver.proc.poll() is None:
                 driver.kill()
@@ -274,8 +303,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--brokers", type=int, default=3)
-    parser.add_argument("--records", type=int, default=4000)
+    parser.add_argument(
+        "--records", type=int, default=4000, help="at least this many; the feed runs on until the last kill"
+    )
     parser.add_argument("--rate", type=float, default=60.0, help="source records per second")
+    parser.add_argument(
+        "--max-offsets", type=int, default=100, help="maxOffsetsPerTrigger of the killed drivers"
+    )
     parser.add_argument(
         "--max-delay-s", type=float, default=6.0, help="kill at most this long after the first batch"
     )
