@@ -82,7 +82,7 @@ def initialized(epoch: int = 0) -> TransactionManager:
 def batch_for(tm: TransactionManager, tp: TopicPartition) -> ProducerBatch:
     batch = ProducerBatch(tp, 0.0, 0)
     batch.try_append_record(b"k", b"v", 1, None, 30, 16384)
-    tm.assign_sequence(batch)
+    tm.txn_partition_map.assign_sequence(batch)
     return batch
 
 
@@ -191,7 +191,8 @@ def test_failed_batch_is_abortable_then_abort_bumps_the_epoch() -> None:
     in_transaction_with(tm, TP)
     batch = batch_for(tm, TP)
     unknown = error_for_code(ErrorCode.unknown_producer_id)
-    assert not tm.can_retry(batch, unknown)  # a transactional producer does not bump locally
+    # a transactional producer does not bump its epoch locally
+    assert not tm.txn_partition_map.can_retry(batch, unknown)
     tm.handle_failed_batch(batch, unknown, expired=False)
     assert tm.state is State.ABORTABLE_ERROR and tm.epoch_bump_required
     with pytest.raises(KafkaError, match="error state"):

@@ -254,7 +254,7 @@ class RecordAccumulator(AccumulatorState):
                 if tm is not None:
                     if tm.should_stop_drain(tp, batch):
                         continue
-                    tm.assign_sequence(batch)
+                    tm.txn_partition_map.assign_sequence(batch)
                 dq.popleft()
                 sizes[leader] = size + batch.size_bytes
                 out.setdefault(leader, []).append(batch)

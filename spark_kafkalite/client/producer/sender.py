@@ -11,7 +11,7 @@ Idempotence (``TransactionManager``): before any data is sent the Sender obtains
 with InitProducerId from the least loaded node (retrying COORDINATOR_LOAD_IN_PROGRESS,
 COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR and disconnects after ``retry.backoff.ms``). Batches
 get their sequence when drained; retries keep it, so the broker deduplicates a batch whose
-response was lost. Sequence errors are handled as described in ``transaction_manager``. If the
+response was lost. Sequence errors are handled as described in ``txn_partition_map``. If the
 broker lacks InitProducerId and idempotence was only on by default, the producer continues
 without it (logged); if it was requested explicitly, every record fails with
 UNSUPPORTED_VERSION. Other InitProducerId errors are fatal: pending and later records fail.
@@ -164,9 +164,10 @@ class Sender(threading.Thread):
             if wait is not None:
                 return wait
         elif tm is not None:
-            tm.maybe_resolve_sequences()
-            tm.maybe_bump_epoch(self._has_batch_on_wire)
-            if not tm.has_producer_id():
+            sequences = tm.txn_partition_map
+            sequences.maybe_resolve_sequences()
+            sequences.maybe_bump_epoch(self._has_batch_on_wire)
+            if not sequences.has_producer_id():
                 id_wait = self._maybe_init_producer_id(now)
         cluster = self._metadata.fetch()
         result = self._accumulator.ready(cluster, now)
@@ -315,7 +316,7 @@ class Sender(threading.Thread):
         if error is None or error.error_code == ErrorCode.duplicate_sequence_number:
             # DUPLICATE_SEQUENCE_NUMBER: an old broker saying it already has the batch
             if tm is not None:
-                tm.handle_completed_batch(batch)
+                tm.txn_partition_map.handle_completed_batch(batch)
             batch.complete(base_offset, log_append_time_ms)
             self._accumulator.deallocate(batch)
             return
@@ -337,7 +338,7 @@ class Sender(threading.Thread):
     def _can_retry(self, batch: ProducerBatch, error: KafkaError, now: float) -> bool:
         tm = self.transaction_manager
         if tm is not None and batch.base_sequence >= 0:
-            retriable = tm.can_retry(batch, error)
+            retriable = tm.txn_partition_map.can_retry(batch, error)
         else:
             retriable = error.retriable
         return (
@@ -393,7 +394,9 @@ class Sender(threading.Thread):
         response = future.value
         code = response.error_code
         if code == ErrorCode.none:
-            tm.set_producer_id_and_epoch(int(response.producer_id), int(response.producer_epoch))
+            tm.txn_partition_map.set_producer_id_and_epoch(
+                int(response.producer_id), int(response.producer_epoch)
+            )
             return
         if code in _INIT_RETRIABLE or error_for_code(code).retriable:
             log.debug("InitProducerId: %s; retrying in %.0f ms", error_for_code(code), self._retry_backoff_ms)

@@ -1,5 +1,6 @@
-"""Java's ``TransactionManager`` (with ``TxnPartitionMap``; KIP-98, KIP-360, KIP-447):
-idempotent-producer bookkeeping and, with a ``transactional.id``, the transaction state machine.
+"""Java's ``TransactionManager`` (KIP-98, KIP-360, KIP-447): the producer's sequence state
+(``txn_partition_map``, a ``TxnPartitionMap``: the idempotence rules are in that module) and,
+with a ``transactional.id``, the transaction state machine.
 
 Transactions (see ``transaction_state`` for the states, ``txn_request_handlers`` for the
 requests): ``initialize_transactions`` (InitProducerId to the transaction coordinator found with
@@ -14,36 +15,6 @@ request moves the producer to ABORTABLE_ERROR (only ``abort_transaction`` is all
 failed batch the abort is followed by an epoch bump, KIP-360) or, when fenced or unauthorized,
 to FATAL_ERROR (every call raises; close the producer). Transactional methods are thread-safe
 (``lock``); the requests themselves are sent by the Sender thread, one at a time.
-
-Idempotence:
-
-Holds the producer id and epoch (from InitProducerId) and, per partition, the next sequence to
-assign, the last acknowledged sequence and the batches that carry a sequence but are not yet
-complete (in sequence order). Used only by the Sender thread (the accumulator's ``drain`` calls
-``should_stop_drain`` and ``assign_sequence`` on it).
-
-Rules, as Java's client (3.x):
-
-* a sequence is assigned when a batch is first drained; a retried batch keeps its sequence;
-* a queued retry is sent only when it is the lowest in-flight sequence of its partition (so a
-  retry never overtakes an earlier batch); new batches wait while the partition has an
-  *unresolved* sequence (a batch that expired after it was sent: the broker may or may not have
-  it) or in-flight batches of an older producer id/epoch;
-* OUT_OF_ORDER_SEQUENCE_NUMBER for a batch that is not the next one after the last acknowledged
-  sequence is retried as is (an earlier batch failed and will be retried first);
-  for the next batch it means a real gap (the broker lost the producer's state), and
-  UNKNOWN_PRODUCER_ID means the same: the producer *bumps its epoch locally* and restarts that
-  partition's sequences at 0 (the in-flight batches are renumbered and retried). The broker
-  accepts a higher epoch starting at sequence 0;
-* a batch that fails for good (e.g. MESSAGE_TOO_LARGE) after getting a sequence leaves a hole:
-  the epoch is bumped for its partition as well; an expired batch marks its sequence unresolved,
-  resolved once the partition has nothing in flight (bump unless the last acknowledged sequence
-  is the one before the next sequence);
-* INVALID_PRODUCER_EPOCH (our epoch is older than the broker's) fails the batch and resets the
-  producer id: a new InitProducerId is sent;
-* the renumbering of a partition waits until none of its batches is on the wire, so that a late
-  success of an old attempt cannot mix with the new numbering (a simplification of Java's
-  ``sequenceHasBeenReset`` handling).
 """
 
 from __future__ import annotations
@@ -63,14 +34,9 @@ from spark_kafkalite.client.producer.transaction_state import (
     is_transition_valid,
 )
 from spark_kafkalite.client.producer.txn_partition_map import (
-    MAX_EPOCH,
-    NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID,
-    NO_SEQUENCE,
     NONE,
     ProducerIdAndEpoch,
-    TxnPartitionEntry,
-    increment_sequence,
+    TxnPartitionMap,
 )
 from spark_kafkalite.client.producer.txn_request_handlers import (
     AddOffsetsToTxnHandler,
@@ -95,7 +61,7 @@ from spark_kafkalite.protocol.errors import (
 if TYPE_CHECKING:
     from spark_kafkalite.client.producer.producer_batch import ProducerBatch
 
-__all__ = ["TransactionManager", "ProducerIdAndEpoch", "NO_PRODUCER_ID", "NO_PRODUCER_EPOCH", "NO_SEQUENCE"]
+__all__ = ["TransactionManager"]
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +74,7 @@ _FATAL_BATCH_ERRORS = (
 
 
 class TransactionManager:
-    """Producer id, epoch and sequence numbers of an idempotent producer and, with a
+    """The sequence state of an idempotent producer (``txn_partition_map``) and, with a
     ``transactional_id``, the transaction state machine (module docstring). Times in ms."""
 
     def __init__(
@@ -117,13 +83,7 @@ class TransactionManager:
         transaction_timeout_ms: int = 60000,
         retry_backoff_ms: float = 100.0,
     ) -> None:
-        self.producer_id_and_epoch: ProducerIdAndEpoch = NONE
-        self._partitions: dict[TopicPartition, TxnPartitionEntry] = {}
-        self._unresolved: dict[TopicPartition, int] = {}
-        self._to_rewrite: set[TopicPartition] = set()
-        self._epoch_bump_required = False
-        self.epoch_bumps = 0  # observability / tests
-        # -- transactions
+        self.txn_partition_map = TxnPartitionMap(transactional=transactional_id is not None)
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = int(transaction_timeout_ms)
         self.retry_backoff_ms = float(retry_backoff_ms)
@@ -147,197 +107,27 @@ class TransactionManager:
     def is_transactional(self) -> bool:
         return self.transactional_id is not None
 
-    # -- producer id -----------------------------------------------------------------------
-
-    def has_producer_id(self) -> bool:
-        return self.producer_id_and_epoch.is_valid
-
-    def set_producer_id_and_epoch(self, producer_id: int, epoch: int) -> None:
-        log.info("producer id %d epoch %d", producer_id, epoch)
-        self.producer_id_and_epoch = ProducerIdAndEpoch(producer_id, epoch)
-        for tp in list(self._to_rewrite):
-            self._start_sequences_at_beginning(tp)
-        self._to_rewrite.clear()
-
-    def reset_producer_id(self) -> None:
-        """Forget the producer id: the Sender sends a new InitProducerId; every partition starts
-        over at sequence 0 with the new id once its in-flight batches are done."""
-        log.info("resetting producer id %s", self.producer_id_and_epoch)
-        self.producer_id_and_epoch = NONE
-        self._epoch_bump_required = False
-
-    # -- draining (called by the accumulator under its lock, Sender thread) -----------------
-
-    def _entry(self, tp: TopicPartition) -> TxnPartitionEntry:
-        entry = self._partitions.get(tp)
-        if entry is None:
-            entry = self._partitions[tp] = TxnPartitionEntry(self.producer_id_and_epoch)
-        return entry
+    @property
+    def producer_id_and_epoch(self) -> ProducerIdAndEpoch:
+        return self.txn_partition_map.producer_id_and_epoch
 
     def should_stop_drain(self, tp: TopicPartition, first: ProducerBatch) -> bool:
         """True if ``first`` (the head of ``tp``'s queue) must not be sent now (Java
-        ``RecordAccumulator.shouldStopDrainBatchesForPartition``; a transactional producer sends
-        only to partitions already added to the transaction, ``isSendToPartitionAllowed``)."""
-        if not self.producer_id_and_epoch.is_valid or tp in self._to_rewrite:
-            return True
+        ``RecordAccumulator.shouldStopDrainBatchesForPartition``): its sequence must wait, or a
+        transactional producer sends only to partitions already added to the transaction
+        (``isSendToPartitionAllowed``)."""
         if self.transactional_id is not None and (
             tp not in self.partitions_in_transaction or self.state is State.FATAL_ERROR
         ):
             return True
-        entry = self._partitions.get(tp)
-        if first.base_sequence == NO_SEQUENCE:
-            if (
-                entry is not None
-                and entry.in_flight
-                and entry.producer_id_and_epoch != self.producer_id_and_epoch
-            ):
-                return True  # older id/epoch still in flight: sequence 0 of the new epoch must wait
-            if tp in self._unresolved:
-                return True
-            return False
-        if entry is not None and entry.in_flight and entry.in_flight[0].base_sequence != first.base_sequence:
-            return True  # a retry waits for the batch before it
-        return False
-
-    def assign_sequence(self, batch: ProducerBatch) -> None:
-        """Give a never-sent ``batch`` its producer id, epoch and sequence."""
-        if batch.base_sequence != NO_SEQUENCE:
-            return
-        entry = self._entry(batch.tp)
-        if entry.producer_id_and_epoch != self.producer_id_and_epoch and not entry.in_flight:
-            self._restart(entry)
-        pie = self.producer_id_and_epoch
-        batch.is_transactional = self.transactional_id is not None
-        batch.set_producer_state(pie.producer_id, pie.epoch, entry.next_sequence)
-        entry.next_sequence = increment_sequence(entry.next_sequence, batch.record_count)
-        entry.add(batch)
-
-    def _restart(self, entry: TxnPartitionEntry) -> None:
-        entry.producer_id_and_epoch = self.producer_id_and_epoch
-        entry.next_sequence = 0
-        entry.last_acked_sequence = -1
-
-    # -- completions -----------------------------------------------------------------------
-
-    def handle_completed_batch(self, batch: ProducerBatch) -> None:
-        entry = self._partitions.get(batch.tp)
-        if entry is None or batch.base_sequence == NO_SEQUENCE:
-            return
-        entry.remove(batch)
-        if (
-            batch.producer_id == entry.producer_id_and_epoch.producer_id
-            and batch.producer_epoch == entry.producer_id_and_epoch.epoch
-        ):
-            entry.last_acked_sequence = max(entry.last_acked_sequence, batch.last_sequence)
-
-    def is_next_sequence(self, tp: TopicPartition, sequence: int) -> bool:
-        entry = self._partitions.get(tp)
-        last = entry.last_acked_sequence if entry is not None else -1
-        return sequence - last == 1
-
-    def can_retry(self, batch: ProducerBatch, error: KafkaError) -> bool:
-        """Whether ``error`` for ``batch`` is worth a retry with idempotence (Java
-        ``TransactionManager.canRetry``); may request an epoch bump for the partition."""
-        code = error.error_code
-        tp = batch.tp
-        transactional = self.transactional_id is not None
-        if code == ErrorCode.unknown_producer_id:
-            if transactional:
-                return False  # fails the batch: abortable, then the epoch is bumped
-            self.request_epoch_bump(tp)
-            return True
-        if code == ErrorCode.out_of_order_sequence_number:
-            if tp not in self._unresolved and not self.is_next_sequence(tp, batch.base_sequence):
-                return True  # an earlier batch failed; it is retried first
-            if transactional:
-                return False
-            self.request_epoch_bump(tp)  # a real gap
-            return True
-        return error.retriable
+        return self.txn_partition_map.should_stop_drain(tp, first)
 
     def handle_failed_batch(self, batch: ProducerBatch, error: BaseException, *, expired: bool) -> None:
         """``batch`` failed for good (or ``expired`` with an unknown outcome)."""
         if self.transactional_id is not None:
             self._handle_failed_transactional_batch(batch, error)
             return
-        entry = self._partitions.get(batch.tp)
-        if entry is None or batch.base_sequence == NO_SEQUENCE:
-            return
-        entry.remove(batch)
-        if expired and batch.attempts > 0:
-            previous = self._unresolved.get(batch.tp, -1)
-            self._unresolved[batch.tp] = max(previous, batch.last_sequence)
-            return
-        if expired:
-            self.request_epoch_bump(batch.tp)  # never sent but numbered: a hole
-            return
-        if getattr(error, "error_code", None) == ErrorCode.invalid_producer_epoch:
-            self.reset_producer_id()
-            self._to_rewrite.add(batch.tp)
-            return
-        self.request_epoch_bump(batch.tp)
-
-    # -- epoch bumps -----------------------------------------------------------------------
-
-    def request_epoch_bump(self, tp: TopicPartition) -> None:
-        if tp in self._partitions:
-            self._to_rewrite.add(tp)
-        self._epoch_bump_required = True
-
-    def maybe_resolve_sequences(self) -> None:
-        """Unresolved partitions with nothing in flight: fine if the last acknowledged sequence
-        directly precedes the next one, else bump the epoch (Java ``maybeResolveSequences``)."""
-        for tp in list(self._unresolved):
-            entry = self._partitions.get(tp)
-            if entry is not None and entry.in_flight:
-                continue
-            del self._unresolved[tp]
-            if entry is not None and not self.is_next_sequence(tp, entry.next_sequence):
-                log.info(
-                    "%s: no in-flight batches, last acknowledged sequence %d, next %d: bumping the epoch",
-                    tp,
-                    entry.last_acked_sequence,
-                    entry.next_sequence,
-                )
-                self.request_epoch_bump(tp)
-
-    def maybe_bump_epoch(self, on_wire: Callable[[TopicPartition], bool]) -> bool:
-        """Perform a requested epoch bump once no partition to renumber has a batch on the wire:
-        epoch + 1 locally (a new producer id via InitProducerId at the maximum epoch), then the
-        partitions' in-flight batches are renumbered from 0. Returns True if it bumped."""
-        if not self._epoch_bump_required or not self.producer_id_and_epoch.is_valid:
-            return False
-        if any(on_wire(tp) for tp in self._to_rewrite):
-            return False
-        self._epoch_bump_required = False
-        self.epoch_bumps += 1
-        pie = self.producer_id_and_epoch
-        if pie.epoch >= MAX_EPOCH:
-            self.reset_producer_id()
-            return True
-        self.set_producer_id_and_epoch(pie.producer_id, pie.epoch + 1)
-        return True
-
-    def _start_sequences_at_beginning(self, tp: TopicPartition) -> None:
-        entry = self._entry(tp)
-        self._restart(entry)
-        pie = self.producer_id_and_epoch
-        for batch in entry.in_flight:
-            batch.set_producer_state(pie.producer_id, pie.epoch, entry.next_sequence)
-            entry.next_sequence = increment_sequence(entry.next_sequence, batch.record_count)
-        self._unresolved.pop(tp, None)
-        log.info(
-            "%s: sequences restart at 0 with %s (%d batch(es) renumbered)", tp, pie, len(entry.in_flight)
-        )
-
-    def sequence_of(self, tp: TopicPartition) -> int:
-        """Next sequence for ``tp`` (tests)."""
-        entry = self._partitions.get(tp)
-        return entry.next_sequence if entry is not None else 0
-
-    def in_flight_count(self, tp: TopicPartition) -> int:
-        entry = self._partitions.get(tp)
-        return len(entry.in_flight) if entry is not None else 0
+        self.txn_partition_map.handle_failed_batch(batch, error, expired=expired)
 
     # -- transactions: user calls (Java TransactionManager, transactional half) -------------
 
@@ -486,7 +276,7 @@ class TransactionManager:
         with self.lock:
             self._maybe_fail_with_error()
             self._throw_if_pending_state("send")
-            if not self.has_producer_id():
+            if not self.txn_partition_map.has_producer_id():
                 raise IllegalStateError(
                     "cannot perform a 'send' before completing a call to init_transactions "
                     "when transactions are enabled"
@@ -517,9 +307,6 @@ class TransactionManager:
 
     def enqueue_request(self, handler: TxnRequestHandler) -> None:
         heapq.heappush(self._pending_requests, (handler.priority, next(self._request_order), handler))
-
-    def pending_requests_add(self, handler: TxnRequestHandler) -> None:
-        self.enqueue_request(handler)
 
     def has_pending_requests(self) -> bool:
         return bool(self._pending_requests) or self.in_flight_request is not None
@@ -619,19 +406,11 @@ class TransactionManager:
             self.pending_partitions_in_transaction.clear()
             self.partitions_in_transaction.clear()
 
-    def reset_sequence_numbers(self) -> None:
-        """After an epoch bump every partition restarts at sequence 0 (nothing is in flight)."""
-        self._partitions.clear()
-        self._unresolved.clear()
-        self._to_rewrite.clear()
-
     def _handle_failed_transactional_batch(self, batch: ProducerBatch, error: BaseException) -> None:
         """Java ``handleFailedBatch`` / ``maybeTransitionToErrorState`` for a transactional
         producer: fatal when fenced or unauthorized, else abortable (with an epoch bump after
         the abort: the partition's sequence may now have a gap)."""
-        entry = self._partitions.get(batch.tp)
-        if entry is not None:
-            entry.remove(batch)
+        self.txn_partition_map.remove_in_flight(batch)
         if isinstance(error, TransactionAbortedError):
             return
         if isinstance(error, _FATAL_BATCH_ERRORS):

@@ -219,9 +219,11 @@ class InitProducerIdHandler(TxnRequestHandler):
         code = int(response.error_code)
         tm = self.tm
         if code == ErrorCode.none:
-            tm.set_producer_id_and_epoch(int(response.producer_id), int(response.producer_epoch))
+            tm.txn_partition_map.set_producer_id_and_epoch(
+                int(response.producer_id), int(response.producer_epoch)
+            )
             if self.is_epoch_bump:
-                tm.reset_sequence_numbers()
+                tm.txn_partition_map.reset_sequence_numbers()
             tm.transition_to(State.READY)
             self.result.done()
         elif code in (
@@ -306,7 +308,7 @@ class AddOffsetsToTxnHandler(TxnRequestHandler):
         group_id = self.group_metadata["group_id"]
         if code == ErrorCode.none:
             # the result completes with the TxnOffsetCommit that follows
-            self.tm.pending_requests_add(
+            self.tm.enqueue_request(
                 TxnOffsetCommitHandler(self.tm, self.result, self.offsets, self.group_metadata)
             )
             self.tm.transaction_started = True
