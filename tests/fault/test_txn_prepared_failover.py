@@ -12,10 +12,11 @@ B is SIGSTOPped before EndTxn, so no marker can reach it (the controller fences 
 has no leader, B leaves the ``__transaction_state`` ISR so the Prepare* append completes).
 Data partition 1 lives on broker C: it gets its marker from the coordinator A before A is
 SIGKILLed, and again (a duplicate) from the new coordinator. Then B is resumed (its controller
-vote is needed again). Three confluent-kafka transactional producers, all coordinated by A,
-share that one failover: one committed, one aborted, and one committed whose application
+vote is needed again). Four confluent-kafka transactional producers, all coordinated by A,
+share that one failover: one committed, one aborted, one committed whose application
 "restarts" (a new producer, InitProducerId) right after the failover, while the new
-coordinator may still be loading or writing the markers.
+coordinator may still be loading or writing the markers, and one left Ongoing, which the new
+coordinator aborts when it times out.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ pytestmark = pytest.mark.timeout(120)
 
 TXN_STATE = "__transaction_state"
 TXN_STATE_PARTITIONS = 4  # LocalCluster's transaction.state.log.num.partitions
+#: the orphan transaction times out after the failover, at the new coordinator
+ORPHAN_TIMEOUT_MS = 9000
 #: the records of the transactions ended around the failover (one per data partition)
 COMMITTED = [b"commit-0", b"commit-1", b"restart-0", b"restart-1"]
 
@@ -111,7 +114,10 @@ def _lso_reached_hw(window: Window) -> bool:
 
 @pytest.fixture(scope="module")
 def window(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Window]:
-    cluster = start_cluster(tmp_path_factory.mktemp("txn-prepared"))
+    cluster = start_cluster(
+        tmp_path_factory.mktemp("txn-prepared"),
+        **{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"},
+    )
     try:
         bootstrap = cluster.bootstrap_servers
         ids = {"commit": f"commit-{uuid.uuid4().hex[:8]}"}
@@ -124,9 +130,10 @@ def window(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Window]:
         controller = cluster.controller_id()
         b = next(n for n in others if n != controller)  # no controller election when B stops
         (c,) = (n for n in others if n != b)
-        for name in ("abort", "restart"):
+        for name in ("abort", "restart", "orphan"):
             ids[name] = _id_coordinated_by(cluster, a, name)
-            producers[name] = producer(bootstrap, ids[name])
+            timeout = {"transaction.timeout.ms": ORPHAN_TIMEOUT_MS} if name == "orphan" else {}
+            producers[name] = producer(bootstrap, ids[name], **timeout)
             producers[name].init_transactions(30)
         before = {}
         for name, tid in ids.items():
@@ -155,6 +162,7 @@ def window(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Window]:
             ("commit", "PrepareCommit"),
             ("abort", "PrepareAbort"),
             ("restart", "PrepareCommit"),
+            ("orphan", "Ongoing"),  # its producer never ends it
         ):
             assert describe(bootstrap, ids[name]).state == state
         cluster.kill(a)
@@ -216,3 +224,24 @@ def test_producer_restarted_during_failover_gets_next_epoch(window: Window) -> N
     assert fenced.value.args[0].code() == confluent_kafka.KafkaError._FENCED
     old.purge()
     assert b"restart-zombie-1" not in _read_committed_values(window)
+
+
+def test_new_coordinator_aborts_orphan_transaction_on_timeout(window: Window) -> None:
+    """An Ongoing transaction loaded by the new coordinator, whose producer never comes back,
+    is aborted when ``transaction.timeout.ms`` expires (Kafka's ``abortTimedOutTransactions``:
+    PrepareEpochFence, then PrepareAbort / CompleteAbort with the epoch bumped)."""
+    producer_id, epoch = window.before["orphan"]
+    d = _describe_when(
+        window.bootstrap,
+        window.ids["orphan"],
+        lambda d: d.state == "CompleteAbort",
+        ORPHAN_TIMEOUT_MS / 1000 + 20,
+    )
+    assert (d.producer_id, d.producer_epoch) == (producer_id, epoch + 1)
+    assert d.coordinator_id != window.coordinator
+    _wait(lambda: _lso_reached_hw(window), 20, "last stable offset == high watermark")
+    values = _read_committed_values(window)
+    assert not [v for v in values if v.startswith(b"orphan")]
+    old = window.producers["orphan"]
+    with pytest.raises(confluent_kafka.KafkaException):
+        old.commit_transaction(30)  # fenced by the epoch bump
