@@ -17,10 +17,14 @@ For logs whose ``cleanup.policy`` includes ``compact``:
    tombstone older than ``delete.retention.ms`` (by its timestamp). Offsets are preserved
    (holes); a batch whose records all stay is copied byte for byte, a partly kept batch is
    rewritten and recompressed (:mod:`broker.log.cleaner_batches`), an empty one is dropped.
-   Transactions (KIP-98, Kafka's ``CleanedTransactionMetadata``): the batches of aborted
-   transactions (from the ``.txnindex`` entries overlapping the range, collected when planning)
-   are dropped and never enter the key map; control batches (markers) are kept, and so are the
-   ``.txnindex`` entries of the cleaned segments.
+   Transactions and producer state (KIP-98, KIP-534) follow Kafka's ``CleanedTransactionMetadata``
+   and ``Cleaner.cleanInto`` (:mod:`broker.log.cleaner_transactions`): batches of aborted
+   transactions are dropped and never enter the key map; a marker goes once no batch of its
+   transaction is left and its delete horizon (stored in the batch by the pass that first found
+   it removable: now + ``delete.retention.ms``) has passed; the ``.txnindex`` entries of the
+   cleaned segments are rebuilt from the ABORT markers that still cover data; the batch holding a
+   producer's last data offset (or its last marker) is kept, as a header-only batch if no record
+   of it stays.
 3. **Swap** (back on the loop thread): ``UnifiedLog.replace_segments`` renames the output to
    ``.swap``, deletes the old segments and drops the suffix; if the log changed meanwhile
    (retention, DeleteRecords, deletion) the output is discarded. The first dirty offset becomes
@@ -39,10 +43,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from spark_kafkalite.protocol.control_records import control_record_type
 from spark_kafkalite.protocol.record_batch import BatchHeader, decode_batch, read_header
 
 from .checkpoints import read_offset_checkpoint, write_offset_checkpoint
-from .cleaner_batches import rewrite_batch
+from .cleaner_batches import empty_batch, rewrite_batch
+from .cleaner_transactions import (
+    BatchRetention,
+    CleanedTransactionMetadata,
+    LastRecord,
+    check_batch_retention,
+)
 from .log_segment import LogSegment
 from .segment_files import CLEANED_SUFFIX, counted_pread, iter_file_headers, segment_file_names
 from .transaction_index import AbortedTxn
@@ -63,7 +74,9 @@ _INT32_MAX = 2**31 - 1
 class CleaningPlan:
     """What to clean in one log (Kafka's ``LogToClean``): ``segments`` is the cleanable range,
     ``dirty`` its suffix holding offsets >= ``first_dirty_offset``; ``aborted`` the aborted
-    transactions overlapping the range."""
+    transactions overlapping the range; ``last_records`` the active producers (producer id ->
+    last data offset and epoch, Kafka's ``UnifiedLog.lastRecordsOfActiveProducers``), taken by
+    :meth:`LogCleaner.clean_once` / :meth:`LogCleaner.clean_log` once the log is chosen."""
 
     log: UnifiedLog
     segments: list[LogSegment]
@@ -71,6 +84,7 @@ class CleaningPlan:
     first_dirty_offset: int
     first_uncleanable_offset: int
     aborted: list[AbortedTxn] = field(default_factory=list)
+    last_records: dict[int, LastRecord] = field(default_factory=dict)
 
     @property
     def cleanable_bytes(self) -> int:
@@ -94,6 +108,7 @@ class CleanerStats:
     records_read: int = 0
     records_retained: int = 0
     tombstones_removed: int = 0
+    markers_removed: int = 0
     bytes_read: int = 0
     bytes_written: int = 0
     batches_rewritten: int = 0
@@ -101,13 +116,11 @@ class CleanerStats:
 
 @dataclass(slots=True)
 class _Snapshot:
-    """A segment as the worker sees it: its own fd, the size and ``.txnindex`` entries at
-    planning time."""
+    """A segment as the worker sees it: its own fd and its size at planning time."""
 
     segment: LogSegment
     fd: int
     size: int
-    txn_entries: list[AbortedTxn]
 
 
 @dataclass(slots=True)
@@ -222,6 +235,7 @@ class LogCleaner:
             return None
         self._busy = True
         try:
+            plan.last_records = _last_records(plan.log)
             snapshots = _snapshot(plan.segments)
             groups = await asyncio.to_thread(self._clean_segments, plan, snapshots, self.time_ms())
             return self._swap(plan, groups)
@@ -234,6 +248,7 @@ class LogCleaner:
         plan = self.plan(log)
         if plan is None:
             return None
+        plan.last_records = _last_records(log)
         groups = self._clean_segments(plan, _snapshot(plan.segments), self.time_ms())
         return self._swap(plan, groups)
 
@@ -243,16 +258,21 @@ class LogCleaner:
         groups = [_Group(old) for old in _group_segments(plan.segments, plan.log.config.segment_bytes)]
         try:
             by_segment = {id(s.segment): s for s in snapshots}
-            aborted = _AbortedRanges(plan.aborted)
-            offset_map = _build_offset_map([by_segment[id(seg)] for seg in plan.dirty], aborted)
-            delete_horizon_ms = now_ms - plan.log.config.delete_retention_ms
+            offset_map = _build_offset_map(
+                [by_segment[id(seg)] for seg in plan.dirty],
+                # entries ending before the dirty range would mark later batches as aborted
+                CleanedTransactionMetadata(
+                    t for t in plan.aborted if t.last_offset >= plan.first_dirty_offset
+                ),
+            )
+            txns = CleanedTransactionMetadata(plan.aborted)  # carried across the groups
             for group in groups:
                 group.cleaned = _write_cleaned(
-                    plan.log,
+                    plan,
                     [by_segment[id(seg)] for seg in group.old],
                     offset_map,
-                    aborted,
-                    delete_horizon_ms,
+                    txns,
+                    now_ms,
                     group.stats,
                 )
         except BaseException:
@@ -285,41 +305,32 @@ class LogCleaner:
         self._checkpoints()[(log.topic, log.partition)] = plan.first_uncleanable_offset
         self._write_checkpoint(log.dir.parent)
         logger.info(
-            "%s: cleaned %d segment(s) below offset %d: %d of %d records kept, %d -> %d bytes",
+            "%s: cleaned %d segment(s) below offset %d: %d of %d records kept, %d markers removed, "
+            "%d -> %d bytes",
             log.dir.name,
             total.segments_cleaned,
             plan.first_uncleanable_offset,
             total.records_retained,
             total.records_read,
+            total.markers_removed,
             total.bytes_read,
             total.bytes_written,
         )
         return total
 
 
+def _last_records(log: UnifiedLog) -> dict[int, LastRecord]:
+    """The active producers of ``log`` (Kafka's ``UnifiedLog.lastRecordsOfActiveProducers``):
+    the offset of each one's last data batch (None when it has none since its epoch changed)
+    and its epoch."""
+    return {
+        pid: LastRecord(entry.last_offset if entry.batches else None, entry.producer_epoch)
+        for pid, entry in log.producer_state.producers.items()
+    }
+
+
 def _snapshot(segments: Sequence[LogSegment]) -> list[_Snapshot]:
-    return [
-        _Snapshot(seg, os.open(seg.log_path, os.O_RDONLY), seg.size_bytes, list(seg.txn_index.entries))
-        for seg in segments
-    ]
-
-
-class _AbortedRanges:
-    """Which data batches belong to aborted transactions: producer id -> [first, last] offset
-    ranges of its aborted transactions (a transaction's batches all lie between its first
-    offset and its ABORT marker)."""
-
-    def __init__(self, aborted: Sequence[AbortedTxn]) -> None:
-        self._ranges: dict[int, list[tuple[int, int]]] = {}
-        for txn in aborted:
-            self._ranges.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
-
-    def contains(self, header: BatchHeader) -> bool:
-        """True for a transactional data batch of an aborted transaction."""
-        if not header.is_transactional or header.is_control:
-            return False
-        ranges = self._ranges.get(header.producer_id)
-        return ranges is not None and any(first <= header.base_offset < last for first, last in ranges)
+    return [_Snapshot(seg, os.open(seg.log_path, os.O_RDONLY), seg.size_bytes) for seg in segments]
 
 
 def _batches(snapshot: _Snapshot):  # type: ignore[no-untyped-def]
@@ -328,13 +339,16 @@ def _batches(snapshot: _Snapshot):  # type: ignore[no-untyped-def]
         yield header, counted_pread(snapshot.fd, header.size_bytes, pos)
 
 
-def _build_offset_map(dirty: Sequence[_Snapshot], aborted: _AbortedRanges) -> dict[bytes, int]:
+def _build_offset_map(dirty: Sequence[_Snapshot], txns: CleanedTransactionMetadata) -> dict[bytes, int]:
     """key -> offset of its last record in the dirty range outside aborted transactions (Kafka's
-    ``SkimpyOffsetMap``)."""
+    ``SkimpyOffsetMap`` filled by ``Cleaner.buildOffsetMapForSegment``)."""
     offset_map: dict[bytes, int] = {}
     for snapshot in dirty:
         for header, raw in _batches(snapshot):
-            if header.is_control or aborted.contains(header):
+            if header.is_control:
+                txns.on_control_batch_read(header, control_record_type(raw, 0, header))
+                continue
+            if txns.on_batch_read(header):
                 continue
             decoded = decode_batch(raw, verify_crc=False)
             for key, offset in zip(decoded.keys, decoded.offsets, strict=True):
@@ -360,57 +374,98 @@ def _group_segments(segments: Sequence[LogSegment], max_bytes: int) -> list[list
 
 
 def _write_cleaned(
-    log: UnifiedLog,
+    plan: CleaningPlan,
     snapshots: Sequence[_Snapshot],
     offset_map: dict[bytes, int],
-    aborted: _AbortedRanges,
-    delete_horizon_ms: int,
+    txns: CleanedTransactionMetadata,
+    now_ms: int,
     stats: CleanerStats,
 ) -> LogSegment:
+    """Copy what stays of ``snapshots`` into one ``.cleaned`` segment (Kafka's
+    ``Cleaner.cleanSegments`` / ``cleanInto``)."""
+    log = plan.log
+    config = log.config
+    tombstone_horizon_ms = now_ms - config.delete_retention_ms
     base = snapshots[0].segment.base_offset
     for name in segment_file_names(base):
         (log.dir / (name + CLEANED_SUFFIX)).unlink(missing_ok=True)
-    cleaned = LogSegment.open(log.dir, base, log.config, file_suffix=CLEANED_SUFFIX)
+    cleaned = LogSegment.open(log.dir, base, config, file_suffix=CLEANED_SUFFIX)
+    kept_aborted: list[AbortedTxn] = []
+    txns.cleaned_index = kept_aborted
     try:
         for snapshot in snapshots:
             stats.segments_cleaned += 1
             for header, raw in _batches(snapshot):
                 stats.bytes_read += len(raw)
-                if header.is_control:
-                    out = raw
-                elif aborted.contains(header):
-                    stats.records_read += header.records_count
+                out = _clean_batch(header, raw, plan, offset_map, txns, now_ms, tombstone_horizon_ms, stats)
+                if out is None:
                     continue
-                else:
-                    decoded = decode_batch(raw, verify_crc=False)
-                    stats.records_read += len(decoded)
-                    keep = []
-                    for i, (key, offset) in enumerate(zip(decoded.keys, decoded.offsets, strict=True)):
-                        if key is None or offset_map.get(key, offset) > offset:
-                            continue
-                        if decoded.values[i] is None and decoded.timestamps_ms[i] < delete_horizon_ms:
-                            stats.tombstones_removed += 1
-                            continue
-                        keep.append(i)
-                    stats.records_retained += len(keep)
-                    if not keep:
-                        continue
-                    if len(keep) == len(decoded):
-                        out = raw
-                    else:
-                        out = rewrite_batch(decoded, keep)
-                        stats.batches_rewritten += 1
                 new_header = read_header(out)
                 cleaned.append(out, new_header.base_offset, new_header.last_offset, new_header.max_timestamp)
                 stats.bytes_written += len(out)
-            for txn in snapshot.txn_entries:  # the markers stay, so do their index entries
-                cleaned.txn_index.append(txn)
+        for txn in kept_aborted:  # the ABORT markers that still cover data, in offset order
+            cleaned.txn_index.append(txn)
         cleaned.flush()
         cleaned.close()
     except BaseException:
         _discard(cleaned)
         raise
+    finally:
+        txns.cleaned_index = None
     return cleaned
+
+
+def _clean_batch(
+    header: BatchHeader,
+    raw: bytes,
+    plan: CleaningPlan,
+    offset_map: dict[bytes, int],
+    txns: CleanedTransactionMetadata,
+    now_ms: int,
+    tombstone_horizon_ms: int,
+    stats: CleanerStats,
+) -> bytes | None:
+    """What of one batch goes to the cleaned segment (None: nothing); Kafka's
+    ``checkBatchRetention`` + ``shouldRetainRecord`` applied by ``MemoryRecords.filterTo``."""
+    if header.is_control:
+        can_discard = txns.on_control_batch_read(header, control_record_type(raw, 0, header))
+    else:
+        can_discard = txns.on_batch_read(header)
+    decision = check_batch_retention(header, can_discard, plan.last_records, now_ms)
+    if decision.retention is BatchRetention.DELETE:
+        stats.records_read += header.records_count
+        if header.is_control:
+            stats.markers_removed += 1
+        return None
+    decoded = decode_batch(raw, verify_crc=False)
+    stats.records_read += len(decoded)
+    if decision.discard_records:
+        keep: list[int] = []
+    elif header.is_control:
+        keep = list(range(len(decoded)))
+    else:
+        keep = []
+        for i, (key, offset) in enumerate(zip(decoded.keys, decoded.offsets, strict=True)):
+            if key is None or offset_map.get(key, offset) > offset:
+                continue
+            if decoded.values[i] is None and decoded.timestamps_ms[i] < tombstone_horizon_ms:
+                stats.tombstones_removed += 1
+                continue
+            keep.append(i)
+    stats.records_retained += len(keep)
+    if not keep:
+        if decision.retention is BatchRetention.RETAIN_EMPTY:
+            return empty_batch(header)
+        if header.is_control:
+            stats.markers_removed += 1
+        return None
+    if decision.set_delete_horizon and header.delete_horizon_ms is None:
+        stats.batches_rewritten += 1
+        return rewrite_batch(decoded, keep, delete_horizon_ms=now_ms + plan.log.config.delete_retention_ms)
+    if len(keep) == len(decoded):
+        return raw
+    stats.batches_rewritten += 1
+    return rewrite_batch(decoded, keep)
 
 
 def _discard(cleaned: LogSegment) -> None:

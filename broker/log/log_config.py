@@ -37,8 +37,9 @@ class LogConfig:
         retention_bytes: delete the oldest whole segments while the partition is larger than
             this (``retention.bytes`` / ``log.retention.bytes``; -1 = unlimited, the default).
         cleanup_policy: ``("delete",)``, ``("compact",)`` or both (``cleanup.policy``).
-        delete_retention_ms: how long the cleaner keeps tombstones (null-value records) after
-            the segment holding them was cleaned once (``delete.retention.ms``, default 1 day).
+        delete_retention_ms: how long the cleaner keeps tombstones (null-value records, past
+            their timestamp) and transaction markers (past the cleaning pass that found their
+            transaction gone, KIP-534) (``delete.retention.ms``, default 1 day).
         min_compaction_lag_ms: records younger than this are never compacted
             (``min.compaction.lag.ms``, default 0).
         min_cleanable_dirty_ratio: clean a log when dirty bytes / cleanable bytes reaches this

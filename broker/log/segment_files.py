@@ -160,8 +160,9 @@ def iter_file_headers(
 
 def validate_stored_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """Validate a stored batch (Kafka's ``DefaultRecordBatch.ensureValid``): magic 2, a sane
-    length fully present, CRC-32C over [21, end), and ``0 < records_count <=
-    last_offset_delta + 1`` (compacted batches have holes).
+    length fully present, CRC-32C over [21, end), and ``0 <= records_count <=
+    last_offset_delta + 1`` (compacted batches have holes; the cleaner keeps a producer's last
+    batch even when none of its records stays, Kafka's ``BatchRetention.RETAIN_EMPTY``).
 
     Raises:
         CorruptRecordError: truncated or CRC mismatch. InvalidRecordError: magic or counts.
@@ -177,7 +178,7 @@ def validate_stored_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> 
         raise CorruptRecordError(
             f"record batch CRC mismatch: stored {header.crc:#010x}, computed {crc:#010x}"
         )
-    if not 0 < header.records_count <= header.last_offset_delta + 1:
+    if header.last_offset_delta < 0 or not 0 <= header.records_count <= header.last_offset_delta + 1:
         raise InvalidRecordError(
             f"record batch count {header.records_count} does not fit lastOffsetDelta {header.last_offset_delta}"
         )

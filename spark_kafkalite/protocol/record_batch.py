@@ -10,7 +10,8 @@ offset size field
 16     1    magic int8 = 2
 17     4    crc uint32: CRC-32C (Castagnoli) over bytes [21, end)
 21     2    attributes int16: bits 0-2 codec, bit 3 timestamp type, bit 4 transactional,
-            bit 5 control
+            bit 5 control, bit 6 delete horizon (KIP-534: baseTimestamp holds the
+            deleteHorizonMs the log cleaner set)
 23     4    lastOffsetDelta int32
 27     8    baseTimestamp int64 (ms)
 35     8    maxTimestamp int64 (ms)
@@ -55,6 +56,7 @@ __all__ = [
     "RECORD_BATCH_OVERHEAD",
     "MAX_UNCOMPRESSED_RECORDS_BYTES",
     "MAGIC_V2",
+    "ATTR_DELETE_HORIZON",
     "BatchHeader",
     "DecodedBatch",
     "RecordTuple",
@@ -95,6 +97,7 @@ _ATTR_COMPRESSION_MASK = 0x07
 _ATTR_TIMESTAMP_TYPE = 0x08
 _ATTR_TRANSACTIONAL = 0x10
 _ATTR_CONTROL = 0x20
+ATTR_DELETE_HORIZON = 0x40
 
 Buffer = bytes | bytearray | memoryview
 Header = tuple[str, bytes | None]
@@ -150,6 +153,12 @@ class BatchHeader:
     def is_control(self) -> bool:
         return bool(self.attributes & _ATTR_CONTROL)
 
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """The delete horizon (ms) a log cleaner stored in ``base_timestamp`` with attribute bit 6,
+        or None (KIP-534, Kafka's ``DefaultRecordBatch.deleteHorizonMs``)."""
+        return self.base_timestamp if self.attributes & ATTR_DELETE_HORIZON else None
+
 
 def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
     """Parse the batch header at ``pos`` without checking the CRC.
@@ -169,7 +178,10 @@ def validate_batch(
 ) -> BatchHeader:
     """Validate the batch at ``pos`` as Kafka's ``DefaultRecordBatch.ensureValid`` and
     ``LogValidator`` do: magic 2, a batch length that fits the buffer (and equals ``size`` when
-    given), CRC-32C over [21, end), and ``records_count == last_offset_delta + 1 > 0``.
+    given), CRC-32C over [21, end), and ``records_count == last_offset_delta + 1 > 0``; with
+    ``strict_counts=False`` (stored or fetched batches) ``0 <= records_count <= last_offset_delta
+    + 1``: compaction leaves holes, and empty batches where it keeps a producer's last batch
+    (Kafka's ``MemoryRecords.filterTo`` ``RETAIN_EMPTY``).
 
     Raises:
         CorruptRecordError: truncated batch, size mismatch or CRC mismatch (CORRUPT_MESSAGE).
@@ -193,9 +205,8 @@ def validate_batch(
             f"record batch CRC mismatch: stored {header.crc:#010x}, computed {crc:#010x}"
         )
     span = header.last_offset_delta + 1
-    if header.records_count <= 0 or (
-        header.records_count != span if strict_counts else header.records_count > span
-    ):
+    count = header.records_count
+    if span <= 0 or (count != span if strict_counts else not 0 <= count <= span):
         raise InvalidRecordError(
             f"record batch count {header.records_count} does not match lastOffsetDelta "
             f"{header.last_offset_delta}"

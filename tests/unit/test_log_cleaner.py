@@ -93,8 +93,9 @@ def test_rewrite_batch_keeps_offsets_and_fields(codec: int) -> None:
     raw[0:8] = (1000).to_bytes(8, "big")
     original = decode_batch(raw)
     rewritten = rewrite_batch(original, [1, 3, 6])
-    header = validate_stored_batch(rewritten)  # CRC valid; count 3 < last_offset_delta + 1 = 7
-    assert header.base_offset == 1000 and header.last_offset == 1006 and header.records_count == 3
+    header = validate_stored_batch(rewritten)  # CRC valid; count 3 < last_offset_delta + 1 = 8
+    # the last offset stays (Kafka's overrideLastOffset): the producer's last sequence survives
+    assert header.base_offset == 1000 and header.last_offset == 1007 and header.records_count == 3
     assert header.compression_type == codec
     assert (header.producer_id, header.producer_epoch, header.base_sequence) == (77, 2, 40)
     assert header.max_timestamp == 5006
