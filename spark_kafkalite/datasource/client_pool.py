@@ -3,14 +3,15 @@
 Spark reuses its Python workers across tasks (``spark.python.worker.reuse``, the default), so a
 client opened by one task can serve the next one instead of reconnecting and re-fetching
 metadata every micro-batch. :class:`ClientPool` is the sink's version of Spark's
-``CachedKafkaProducer`` / ``InternalKafkaProducerPool``: clients are keyed by their full
+``CachedKafkaProducer`` / ``InternalKafkaProducerPool`` (and the reader's consumer cache,
+Spark's ``KafkaDataConsumer`` pool, simplified): clients are keyed by their full
 configuration (the same options get the same client), lent out exclusively (a worker runs one
 task at a time, so this is what Spark's shared producer amounts to here), given back after a
 task succeeded, and closed instead when the task failed (a producer that saw an error may hold
 a broken connection or idempotent state; the next task starts clean). Clients idle longer than
 ``idle_timeout_s`` are closed on the next acquisition (Spark's
-``spark.kafka.producer.cache.timeout``, 10 minutes), and every idle client is closed when the
-worker exits.
+``spark.kafka.producer.cache.timeout``, 10 minutes), and, for a pool registered with
+:meth:`ClientPool.close_at_exit` (the sink's), every idle client is closed when the worker exits.
 """
 
 from __future__ import annotations

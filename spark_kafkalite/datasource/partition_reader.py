@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import bisect
 import logging
-import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +25,7 @@ from pyspark.sql.datasource import InputPartition
 
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.datasource.arrow import columns_to_batch
+from spark_kafkalite.datasource.client_pool import ClientPool
 from spark_kafkalite.datasource.errors import (
     INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_FALSE,
     INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_TRUE,
@@ -87,61 +87,16 @@ class ReadConfig:
         return config
 
 
-class _ConsumerPool:
-    """Idle consumers per configuration, reused by later tasks in the same Python worker
-    (Spark's consumer cache, simplified). Consumers idle longer than ``idle_timeout_s`` are
-    closed (Spark: ``spark.kafka.consumer.cache.timeout``, 5 minutes)."""
+def _new_consumer(config: dict[str, Any]) -> Any:
+    from spark_kafkalite.client import KafkaConsumer
 
-    def __init__(self, idle_timeout_s: float = 300.0) -> None:
-        self._lock = threading.Lock()
-        self._idle: dict[tuple[tuple[str, str], ...], list[tuple[float, Any]]] = {}
-        self.idle_timeout_s = idle_timeout_s
-
-    @staticmethod
-    def _key(config: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-        return tuple(sorted((k, str(v)) for k, v in config.items()))
-
-    def _evict_expired(self, now: float) -> list[Any]:
-        expired: list[Any] = []
-        for key in list(self._idle):
-            keep = [(t, c) for t, c in self._idle[key] if now - t <= self.idle_timeout_s]
-            expired.extend(c for t, c in self._idle[key] if now - t > self.idle_timeout_s)
-            if keep:
-                self._idle[key] = keep
-            else:
-                del self._idle[key]
-        return expired
-
-    def acquire(self, config: Mapping[str, Any]) -> Any:
-        key = self._key(config)
-        now = time.monotonic()
-        consumer = None
-        with self._lock:
-            expired = self._evict_expired(now)
-            idle = self._idle.get(key)
-            if idle:
-                consumer = idle.pop()[1]
-        for old in expired:
-            _close_quietly(old)
-        if consumer is not None:
-            return consumer
-        from spark_kafkalite.client import KafkaConsumer
-
-        return KafkaConsumer(dict(config))
-
-    def release(self, config: Mapping[str, Any], consumer: Any) -> None:
-        with self._lock:
-            self._idle.setdefault(self._key(config), []).append((time.monotonic(), consumer))
+    return KafkaConsumer(config)
 
 
-_POOL = _ConsumerPool()
-
-
-def _close_quietly(consumer: Any) -> None:
-    try:
-        consumer.close()
-    except Exception:  # noqa: BLE001
-        log.debug("error closing consumer", exc_info=True)
+#: Idle consumers per configuration, reused by later tasks in the same Python worker (Spark's
+#: consumer cache, simplified; idle ones are closed after ``spark.kafka.consumer.cache.timeout``,
+#: 5 minutes).
+_POOL = ClientPool(_new_consumer, idle_timeout_s=300.0)
 
 
 def _report_data_loss(message: str, fail_on_data_loss: bool) -> None:
@@ -170,7 +125,7 @@ def read_offset_range(rng: OffsetRange, config: ReadConfig) -> Iterator[pa.Recor
         if ok:
             _POOL.release(consumer_config, consumer)
         else:
-            _close_quietly(consumer)
+            _POOL.discard(consumer)
 
 
 def _read(consumer: Any, rng: OffsetRange, config: ReadConfig) -> Iterator[pa.RecordBatch]:
