@@ -17,10 +17,18 @@ from spark_kafkalite.protocol.errors import (
     ClusterAuthorizationFailedError,
     GroupAuthorizationFailedError,
     KafkaError,
+    SecurityDisabledError,
     TopicAuthorizationFailedError,
 )
 
-__all__ = ["authorize", "authorize_cluster", "authorized_names", "authorize_any", "config_resource_error"]
+__all__ = [
+    "authorize",
+    "authorize_cluster",
+    "authorized_names",
+    "authorize_any",
+    "config_resource_error",
+    "acl_api_error",
+]
 
 
 def authorize(
@@ -36,6 +44,18 @@ def authorize(
 def authorize_cluster(ctx: BrokerContext, rctx: RequestContext, operation: AclOperation) -> bool:
     """:func:`authorize` on the cluster resource (``kafka-cluster``)."""
     return authorize(ctx, rctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def acl_api_error(ctx: BrokerContext, rctx: RequestContext, operation: AclOperation) -> KafkaError | None:
+    """Why an ACL API (DescribeAcls, CreateAcls, DeleteAcls) is refused, if it is (Kafka's
+    ``AclApis``): SECURITY_DISABLED ("No Authorizer is configured.") without an authorizer,
+    CLUSTER_AUTHORIZATION_FAILED without ``operation`` on the cluster (DESCRIBE to read ACLs,
+    ALTER to change them); None when allowed."""
+    if ctx.authorizer is None:
+        return SecurityDisabledError("No Authorizer is configured.")
+    if not authorize_cluster(ctx, rctx, operation):
+        return ClusterAuthorizationFailedError()
+    return None
 
 
 def authorized_names(

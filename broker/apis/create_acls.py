@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.apis.auth_helper import authorize_cluster
+from broker.apis.auth_helper import acl_api_error
 from broker.apis.context import BrokerContext
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.acl import AclBinding, AclOperation
@@ -35,23 +35,10 @@ async def handle_create_acls(
     ctx: BrokerContext, rctx: RequestContext, request: CreateAclsRequest
 ) -> CreateAclsResponse:
     """Handle a CreateAclsRequest."""
-    if ctx.authorizer is None:
-        return create_acls_error_response(request, rctx.api_version, ErrorCode.security_disabled)
-    if not authorize_cluster(ctx, rctx, AclOperation.ALTER):
-        return create_acls_error_response(request, rctx.api_version, ErrorCode.cluster_authorization_failed)
-    acls = [
-        AclBinding.of(
-            c.resource_type,
-            c.resource_name,
-            c.resource_pattern_type,
-            c.principal,
-            c.host,
-            c.operation,
-            c.permission_type,
-        )
-        for c in request.creations
-    ]
-    errors = await ctx.controller.create_acls(acls)
+    refused = acl_api_error(ctx, rctx, AclOperation.ALTER)
+    if refused is not None:
+        return create_acls_error_response(request, rctx.api_version, ErrorCode(refused.error_code))
+    errors = await ctx.controller.create_acls([AclBinding.from_creation(c) for c in request.creations])
     return _response(rctx.api_version, [_error(e) for e in errors])
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.apis.auth_helper import authorize_cluster
+from broker.apis.auth_helper import acl_api_error
 from broker.apis.context import BrokerContext
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.acl import AclBinding, AclBindingFilter, AclOperation
@@ -54,23 +54,10 @@ async def handle_delete_acls(
     ctx: BrokerContext, rctx: RequestContext, request: DeleteAclsRequest
 ) -> DeleteAclsResponse:
     """Handle a DeleteAclsRequest."""
-    if ctx.authorizer is None:
-        return delete_acls_error_response(request, rctx.api_version, ErrorCode.security_disabled)
-    if not authorize_cluster(ctx, rctx, AclOperation.ALTER):
-        return delete_acls_error_response(request, rctx.api_version, ErrorCode.cluster_authorization_failed)
-    filters = [
-        AclBindingFilter.of(
-            f.resource_type_filter,
-            f.resource_name_filter,
-            f.pattern_type_filter,
-            f.principal_filter,
-            f.host_filter,
-            f.operation,
-            f.permission_type,
-        )
-        for f in request.filters
-    ]
-    results = await ctx.controller.delete_acls(filters)
+    refused = acl_api_error(ctx, rctx, AclOperation.ALTER)
+    if refused is not None:
+        return delete_acls_error_response(request, rctx.api_version, ErrorCode(refused.error_code))
+    results = await ctx.controller.delete_acls([AclBindingFilter.from_request(f) for f in request.filters])
     return _response(rctx.api_version, list(results))
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.apis.auth_helper import authorize_cluster
+from broker.apis.auth_helper import acl_api_error
 from broker.apis.context import BrokerContext
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.acl import AclBinding, AclBindingFilter, AclOperation
@@ -56,19 +56,10 @@ async def handle_describe_acls(
 ) -> DescribeAclsResponse:
     """Handle a DescribeAclsRequest."""
     version = rctx.api_version
-    if ctx.authorizer is None:
-        return _response(version, ErrorCode.security_disabled, "No Authorizer is configured.", [])
-    if not authorize_cluster(ctx, rctx, AclOperation.DESCRIBE):
-        return _response(version, ErrorCode.cluster_authorization_failed, None, [])
-    acl_filter = AclBindingFilter.of(
-        request.resource_type_filter,
-        request.resource_name_filter,
-        request.pattern_type_filter,
-        request.principal_filter,
-        request.host_filter,
-        request.operation,
-        request.permission_type,
-    )
+    refused = acl_api_error(ctx, rctx, AclOperation.DESCRIBE)
+    if refused is not None:
+        return _response(version, ErrorCode(refused.error_code), refused.message, [])
+    acl_filter = AclBindingFilter.from_request(request)
     unknown = acl_filter.unknown_field()
     if unknown is not None:
         return _response(version, ErrorCode.invalid_request, f"The filter has an UNKNOWN {unknown}", [])

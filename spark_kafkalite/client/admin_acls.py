@@ -25,18 +25,6 @@ for _key in (ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS):
 Send = Callable[[RequestBuilder, "int | None", "float | None"], Any]
 
 
-def _filter_fields(acl_filter: AclBindingFilter) -> dict[str, Any]:
-    return {
-        "resource_type_filter": int(acl_filter.resource_type),
-        "resource_name_filter": acl_filter.resource_name,
-        "pattern_type_filter": int(acl_filter.pattern_type),
-        "principal_filter": acl_filter.principal,
-        "host_filter": acl_filter.host,
-        "operation": int(acl_filter.operation),
-        "permission_type": int(acl_filter.permission_type),
-    }
-
-
 def _binding(resource: Any, entry: Any) -> AclBinding:
     return AclBinding.of(
         int(resource.resource_type),
@@ -74,21 +62,7 @@ class AdminAcls:
         def build(version: int) -> Any:
             cls = request_class(ApiKey.CREATE_ACLS, version)
             creation_cls = nested(cls, "AclCreation")
-            return make(
-                cls,
-                creations=tuple(
-                    creation_cls(
-                        resource_type=int(a.resource_type),
-                        resource_name=a.resource_name,
-                        resource_pattern_type=int(a.pattern_type),
-                        principal=a.principal,
-                        host=a.host,
-                        operation=int(a.operation),
-                        permission_type=int(a.permission_type),
-                    )
-                    for a in items
-                ),
-            )
+            return make(cls, creations=tuple(creation_cls(**a.creation_fields()) for a in items))
 
         if not items:
             return
@@ -110,7 +84,7 @@ class AdminAcls:
         """
 
         def build(version: int) -> Any:
-            return make(request_class(ApiKey.DESCRIBE_ACLS, version), **_filter_fields(acl_filter))
+            return make(request_class(ApiKey.DESCRIBE_ACLS, version), **acl_filter.request_fields())
 
         response = self._send(RequestBuilder(ApiKey.DESCRIBE_ACLS, build), node_id, timeout_ms)
         if response.error_code != ErrorCode.none:
@@ -131,7 +105,7 @@ class AdminAcls:
         def build(version: int) -> Any:
             cls = request_class(ApiKey.DELETE_ACLS, version)
             filter_cls = nested(cls, "DeleteAclsFilter")
-            return make(cls, filters=tuple(filter_cls(**_filter_fields(f)) for f in items))
+            return make(cls, filters=tuple(filter_cls(**f.request_fields()) for f in items))
 
         if not items:
             return []

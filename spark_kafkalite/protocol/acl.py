@@ -6,14 +6,17 @@ The enum ids are Kafka's wire values (``org.apache.kafka.common.resource.Resourc
 :class:`AclBinding` is one ACL (``AclBinding`` = ``ResourcePattern`` + ``AccessControlEntry``);
 :class:`AclBindingFilter` is what DescribeAcls / DeleteAcls select with, and
 :meth:`AclBindingFilter.matches` is Kafka's ``ResourcePatternFilter.matches`` +
-``AccessControlEntryFilter.matches``.
+``AccessControlEntryFilter.matches``. Their ``*_fields`` / ``from_*`` methods hold the request
+fields an ACL and a filter travel in (``CreateAclsRequest.AclCreation``,
+``DescribeAclsRequest`` and ``DeleteAclsRequest.DeleteAclsFilter``), for the client's requests
+and the broker's handlers alike.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 __all__ = [
     "ResourceType",
@@ -136,6 +139,24 @@ class AclBinding:
             _enum_or_unknown(AclPermissionType, permission_type),
         )
 
+    @classmethod
+    def from_creation(cls, creation: Any) -> AclBinding:
+        """From a CreateAclsRequest ``AclCreation`` (wire ids as in :meth:`of`)."""
+        return cls.of(*(getattr(creation, name) for name in _CREATION_FIELDS))
+
+    def creation_fields(self) -> dict[str, Any]:
+        """The fields of a CreateAclsRequest ``AclCreation`` for this ACL."""
+        values = (
+            int(self.resource_type),
+            self.resource_name,
+            int(self.pattern_type),
+            self.principal,
+            self.host,
+            int(self.operation),
+            int(self.permission_type),
+        )
+        return dict(zip(_CREATION_FIELDS, values, strict=True))
+
     def to_filter(self) -> AclBindingFilter:
         """The filter matching exactly this binding."""
         return AclBindingFilter(
@@ -185,6 +206,25 @@ class AclBindingFilter:
             _enum_or_unknown(AclPermissionType, permission_type),
         )
 
+    @classmethod
+    def from_request(cls, entity: Any) -> AclBindingFilter:
+        """From a DescribeAclsRequest or a DeleteAclsRequest ``DeleteAclsFilter`` (wire ids as in
+        :meth:`of`)."""
+        return cls.of(*(getattr(entity, name) for name in _FILTER_FIELDS))
+
+    def request_fields(self) -> dict[str, Any]:
+        """The filter fields of a DescribeAclsRequest / DeleteAclsRequest ``DeleteAclsFilter``."""
+        values = (
+            int(self.resource_type),
+            self.resource_name,
+            int(self.pattern_type),
+            self.principal,
+            self.host,
+            int(self.operation),
+            int(self.permission_type),
+        )
+        return dict(zip(_FILTER_FIELDS, values, strict=True))
+
     def unknown_field(self) -> str | None:
         """The name of a field holding UNKNOWN (Kafka refuses such filters with
         INVALID_REQUEST: ``AclBindingFilter.findIndefiniteField``), else None."""
@@ -222,6 +262,28 @@ class AclBindingFilter:
             return False
         return self.resource_name is None or self.resource_name == acl.resource_name
 
+
+#: ``CreateAclsRequest.AclCreation``'s fields, in :class:`AclBinding` field order.
+_CREATION_FIELDS = (
+    "resource_type",
+    "resource_name",
+    "resource_pattern_type",
+    "principal",
+    "host",
+    "operation",
+    "permission_type",
+)
+#: The filter fields of ``DescribeAclsRequest`` and ``DeleteAclsRequest.DeleteAclsFilter``, in
+#: :class:`AclBindingFilter` field order.
+_FILTER_FIELDS = (
+    "resource_type_filter",
+    "resource_name_filter",
+    "pattern_type_filter",
+    "principal_filter",
+    "host_filter",
+    "operation",
+    "permission_type",
+)
 
 _E = TypeVar("_E", bound=enum.IntEnum)
 

@@ -22,6 +22,8 @@ from spark_kafkalite.protocol.acl import (
     PatternType,
     ResourceType,
 )
+from spark_kafkalite.protocol.api_keys import ApiKey, request_class
+from spark_kafkalite.protocol.entities import build, nested
 from spark_kafkalite.protocol.errors import InvalidRequestError
 
 T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
@@ -181,6 +183,22 @@ def test_filters() -> None:
     assert not AclBindingFilter(permission_type=DENY).matches(a)
     assert AclBindingFilter.of(2, None, 9, None, None, 1, 1).unknown_field() == "pattern_type"
     assert AclBinding.of(99, "x", 3, "User:a", "*", 3, 3).resource_type is ResourceType.UNKNOWN
+
+
+@pytest.mark.parametrize("version", [1, 3])
+def test_acls_and_filters_travel_in_the_request_fields(version: int) -> None:
+    """What the client's admin puts in CreateAcls / DescribeAcls / DeleteAcls requests is what
+    the broker's handlers read back (the kio request classes refuse unknown fields)."""
+    binding = acl("g-", Op.DESCRIBE, DENY, rtype=G, pattern=PRE)
+    create_cls = request_class(ApiKey.CREATE_ACLS, version)
+    creation = nested(create_cls, "AclCreation")(**binding.creation_fields())
+    assert AclBinding.from_creation(creation) == binding
+    acl_filter = AclBindingFilter(T, None, PatternType.MATCH, "User:bob", None, Op.ANY, ALLOW)
+    describe = build(request_class(ApiKey.DESCRIBE_ACLS, version), **acl_filter.request_fields())
+    assert AclBindingFilter.from_request(describe) == acl_filter
+    delete_cls = request_class(ApiKey.DELETE_ACLS, version)
+    delete_filter = nested(delete_cls, "DeleteAclsFilter")(**acl_filter.request_fields())
+    assert AclBindingFilter.from_request(delete_filter) == acl_filter
 
 
 def test_create_and_delete_records_roundtrip(tmp_path: Path) -> None:
