@@ -27,7 +27,9 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, data: bytes | str, *, fsync: bool = True, tmp_suffix: str = ".tmp") -> None:
+def write_atomically(
+    path: Path, data: bytes | str, *, fsync: bool = True, tmp_suffix: str = ".tmp", mode: int | None = None
+) -> None:
     """Replace ``path`` with ``data`` (str is written as UTF-8) as the module docstring says.
 
     Args:
@@ -36,6 +38,8 @@ def write_atomically(path: Path, data: bytes | str, *, fsync: bool = True, tmp_s
         fsync: fsync the file before the rename and the directory after it.
         tmp_suffix: suffix of the temporary file beside ``path`` (unique per writer when several
             processes may write the same file).
+        mode: permissions of the new file, set on the temporary file before anything is written
+            (None: the process umask's default).
 
     Raises:
         OSError: the write, fsync or rename failed (``path`` then still holds its old contents).
@@ -44,6 +48,8 @@ def write_atomically(path: Path, data: bytes | str, *, fsync: bool = True, tmp_s
     tmp = path.with_name(path.name + tmp_suffix)
     raw = data.encode("utf-8") if isinstance(data, str) else data
     with open(tmp, "wb") as f:
+        if mode is not None:
+            os.fchmod(f.fileno(), mode)
         f.write(raw)
         if fsync:
             f.flush()

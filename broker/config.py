@@ -353,6 +353,14 @@ class KafkaConfig:
         return self.values[key]
 
     @property
+    def metadata_log_dir(self) -> Path:
+        """The metadata dir: ``metadata.log.dir`` when set, else the first of ``log.dirs``
+        (Kafka's ``KafkaConfig.metadataLogDir``). Holds the Raft journal of a quorum and the
+        single-node broker's metadata files (ACLs, SCRAM credentials, topic configs)."""
+        configured = self.values["metadata.log.dir"]
+        return Path(configured) if configured else self.log_dirs[0]
+
+    @property
     def node_id(self) -> int:
         return int(self.values["node.id"])
 

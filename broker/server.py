@@ -60,10 +60,10 @@ from broker.log.log_tasks import LogTaskSettings, run_log_tasks
 from broker.network.socket_server import SocketServer
 from broker.replication.delayed_fetch import FetchPurgatory
 from broker.replication.replica_manager import ReplicaManager
-from broker.security.acl_store import acls_path
+from broker.security.acl_store import ACLS_FILE
 from broker.security.authorizer import authorizer_for
 from broker.security.scram_control import ScramUpsertion, scram_credential
-from broker.security.scram_store import scram_path
+from broker.security.scram_store import SCRAM_FILE
 from spark_kafkalite.protocol.errors import ErrorCode
 
 __all__ = ["KafkaServer", "StartupError", "ENDPOINTS_FILE", "META_PROPERTIES_FILE", "log_config_from"]
@@ -289,8 +289,8 @@ class KafkaServer:
                 topics_on_disk=log_manager.topics_on_disk,
                 stored_topic_configs=topic_publisher.stored_topic_configs,
                 producer_id_block_file=config.log_dirs[0] / PRODUCER_ID_BLOCK_FILE,
-                acls_file=acls_path(config["metadata.log.dir"], config.log_dirs),
-                scram_file=scram_path(config["metadata.log.dir"], config.log_dirs),
+                acls_file=config.metadata_log_dir / ACLS_FILE,
+                scram_file=config.metadata_log_dir / SCRAM_FILE,
             )
         fetch_purgatory = FetchPurgatory()
         replica_manager = ReplicaManager(
@@ -404,7 +404,7 @@ class KafkaServer:
 
     def _quorum_controller(self, cluster_id: str) -> QuorumController:
         config = self.config
-        metadata_dir = Path(config["metadata.log.dir"] or config.log_dirs[0]) / METADATA_DIR_NAME
+        metadata_dir = config.metadata_log_dir / METADATA_DIR_NAME
         return QuorumController(
             self.node_id,
             config.quorum_voters,

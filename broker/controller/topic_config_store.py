@@ -8,7 +8,8 @@ they change::
     {"version": 1,
      "topics": {"orders": {"topic_id": "<Kafka Uuid>", "configs": {"retention.ms": "60000"}}}}
 
-The metadata dir is ``metadata.log.dir`` when set, else the first of ``log.dirs`` (Kafka's rule).
+The metadata dir is ``KafkaConfig.metadata_log_dir`` (``metadata.log.dir``, else the first of
+``log.dirs``: Kafka's rule).
 The file name never looks like a ``<topic>-<partition>`` directory. At startup, entries are used
 only for topics found on disk with the same topic id (a topic deleted and re-created while the
 file was stale keeps no foreign overrides).
@@ -18,16 +19,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-from broker.atomic_file import write_atomically
+from broker.json_state_file import save_versioned_json
 from broker.log.partition_metadata import format_topic_id, parse_topic_id
 
-__all__ = ["TOPIC_CONFIGS_FILE", "topic_configs_path", "load_topic_configs", "save_topic_configs"]
+__all__ = ["TOPIC_CONFIGS_FILE", "load_topic_configs", "save_topic_configs"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,12 +34,6 @@ TOPIC_CONFIGS_FILE = "topic-configs.json"
 _VERSION = 1
 
 StoredTopicConfigs = dict[str, tuple[uuid.UUID, dict[str, str]]]
-
-
-def topic_configs_path(metadata_log_dir: str | os.PathLike[str] | None, log_dirs: list[Path]) -> Path:
-    """Where the overrides live: ``metadata.log.dir`` if set, else the first log dir."""
-    base = Path(metadata_log_dir) if metadata_log_dir else Path(log_dirs[0])
-    return base / TOPIC_CONFIGS_FILE
 
 
 def load_topic_configs(path: Path) -> StoredTopicConfigs:
@@ -73,12 +66,8 @@ def save_topic_configs(path: Path, configs: Mapping[str, tuple[uuid.UUID, Mappin
     Raises:
         OSError: the file cannot be written.
     """
-    payload: dict[str, Any] = {
-        "version": _VERSION,
-        "topics": {
-            name: {"topic_id": format_topic_id(topic_id), "configs": dict(sorted(overrides.items()))}
-            for name, (topic_id, overrides) in sorted(configs.items())
-        },
+    topics = {
+        name: {"topic_id": format_topic_id(topic_id), "configs": dict(sorted(overrides.items()))}
+        for name, (topic_id, overrides) in sorted(configs.items())
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(path, json.dumps(payload, indent=1))
+    save_versioned_json(path, _VERSION, {"topics": topics})

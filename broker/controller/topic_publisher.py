@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from broker.controller.metadata_image import MetadataDelta, MetadataImage
 from broker.controller.topic_config_store import (
+    TOPIC_CONFIGS_FILE,
     StoredTopicConfigs,
     load_topic_configs,
     save_topic_configs,
-    topic_configs_path,
 )
 from broker.controller.topic_configs import log_config_for
 
@@ -60,8 +60,8 @@ class TopicMetadataPublisher:
 
     @classmethod
     def for_broker(cls, config: KafkaConfig, log_manager: LogManager) -> TopicMetadataPublisher:
-        """A publisher for a broker: store in ``metadata.log.dir`` or the first log dir."""
-        path = topic_configs_path(config["metadata.log.dir"], config.log_dirs)
+        """A publisher for a broker: store in the metadata dir (``KafkaConfig.metadata_log_dir``)."""
+        path = config.metadata_log_dir / TOPIC_CONFIGS_FILE
         return cls(config.node_id, config.values, log_manager, path)
 
     def stored_topic_configs(self) -> StoredTopicConfigs:

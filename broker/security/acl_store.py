@@ -9,24 +9,21 @@ replays them at startup::
       "pattern_type": 3, "principal": "User:alice", "host": "*", "operation": 3,
       "permission_type": 3}]}
 
-The metadata dir is ``metadata.log.dir`` when set, else the first of ``log.dirs``.
+The metadata dir is ``KafkaConfig.metadata_log_dir`` (``metadata.log.dir``, else the first of
+``log.dirs``).
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import os
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from broker.atomic_file import write_atomically
+from broker.json_state_file import load_versioned_json, save_versioned_json
 from spark_kafkalite.protocol.acl import AclBinding
 
-__all__ = ["ACLS_FILE", "acls_path", "load_acls", "save_acls"]
-
-logger = logging.getLogger(__name__)
+__all__ = ["ACLS_FILE", "load_acls", "save_acls"]
 
 ACLS_FILE = "acls.json"
 _VERSION = 1
@@ -41,12 +38,6 @@ _FIELDS = (
 )
 
 
-def acls_path(metadata_log_dir: str | os.PathLike[str] | None, log_dirs: list[Path]) -> Path:
-    """Where the ACLs live: ``metadata.log.dir`` if set, else the first log dir."""
-    base = Path(metadata_log_dir) if metadata_log_dir else Path(log_dirs[0])
-    return base / ACLS_FILE
-
-
 def load_acls(path: Path) -> dict[uuid.UUID, AclBinding]:
     """``{acl id: ACL}`` from ``path``; empty when the file is missing.
 
@@ -55,20 +46,14 @@ def load_acls(path: Path) -> dict[uuid.UUID, AclBinding]:
         ValueError: the file is corrupt (the broker must not start with fewer ACLs than it had:
             a lost DENY would open access).
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    try:
-        payload = json.loads(text)
-        if payload.get("version") != _VERSION:
-            raise ValueError(f"unknown version {payload.get('version')!r}")
+
+    def parse(payload: Any) -> dict[uuid.UUID, AclBinding]:
         return {
             uuid.UUID(entry["id"]): AclBinding.of(*(entry[name] for name in _FIELDS))
             for entry in payload["acls"]
         }
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"corrupt ACL file {path}: {exc}") from None
+
+    return load_versioned_json(path, _VERSION, "ACL", parse) or {}
 
 
 def save_acls(path: Path, acls: Mapping[uuid.UUID, AclBinding]) -> None:
@@ -81,8 +66,7 @@ def save_acls(path: Path, acls: Mapping[uuid.UUID, AclBinding]) -> None:
         {"id": str(acl_id), **{name: _plain(getattr(acl, name)) for name in _FIELDS}}
         for acl_id, acl in sorted(acls.items(), key=lambda item: str(item[0]))
     ]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(path, json.dumps({"version": _VERSION, "acls": entries}, indent=1))
+    save_versioned_json(path, _VERSION, {"acls": entries})
 
 
 def _plain(value: object) -> object:

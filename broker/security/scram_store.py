@@ -2,7 +2,7 @@
 
 A multi-node cluster keeps them as ``UserScramCredentialRecord`` s in its Raft metadata log and
 snapshots (as KRaft does). A single-node broker has no metadata log, so its controller writes the
-image's credentials to one JSON file (atomically, mode 0600) after every change and replays them
+image's credentials to one JSON file (atomically, mode 0600 from creation) after every change and replays them
 at startup. Only salted keys are stored (salt, StoredKey, ServerKey, iterations; base64), never a
 password::
 
@@ -13,24 +13,17 @@ password::
 from __future__ import annotations
 
 import base64
-import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from broker.atomic_file import write_atomically
+from broker.json_state_file import load_versioned_json, save_versioned_json
 from spark_kafkalite.protocol.scram import ScramCredential
 
-__all__ = ["SCRAM_FILE", "scram_path", "load_scram_credentials", "save_scram_credentials"]
+__all__ = ["SCRAM_FILE", "load_scram_credentials", "save_scram_credentials"]
 
 SCRAM_FILE = "scram-credentials.json"
 _VERSION = 1
-
-
-def scram_path(metadata_log_dir: str | os.PathLike[str] | None, log_dirs: list[Path]) -> Path:
-    """Where the credentials live: ``metadata.log.dir`` if set, else the first log dir."""
-    base = Path(metadata_log_dir) if metadata_log_dir else Path(log_dirs[0])
-    return base / SCRAM_FILE
 
 
 def load_scram_credentials(path: Path) -> dict[tuple[str, int], ScramCredential]:
@@ -40,14 +33,8 @@ def load_scram_credentials(path: Path) -> dict[tuple[str, int], ScramCredential]
         OSError: the file exists but cannot be read.
         ValueError: the file is corrupt.
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    try:
-        payload = json.loads(text)
-        if payload.get("version") != _VERSION:
-            raise ValueError(f"unknown version {payload.get('version')!r}")
+
+    def parse(payload: Any) -> dict[tuple[str, int], ScramCredential]:
         return {
             (str(e["name"]), int(e["mechanism"])): ScramCredential(
                 salt=base64.b64decode(e["salt"]),
@@ -57,8 +44,8 @@ def load_scram_credentials(path: Path) -> dict[tuple[str, int], ScramCredential]
             )
             for e in payload["credentials"]
         }
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"corrupt SCRAM credential file {path}: {exc}") from None
+
+    return load_versioned_json(path, _VERSION, "SCRAM credential", parse) or {}
 
 
 def save_scram_credentials(path: Path, credentials: Mapping[tuple[str, int], ScramCredential]) -> None:
@@ -78,6 +65,4 @@ def save_scram_credentials(path: Path, credentials: Mapping[tuple[str, int], Scr
         }
         for (name, mechanism), c in sorted(credentials.items())
     ]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(path, json.dumps({"version": _VERSION, "credentials": entries}, indent=1))
-    path.chmod(0o600)
+    save_versioned_json(path, _VERSION, {"credentials": entries}, mode=0o600)

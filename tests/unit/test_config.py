@@ -69,6 +69,8 @@ def test_typed_parsing() -> None:
     assert config.num_partitions == 6
     assert config.auto_create_topics_enable is False
     assert config.log_dirs == [Path("/a"), Path("/b")]
+    assert config.metadata_log_dir == Path("/a")  # the first log dir unless metadata.log.dir is set
+    assert make(**{"metadata.log.dir": "/meta"}).metadata_log_dir == Path("/meta")
     assert config.log_retention_ms == 300_000
     assert config["log.flush.interval.messages"] == 10
 
