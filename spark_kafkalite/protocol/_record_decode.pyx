@@ -178,7 +178,7 @@ def walk_records(data, Py_ssize_t p, Py_ssize_t limit, Py_ssize_t count, Py_ssiz
     Raises:
         IndexError: a length varint runs past the end of ``data`` (a chunk boundary for the
             streaming walker).
-        CorruptRecordError: a record length <= 0 or a varint longer than 10 bytes.
+        CorruptRecordError: a record length <= 0 or a length varint longer than 5 bytes.
     """
     cdef Py_buffer view
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
@@ -197,13 +197,13 @@ def walk_records(data, Py_ssize_t p, Py_ssize_t limit, Py_ssize_t count, Py_ssiz
                     raise IndexError("record length varint runs past the end of the data")
                 b = d[p]
                 p += 1
-                if shift < 64:
-                    result |= (<uint64_t>(b & 0x7F)) << shift
+                result |= (<uint64_t>(b & 0x7F)) << shift
                 if b < 0x80:
                     break
                 shift += 7
-                if shift > 63:
+                if shift > 28:  # a varint (Kafka's ByteUtils.readVarint): at most 5 bytes
                     raise CorruptRecordError("varint too long in record")
+            result &= 0xFFFFFFFF  # 32 bits, as Java's int
             length = <int64_t>(result >> 1) ^ -(<int64_t>(result & 1))
             if length <= 0:
                 raise CorruptRecordError(f"record {n} has invalid length {length}")

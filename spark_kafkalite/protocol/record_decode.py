@@ -39,6 +39,21 @@ def read_varint(buf: Any, pos: int) -> tuple[int, int]:
             raise CorruptRecordError("varint too long in record")
 
 
+def _read_length_varint(buf: Any, pos: int) -> tuple[int, int]:
+    """A record's length: a zig-zag *varint* (32 bits, at most 5 bytes, the bits of the 5th byte
+    above 32 dropped: Kafka's ``ByteUtils.readVarint``, which ``DefaultRecord.readFrom`` uses),
+    not a varlong."""
+    result = 0
+    for shift in range(0, 35, 7):
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            result &= 0xFFFFFFFF
+            return (result >> 1) ^ -(result & 1), pos
+    raise CorruptRecordError("varint too long in record")
+
+
 def walk_records(data: Any, p: int, limit: int, count: int, n: int = 0) -> tuple[int, int]:
     """Skip over records by their length varints from ``p`` to ``limit`` (the broker's framing
     check of a produced batch, Kafka's ``LogValidator`` record iteration): returns (records seen,
@@ -47,7 +62,7 @@ def walk_records(data: Any, p: int, limit: int, count: int, n: int = 0) -> tuple
     Raises:
         IndexError: a length varint runs past the end of ``data`` (a chunk boundary for the
             streaming walker).
-        CorruptRecordError: a record length <= 0 or a varint longer than 10 bytes.
+        CorruptRecordError: a record length <= 0 or a length varint longer than 5 bytes.
     """
     while p < limit and n < count:
         b = data[p]
@@ -55,7 +70,7 @@ def walk_records(data: Any, p: int, limit: int, count: int, n: int = 0) -> tuple
             length = (b >> 1) ^ -(b & 1)
             p += 1
         else:
-            length, p = read_varint(data, p)
+            length, p = _read_length_varint(data, p)
         if length <= 0:
             raise CorruptRecordError(f"record {n} has invalid length {length}")
         p += length

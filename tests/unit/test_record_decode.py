@@ -14,7 +14,7 @@ import crc32c
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -362,6 +362,7 @@ def _walk(impl, data: bytes, p: int, limit: int, count: int):  # type: ignore[no
 
 
 @settings(max_examples=400, deadline=None)
+@example(data=b"\x00\x00\x00" + b"\x80" * 9 + b"\x02", p=3, extra_limit=0, count=1)  # 10-byte varint
 @given(
     data=st.binary(max_size=24) | st.lists(st.sampled_from([0, 1, 2, 4, 0x7F, 0x80, 0x81, 0xFF])).map(bytes),
     p=st.integers(0, 4),
@@ -375,6 +376,26 @@ def test_walk_records_native_matches_pure(data: bytes, p: int, extra_limit: int,
     native = _native_module()
     limit = len(data) + extra_limit
     assert _walk(native, data, p, limit, count) == _walk(pure_module, data, p, limit, count)
+
+
+@pytest.mark.parametrize(
+    ("length_varint", "expected"),
+    [
+        (b"\x80\x80\x80\x80\x80\x01", "varint too long"),  # 6 bytes: a varlong, not a varint
+        (b"\xfe\xff\xff\xff\x0f", None),  # 5 bytes: zig-zag 2**31 - 1, runs past the limit
+        (b"\xfe\xff\xff\xff\x7f", None),  # bits above 32 dropped, as Java's int
+    ],
+)
+def test_walk_records_reads_lengths_as_32_bit_varints(
+    impl, length_varint: bytes, expected: str | None
+) -> None:  # type: ignore[no-untyped-def]
+    """A record length is a varint (Kafka's ``ByteUtils.readVarint``: at most 5 bytes, 32 bits)."""
+    data = length_varint + b"x" * 8
+    if expected is not None:
+        with pytest.raises(CorruptRecordError, match=expected):
+            impl.walk_records(data, 0, len(data), 1)
+    else:
+        assert impl.walk_records(data, 0, len(data), 1) == (1, 5 + 2**31 - 1)
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "lz4"])
