@@ -153,3 +153,32 @@ def test_failed_append_and_metadata_too_large() -> None:
         assert result == {TP: E.offset_metadata_too_large}
 
     asyncio.run(scenario())
+
+
+def test_marker_written_while_the_new_leader_loads() -> None:
+    """A COMMIT marker appended to ``__consumer_offsets`` while the new leader's load is paused
+    between chunks (past the log end the load first read) commits the pending offsets: the load
+    reads the log end again until it is caught up (issue #12 review: they stayed pending
+    forever, RequireStable fetches UNSTABLE_OFFSET_COMMIT)."""
+
+    async def scenario() -> None:
+        appender = TxnAppender()
+        old = coordinator(appender)
+        await load(old, appender.log)
+        result = await old.offsets.handle_txn_commit_offsets(
+            G, 7, 0, "", None, -1, {TP: OffsetAndMetadata(5)}
+        )
+        assert result == {TP: 0}
+        new = coordinator(appender)  # leadership moves: the new leader loads the same log
+        task = new.on_elected(0, 1, appender.log)
+        assert task is not None
+        await asyncio.sleep(0)  # the load has read up to the log end and yields
+        assert new.manager.is_group_loading(G)
+        appender.marker(7, True)  # WriteTxnMarkers reaches the new leader now
+        assert new.complete_transaction(0, 7, 0, True) == 0  # no group cached yet
+        await task
+        assert fetch(new) == (5, False)
+        group = new.manager.get_group(G)
+        assert group is not None and group.pending_txn_offsets == {}
+
+    asyncio.run(scenario())

@@ -366,6 +366,9 @@ class GroupMetadataManager:
             if self.partition_epochs.get(partition) == epoch:
                 self.loading_partitions.discard(partition)
             raise
+        # No await from here to the end: the reader stopped right after finding itself caught up
+        # with the log end, so a marker appended later is completed by ``complete_transaction``
+        # on the groups installed below, and one appended earlier was replayed above.
         if self.partition_epochs.get(partition) != epoch or partition not in self.loading_partitions:
             logger.info("abandoned loading %s-%d (epoch %d)", GROUP_METADATA_TOPIC_NAME, partition, epoch)
             return

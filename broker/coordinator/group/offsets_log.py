@@ -22,7 +22,6 @@ from spark_kafkalite.protocol.control_records import ControlRecordType, control_
 from spark_kafkalite.protocol.errors import ErrorCode
 from spark_kafkalite.protocol.record_batch import (
     decode_batch,
-    decode_batches,
     encode_batch,
     iter_batch_headers,
 )
@@ -106,34 +105,6 @@ class ReplicaManagerAppender:
             return int(error_code_for(exc, f"append to {topic}-{partition}"))
 
 
-async def read_partition(
-    log: Any, chunk_bytes: int = 4 * 1024 * 1024
-) -> AsyncIterator[tuple[bytes, bytes | None]]:
-    """Every (key, value) of ``log`` from its start to its log end offset, skipping control
-    batches and keyless records; yields to the event loop between chunks (Kafka's
-    ``GroupMetadataManager.doLoadGroupsAndOffsets`` reads up to the log end offset)."""
-    offset = log.log_start_offset
-    end = log.log_end_offset
-    while offset < end:
-        info = log.read(offset, chunk_bytes, max_offset=end)
-        if not info.records:
-            break
-        next_offset = offset
-        for batch in decode_batches(info.records):
-            next_offset = max(next_offset, batch.header.next_offset)
-            if batch.header.is_control:
-                continue
-            for rec_offset, key, value in zip(batch.offsets, batch.keys, batch.values, strict=True):
-                if rec_offset < offset or key is None:
-                    continue
-                yield key, value
-        if next_offset <= offset:
-            logger.warning("%s: no progress loading at offset %d", log, offset)
-            break
-        offset = next_offset
-        await asyncio.sleep(0)
-
-
 @dataclass(frozen=True, slots=True)
 class LoadedRecord:
     """A keyed record; ``producer_id`` >= 0 when it is part of a transaction."""
@@ -154,12 +125,19 @@ class LoadedMarker:
 async def read_partition_with_markers(
     log: Any, chunk_bytes: int = 4 * 1024 * 1024
 ) -> AsyncIterator[LoadedRecord | LoadedMarker]:
-    """Like :func:`read_partition`, in log order, with transactional records tagged by their
-    producer id and the COMMIT / ABORT markers that end them (Kafka's
-    ``GroupMetadataManager.doLoadGroupsAndOffsets``); other control batches are skipped."""
+    """Every keyed record of ``log`` from its start, in log order, with transactional records
+    tagged by their producer id and the COMMIT / ABORT markers that end them (Kafka's
+    ``GroupMetadataManager.doLoadGroupsAndOffsets``); other control batches are skipped. Yields
+    to the event loop between chunks.
+
+    The log end offset is read again before every chunk, as Kafka's load loop does
+    (``while (currOffset < logEndOffset)``): records and markers appended while the reader is
+    paused are read too. The iteration ends right after the check that found the reader caught
+    up, with no await after it, so a caller that acts on the end of the iteration without
+    awaiting (installs what it loaded) has seen everything appended before it acts.
+    """
     offset = log.log_start_offset
-    end = log.log_end_offset
-    while offset < end:
+    while offset < (end := log.log_end_offset):
         info = log.read(offset, chunk_bytes, max_offset=end)
         if not info.records:
             break
@@ -185,6 +163,17 @@ async def read_partition_with_markers(
             break
         offset = next_offset
         await asyncio.sleep(0)
+
+
+async def read_partition(
+    log: Any, chunk_bytes: int = 4 * 1024 * 1024
+) -> AsyncIterator[tuple[bytes, bytes | None]]:
+    """Every (key, value) of ``log`` from its start until it is caught up with its log end
+    offset (read again before every chunk), skipping control batches and keyless records; the
+    records of :func:`read_partition_with_markers` without their producer ids."""
+    async for item in read_partition_with_markers(log, chunk_bytes):
+        if isinstance(item, LoadedRecord):
+            yield item.key, item.value
 
 
 def storage_error_to_coordinator_error(code: int) -> int:
