@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker.config_def import CONFIG_DEF, INT_MAX, LONG_MAX, ConfigError, ConfigKey, _parse_list
+from broker.config_def import INT_MAX, LONG_MAX, ConfigError, ConfigKey, parse_list
 from broker.network.channel_builders import (
     LISTENER_PREFIX,
     InterBrokerSecurity,
@@ -26,6 +26,7 @@ from broker.network.channel_builders import (
     parse_listener_overrides,
 )
 from broker.network.connection_quotas import parse_per_ip_overrides
+from broker.server_configs import CONFIG_DEF
 from spark_kafkalite.protocol.properties import parse_properties as _parse_properties
 
 __all__ = [
@@ -112,7 +113,7 @@ def parse_listeners(key: str, items: Iterable[str], protocol_map: Mapping[str, s
 
 def _parse_protocol_map(text: str) -> dict[str, str]:
     result: dict[str, str] = {}
-    for item in _parse_list(text):
+    for item in parse_list(text):
         if not item:
             continue
         name, sep, protocol = item.partition(":")
@@ -253,7 +254,7 @@ class KafkaConfig:
         ``max.connections.per.ip`` is 0 only with overrides (Kafka's ``KafkaConfig`` check)."""
         try:
             self.max_connections_per_ip_overrides = parse_per_ip_overrides(
-                _parse_list(v["max.connections.per.ip.overrides"])
+                parse_list(v["max.connections.per.ip.overrides"])
             )
         except ValueError as exc:
             raise ConfigError("max.connections.per.ip.overrides", str(exc)) from None

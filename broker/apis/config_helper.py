@@ -17,8 +17,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from broker.config import KafkaConfig
-from broker.config_def import CONFIG_DEF
 from broker.controller.topic_configs import TOPIC_CONFIG_DEF, broker_default, config_value_to_string
+from broker.server_configs import CONFIG_DEF
 from spark_kafkalite.protocol.configs import ConfigSource, ConfigType
 
 __all__ = [

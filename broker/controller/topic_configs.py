@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.config_def import (
-    CONFIG_DEF,
     INT_MAX,
     LONG_MAX,
     ConfigError,
@@ -39,6 +38,7 @@ from broker.config_def import (
     one_of,
 )
 from broker.log.log_config import LogConfig
+from broker.server_configs import CONFIG_DEF
 from spark_kafkalite.protocol.errors import InvalidConfigError
 
 __all__ = [

@@ -19,8 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.config_def import CONFIG_DEF, ConfigError
+from broker.config_def import ConfigError
 from broker.network.ssl_factory import create_client_ssl_context, create_server_ssl_context
+from broker.server_configs import CONFIG_DEF
 from spark_kafkalite.protocol.jaas import (
     PLAIN_LOGIN_MODULE,
     SCRAM_LOGIN_MODULE,

@@ -18,7 +18,7 @@ import kafka.codec
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.config_def import CONFIG_DEF
+from broker.server_configs import CONFIG_DEF
 from spark_kafkalite.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.timeout(90)
