@@ -336,8 +336,9 @@ def write_task(
     Raises:
         KafkaLiteWriteError: :func:`decide`'s error.
         KafkaError: the first failure of the producer (e.g. ``ProducerFencedError`` when a newer
-            attempt of this partition started) or of the marker read; the transaction is aborted
-            and the producer closed first.
+            attempt of this partition started, ``KafkaTimeoutError`` when the coordinator is
+            unavailable for ``max.block.ms``) or of the marker read; the transaction is aborted
+            and the producer closed at once (``close(0)``) first.
     """
     rows = _first_rows(batches)
     if rows is None:
@@ -346,6 +347,7 @@ def write_task(
     group = marker_group(txn_id)
     producer = new_producer(txn_id)
     in_transaction = False
+    failed = False
     try:
         producer.init_transactions()
         committed = committed_batch(group, read_offsets(group))
@@ -366,6 +368,7 @@ def write_task(
         in_transaction = False
         return TaskOutcome(records=records, skipped=False)
     except BaseException:
+        failed = True
         if in_transaction:
             try:
                 producer.abort_transaction()
@@ -374,6 +377,9 @@ def write_task(
         raise
     finally:
         try:
-            producer.close()
+            # after a failure, close at once (Java close(Duration.ZERO), as Flink's sink does):
+            # a graceful close would wait for the InitProducerId or EndTxn still retrying
+            # against an unavailable coordinator, and the task would never fail
+            producer.close(0 if failed else None)
         except Exception:  # noqa: BLE001 - closing must not mask the task's outcome
             log.debug("exactly-once sink: closing the producer of %s failed", txn_id, exc_info=True)

@@ -162,8 +162,8 @@ class FakeProducer:
     def abort_transaction(self) -> None:
         self._call("abort")
 
-    def close(self) -> None:
-        self._call("close")
+    def close(self, timeout_s: float | None = None) -> None:
+        self._call("close", timeout_s)
 
 
 def _rows(*sizes: int) -> list[pa.RecordBatch]:
@@ -217,14 +217,14 @@ def test_write_path_fences_then_checks_then_writes_and_records() -> None:
         ("send_rows", 5),
         ("send_offsets", marker, "p-q-1"),
         ("commit",),
-        ("close",),
+        ("close", None),
     ]
     assert (outcome.records, outcome.skipped) == (5, False)
 
 
 def test_committed_batch_is_skipped_after_fencing() -> None:
     calls, outcome = _run(_rows(3), committed=5)
-    assert calls == [("new_producer", "p-q-1"), ("init",), ("read_offsets", "p-q-1"), ("close",)]
+    assert calls == [("new_producer", "p-q-1"), ("init",), ("read_offsets", "p-q-1"), ("close", None)]
     assert (outcome.records, outcome.skipped) == (0, True)
 
 
@@ -254,6 +254,7 @@ def _protocol(fail_on: str) -> list[str]:
             send_rows=send_rows,
             offset_and_metadata=OffsetAndMetadata,
         )
+    assert calls[-1] == ("close", 0)  # at once: a graceful close could wait forever
     return [c[0] for c in calls]
 
 
@@ -279,7 +280,7 @@ def test_a_failed_abort_does_not_mask_the_error() -> None:
             send_rows=lambda rows, _p: (1, TP("out", 0)),
             offset_and_metadata=OffsetAndMetadata,
         )
-    assert calls[-1] == ("close",)
+    assert calls[-1] == ("close", 0)
 
 
 def test_a_failed_fence_closes_without_abort() -> None:

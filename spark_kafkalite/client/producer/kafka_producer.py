@@ -49,6 +49,9 @@ _send_path = load_extension(
     "spark_kafkalite.client.producer._send_path", "spark_kafkalite.client.producer.send_path"
 )
 
+_FORCE_CLOSE_JOIN_S = 5.0
+"""How long ``close`` waits for a force-closed network thread (it only has to leave its poll)."""
+
 PRODUCER_DEFAULTS: dict[str, Any] = {
     "acks": "all",
     "linger.ms": 5,
@@ -427,8 +430,12 @@ class KafkaProducer:
             self._accumulator.end_flush()
 
     def close(self, timeout_s: float | None = None) -> None:
-        """Send what is buffered, then stop. After ``timeout_s`` (None = no limit, 0 = at once)
-        the remaining records fail with ``KafkaError``."""
+        """Send what is buffered, complete pending transactional requests, then stop (Java
+        ``KafkaProducer.close(Duration)``). ``timeout_s`` bounds the wait: None = no limit; 0 =
+        stop at once (Java ``close(Duration.ZERO)``, the call after a fatal error or a timeout:
+        an InitProducerId or EndTxn retrying against an unavailable coordinator would otherwise
+        be waited for). What is not done by then fails with ``KafkaError``; the force-closed
+        network thread is waited for at most ``_FORCE_CLOSE_JOIN_S`` more."""
         if self._closed:
             return
         self._closed = True
@@ -437,11 +444,11 @@ class KafkaProducer:
             self._sender.force_close()
         else:
             self._sender.initiate_close()
-        self._sender.join(timeout_s)
-        if self._sender.is_alive():
-            log.warning("producer close timed out after %s s; failing unsent records", timeout_s)
-            self._sender.force_close()
-            self._sender.join(5.0)
+            self._sender.join(timeout_s)
+            if self._sender.is_alive():
+                log.warning("producer close timed out after %s s; failing unsent records", timeout_s)
+                self._sender.force_close()
+        self._sender.join(_FORCE_CLOSE_JOIN_S)
         self._metadata.close()
 
     @property
