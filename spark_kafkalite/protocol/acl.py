@@ -146,16 +146,7 @@ class AclBinding:
 
     def creation_fields(self) -> dict[str, Any]:
         """The fields of a CreateAclsRequest ``AclCreation`` for this ACL."""
-        values = (
-            int(self.resource_type),
-            self.resource_name,
-            int(self.pattern_type),
-            self.principal,
-            self.host,
-            int(self.operation),
-            int(self.permission_type),
-        )
-        return dict(zip(_CREATION_FIELDS, values, strict=True))
+        return dict(zip(_CREATION_FIELDS, _wire_values(self), strict=True))
 
     def to_filter(self) -> AclBindingFilter:
         """The filter matching exactly this binding."""
@@ -214,16 +205,7 @@ class AclBindingFilter:
 
     def request_fields(self) -> dict[str, Any]:
         """The filter fields of a DescribeAclsRequest / DeleteAclsRequest ``DeleteAclsFilter``."""
-        values = (
-            int(self.resource_type),
-            self.resource_name,
-            int(self.pattern_type),
-            self.principal,
-            self.host,
-            int(self.operation),
-            int(self.permission_type),
-        )
-        return dict(zip(_FILTER_FIELDS, values, strict=True))
+        return dict(zip(_FILTER_FIELDS, _wire_values(self), strict=True))
 
     def unknown_field(self) -> str | None:
         """The name of a field holding UNKNOWN (Kafka refuses such filters with
@@ -293,3 +275,16 @@ def _enum_or_unknown(cls: type[_E], value: int) -> _E:
         return cls(value)
     except ValueError:
         return cls(0)
+
+
+def _wire_values(acl: AclBinding | AclBindingFilter) -> tuple[Any, ...]:
+    """The seven fields in wire form (enums as their ids), in field order."""
+    return (
+        int(acl.resource_type),
+        acl.resource_name,
+        int(acl.pattern_type),
+        acl.principal,
+        acl.host,
+        int(acl.operation),
+        int(acl.permission_type),
+    )
