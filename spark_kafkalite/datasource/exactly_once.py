@@ -33,7 +33,8 @@ Spark partitions (deterministic query); readers use ``isolation.level=read_commi
 marker outlives the re-run (group offsets expire ``offsets.retention.minutes`` after the group is
 empty, transactional ids after ``transactional.id.expiration.ms``, both 7 days by default); a
 task finishes within ``transaction.timeout.ms`` (60 s unless ``kafka.transaction.timeout.ms``;
-at most the broker's ``transaction.max.timeout.ms``). Partitions of one batch commit one by one:
+at most the broker's ``transaction.max.timeout.ms``; a task that took longer fails with a
+``KafkaLiteWriteError`` saying so). Partitions of one batch commit one by one:
 a read_committed reader may see part of a batch before the rest (there is no cross-task
 atomicity without two-phase commit), never a record twice.
 
@@ -46,6 +47,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -55,6 +57,7 @@ import pyarrow as pa
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.datasource.errors import KafkaLiteWriteError
 from spark_kafkalite.datasource.option_checks import KafkaLiteOptionError
+from spark_kafkalite.protocol.errors import KafkaError
 
 __all__ = [
     "AT_LEAST_ONCE",
@@ -312,6 +315,19 @@ def _first_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch] |
     return None
 
 
+def _timed_out(
+    identity: TaskIdentity, open_ms: float, transaction_timeout_ms: float, error: KafkaError
+) -> KafkaLiteWriteError:
+    return KafkaLiteWriteError(
+        f"exactly-once sink: the transaction of '{identity.transactional_id}' (batch {identity.batch_id}, "
+        f"Spark partition {identity.partition_id}) was open {open_ms / 1000.0:.1f} s, longer than "
+        f"kafka.transaction.timeout.ms ({transaction_timeout_ms:.0f} ms), so the transaction coordinator "
+        f"aborted it and the producer failed ({type(error).__name__}); set a larger "
+        "kafka.transaction.timeout.ms (at most the broker's transaction.max.timeout.ms) or write smaller "
+        "batches (e.g. maxOffsetsPerTrigger)"
+    )
+
+
 SendRows = Callable[[Iterator[pa.RecordBatch], Any], tuple[int, TopicPartition | None]]
 """``(batches, producer) -> (records sent and acknowledged, first topic-partition written)``."""
 
@@ -324,6 +340,7 @@ def write_task(
     read_offsets: Callable[[str], Mapping[TopicPartition, Any]],
     send_rows: SendRows,
     offset_and_metadata: Callable[[int, str], Any],
+    transaction_timeout_ms: float,
 ) -> TaskOutcome:
     """Run the task protocol of the module docstring.
 
@@ -332,9 +349,14 @@ def write_task(
         read_offsets: ``group -> {tp: OffsetAndMetadata}``, read_committed, RequireStable.
         send_rows: sends every row inside the open transaction and waits for the acks.
         offset_and_metadata: ``(offset, metadata) -> OffsetAndMetadata``.
+        transaction_timeout_ms: the producers' ``transaction.timeout.ms``.
 
     Raises:
-        KafkaLiteWriteError: :func:`decide`'s error.
+        KafkaLiteWriteError: :func:`decide`'s error; or the transaction failed after it was open
+            longer than ``transaction_timeout_ms``: the coordinator aborted it (Kafka's
+            ``TransactionCoordinator`` fences a timed-out transaction by bumping the epoch, so
+            the producer sees ``ProducerFencedError`` although no newer producer exists); the
+            producer's error is the cause.
         KafkaError: the first failure of the producer (e.g. ``ProducerFencedError`` when a newer
             attempt of this partition started, ``KafkaTimeoutError`` when the coordinator is
             unavailable for ``max.block.ms``) or of the marker read; the transaction is aborted
@@ -359,6 +381,7 @@ def write_task(
                 pass
             return TaskOutcome(records=0, skipped=True)
         producer.begin_transaction()
+        began = time.monotonic()
         in_transaction = True
         records, first = send_rows(rows, producer)
         if first is not None:
@@ -367,13 +390,16 @@ def write_task(
         producer.commit_transaction()
         in_transaction = False
         return TaskOutcome(records=records, skipped=False)
-    except BaseException:
+    except BaseException as exc:
         failed = True
         if in_transaction:
+            open_ms = (time.monotonic() - began) * 1000.0
             try:
                 producer.abort_transaction()
             except Exception:  # noqa: BLE001 - e.g. fenced: the coordinator aborts it anyway
                 log.debug("exactly-once sink: aborting %s failed", txn_id, exc_info=True)
+            if isinstance(exc, KafkaError) and open_ms > transaction_timeout_ms:
+                raise _timed_out(identity, open_ms, transaction_timeout_ms, exc) from exc
         raise
     finally:
         try:

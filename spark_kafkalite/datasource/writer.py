@@ -301,6 +301,7 @@ def write_exactly_once(
     from pyspark import TaskContext
 
     from spark_kafkalite.client.consumer.group_requests import OffsetAndMetadata
+    from spark_kafkalite.client.producer.kafka_producer import PRODUCER_DEFAULTS
 
     freeze_imported_heap()
     options = sink.exactly_once
@@ -317,6 +318,9 @@ def write_exactly_once(
         read_offsets=lambda group: _read_marker_offsets(sink, group),
         send_rows=lambda rows, producer: _send_all(rows, plan, producer),
         offset_and_metadata=OffsetAndMetadata,
+        transaction_timeout_ms=float(
+            config.get("transaction.timeout.ms", PRODUCER_DEFAULTS["transaction.timeout.ms"])
+        ),
     )
     return KafkaLiteCommitMessage(
         records=outcome.records, partition_id=identity.partition_id, skipped=outcome.skipped

@@ -80,6 +80,7 @@ def test_zombie_fenced_rerun_skipped_next_batch_written(bootstrap_servers: str, 
             read_offsets=lambda group: _read_marker_offsets(sink, group),
             send_rows=lambda batches, producer: _send_all(batches, plan, producer),
             offset_and_metadata=OffsetAndMetadata,
+            transaction_timeout_ms=60000,
         )
 
     # a zombie attempt of the same partition: its records are in the log, its transaction open

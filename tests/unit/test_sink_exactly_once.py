@@ -25,6 +25,7 @@ from spark_kafkalite.datasource.exactly_once import (
     write_task,
 )
 from spark_kafkalite.datasource.options import KafkaLiteOptionError, parse_sink_options
+from spark_kafkalite.protocol.errors import ProducerFencedError
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "topic": "out"}
 EOS = {**BASE, "deliveryGuarantee": "exactly-once", "transactionalIdPrefix": "orders"}
@@ -202,6 +203,7 @@ def _run(
         read_offsets=read_offsets,
         send_rows=send_rows,
         offset_and_metadata=OffsetAndMetadata,
+        transaction_timeout_ms=60000,
     )
     return calls, outcome
 
@@ -253,6 +255,7 @@ def _protocol(fail_on: str) -> list[str]:
             read_offsets=lambda _g: {},
             send_rows=send_rows,
             offset_and_metadata=OffsetAndMetadata,
+            transaction_timeout_ms=60000,
         )
     assert calls[-1] == ("close", 0)  # at once: a graceful close could wait forever
     return [c[0] for c in calls]
@@ -279,9 +282,37 @@ def test_a_failed_abort_does_not_mask_the_error() -> None:
             read_offsets=lambda _g: {},
             send_rows=lambda rows, _p: (1, TP("out", 0)),
             offset_and_metadata=OffsetAndMetadata,
+            transaction_timeout_ms=60000,
         )
     assert calls[-1] == ("close", 0)
 
 
 def test_a_failed_fence_closes_without_abort() -> None:
     assert _protocol("init") == ["init", "close"]
+
+
+@pytest.mark.parametrize("timeout_ms", [0, 60000])
+def test_a_fenced_commit_after_the_transaction_timeout_names_the_timeout(timeout_ms: int) -> None:
+    class CommitFenced(FakeProducer):
+        def commit_transaction(self) -> None:
+            raise ProducerFencedError("there is a newer producer with the same transactional.id")
+
+    calls: list[Any] = []
+    with pytest.raises((KafkaLiteWriteError, ProducerFencedError)) as info:
+        write_task(
+            _rows(1),
+            TaskIdentity("t-4", 9, 4),
+            new_producer=lambda _txn: CommitFenced(calls),
+            read_offsets=lambda _g: {},
+            send_rows=lambda rows, _p: (1, TP("out", 0)),
+            offset_and_metadata=OffsetAndMetadata,
+            transaction_timeout_ms=timeout_ms,
+        )
+    assert [c[0] for c in calls] == ["init", "begin", "send_offsets", "abort", "close"]
+    if timeout_ms:  # within the timeout: a real fencing, reported as it is
+        assert type(info.value) is ProducerFencedError
+    else:
+        assert type(info.value) is KafkaLiteWriteError
+        assert "'t-4' (batch 9, Spark partition 4) was open" in str(info.value)
+        assert "longer than kafka.transaction.timeout.ms (0 ms)" in str(info.value)
+        assert isinstance(info.value.__cause__, ProducerFencedError)
