@@ -13,23 +13,27 @@ input has rows runs this protocol (``research/transactions.md`` §11):
 2. **check**: the task reads the marker of its (sink, partition): the committed offsets of the
    consumer group :func:`marker_group`, fetched with RequireStable (KIP-447: a pending
    transactional commit is waited for, never read half-done). If they say this batch is already
-   committed, the task writes nothing (:func:`decide`). Checking before fencing could let a
+   committed, the task writes nothing (:func:`decide`), once it has checked that its input has
+   as many rows and ``value`` bytes as it wrote then (:func:`check_rerun`: else the re-run
+   is not deterministic and skipping would lose rows). Checking before fencing could let a
    zombie attempt commit after the check: both would write;
 3. **write and record atomically**: ``begin_transaction()``, every row, then
    ``send_offsets_to_transaction`` of the marker (offset = the batch id, metadata
-   :func:`encode_marker`) to that group, and ``commit_transaction()``. The rows and the marker
+   :func:`encode_marker`: the batch id, the rows and value bytes written) to that group, and ``commit_transaction()``. The rows and the marker
    become visible together, with the COMMIT markers; an aborted attempt leaves neither.
 
 The marker's key is the first topic-partition the task wrote (it exists, as TxnOffsetCommit
 requires, and is in the transaction); a task reads every offset of its group and takes the
-highest batch (:func:`committed_batch`), so the key may change between batches.
+highest batch (:func:`committed_marker`), so the key may change between batches.
 
 "Batch N" is the micro-batch id (TaskContext local property ``streaming.sql.batchId``) for
 ``writeStream``, and the ``batchId`` option for a batch ``df.write``. A task whose Spark
 partition has no rows does no Kafka I/O (a deterministic re-run has none either).
 
 What it assumes (the README says it too): a re-run of batch N puts the same rows in the same
-Spark partitions (deterministic query); readers use ``isolation.level=read_committed``; the
+Spark partitions (deterministic query; a partition given a different number of rows or value
+bytes fails, one given no rows writes nothing, rows moved to a partition that had none are
+written again); readers use ``isolation.level=read_committed``; the
 marker outlives the re-run (group offsets expire ``offsets.retention.minutes`` after the group is
 empty, transactional ids after ``transactional.id.expiration.ms``, both 7 days by default); a
 task finishes within ``transaction.timeout.ms`` (60 s unless ``kafka.transaction.timeout.ms``;
@@ -53,6 +57,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.datasource.errors import KafkaLiteWriteError
@@ -68,9 +73,12 @@ __all__ = [
     "parse_exactly_once",
     "transactional_id",
     "marker_group",
+    "Marker",
+    "RowsFingerprint",
     "encode_marker",
     "decode_marker",
-    "committed_batch",
+    "committed_marker",
+    "check_rerun",
     "decide",
     "task_identity",
     "write_task",
@@ -193,19 +201,42 @@ def marker_group(txn_id: str) -> str:
     return txn_id
 
 
-def encode_marker(batch_id: int) -> str:
-    """The offset metadata recording that batch ``batch_id`` is committed, e.g.
-    ``{"batchId":7,"sink":"kafkalite","v":1}`` (well below ``offset.metadata.max.bytes``)."""
-    return json.dumps(
-        {"batchId": batch_id, "sink": _MARKER_SINK, "v": _MARKER_VERSION},
-        separators=(",", ":"),
-        sort_keys=True,
-    )
+@dataclass(frozen=True, slots=True)
+class Marker:
+    """A batch marker: batch ``batch_id`` is committed, and what this (sink, Spark partition)
+    wrote for it: ``records`` (rows) and ``value_bytes`` (the byte lengths of the ``value``
+    column, summed; a cheap fingerprint of which rows they were). Both None (unknown) in a
+    marker written before they were recorded."""
+
+    batch_id: int
+    records: int | None = None
+    value_bytes: int | None = None
 
 
-def decode_marker(metadata: str | None) -> int | None:
-    """The batch id of a marker written by :func:`encode_marker`, or None for anything else
-    (empty, not JSON, another writer's metadata, another version)."""
+def encode_marker(marker: Marker) -> str:
+    """The offset metadata of ``marker``, e.g.
+    ``{"batchId":7,"records":2,"sink":"kafkalite","v":1,"valueBytes":10}`` (well below
+    ``offset.metadata.max.bytes``; still version 1: a reader that knows only ``batchId`` ignores
+    the rest)."""
+    fields: dict[str, Any] = {"batchId": marker.batch_id, "sink": _MARKER_SINK, "v": _MARKER_VERSION}
+    if marker.records is not None:
+        fields["records"] = marker.records
+    if marker.value_bytes is not None:
+        fields["valueBytes"] = marker.value_bytes
+    return json.dumps(fields, separators=(",", ":"), sort_keys=True)
+
+
+def _count(value: Any) -> int | None:
+    """``value`` if it is a count (an int >= 0, not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
+
+
+def decode_marker(metadata: str | None) -> Marker | None:
+    """The marker written by :func:`encode_marker`, or None for anything else (empty, not JSON,
+    another writer's metadata, another version). ``records`` / ``valueBytes`` missing or not a
+    count: None (unknown)."""
     if not metadata:
         return None
     try:
@@ -214,19 +245,19 @@ def decode_marker(metadata: str | None) -> int | None:
         return None
     if not isinstance(value, dict) or value.get("sink") != _MARKER_SINK or value.get("v") != _MARKER_VERSION:
         return None
-    batch = value.get("batchId")
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 0:
+    batch = _count(value.get("batchId"))
+    if batch is None:
         return None
-    return batch
+    return Marker(batch, _count(value.get("records")), _count(value.get("valueBytes")))
 
 
-def committed_batch(group: str, offsets: Mapping[TopicPartition, Any]) -> int | None:
-    """The highest batch id among the markers in ``offsets`` (``{tp: OffsetAndMetadata}`` of
+def committed_marker(group: str, offsets: Mapping[TopicPartition, Any]) -> Marker | None:
+    """The marker of the highest batch among ``offsets`` (``{tp: OffsetAndMetadata}`` of
     ``group``), None when there is none. Offsets that are not markers are logged and ignored."""
-    best: int | None = None
+    best: Marker | None = None
     for tp, om in offsets.items():
-        batch = decode_marker(getattr(om, "metadata", None))
-        if batch is None:
+        marker = decode_marker(getattr(om, "metadata", None))
+        if marker is None:
             log.warning(
                 "exactly-once sink: group '%s' holds an offset that is not a kafkalite marker (%s-%d); "
                 "is transactionalIdPrefix shared with another application?",
@@ -235,8 +266,51 @@ def committed_batch(group: str, offsets: Mapping[TopicPartition, Any]) -> int | 
                 tp.partition,
             )
             continue
-        best = batch if best is None else max(best, batch)
+        if best is None or marker.batch_id > best.batch_id:
+            best = marker
     return best
+
+
+class RowsFingerprint:
+    """Counts the rows and the ``value`` bytes of the Arrow batches passed through it (per
+    batch, vectorised: no per-row Python work), for :class:`Marker`."""
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.value_bytes = 0
+
+    def through(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """``batches``, counted as they are consumed."""
+        for batch in batches:
+            self.records += batch.num_rows
+            self.value_bytes += pc.sum(pc.binary_length(batch.column("value"))).as_py() or 0
+            yield batch
+
+    def marker(self, batch_id: int) -> Marker:
+        return Marker(batch_id, self.records, self.value_bytes)
+
+
+def check_rerun(identity: TaskIdentity, committed: Marker, rerun: Marker) -> None:
+    """A re-run of committed batch ``committed`` must give this Spark partition the rows it
+    wrote then (``rerun``: what it has now); unknown counts (an older marker) pass.
+
+    Raises:
+        KafkaLiteWriteError: the counts differ: skipping would lose the rows this partition did
+            not write the first time (they went to another partition, which skips too).
+    """
+    if committed.records is None:
+        return
+    if committed.records == rerun.records and committed.value_bytes in (None, rerun.value_bytes):
+        return
+    raise KafkaLiteWriteError(
+        f"exactly-once sink: Spark partition {identity.partition_id} ('{identity.transactional_id}') "
+        f"committed batch {identity.batch_id} with {committed.records} rows "
+        f"({committed.value_bytes} value bytes), but this re-run of batch {identity.batch_id} gives it "
+        f"{rerun.records} rows ({rerun.value_bytes} value bytes). The sink assumes a deterministic "
+        "re-run (the same rows in the same Spark partitions); this one maps rows to partitions "
+        "differently (were minPartitions, maxRecordsPerPartition or a repartition changed?), and "
+        "writing nothing would lose rows. Re-run with the original partitioning"
+    )
 
 
 def decide(txn_id: str, committed: int | None, batch_id: int) -> Literal["write", "skip"]:
@@ -372,21 +446,27 @@ def write_task(
     failed = False
     try:
         producer.init_transactions()
-        committed = committed_batch(group, read_offsets(group))
-        if decide(txn_id, committed, identity.batch_id) == "skip":
+        committed = committed_marker(group, read_offsets(group))
+        fingerprint = RowsFingerprint()
+        committed_id = None if committed is None else committed.batch_id
+        if decide(txn_id, committed_id, identity.batch_id) == "skip":
+            assert committed is not None
+            for _ in fingerprint.through(rows):  # read the input to its end (the worker is reused)
+                pass
+            check_rerun(identity, committed, fingerprint.marker(identity.batch_id))
             log.info(
                 "exactly-once sink: %s already committed batch %d; writing nothing", txn_id, identity.batch_id
             )
-            for _ in rows:  # read the input to its end: the Python worker stays reusable
-                pass
             return TaskOutcome(records=0, skipped=True)
         producer.begin_transaction()
         began = time.monotonic()
         in_transaction = True
-        records, first = send_rows(rows, producer)
+        records, first = send_rows(fingerprint.through(rows), producer)
         if first is not None:
-            marker = offset_and_metadata(identity.batch_id, encode_marker(identity.batch_id))
-            producer.send_offsets_to_transaction({first: marker}, group)
+            marker = encode_marker(fingerprint.marker(identity.batch_id))
+            producer.send_offsets_to_transaction(
+                {first: offset_and_metadata(identity.batch_id, marker)}, group
+            )
         producer.commit_transaction()
         in_transaction = False
         return TaskOutcome(records=records, skipped=False)

@@ -1,8 +1,8 @@
 """The exactly-once sink's task protocol (``exactly_once.write_task`` with the writer's real
 producer, marker read and send path) against the session broker, without Spark: a zombie attempt
-is fenced and its records never become visible, a re-run of a committed batch writes nothing,
-the next batch writes. Checked by a confluent-kafka consumer (read_committed and
-read_uncommitted)."""
+is fenced and its records never become visible, a re-run of a committed batch writes nothing, a
+re-run giving the partition other rows fails, the next batch writes. Checked by a
+confluent-kafka consumer (read_committed and read_uncommitted)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 
 from spark_kafkalite.client import KafkaAdminClient, KafkaProducer, NewTopic
 from spark_kafkalite.client.consumer.group_requests import OffsetAndMetadata
+from spark_kafkalite.datasource.errors import KafkaLiteWriteError
 from spark_kafkalite.datasource.exactly_once import TaskIdentity, TaskOutcome, write_task
 from spark_kafkalite.datasource.options import parse_sink_options
 from spark_kafkalite.datasource.writer import (
@@ -97,6 +98,16 @@ def test_zombie_fenced_rerun_skipped_next_batch_written(bootstrap_servers: str, 
     assert _values(bootstrap_servers, unique_topic, "read_committed") == [b"a", b"b"]
 
     assert run(1, [b"a", b"b"]) == TaskOutcome(records=0, skipped=True)  # a re-run of batch 1
+    # a re-run of batch 1 giving the partition other rows (the partitioning changed): skipping
+    # would lose rows, so it fails, from the counts the marker carries through the broker
+    with pytest.raises(
+        KafkaLiteWriteError, match=r"batch 1 with 2 rows .* gives it 1 rows \(1 value bytes\)"
+    ):
+        run(1, [b"a"])
+    with pytest.raises(
+        KafkaLiteWriteError, match=r"\(2 value bytes\), but .* gives it 2 rows \(3 value bytes\)"
+    ):
+        run(1, [b"a", b"bb"])
     assert run(2, [b"c"]) == TaskOutcome(records=1, skipped=False)
     assert _values(bootstrap_servers, unique_topic, "read_committed") == [b"a", b"b", b"c"]
     # the re-run left nothing in the log; the zombie's record is there, aborted

@@ -14,8 +14,9 @@ from spark_kafkalite.client.types import TopicPartition as TP
 from spark_kafkalite.datasource.errors import KafkaLiteWriteError
 from spark_kafkalite.datasource.exactly_once import (
     ExactlyOnceOptions,
+    Marker,
     TaskIdentity,
-    committed_batch,
+    committed_marker,
     decide,
     decode_marker,
     encode_marker,
@@ -88,10 +89,13 @@ def test_transactional_id_and_marker_group() -> None:
 
 
 def test_marker_round_trip_and_foreign_metadata() -> None:
-    text = encode_marker(7)
-    assert text == '{"batchId":7,"sink":"kafkalite","v":1}'
-    assert decode_marker(text) == 7
-    assert decode_marker(encode_marker(2**63 - 1)) == 2**63 - 1
+    text = encode_marker(Marker(7, 2, 10))
+    assert text == '{"batchId":7,"records":2,"sink":"kafkalite","v":1,"valueBytes":10}'
+    assert decode_marker(text) == Marker(7, 2, 10)
+    assert decode_marker(encode_marker(Marker(2**63 - 1, 0, 0))) == Marker(2**63 - 1, 0, 0)
+    # written before the counts were recorded: unknown counts
+    assert decode_marker('{"batchId":7,"sink":"kafkalite","v":1}') == Marker(7, None, None)
+    assert decode_marker('{"batchId":7,"records":-1,"sink":"kafkalite","v":1,"valueBytes":"x"}') == Marker(7)
     for foreign in (
         None,
         "",
@@ -107,15 +111,15 @@ def test_marker_round_trip_and_foreign_metadata() -> None:
         assert decode_marker(foreign) is None, foreign
 
 
-def test_committed_batch_is_the_highest_marker() -> None:
+def test_committed_marker_is_the_highest_batch() -> None:
     offsets = {
-        TP("a", 0): OffsetAndMetadata(3, encode_marker(3)),
-        TP("b", 1): OffsetAndMetadata(5, encode_marker(5)),
+        TP("a", 0): OffsetAndMetadata(3, encode_marker(Marker(3, 1, 1))),
+        TP("b", 1): OffsetAndMetadata(5, encode_marker(Marker(5, 4, 8))),
         TP("c", 0): OffsetAndMetadata(9, "someone else's"),
     }
-    assert committed_batch("g", offsets) == 5
-    assert committed_batch("g", {}) is None
-    assert committed_batch("g", {TP("c", 0): OffsetAndMetadata(9, "")}) is None
+    assert committed_marker("g", offsets) == Marker(5, 4, 8)
+    assert committed_marker("g", {}) is None
+    assert committed_marker("g", {TP("c", 0): OffsetAndMetadata(9, "")}) is None
 
 
 def test_decide() -> None:
@@ -172,7 +176,7 @@ def _rows(*sizes: int) -> list[pa.RecordBatch]:
 
 
 def _run(
-    batches: list[pa.RecordBatch], committed: int | None, fail_on: str | None = None
+    batches: list[pa.RecordBatch], committed: int | Marker | None, fail_on: str | None = None
 ) -> tuple[list[Any], Any]:
     calls: list[Any] = []
     identity = TaskIdentity("p-q-1", 5, 1)
@@ -183,11 +187,10 @@ def _run(
 
     def read_offsets(group: str) -> dict[TP, OffsetAndMetadata]:
         calls.append(("read_offsets", group))
-        return (
-            {}
-            if committed is None
-            else {TP("out", 0): OffsetAndMetadata(committed, encode_marker(committed))}
-        )
+        if committed is None:
+            return {}
+        marker = committed if isinstance(committed, Marker) else Marker(committed)
+        return {TP("out", 0): OffsetAndMetadata(marker.batch_id, encode_marker(marker))}
 
     def send_rows(rows: Any, producer: Any) -> tuple[int, TP]:
         n = sum(b.num_rows for b in rows)
@@ -210,7 +213,7 @@ def _run(
 
 def test_write_path_fences_then_checks_then_writes_and_records() -> None:
     calls, outcome = _run(_rows(0, 3, 2), committed=4)
-    marker = {TP("out", 2): OffsetAndMetadata(5, encode_marker(5))}
+    marker = {TP("out", 2): OffsetAndMetadata(5, encode_marker(Marker(5, 5, 5)))}
     assert calls == [
         ("new_producer", "p-q-1"),
         ("init",),
@@ -225,9 +228,23 @@ def test_write_path_fences_then_checks_then_writes_and_records() -> None:
 
 
 def test_committed_batch_is_skipped_after_fencing() -> None:
-    calls, outcome = _run(_rows(3), committed=5)
-    assert calls == [("new_producer", "p-q-1"), ("init",), ("read_offsets", "p-q-1"), ("close", None)]
-    assert (outcome.records, outcome.skipped) == (0, True)
+    for committed in (Marker(5, 3, 3), Marker(5)):  # the same rows; a marker without counts
+        calls, outcome = _run(_rows(1, 2), committed=committed)
+        assert calls == [("new_producer", "p-q-1"), ("init",), ("read_offsets", "p-q-1"), ("close", None)]
+        assert (outcome.records, outcome.skipped) == (0, True)
+
+
+@pytest.mark.parametrize(
+    ("committed", "rows"),
+    [(Marker(5, 4, 4), "3 rows (3 value bytes)"), (Marker(5, 3, 7), "3 rows (3 value bytes)")],
+)
+def test_a_rerun_with_other_rows_fails_instead_of_skipping(committed: Marker, rows: str) -> None:
+    with pytest.raises(KafkaLiteWriteError) as info:
+        _run(_rows(3), committed=committed)
+    message = str(info.value)
+    assert f"Spark partition 1 ('p-q-1') committed batch 5 with {committed.records} rows" in message
+    assert f"this re-run of batch 5 gives it {rows}" in message
+    assert "deterministic re-run" in message
 
 
 def test_no_rows_means_no_kafka_io() -> None:
