@@ -8,13 +8,18 @@
   ``send_offsets_to_transaction``: the group's committed offset (read by confluent-kafka) is the
   one of the last committed transaction, never one of an aborted transaction;
 * two of our producers with one ``transactional.id``: the older is fenced
-  (``ProducerFencedError``) and none of its records becomes visible.
+  (``ProducerFencedError``) and none of its records becomes visible;
+* a send paused after its check while another thread commits raises ``IllegalStateError``
+  instead of appending its record outside the transaction; the LSO reaches the log end.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
+from concurrent.futures import Future
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -22,7 +27,7 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from peers import ck_create_topic
 
 from spark_kafkalite.client import KafkaConsumer, KafkaProducer, TopicPartition
-from spark_kafkalite.client.errors import TransactionAbortedError
+from spark_kafkalite.client.errors import IllegalStateError, TransactionAbortedError
 from spark_kafkalite.protocol.errors import InvalidProducerEpochError, KafkaError, ProducerFencedError
 
 pytestmark = pytest.mark.timeout(90)
@@ -224,3 +229,58 @@ def test_zombie_producer_is_fenced_and_its_records_stay_invisible(
     got, _ = _our_read(bootstrap_servers, unique_topic, "read_committed")
     assert got == {0: [], 1: [b"live"]}
     assert _ck_read(bootstrap_servers, unique_topic, "read_committed", 1) == [b"live"]
+
+
+def test_a_send_paused_across_commit_transaction_raises(bootstrap_servers: str, unique_topic: str) -> None:
+    """Issue #12 review: a send in one thread that passed its transaction check, then paused
+    while another thread committed, appended its record afterwards: a batch outside any
+    transaction the coordinator knows (drained after EndTxn it lands past the COMMIT marker; here
+    it stayed queued, never acknowledged). Now that send raises ``IllegalStateError`` (Java's
+    ``IllegalStateException``), and the committed records are exactly what confluent-kafka's
+    ``read_committed`` consumer reads, with the LSO at the log end. The pause is injected after
+    the check (the race made deterministic)."""
+    ck_create_topic(bootstrap_servers, unique_topic, PARTITIONS)
+    config = {"bootstrap.servers": bootstrap_servers, "transactional.id": f"race-{unique_topic}"}
+    checked, committed = threading.Event(), threading.Event()
+    outcome: list[BaseException | Future[Any]] = []
+    with KafkaProducer(config) as producer:
+        producer.init_transactions(20)
+        tm = producer._transaction_manager
+        assert tm is not None
+        check = tm.fail_if_not_ready_for_send
+
+        def check_then_pause() -> None:
+            check()
+            if threading.current_thread().name == "late-sender":
+                checked.set()
+                assert committed.wait(20)
+
+        tm.fail_if_not_ready_for_send = check_then_pause  # type: ignore[method-assign]
+
+        def late_send() -> None:
+            try:
+                outcome.append(producer.send(unique_topic, b"late", partition=0))
+            except IllegalStateError as exc:
+                outcome.append(exc)
+
+        producer.begin_transaction()
+        values = [f"v{i}".encode() for i in range(6)]
+        futures = [producer.send(unique_topic, v, partition=i % PARTITIONS) for i, v in enumerate(values)]
+        thread = threading.Thread(target=late_send, name="late-sender")
+        thread.start()
+        assert checked.wait(20)
+        producer.commit_transaction(20)
+        committed.set()
+        thread.join(20)
+        assert all(f.result(0).offset >= 0 for f in futures)
+        [late] = outcome
+        assert isinstance(late, IllegalStateError), late
+    assert sorted(_ck_read(bootstrap_servers, unique_topic, "read_committed", len(values))) == sorted(values)
+    tps = [TopicPartition(unique_topic, p) for p in range(PARTITIONS)]
+    ends = {}
+    for isolation in ("read_committed", "read_uncommitted"):
+        with KafkaConsumer(
+            {"bootstrap.servers": bootstrap_servers, "isolation.level": isolation}
+        ) as consumer:
+            ends[isolation] = consumer.end_offsets(tps)
+    assert ends["read_committed"] == ends["read_uncommitted"]  # no transaction left open

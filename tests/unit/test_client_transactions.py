@@ -5,13 +5,16 @@ errors as Java raises them, the KIP-360 epoch bump after an abortable produce er
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+import math
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
 
 from spark_kafkalite.client.errors import IllegalStateError, TransactionAbortedError
+from spark_kafkalite.client.producer import send_path
 from spark_kafkalite.client.producer.producer_batch import ProducerBatch
+from spark_kafkalite.client.producer.record_accumulator import RecordAccumulator
 from spark_kafkalite.client.producer.transaction_manager import TransactionManager
 from spark_kafkalite.client.producer.transaction_state import State, is_transition_valid
 from spark_kafkalite.client.producer.txn_request_handlers import (
@@ -32,6 +35,8 @@ from spark_kafkalite.protocol.errors import (
     ProducerFencedError,
     error_for_code,
 )
+from spark_kafkalite.protocol.native import load_extension
+from spark_kafkalite.protocol.record_encoding import MemoryRecordsBuilder
 
 TP = TopicPartition("t", 0)
 TP1 = TopicPartition("t", 1)
@@ -333,3 +338,58 @@ def test_a_timed_out_call_is_retried_with_the_same_result() -> None:
     respond(tm.next_request(False), ok())
     first.await_result(0)
     tm.begin_transaction()  # the acknowledged result no longer blocks other calls
+
+
+def _send_paths() -> list[ModuleType]:
+    """The reference ``send_path`` and the compiled one when the producer uses it."""
+    active = load_extension("spark_kafkalite.client.producer._send_path", send_path.__name__)
+    return [send_path] if active is send_path else [send_path, active]
+
+
+@pytest.mark.parametrize("impl", _send_paths(), ids=lambda m: m.__name__.rsplit(".", 1)[-1])
+def test_a_send_after_begin_commit_or_abort_raises(impl: ModuleType) -> None:
+    """Issue #12 review: a send in one thread that had passed its IN_TRANSACTION check could
+    append its record after another thread began the commit; drained after EndTxn, it landed
+    past the COMMIT marker in a transaction no coordinator knows. Now begin_commit/begin_abort
+    close the open batches under the accumulator's lock and a new batch needs an open
+    transaction: the send raises (Java: IllegalStateException), in both send implementations
+    (the compiled one appends to an open batch without calling the accumulator)."""
+    tm = initialized()
+    accumulator = RecordAccumulator(transaction_manager=tm)
+    cluster = SimpleNamespace(partitions={"t": {0: None, 1: None}}, available_partitions=lambda topic: [0, 1])
+    metadata = SimpleNamespace(_cluster=cluster, fetch=lambda: cluster)
+    sender = SimpleNamespace(fatal_error=None, wakeup=lambda: None, poll_deadline_ms=math.inf)
+    send = impl.SendPath(metadata, accumulator, sender, None, 1 << 20, 0.0, 5.0).send
+    with pytest.raises(IllegalStateError, match="READY"):
+        send("t", b"v", partition=0)  # no transaction open
+
+    tm.begin_transaction()
+    send("t", b"a", partition=0)  # a new batch
+    send("t", b"b", partition=0)  # into the open batch
+    commit = tm.begin_commit()
+    for partition in (0, 1):  # the open batch was closed: no record joins the committing transaction
+        with pytest.raises(IllegalStateError, match="COMMITTING_TRANSACTION"):
+            send("t", b"late", partition=partition)
+    with pytest.raises(IllegalStateError, match="COMMITTING_TRANSACTION"):
+        accumulator.append_batch(TP1, MemoryRecordsBuilder(), 10, 0.0)  # the Spark sink's path
+    assert accumulator.queued_partitions() == [TP]
+    [batch] = accumulator._batches[TP]
+    assert batch.record_count == 2
+
+    tm.maybe_add_partitions(accumulator.queued_partitions())
+    respond(tm.next_request(True), add_partitions_response(0, TP))
+    assert tm.next_request(True) is None  # EndTxn waits for the batch
+    batch.complete(0, -1)
+    accumulator.deallocate(batch)
+    accumulator._batches[TP].clear()
+    respond(tm.next_request(False), ok())  # EndTxn
+    commit.await_result(0)
+    assert tm.state is State.READY
+    with pytest.raises(IllegalStateError, match="READY"):
+        send("t", b"v", partition=0)
+
+    tm.begin_transaction()  # the next transaction accepts records again, until it is aborted
+    send("t", b"c", partition=0)
+    tm.begin_abort()
+    with pytest.raises(IllegalStateError, match="ABORTING_TRANSACTION"):
+        send("t", b"late", partition=0)

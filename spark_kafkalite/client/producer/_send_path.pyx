@@ -20,6 +20,7 @@ from spark_kafkalite.client.producer import send_path as _reference
 from spark_kafkalite.client.producer.future_record_metadata import FAST_FUTURES, FutureRecordMetadata
 from spark_kafkalite.client.producer.producer_batch import RECORD_OVERHEAD_ESTIMATE
 from spark_kafkalite.client.clock import now_ms
+from spark_kafkalite.client.errors import IllegalStateError
 from spark_kafkalite.client.types import RecordMetadata, TopicPartition
 from spark_kafkalite.protocol.errors import KafkaError
 from spark_kafkalite.protocol.record_encoding import murmur2
@@ -266,6 +267,8 @@ cdef class SendPath:
                 future, full, new_batch = self._accumulator.append_record(
                     tp, key, value, timestamp_ms, header_list, size, self._max_block_ms
                 )
+            except IllegalStateError:
+                raise  # a transactional record after begin_commit / begin_abort
             except KafkaError as exc:
                 failed = _reference.failed_future(exc, None)
                 if callback is not None:

@@ -225,7 +225,8 @@ class KafkaProducer:
         Raises:
             TypeError: key, value or headers of the wrong type.
             KafkaError: the producer is closed; a transactional producer in an error state.
-            IllegalStateError: a transactional producer outside a transaction.
+            IllegalStateError: a transactional producer outside a transaction, or after
+                ``commit_transaction`` / ``abort_transaction`` began in another thread.
         """
         if self._transactional_id is not None:
             fenced = self._check_transactional_send()
@@ -258,6 +259,8 @@ class KafkaProducer:
 
         Raises:
             KafkaError: the producer is closed.
+            IllegalStateError: a transactional producer outside a transaction, or after
+                ``commit_transaction`` / ``abort_transaction`` began.
         """
         if self._closed:
             raise KafkaError("cannot send after the producer is closed")
@@ -277,6 +280,8 @@ class KafkaProducer:
             batch = self._accumulator.append_batch(
                 TopicPartition(topic, partition), builder, size_bytes, self._max_block_ms
             )
+        except IllegalStateError:
+            raise  # the transaction stopped accepting records (begin_commit / begin_abort)
         except KafkaError as exc:
             failed.set_exception(exc)
             return failed

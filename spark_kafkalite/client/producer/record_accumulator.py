@@ -6,6 +6,11 @@ has passed) and ``drain``s at most one batch per partition per request, up to
 ``max.request.size`` per node. Memory is bounded by ``buffer.memory``: ``append`` blocks up to
 ``max.block.ms`` for space, then raises ``KafkaTimeoutError``. Batches that waited longer than
 ``delivery.timeout.ms`` are expired. Thread-safe (one lock).
+
+With a transactional producer the lock also orders appends against the transaction's
+``begin_commit`` / ``begin_abort`` (:meth:`hold_appends`; see ``transaction_manager``): a record
+that starts a new batch is checked under the lock, the open batches are closed when the
+transaction stops accepting records.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -69,6 +74,8 @@ class RecordAccumulator(AccumulatorState):
         self.compression_type = compression_type
         self.guarantee_order = guarantee_order
         self.transaction_manager = transaction_manager
+        if transaction_manager is not None:
+            transaction_manager.accumulator = self
         self._lock = threading.Lock()
         self._space = threading.Condition(self._lock)
         self._done = threading.Condition(self._lock)
@@ -130,6 +137,7 @@ class RecordAccumulator(AccumulatorState):
                         return future, len(dq) > 1 or last.size_bytes >= self.batch_size, False
             elif dq is None:
                 dq = self._batches[tp] = deque()
+            self._check_new_batch()
             batch = ProducerBatch(tp, now_ms(), self.compression_type)
             # raises before any change
             future = batch.try_append_record(key, value, ts, headers, record_size, self.batch_size)
@@ -163,6 +171,7 @@ class RecordAccumulator(AccumulatorState):
                 raise KafkaError("producer is closed")
             if self._used_bytes + size_bytes > self.buffer_memory:
                 self._wait_for_space(size_bytes, max_block_ms)
+            self._check_new_batch()
             self._used_bytes += size_bytes
             batch = ProducerBatch(tp, now_ms(), self.compression_type, builder, size_bytes)
             dq = self._batches.get(tp)
@@ -171,6 +180,23 @@ class RecordAccumulator(AccumulatorState):
             dq.append(batch)
             self._incomplete.add(batch)
             return batch
+
+    def _check_new_batch(self) -> None:
+        """Under the lock, before a new batch: a transactional producer's record needs a
+        transaction accepting records (raises ``IllegalStateError`` otherwise)."""
+        tm = self.transaction_manager
+        if tm is not None and tm.transactional_id is not None:
+            tm.fail_if_not_accepting_sends()
+
+    def hold_appends(self, change: Callable[[], None]) -> None:
+        """Run ``change`` (a transaction stops accepting records) with every append held off,
+        then close the open batch of each partition, so that a later record needs a new batch
+        and its check (the compiled ``send`` appends to an open batch without one)."""
+        with self._lock:
+            change()
+            for dq in self._batches.values():
+                if dq:
+                    dq[-1].closed = True
 
     def _wait_for_space(self, size: int, max_block_ms: float) -> None:
         deadline = now_ms() + max_block_ms

@@ -19,6 +19,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from spark_kafkalite.client.clock import now_ms
+from spark_kafkalite.client.errors import IllegalStateError
 from spark_kafkalite.client.producer.producer_batch import RECORD_OVERHEAD_ESTIMATE
 from spark_kafkalite.client.types import RecordMetadata, TopicPartition
 from spark_kafkalite.protocol.errors import (
@@ -135,6 +136,7 @@ class SendPath:
         Raises:
             TypeError: key, value or headers of the wrong type.
             KafkaError: the producer is closed.
+            IllegalStateError: a transactional producer's transaction stopped accepting records.
         """
         if self.closed:
             raise KafkaError("cannot send after the producer is closed")
@@ -192,6 +194,8 @@ class SendPath:
                 size,
                 self._max_block_ms if not started else max(0.0, self._max_block_ms - (now_ms() - started)),
             )
+        except IllegalStateError:
+            raise  # a transactional record after begin_commit / begin_abort (Java throws it too)
         except KafkaError as exc:
             return failed_future(exc, callback)
         if batch_is_full or (new_batch and self._linger_ms < self._sender.poll_deadline_ms - now_ms()):

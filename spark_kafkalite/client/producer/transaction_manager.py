@@ -15,6 +15,16 @@ request moves the producer to ABORTABLE_ERROR (only ``abort_transaction`` is all
 failed batch the abort is followed by an epoch bump, KIP-360) or, when fenced or unauthorized,
 to FATAL_ERROR (every call raises; close the producer). Transactional methods are thread-safe
 (``lock``); the requests themselves are sent by the Sender thread, one at a time.
+
+A send and ``begin_commit`` / ``begin_abort`` are atomic with respect to each other (Java makes
+``maybeAddPartition`` and ``beginCommit`` / ``beginAbort`` synchronized): the move to
+COMMITTING / ABORTING happens under the ``RecordAccumulator``'s lock, which closes the open
+batches, and a record that needs a new batch is refused under that lock
+(:meth:`fail_if_not_accepting_sends`) once the transaction stopped accepting records. So a
+record either joined the transaction before it began completing (EndTxn waits for its batch)
+or its ``send`` raises ``IllegalStateError``; none can be drained after EndTxn and land past
+the transaction's marker, in a transaction no coordinator knows (the LSO would be stuck on
+brokers without KIP-890 verification). Records pay nothing for it: the check is per new batch.
 """
 
 from __future__ import annotations
@@ -60,6 +70,7 @@ from spark_kafkalite.protocol.errors import (
 
 if TYPE_CHECKING:
     from spark_kafkalite.client.producer.producer_batch import ProducerBatch
+    from spark_kafkalite.client.producer.record_accumulator import RecordAccumulator
 
 __all__ = ["TransactionManager"]
 
@@ -102,6 +113,11 @@ class TransactionManager:
         self._coordinators: dict[int, tuple[int, str, int] | None] = {}
         self._pending_transition: tuple[TransactionalRequestResult, State, str] | None = None
         self._bump_after_end_txn: InitProducerIdHandler | None = None
+        #: between ``begin_transaction`` and ``begin_commit`` / ``begin_abort``: records may
+        #: start new batches (read by the accumulator under its lock)
+        self.accepting_sends = False
+        #: the accumulator whose appends this transaction manager gates (set by it)
+        self.accumulator: RecordAccumulator | None = None
 
     @property
     def is_transactional(self) -> bool:
@@ -212,13 +228,14 @@ class TransactionManager:
             self._throw_if_pending_state("beginTransaction")
             self._maybe_fail_with_error()
             self.transition_to(State.IN_TRANSACTION)
+            self.accepting_sends = True
 
     def begin_commit(self) -> TransactionalRequestResult:
         with self.lock:
 
             def make() -> TransactionalRequestResult:
                 self._maybe_fail_with_error()
-                self.transition_to(State.COMMITTING_TRANSACTION)
+                self._stop_accepting_sends(State.COMMITTING_TRANSACTION)
                 return self._begin_completing_transaction(committed=True)
 
             return self._cached_result(make, State.COMMITTING_TRANSACTION, "commitTransaction")
@@ -229,11 +246,35 @@ class TransactionManager:
             def make() -> TransactionalRequestResult:
                 if self.state is not State.ABORTABLE_ERROR:
                     self._maybe_fail_with_error()
-                self.transition_to(State.ABORTING_TRANSACTION)
+                self._stop_accepting_sends(State.ABORTING_TRANSACTION)
                 self.new_partitions_in_transaction.clear()
                 return self._begin_completing_transaction(committed=False)
 
             return self._cached_result(make, State.ABORTING_TRANSACTION, "abortTransaction")
+
+    def _stop_accepting_sends(self, target: State) -> None:
+        """Move to ``target`` (COMMITTING / ABORTING) with the accumulator's appends held off and
+        its open batches closed (module docstring)."""
+
+        def stop() -> None:
+            self.transition_to(target)
+            self.accepting_sends = False
+
+        if self.accumulator is None:  # no records can be sent (a state machine on its own)
+            stop()
+        else:
+            self.accumulator.hold_appends(stop)
+
+    def fail_if_not_accepting_sends(self) -> None:
+        """Called by the accumulator, under its lock, before a record of a transactional
+        producer starts a new batch (module docstring).
+
+        Raises:
+            IllegalStateError: the transaction is being committed or aborted, or none is open
+                (Java ``maybeAddPartition`` -> ``failIfNotReadyForSend``).
+        """
+        if not self.accepting_sends:
+            raise IllegalStateError(f"cannot call send in state {self.state.name}")
 
     def _begin_completing_transaction(self, committed: bool) -> TransactionalRequestResult:
         if self.new_partitions_in_transaction:
@@ -272,7 +313,9 @@ class TransactionManager:
         """
         pending = self._pending_transition
         if self.state is State.IN_TRANSACTION and (pending is None or pending[0].is_acked):
-            return  # the common case, read without the lock (a send racing a commit may pass)
+            # the common case, read without the lock: a send racing begin_commit may pass here;
+            # the accumulator refuses its record then (fail_if_not_accepting_sends)
+            return
         with self.lock:
             self._maybe_fail_with_error()
             self._throw_if_pending_state("send")
@@ -288,7 +331,8 @@ class TransactionManager:
 
     def maybe_add_partitions(self, tps: Iterable[TopicPartition]) -> None:
         """Partitions with queued batches join the transaction (AddPartitionsToTxn is queued by
-        ``next_request``) while it is open or committing."""
+        ``next_request``) while it is open or committing (the batches queued while committing
+        were appended before ``begin_commit``: later records are refused)."""
         with self.lock:
             if self.state not in (State.IN_TRANSACTION, State.COMMITTING_TRANSACTION):
                 return
