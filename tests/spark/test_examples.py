@@ -1,5 +1,7 @@
-"""The examples/ scripts run as subprocesses against the session broker, and the notebook
-executes headless (nbclient) with its own LocalCluster. Each starts its own Spark JVM."""
+"""The examples/ scripts run against the session broker, and the notebook executes headless
+(nbclient) with its own LocalCluster. The three scripts run one after another in one subprocess
+(``examples_runner.py``: each as ``__main__`` with its command line, sharing one Spark JVM); the
+notebook starts its own."""
 
 from __future__ import annotations
 
@@ -7,44 +9,71 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+SCRIPTS = ("batch_read.py", "write.py", "streaming_etl.py")
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(840)  # the first script test also runs the module fixture
 
 
-def _run(script: str, bootstrap_servers: str) -> str:
+@dataclass(frozen=True)
+class ExampleRuns:
+    """What one examples_runner.py subprocess did: each script's exit status and stdout, and
+    the stderr of the whole run (the scripts' parts between the runner's marker lines)."""
+
+    status: dict[str, int]
+    stdout: dict[str, str]
+    stderr: str
+
+
+@pytest.fixture(scope="module")
+def example_runs(bootstrap_servers: str) -> ExampleRuns:
+    """Every script in SCRIPTS, run once per module against the session broker."""
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    runner = Path(__file__).with_name("examples_runner.py")
     result = subprocess.run(
-        [sys.executable, str(EXAMPLES / script), "--bootstrap-server", bootstrap_servers],
+        [sys.executable, str(runner), str(EXAMPLES), bootstrap_servers, *SCRIPTS],
         capture_output=True,
         text=True,
-        timeout=280,
+        timeout=780,  # the three scripts' former 280 s each, less one JVM start
         env=env,
         cwd=EXAMPLES,
     )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
-    return result.stdout
+    sections = re.findall(r"@@@ BEGIN (\S+)\n(.*?)@@@ END \1 exit=(-?\d+)\n", result.stdout, re.S)
+    assert sorted(name for name, _, _ in sections) == sorted(SCRIPTS), (
+        result.stdout[-3000:] + result.stderr[-5000:]
+    )
+    return ExampleRuns(
+        status={name: int(status) for name, _, status in sections},
+        stdout={name: out for name, out, _ in sections},
+        stderr=result.stderr,
+    )
 
 
-def test_batch_read_example(bootstrap_servers: str) -> None:
-    out = _run("batch_read.py", bootstrap_servers)
+def _output(runs: ExampleRuns, script: str) -> str:
+    assert runs.status[script] == 0, runs.stdout[script][-3000:] + runs.stderr[-5000:]
+    return runs.stdout[script]
+
+
+def test_batch_read_example(example_runs: ExampleRuns) -> None:
+    out = _output(example_runs, "batch_read.py")
     assert "rows: 30" in out
     assert "rows per key: [('user-0', 8), ('user-1', 8), ('user-2', 7), ('user-3', 7)]" in out
     assert "first two offsets of each partition: 6" in out
 
 
-def test_write_example(bootstrap_servers: str) -> None:
-    out = _run("write.py", bootstrap_servers)
+def test_write_example(example_runs: ExampleRuns) -> None:
+    out = _output(example_runs, "write.py")
     assert "records written: 20" in out
     assert "[('source', b'example')]" in out
 
 
-def test_streaming_etl_example(bootstrap_servers: str) -> None:
-    out = _run("streaming_etl.py", bootstrap_servers)
+def test_streaming_etl_example(example_runs: ExampleRuns) -> None:
+    out = _output(example_runs, "streaming_etl.py")
     assert "micro-batches: 3 input rows: 40" in out  # 40 orders, at most 15 per micro-batch
     assert "big orders: 24" in out
 
