@@ -49,6 +49,20 @@ def tier_of(item: pytest.Item) -> str:
     return "spark" if "spark_session" in getattr(item, "fixturenames", ()) else "integration"
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """With ``-m <one tier>`` (e.g. ``pytest -m unit``), skip the other tiers' directories instead
+    of importing their modules (pyspark, the independent clients...) only to deselect every test
+    in them. Top-level files (spark or integration) are skipped for the other three tiers."""
+    tier = config.getoption("markexpr", "").strip()
+    if tier not in TIERS or collection_path.parent != _TESTS_DIR:
+        return None
+    if collection_path.is_dir():
+        return True if collection_path.name in TIERS and collection_path.name != tier else None
+    if collection_path.name.startswith("test_") and tier not in ("spark", "integration"):
+        return True
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         item.add_marker(tier_of(item))
