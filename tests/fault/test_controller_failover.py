@@ -79,7 +79,10 @@ def test_kill_broker_moves_leaderships_and_restart_unfences(cluster3: LocalClust
         SESSION_TIMEOUT_S + MARGIN_S,
     )
     moved_in = time.monotonic() - killed_at
-    assert moved_in >= SESSION_TIMEOUT_S - 0.5, "leadership must not move before the session expires"
+    # the session counts from the victim's last heartbeat, which under load can come well over
+    # one heartbeat interval before the kill (seen in CI: 1.46 s of a 2 s session); a move on the
+    # lost connection alone would come within ~0.1 s
+    assert moved_in >= SESSION_TIMEOUT_S / 2, "leadership must not move before the session expires"
     metadata = cluster3.metadata()
     assert victim not in metadata.nodes
     for p in metadata.partitions[topic].values():
