@@ -190,7 +190,7 @@ DEFAULT_APIS: tuple[ApiSpec, ...] = (
         handle_describe_transactions,
         describe_transactions_error_response,
     ),
-    ApiSpec(ApiKey.LIST_TRANSACTIONS, 0, 1, handle_list_transactions, list_transactions_error_response),
+    ApiSpec(ApiKey.LIST_TRANSACTIONS, 0, 2, handle_list_transactions, list_transactions_error_response),
     # transaction coordinator -> partition leaders (KIP-98; v2 is KIP-1228, TV2 only)
     ApiSpec(ApiKey.WRITE_TXN_MARKERS, 1, 1, handle_write_txn_markers, write_txn_markers_error_response),
     ApiSpec(ApiKey.API_VERSIONS, 0, 3, _not_dispatched, _api_versions_error),

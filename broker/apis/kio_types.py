@@ -85,6 +85,7 @@ if TYPE_CHECKING:
     from kio.schema.describe_transactions.v0 import request as k65v0q, response as k65v0s
     from kio.schema.list_transactions.v0 import request as k66v0q, response as k66v0s
     from kio.schema.list_transactions.v1 import request as k66v1q, response as k66v1s
+    from kio.schema.list_transactions.v2 import request as k66v2q, response as k66v2s
     from kio.schema.write_txn_markers.v1 import request as k27v1q, response as k27v1s
     from kio.schema.api_versions.v0 import request as k18v0q, response as k18v0s
     from kio.schema.api_versions.v1 import request as k18v1q, response as k18v1s
@@ -377,8 +378,12 @@ if TYPE_CHECKING:
     )
     DescribeTransactionsRequest: TypeAlias = k65v0q.DescribeTransactionsRequest
     DescribeTransactionsResponse: TypeAlias = k65v0s.DescribeTransactionsResponse
-    ListTransactionsRequest: TypeAlias = k66v0q.ListTransactionsRequest | k66v1q.ListTransactionsRequest
-    ListTransactionsResponse: TypeAlias = k66v0s.ListTransactionsResponse | k66v1s.ListTransactionsResponse
+    ListTransactionsRequest: TypeAlias = (
+        k66v0q.ListTransactionsRequest | k66v1q.ListTransactionsRequest | k66v2q.ListTransactionsRequest
+    )
+    ListTransactionsResponse: TypeAlias = (
+        k66v0s.ListTransactionsResponse | k66v1s.ListTransactionsResponse | k66v2s.ListTransactionsResponse
+    )
     WriteTxnMarkersRequest: TypeAlias = k27v1q.WriteTxnMarkersRequest
     WriteTxnMarkersResponse: TypeAlias = k27v1s.WriteTxnMarkersResponse
     ApiVersionsRequest: TypeAlias = (

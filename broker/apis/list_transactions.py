@@ -1,9 +1,11 @@
-"""ListTransactions (key 66), v0-1 (Kafka's ``KafkaApis.handleListTransactionsRequest`` +
+"""ListTransactions (key 66), v0-2 (Kafka's ``KafkaApis.handleListTransactionsRequest`` +
 ``TransactionStateManager.listTransactionStates``): the transactional ids this broker
 coordinates, filtered by state names (unknown names are echoed in ``UnknownStateFilters`` and
 otherwise ignored), producer ids, and (v1) ``DurationFilter``: only transactions started more
-than that many ms ago (-1 = no filter). COORDINATOR_LOAD_IN_PROGRESS while a
-``__transaction_state`` partition loads. v2 (KIP-1152 id pattern) is not served.
+than that many ms ago (-1 = no filter), and (v2, KIP-1152) ``TransactionalIdPattern``: only ids
+that RE2 regular expression matches whole (null or "" = no filter; a pattern RE2 refuses is
+INVALID_REGULAR_EXPRESSION). COORDINATOR_LOAD_IN_PROGRESS while a ``__transaction_state``
+partition loads.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ async def handle_list_transactions(
         list(request.state_filters),
         {int(p) for p in request.producer_id_filters},
         int(getattr(request, "duration_filter", -1)),
+        getattr(request, "transactional_id_pattern", None),
     )
     visible = authorized_names(
         ctx, rctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, [t for t, _, _ in states]

@@ -4,6 +4,7 @@
 Commands::
 
     kafkalite transactions list     --bootstrap-server H:P [--state S ...] [--producer-id P ...]
+                                    [--transactional-id-pattern REGEX]
     kafkalite transactions describe --bootstrap-server H:P --transactional-id ID [...]
 
 ``list`` prints TransactionalId, Coordinator, ProducerId and TransactionState per id;
@@ -37,6 +38,11 @@ def add_transactions_parser(commands: Any) -> None:
         default=[],
         help="only ids of this producer id (repeatable)",
     )
+    listing.add_argument(
+        "--transactional-id-pattern",
+        metavar="REGEX",
+        help="only ids this RE2 regular expression matches whole (KIP-1152; brokers with ListTransactions v2)",
+    )
     describe = actions.add_parser("describe", help="state, producer and partitions of transactional ids")
     add_bootstrap(describe)
     describe.add_argument("--transactional-id", action="append", required=True, metavar="ID")
@@ -58,7 +64,9 @@ def cmd_transactions(args: argparse.Namespace, out: TextIO) -> int:
 
     with KafkaAdminClient(client_config(args, "kafkalite-cli")) as admin:
         if args.transactions_command == "list":
-            listings = admin.list_transactions(args.state, args.producer_id)
+            listings = admin.list_transactions(
+                args.state, args.producer_id, transactional_id_pattern=args.transactional_id_pattern
+            )
             coordinators = {
                 t.transactional_id: d.coordinator_id
                 for t in listings

@@ -626,9 +626,12 @@ class KafkaAdminClient:
         producer_ids: Iterable[int] = (),
         duration_filter_ms: int = -1,
         timeout_ms: float | None = None,
+        transactional_id_pattern: str | None = None,
     ) -> list[TransactionListing]:
         """Transactional ids known to the cluster (``AdminTransactions.list_transactions``)."""
-        return self._transactions.list_transactions(states, producer_ids, duration_filter_ms, timeout_ms)
+        return self._transactions.list_transactions(
+            states, producer_ids, duration_filter_ms, timeout_ms, transactional_id_pattern
+        )
 
     def close(self) -> None:
         if self._closed:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["AdminTransactions", "TransactionDescription", "TransactionListing"]
 
 CLIENT_API_VERSIONS.setdefault(ApiKey.DESCRIBE_TRANSACTIONS, (0, 0))
-CLIENT_API_VERSIONS.setdefault(ApiKey.LIST_TRANSACTIONS, (0, 1))
+CLIENT_API_VERSIONS.setdefault(ApiKey.LIST_TRANSACTIONS, (0, 2))
 
 _COORDINATOR_RETRY = {
     ErrorCode.not_coordinator,
@@ -73,10 +73,14 @@ def describe_transactions_request(transactional_ids: Iterable[str]) -> RequestBu
 
 
 def list_transactions_request(
-    state_filters: Iterable[str], producer_id_filters: Iterable[int], duration_filter_ms: int
+    state_filters: Iterable[str],
+    producer_id_filters: Iterable[int],
+    duration_filter_ms: int,
+    transactional_id_pattern: str | None = None,
 ) -> RequestBuilder:
     """ListTransactions; ``duration_filter_ms`` >= 0 (only transactions open at least that long)
-    needs v1 (KIP-994)."""
+    needs v1 (KIP-994), a ``transactional_id_pattern`` (an RE2 regular expression the whole id
+    must match) v2 (KIP-1152)."""
     states = tuple(state_filters)
     pids = tuple(int(p) for p in producer_id_filters)
 
@@ -86,9 +90,14 @@ def list_transactions_request(
             state_filters=states,
             producer_id_filters=pids,
             duration_filter=duration_filter_ms,
+            transactional_id_pattern=transactional_id_pattern,
         )
 
-    return RequestBuilder(ApiKey.LIST_TRANSACTIONS, build, min_version=1 if duration_filter_ms >= 0 else None)
+    if transactional_id_pattern is not None:
+        min_version: int | None = 2
+    else:
+        min_version = 1 if duration_filter_ms >= 0 else None
+    return RequestBuilder(ApiKey.LIST_TRANSACTIONS, build, min_version=min_version)
 
 
 class AdminTransactions:
@@ -198,13 +207,17 @@ class AdminTransactions:
         producer_ids: Iterable[int] = (),
         duration_filter_ms: int = -1,
         timeout_ms: float | None = None,
+        transactional_id_pattern: str | None = None,
     ) -> list[TransactionListing]:
         """Every transactional id known to any broker's coordinator (ListTransactions to each
         broker), optionally only those in ``states`` / of ``producer_ids`` / open at least
-        ``duration_filter_ms``; sorted by id.
+        ``duration_filter_ms`` / whose whole id the RE2 regular expression
+        ``transactional_id_pattern`` matches (KIP-1152); sorted by id.
 
         Raises:
-            KafkaTimeoutError: a broker did not answer in time. KafkaError: a broker's error.
+            KafkaTimeoutError: a broker did not answer in time. UnsupportedVersionError: a filter
+            the broker's ListTransactions versions lack. InvalidRegularExpressionError (a
+            KafkaError): the brokers refused the pattern. KafkaError: a broker's other error.
         """
         self._ensure_open()
         deadline = now_ms() + (self._default_timeout_ms if timeout_ms is None else float(timeout_ms))
@@ -212,13 +225,20 @@ class AdminTransactions:
         states, producer_ids = list(states), list(producer_ids)
         found: dict[str, TransactionListing] = {}
         for broker_id in sorted(cluster.nodes):
-            builder = list_transactions_request(states, producer_ids, duration_filter_ms)
+            builder = list_transactions_request(
+                states, producer_ids, duration_filter_ms, transactional_id_pattern
+            )
             response = self._send(broker_id, builder, deadline)
             code = int(response.error_code)
             if code in (ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available):
                 continue  # no transaction state loaded on that broker (yet): nothing to list
             if code != ErrorCode.none:
-                raise error_for_code(code, f"ListTransactions on broker {broker_id}")
+                pattern = (
+                    ""
+                    if transactional_id_pattern is None
+                    else f" (transactional id pattern {transactional_id_pattern!r})"
+                )
+                raise error_for_code(code, f"ListTransactions on broker {broker_id}{pattern}")
             for t in response.transaction_states:
                 found[str(t.transactional_id)] = TransactionListing(
                     str(t.transactional_id), int(t.producer_id), str(t.transaction_state), broker_id

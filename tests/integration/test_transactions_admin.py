@@ -11,7 +11,7 @@ import pytest
 
 from spark_kafkalite.cli import main as cli_main
 from spark_kafkalite.client import KafkaAdminClient, KafkaProducer, NewTopic, TopicPartition
-from spark_kafkalite.protocol.errors import TransactionalIdNotFoundError
+from spark_kafkalite.protocol.errors import InvalidRegularExpressionError, TransactionalIdNotFoundError
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -63,6 +63,30 @@ def test_admin_and_cli_describe_and_list_transactions(bootstrap_servers: str, un
             lines = [line.split() for line in out.getvalue().splitlines()]
             assert lines[0] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
             assert [tid, str(d.coordinator_id), str(d.producer_id)] in [row[:3] for row in lines]
+            # ListTransactions v2 (KIP-1152): an RE2 pattern the whole id must match
+            assert [
+                t.transactional_id
+                for t in admin.list_transactions(transactional_id_pattern=tid[:-4] + ".{4}")
+            ] == [tid]
+            assert admin.list_transactions(transactional_id_pattern=tid[:-1]) == []  # not a prefix match
+            with pytest.raises(
+                InvalidRegularExpressionError, match=r"INVALID_REGULAR_EXPRESSION.*'\(ab\(cd'"
+            ):
+                admin.list_transactions(transactional_id_pattern="(ab(cd")
+            out = io.StringIO()
+            _run_cli(
+                [
+                    "transactions",
+                    "list",
+                    "--bootstrap-server",
+                    bootstrap_servers,
+                    "--transactional-id-pattern",
+                    "admin-.*",
+                ],
+                out,
+            )
+            listed_ids = [line.split()[0] for line in out.getvalue().splitlines()[1:]]
+            assert tid in listed_ids and all(t.startswith("admin-") for t in listed_ids)
     finally:
         producer.close(5)
 

@@ -61,6 +61,17 @@ def test_init_transactions_and_describe(txn_cluster: LocalCluster) -> None:
             for t in ts
             if t.transactional_id == tid
         ]
+        # ListTransactions v2 (KIP-1152), kafka-python's own request: an RE2 pattern matched whole
+        by_pattern = [
+            t for ts in admin.list_transactions(transactional_id_pattern=tid[:-2] + "..").values() for t in ts
+        ]
+        assert [t.transactional_id for t in by_pattern] == [tid]
+        assert not [
+            t for ts in admin.list_transactions(transactional_id_pattern=tid[1:]).values() for t in ts
+        ]
+        # INVALID_REGULAR_EXPRESSION (128), a code kafka-python has no class for
+        with pytest.raises(kafka.errors.BrokerResponseError, match="error_code=128"):
+            admin.list_transactions(transactional_id_pattern="(ab(cd")
     finally:
         admin.close()
 

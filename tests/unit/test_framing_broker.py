@@ -161,6 +161,6 @@ def test_api_versions_fallback_and_table() -> None:
         51: (0, 0),
         60: (0, 1),
         65: (0, 0),
-        66: (0, 1),
+        66: (0, 2),
     }
     assert apis.advertised_versions()[0] == (0, 0, 9)

@@ -364,6 +364,13 @@ def test_list_transactions_filters() -> None:
         ]
         assert c.handle_list_transactions(["Ongoing"], set(), 6000)[2] == []
         assert c.handle_list_transactions(["Ongoing"], set(), 4000)[2] == [("a", a.producer_id, "Ongoing")]
+        # v2 (KIP-1152): an RE2 pattern the whole id must match, ANDed with the other filters
+        await h.coordinator.handle_init_producer_id("ab", 60000, None)
+        assert sorted(t for t, _, _ in c.handle_list_transactions([], set(), -1, "a.*")[2]) == ["a", "ab"]
+        assert [t for t, _, _ in c.handle_list_transactions([], set(), -1, "a")[2]] == ["a"]
+        assert [t for t, _, _ in c.handle_list_transactions(["Empty"], set(), -1, "a.*")[2]] == ["ab"]
+        assert len(c.handle_list_transactions([], set(), -1, "")[2]) == 3  # "" and None: no filter
+        assert c.handle_list_transactions([], set(), -1, "(ab(cd") == (E.invalid_regular_expression, [], [])
 
     run(scenario())
 

@@ -27,7 +27,8 @@ from broker.coordinator.transaction.transaction_metadata import (
     is_epoch_exhausted,
 )
 from broker.coordinator.transaction.transaction_state_manager import TransactionStateManager
-from spark_kafkalite.protocol.errors import ErrorCode
+from spark_kafkalite.protocol.errors import ErrorCode, InvalidRegularExpressionError
+from spark_kafkalite.protocol.regex import compile_re2
 
 __all__ = ["TransactionCoordinator", "InitProducerIdResult", "TransactionDescription"]
 
@@ -425,17 +426,30 @@ class TransactionCoordinator:
         )
 
     def handle_list_transactions(
-        self, state_filters: list[str], producer_id_filters: set[int], duration_filter_ms: int
+        self,
+        state_filters: list[str],
+        producer_id_filters: set[int],
+        duration_filter_ms: int,
+        transactional_id_pattern: str | None = None,
     ) -> tuple[int, list[str], list[tuple[str, int, str]]]:
         """(error, unknown state filters, [(transactional id, producer id, state name)]) of the
         loaded partitions (Kafka's ``TransactionStateManager.listTransactionStates``): filters by
-        state names (unknown names are reported and ignored), producer ids and (v1) a start
-        more than ``duration_filter_ms`` ago (-1 = no filter). COORDINATOR_LOAD_IN_PROGRESS while
-        a partition loads."""
+        state names (unknown names are reported and ignored), producer ids, (v1, KIP-994) a start
+        more than ``duration_filter_ms`` ago (-1 = no filter) and (v2, KIP-1152) ids the RE2
+        regular expression ``transactional_id_pattern`` matches whole (None or "" = no filter);
+        the filters combine with AND. INVALID_REGULAR_EXPRESSION for a pattern RE2 refuses,
+        COORDINATOR_LOAD_IN_PROGRESS while a partition loads."""
         if not self.active:
             return int(E.coordinator_not_available), [], []
         if self.state_manager.loading:
             return int(E.coordinator_load_in_progress), [], []
+        id_pattern = None
+        if transactional_id_pattern:
+            try:
+                id_pattern = compile_re2(transactional_id_pattern)
+            except InvalidRegularExpressionError as exc:
+                logger.info("ListTransactions: %s", exc)
+                return int(E.invalid_regular_expression), [], []
         states: set[TransactionState] = set()
         unknown: list[str] = []
         for name in state_filters:
@@ -454,6 +468,8 @@ class TransactionCoordinator:
             if producer_id_filters and m.producer_id not in producer_id_filters:
                 continue
             if duration_filter_ms >= 0 and now - m.txn_start_timestamp_ms <= duration_filter_ms:
+                continue
+            if id_pattern is not None and id_pattern.fullmatch(m.transactional_id) is None:
                 continue
             out.append((m.transactional_id, m.producer_id, m.state.state_name))
         return 0, unknown, out
