@@ -14,6 +14,15 @@ batches the max timestamp is kept; for CreateTime it is recomputed from the reta
 A delete horizon (KIP-534) goes into the base timestamp with attribute bit 6, the records'
 timestamp deltas relative to it, so every record keeps its timestamp; a batch that already has
 one keeps it.
+
+The delete horizon (Kafka's ``RecordBatch.deleteHorizonMs``, KIP-534) is one per batch and
+serves both what it delays: the tombstones (null-value records) of a data batch and the marker of
+a control batch whose transaction is gone. The first cleaning pass that keeps such a batch
+stamps it with now + ``delete.retention.ms`` (:func:`needs_delete_horizon`, Kafka's
+``MemoryRecords.filterTo``); a later pass at or past that time (:func:`delete_horizon_passed`)
+drops them. Only RecordBatch v2 has the field; this broker stores no other format, so Kafka's
+pre-KIP-534 rule for magic < 2 (tombstones of a segment last modified more than
+``delete.retention.ms`` before the last cleaned segment go) has nothing to apply to.
 """
 
 from __future__ import annotations
@@ -28,7 +37,25 @@ from spark_kafkalite.protocol.record_batch import (
     seal_batch,
 )
 
-__all__ = ["rewrite_batch", "empty_batch"]
+__all__ = ["delete_horizon_passed", "empty_batch", "needs_delete_horizon", "rewrite_batch"]
+
+
+def delete_horizon_passed(header: BatchHeader, now_ms: int) -> bool:
+    """True when the batch ``header`` carries a delete horizon and ``now_ms`` (ms since the
+    epoch) has reached it: its tombstones may go (Kafka's ``Cleaner.shouldRetainRecord``), and
+    its marker if the transaction is gone (``checkBatchRetention``). False without a horizon."""
+    horizon = header.delete_horizon_ms
+    return horizon is not None and horizon <= now_ms
+
+
+def needs_delete_horizon(decoded: DecodedBatch, keep: Sequence[int], marker_for_empty_txn: bool) -> bool:
+    """True when the batch ``decoded``, kept with its records at indices ``keep``, must be
+    rewritten with a delete horizon: it has none yet and a kept record is a tombstone or it is a
+    marker whose transaction is gone (``marker_for_empty_txn``; Kafka's
+    ``MemoryRecords.filterTo`` ``needToSetDeleteHorizon``)."""
+    if decoded.header.delete_horizon_ms is not None:
+        return False
+    return marker_for_empty_txn or any(decoded.values[i] is None for i in keep)
 
 
 def rewrite_batch(decoded: DecodedBatch, keep: Sequence[int], delete_horizon_ms: int | None = None) -> bytes:

@@ -19,8 +19,8 @@ A discardable marker is not dropped at once: as Kafka since KIP-534 does, the fi
 finds it discardable stores a *delete horizon* = now + ``delete.retention.ms`` in the batch
 (``deleteHorizonMs`` in the base timestamp, attribute bit 6) and a later pass at or past that
 time removes it. So a read_committed consumer that has read the transaction's data has
-``delete.retention.ms`` to read the marker too. (Kafka's pre-KIP-534 alternative, a horizon
-from the last-modified time of the last cleaned segment, is used there only for magic < 2.)
+``delete.retention.ms`` to read the marker too. The same horizon delays the tombstones of data
+batches (:mod:`broker.log.cleaner_batches`).
 
 Whatever the above says, the batch holding a producer's last data offset (or, for a producer
 with no data since its last epoch bump, its marker of the current epoch) is kept, emptied of
@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from spark_kafkalite.protocol.control_records import ControlRecordType
 from spark_kafkalite.protocol.record_batch import BatchHeader
 
+from .cleaner_batches import delete_horizon_passed
 from .transaction_index import AbortedTxn
 
 __all__ = [
@@ -160,8 +161,7 @@ def check_batch_retention(
     active producers (``last_records``, producer id -> :class:`LastRecord`) and the time of the
     pass (``now_ms``). A marker's records go only once its delete horizon has passed."""
     if header.is_control:
-        horizon = header.delete_horizon_ms
-        discard_records = can_discard and horizon is not None and horizon <= now_ms
+        discard_records = can_discard and delete_horizon_passed(header, now_ms)
     else:
         discard_records = can_discard
     last = last_records.get(header.producer_id) if header.producer_id >= 0 else None

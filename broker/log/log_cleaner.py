@@ -14,14 +14,19 @@ For logs whose ``cleanup.policy`` includes ``compact``:
    go on): map every key of the dirty range to its last offset, then copy each group of
    segments (at most ``segment.bytes`` together) into one ``<base>.log.cleaned`` segment,
    keeping a record when it has a key, no later record has the same key, and it is not a
-   tombstone older than ``delete.retention.ms`` (by its timestamp). Offsets are preserved
-   (holes); a batch whose records all stay is copied byte for byte, a partly kept batch is
-   rewritten and recompressed (:mod:`broker.log.cleaner_batches`), an empty one is dropped.
+   tombstone (null value) of a batch whose delete horizon has passed (KIP-534; Kafka's
+   ``Cleaner.shouldRetainRecord``): the pass that first keeps a batch holding a tombstone
+   rewrites it with a delete horizon = now + ``delete.retention.ms`` (record timestamps
+   unchanged), and a pass at or past that time drops its tombstones, so a consumer has
+   ``delete.retention.ms`` after the tombstone was first cleaned past to read it, whatever the
+   record's own timestamp. Offsets are preserved (holes); a batch whose records all stay is
+   copied byte for byte, a partly kept batch is rewritten and recompressed
+   (:mod:`broker.log.cleaner_batches`), an empty one is dropped.
    Transactions and producer state (KIP-98, KIP-534) follow Kafka's ``CleanedTransactionMetadata``
    and ``Cleaner.cleanInto`` (:mod:`broker.log.cleaner_transactions`): batches of aborted
    transactions are dropped and never enter the key map; a marker goes once no batch of its
    transaction is left and its delete horizon (stored in the batch by the pass that first found
-   it removable: now + ``delete.retention.ms``) has passed; the ``.txnindex`` entries of the
+   it removable, the same field as for tombstones) has passed; the ``.txnindex`` entries of the
    cleaned segments are rebuilt from the ABORT markers that still cover data; the batch holding a
    producer's last data offset (or its last marker) is kept, as a header-only batch if no record
    of it stays.
@@ -47,7 +52,7 @@ from spark_kafkalite.protocol.control_records import control_record_type
 from spark_kafkalite.protocol.record_batch import BatchHeader, decode_batch, read_header
 
 from .checkpoints import read_offset_checkpoint, write_offset_checkpoint
-from .cleaner_batches import empty_batch, rewrite_batch
+from .cleaner_batches import delete_horizon_passed, empty_batch, needs_delete_horizon, rewrite_batch
 from .cleaner_transactions import (
     BatchRetention,
     CleanedTransactionMetadata,
@@ -385,7 +390,6 @@ def _write_cleaned(
     ``Cleaner.cleanSegments`` / ``cleanInto``)."""
     log = plan.log
     config = log.config
-    tombstone_horizon_ms = now_ms - config.delete_retention_ms
     base = snapshots[0].segment.base_offset
     for name in segment_file_names(base):
         (log.dir / (name + CLEANED_SUFFIX)).unlink(missing_ok=True)
@@ -397,7 +401,7 @@ def _write_cleaned(
             stats.segments_cleaned += 1
             for header, raw in _batches(snapshot):
                 stats.bytes_read += len(raw)
-                out = _clean_batch(header, raw, plan, offset_map, txns, now_ms, tombstone_horizon_ms, stats)
+                out = _clean_batch(header, raw, plan, offset_map, txns, now_ms, stats)
                 if out is None:
                     continue
                 new_header = read_header(out)
@@ -422,11 +426,12 @@ def _clean_batch(
     offset_map: dict[bytes, int],
     txns: CleanedTransactionMetadata,
     now_ms: int,
-    tombstone_horizon_ms: int,
     stats: CleanerStats,
 ) -> bytes | None:
     """What of one batch goes to the cleaned segment (None: nothing); Kafka's
-    ``checkBatchRetention`` + ``shouldRetainRecord`` applied by ``MemoryRecords.filterTo``."""
+    ``checkBatchRetention`` + ``shouldRetainRecord`` applied by ``MemoryRecords.filterTo``:
+    tombstones go once the batch's delete horizon has passed, and a kept batch holding a
+    tombstone or a marker of a finished transaction gets one (now + ``delete.retention.ms``)."""
     if header.is_control:
         can_discard = txns.on_control_batch_read(header, control_record_type(raw, 0, header))
     else:
@@ -444,11 +449,12 @@ def _clean_batch(
     elif header.is_control:
         keep = list(range(len(decoded)))
     else:
+        retain_deletes = not delete_horizon_passed(header, now_ms)
         keep = []
         for i, (key, offset) in enumerate(zip(decoded.keys, decoded.offsets, strict=True)):
             if key is None or offset_map.get(key, offset) > offset:
                 continue
-            if decoded.values[i] is None and decoded.timestamps_ms[i] < tombstone_horizon_ms:
+            if decoded.values[i] is None and not retain_deletes:
                 stats.tombstones_removed += 1
                 continue
             keep.append(i)
@@ -459,7 +465,7 @@ def _clean_batch(
         if header.is_control:
             stats.markers_removed += 1
         return None
-    if decision.set_delete_horizon and header.delete_horizon_ms is None:
+    if needs_delete_horizon(decoded, keep, decision.set_delete_horizon):
         stats.batches_rewritten += 1
         return rewrite_batch(decoded, keep, delete_horizon_ms=now_ms + plan.log.config.delete_retention_ms)
     if len(keep) == len(decoded):

@@ -37,9 +37,11 @@ class LogConfig:
         retention_bytes: delete the oldest whole segments while the partition is larger than
             this (``retention.bytes`` / ``log.retention.bytes``; -1 = unlimited, the default).
         cleanup_policy: ``("delete",)``, ``("compact",)`` or both (``cleanup.policy``).
-        delete_retention_ms: how long the cleaner keeps tombstones (null-value records, past
-            their timestamp) and transaction markers (past the cleaning pass that found their
-            transaction gone, KIP-534) (``delete.retention.ms``, default 1 day).
+        delete_retention_ms: how long the cleaner keeps tombstones (null-value records) and
+            transaction markers after the cleaning pass that first keeps them (a tombstone that
+            is its key's latest record, a marker whose transaction is gone): that pass stores
+            the delete horizon now + this in the batch, whatever the records' own timestamps
+            (KIP-534) (``delete.retention.ms``, default 1 day).
         min_compaction_lag_ms: records younger than this are never compacted
             (``min.compaction.lag.ms``, default 0).
         min_cleanable_dirty_ratio: clean a log when dirty bytes / cleanable bytes reaches this

@@ -1,6 +1,8 @@
 """Compaction on a real broker: compressed keyed batches from confluent-kafka (all four codecs)
 are compacted in the background; confluent-kafka and kafka-python consumers read the latest
-value per key at the original offsets; keyless records are refused with INVALID_RECORD.
+value per key at the original offsets; keyless records are refused with INVALID_RECORD; a
+tombstone produced with an old CreateTime is read by kafka-python after the first clean, with
+its timestamp, and is gone once its KIP-534 delete horizon has passed.
 
 A broker that refuses ``cleanup.policy=compact`` or lacks ``log.cleaner.backoff.ms`` fails
 these tests (compaction is a supported feature)."""
@@ -10,7 +12,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import confluent_kafka
 import kafka
@@ -20,17 +21,19 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.server_configs import CONFIG_DEF
 from spark_kafkalite.local_cluster import LocalCluster
+from spark_kafkalite.protocol.record_batch import iter_batch_headers
 
 pytestmark = pytest.mark.timeout(90)
 
 KEYS = 25
 
 
-@pytest.fixture
-def local(tmp_path: Path) -> Iterator[LocalCluster]:
+@pytest.fixture(scope="module")
+def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """One broker for the module; every test has a topic of its own."""
     assert "log.cleaner.backoff.ms" in CONFIG_DEF
     cluster = LocalCluster(
-        data_dir=tmp_path / "cluster",
+        data_dir=tmp_path_factory.mktemp("compaction"),
         config_overrides={
             "log.segment.bytes": "3000",
             "log.cleaner.backoff.ms": "100",
@@ -44,9 +47,9 @@ def local(tmp_path: Path) -> Iterator[LocalCluster]:
         cluster.stop()
 
 
-def create_compacted(bootstrap: str, topic: str) -> None:
+def create_compacted(bootstrap: str, topic: str, delete_retention_ms: int = 3_600_000) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    config = {"cleanup.policy": "compact", "delete.retention.ms": "3600000"}
+    config = {"cleanup.policy": "compact", "delete.retention.ms": str(delete_retention_ms)}
     admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(timeout=15)
 
 
@@ -158,3 +161,64 @@ def test_keyless_records_are_refused(local: LocalCluster) -> None:
     producer.flush(15)
     codes = sorted(e.code() if e is not None else 0 for e in errors)
     assert codes == [0, confluent_kafka.KafkaError.INVALID_RECORD]
+
+
+def test_old_tombstone_kept_until_its_delete_horizon(local: LocalCluster) -> None:
+    """KIP-534: the first clean keeps a tombstone whose CreateTime is a week old and stamps its
+    batch with the delete horizon now + delete.retention.ms; a clean past that removes it."""
+    bootstrap = local.bootstrap_servers
+    topic = "compacted-tombstone"
+    retention_ms = 500
+    create_compacted(bootstrap, topic, delete_retention_ms=retention_ms)
+    old_ms = int(time.time() * 1000) - 7 * 24 * 3_600_000
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+
+    def send(key: bytes, value: bytes | None, count: int = 1, timestamp: int = 0) -> None:
+        for _ in range(count):
+            producer.produce(topic, key=key, value=value, partition=0, timestamp=timestamp)
+        assert producer.flush(15) == 0
+
+    send(b"gone", b"value")  # offset 0
+    send(b"gone", None, timestamp=old_ms)  # offset 1: the tombstone, a week old
+    before_clean_ms = int(time.time() * 1000)
+    send(b"filler", b"f" * 700, count=5)  # > log.segment.bytes: the tombstone's segment rolls
+    end = 7
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    tp = kafka.TopicPartition(topic, 0)
+    consumer.assign([tp])
+
+    def read_all() -> list[tuple[int, bytes | None, bytes | None, int]]:
+        consumer.seek_to_beginning(tp)
+        out: list[tuple[int, bytes | None, bytes | None, int]] = []
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and (not out or out[-1][0] < end - 1):
+            for records in consumer.poll(timeout_ms=200).values():
+                out.extend((r.offset, r.key, r.value, r.timestamp) for r in records)
+        return out
+
+    try:
+        deadline = time.monotonic() + 20
+        got = read_all()
+        while (not got or got[0][0] == 0) and time.monotonic() < deadline:  # until the first clean
+            got = read_all()
+        after_clean_ms = int(time.time() * 1000)
+        # the old value went, the tombstone stayed with its own timestamp (no other clean can
+        # run: nothing is dirty until the filler segment rolls)
+        assert got[0] == (1, b"gone", None, old_ms), got[:2]
+        partition_dir = local.log_dir(1) / f"{topic}-0"
+        data = b"".join(p.read_bytes() for p in sorted(partition_dir.glob("*.log")))
+        header = next(h for _, h in iter_batch_headers(data) if h.base_offset == 1)
+        assert header.delete_horizon_ms is not None
+        assert before_clean_ms + retention_ms <= header.delete_horizon_ms <= after_clean_ms + retention_ms
+        # later cleans (each batch of filler rolls a segment and makes the log dirty) remove
+        # the tombstone once the horizon has passed: it is seen gone only past the horizon
+        deadline = time.monotonic() + 20
+        while (not got or got[0][0] == 1) and time.monotonic() < deadline:
+            send(b"filler", b"f" * 700, count=5)
+            end += 5
+            got = read_all()
+        assert int(time.time() * 1000) >= header.delete_horizon_ms
+        assert got[0][1] == b"filler" and [o for o, *_ in got] == sorted({o for o, *_ in got})
+        assert got[-1][0] == end - 1
+    finally:
+        consumer.close()

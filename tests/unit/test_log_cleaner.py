@@ -1,6 +1,7 @@
 """Log compaction: batch rewriting with holes, the cleaner against a brute-force model on random
-logs, tombstones and lags by an injected clock, crash points of the swap, keyless records,
-and cleaning in a thread while the event loop keeps appending and reading."""
+logs, tombstones (removed by their batch's KIP-534 delete horizon) and lags by an injected clock,
+crash points of the swap, keyless records, and cleaning in a thread while the event loop keeps
+appending and reading."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from spark_kafkalite.protocol.record_batch import (
     COMPRESSION_NONE,
     COMPRESSION_SNAPPY,
     COMPRESSION_ZSTD,
+    DecodedBatch,
     decode_batch,
     decode_batches,
     encode_batch,
@@ -57,8 +59,12 @@ def records_of(log: UnifiedLog) -> list[Rec]:
     return out
 
 
-def compact_model(recs: list[Rec], end: int, horizon_ms: int) -> list[Rec]:
-    """What compaction of offsets < ``end`` must leave."""
+def compact_model(
+    recs: list[Rec], end: int, now_ms: int, delete_retention_ms: int, horizons: dict[int, int]
+) -> list[Rec]:
+    """What compaction of offsets < ``end`` at ``now_ms`` must leave. ``horizons`` (offset of a
+    tombstone -> its delete horizon) carries KIP-534's rule from pass to pass: the pass that first
+    keeps a tombstone gives it now + ``delete_retention_ms``, a pass at or past that drops it."""
     last: dict[bytes | None, int] = {}
     for o, k, _, _ in recs:
         if o < end:
@@ -67,7 +73,11 @@ def compact_model(recs: list[Rec], end: int, horizon_ms: int) -> list[Rec]:
     for o, k, v, t in recs:
         if o >= end:
             out.append((o, k, v, t))
-        elif k is not None and last[k] == o and not (v is None and t < horizon_ms):
+        elif k is not None and last[k] == o:
+            if v is None:
+                if horizons.get(o, now_ms + 1) <= now_ms:
+                    continue
+                horizons.setdefault(o, now_ms + delete_retention_ms)
             out.append((o, k, v, t))
     return out
 
@@ -150,12 +160,14 @@ ops = st.lists(
     second=ops,
     segment_bytes=st.integers(min_value=150, max_value=1500),
     delete_retention_ms=st.integers(min_value=0, max_value=10 * HOUR_MS),
+    elapsed_ms=st.integers(min_value=0, max_value=10 * HOUR_MS),
 )
 def test_cleaner_matches_model(
     first: list[tuple[list[tuple[bytes, bytes | None, int]], int]],
     second: list[tuple[list[tuple[bytes, bytes | None, int]], int]],
     segment_bytes: int,
     delete_retention_ms: int,
+    elapsed_ms: int,
 ) -> None:
     clock = Clock(now_ms=10 * HOUR_MS)
     config = LogConfig(
@@ -169,15 +181,19 @@ def test_cleaner_matches_model(
         mgr.startup()
         log = mgr.get_or_create_log("c", 0, uuid.uuid4())
         cleaner = LogCleaner(mgr)
-        horizon = clock.now_ms - delete_retention_ms
-        for round_ops in (first, second):
+        horizons: dict[int, int] = {}
+        for round_ops, advance_ms in ((first, 0), (second, elapsed_ms)):
+            clock.now_ms += advance_ms
             for items, codec in round_ops:
                 append(log, items, codec)
             before = records_of(log)
             end = log.active_segment.base_offset
-            cleaner.clean_log(log)
-            after = records_of(log)
-            assert after == compact_model(before, end, horizon)
+            cleaned = cleaner.clean_log(log) is not None  # None: nothing new was dirty, no pass
+            after = records_of(log)  # every record keeps its timestamp
+            model = (
+                compact_model(before, end, clock.now_ms, delete_retention_ms, horizons) if cleaned else before
+            )
+            assert after == model
             assert [r[0] for r in after] == sorted({r[0] for r in after})
             assert log.log_end_offset == before[-1][0] + 1
             for target in (0, HOUR_MS, 5 * HOUR_MS):  # the rebuilt indexes answer correctly
@@ -218,7 +234,8 @@ def test_tombstones_and_lags_follow_the_clock(tmp_path: Path) -> None:
     assert keys == {b"k0": None, b"k1": b"v4", b"k2": b"v5"}
     # nothing new is dirty: no work
     assert cleaner.clean_log(log) is None
-    # two hours later the tombstone is older than delete.retention.ms and goes on the next clean
+    # two hours later the tombstone's delete horizon (first clean + delete.retention.ms) has
+    # passed: it goes on the next clean
     clock.now_ms += 2 * HOUR_MS
     append(log, [(b"k1", b"v9", clock.now_ms)])
     log.roll()
@@ -240,6 +257,73 @@ def test_tombstones_and_lags_follow_the_clock(tmp_path: Path) -> None:
     cleaner.clean_log(log)
     k2 = [v for _, k, v, _ in records_of(log) if k == b"k2"]
     assert len(k2) < 10 and k2[-1] == b"new9"
+    mgr.shutdown()
+
+
+def batch_of(log: UnifiedLog, offset: int) -> DecodedBatch:
+    """The stored batch holding ``offset``."""
+    data = log.read(log.log_start_offset, 1 << 30).records
+    return next(b for b in decode_batches(data) if b.header.base_offset <= offset <= b.header.last_offset)
+
+
+def test_tombstone_with_an_old_timestamp_waits_for_its_delete_horizon(tmp_path: Path) -> None:
+    """KIP-534: a tombstone produced with a CreateTime far in the past survives the first clean,
+    which stores the delete horizon now + delete.retention.ms in its batch (once), and goes on the
+    first clean at or past that horizon; every record keeps its timestamp through the rewrites."""
+    clock = Clock()
+    now = clock.now_ms
+    day_ms = 24 * HOUR_MS
+    mgr = LogManager(
+        [tmp_path],
+        LogConfig(segment_bytes=300, cleanup_policy=("compact",), delete_retention_ms=HOUR_MS),
+        time_ms=clock,
+    )
+    mgr.startup()
+    log = mgr.get_or_create_log("h", 0, uuid.uuid4())
+    cleaner = LogCleaner(mgr)
+    append(log, [(b"k0", b"old", now - 20 * day_ms)])
+    # one lz4 batch: a tombstone 10 days old, a live value 5 days old, a value replaced later
+    append(
+        log,
+        [(b"k0", None, now - 10 * day_ms), (b"k1", b"v1", now - 5 * day_ms), (b"k2", b"a", now)],
+        COMPRESSION_LZ4,
+    )
+    append(log, [(b"k2", b"b", now)])
+    log.roll()
+    expected = [
+        (1, b"k0", None, now - 10 * day_ms),
+        (2, b"k1", b"v1", now - 5 * day_ms),
+        (4, b"k2", b"b", now),
+    ]
+
+    stats = cleaner.clean_log(log)
+    assert stats is not None and stats.tombstones_removed == 0
+    assert records_of(log) == expected
+    stamped = batch_of(log, 1).header  # CRC-valid, rewritten with the horizon in base timestamp
+    assert stamped.delete_horizon_ms == now + HOUR_MS and stamped.base_timestamp == now + HOUR_MS
+    assert stamped.max_timestamp == now - 5 * day_ms  # of the records kept
+    assert stamped.compression_type == COMPRESSION_LZ4 and stamped.records_count == 2
+    assert batch_of(log, 4).header.delete_horizon_ms is None  # no tombstone, no horizon
+
+    # a later clean before the horizon keeps the tombstone and the horizon it already has
+    clock.now_ms = now + HOUR_MS - 1
+    append(log, [(b"k3", b"c", clock.now_ms)])
+    log.roll()
+    stats = cleaner.clean_log(log)
+    assert stats is not None and stats.tombstones_removed == 0
+    assert records_of(log)[:3] == expected
+    assert batch_of(log, 1).header.delete_horizon_ms == now + HOUR_MS
+
+    # the first clean at the horizon drops the tombstone; the rest of its batch keeps its fields
+    clock.now_ms = now + HOUR_MS
+    append(log, [(b"k4", b"d", clock.now_ms)])
+    log.roll()
+    stats = cleaner.clean_log(log)
+    assert stats is not None and stats.tombstones_removed == 1
+    assert records_of(log)[:2] == expected[1:]
+    left = batch_of(log, 2)
+    assert left.offsets == [2] and left.timestamps_ms == [now - 5 * day_ms]
+    assert left.header.delete_horizon_ms == now + HOUR_MS
     mgr.shutdown()
 
 
@@ -326,7 +410,7 @@ def test_crash_after_swap_point_completes_the_swap(tmp_path: Path) -> None:
     # the first group is compacted, everything after it is as before; no offset twice
     group_end = groups[1].old[0].base_offset
     assert [r for r in got if r[0] >= group_end] == [r for r in before if r[0] >= group_end]
-    model = compact_model(before, end, 0)
+    model = compact_model(before, end, 0, plan.log.config.delete_retention_ms, {})
     assert [r for r in got if r[0] < group_end] == [r for r in model if r[0] < group_end]
     assert len({r[0] for r in got}) == len(got)
     again.shutdown()
@@ -377,7 +461,7 @@ def test_clean_once_runs_in_a_thread_while_the_loop_serves(tmp_path: Path) -> No
     appended, reads = asyncio.run(scenario())
     assert appended > 5 and reads > 5  # produce and fetch went on while the worker cleaned (sync: 1)
     after = records_of(log)
-    assert [r for r in after if r[0] < end] == [r for r in compact_model(before, end, 0) if r[0] < end]
+    assert [r for r in after if r[0] < end] == [r for r in compact_model(before, end, 0, 0, {}) if r[0] < end]
     live = [r for r in after if r[1] is not None and r[1].startswith(b"live-")]
     assert len(live) == appended and [r[0] for r in live] == list(
         range(before[-1][0] + 1, log.log_end_offset)
