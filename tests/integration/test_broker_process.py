@@ -1,4 +1,6 @@
-"""The broker as a process: startup failures exit cleanly with a message, LocalCluster contract."""
+"""The broker as a process: startup failures (bad configuration: exit 2; a port in use, a log dir
+of another node: exit 1) end with a message naming the problem and no traceback; the
+LocalCluster contract."""
 
 from __future__ import annotations
 
@@ -24,21 +26,70 @@ def write_config(path: Path, log_dir: Path, listeners: str, node_id: int = 1) ->
     return path
 
 
+def run_broker(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m broker *args`` to completion (a start-up that fails), its output captured."""
+    return subprocess.run([sys.executable, "-m", "broker", *args], capture_output=True, text=True, timeout=30)
+
+
 def test_port_in_use_exits_1_without_traceback(tmp_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
         config = write_config(tmp_path / "b.properties", tmp_path / "logs", f"PLAINTEXT://127.0.0.1:{port}")
-        result = subprocess.run(
-            [sys.executable, "-m", "broker", "--config", str(config)],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        result = run_broker("--config", str(config))
     assert result.returncode == 1
     assert "cannot bind" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_raft_port_in_use_fails_startup(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        path = tmp_path / "b.properties"
+        path.write_text(
+            f"node.id=1\nlisteners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}\n"
+            f"controller.listener.names=CONTROLLER\ncontroller.quorum.voters=1@127.0.0.1:{port},2@127.0.0.1:1\n"
+            f"log.dirs={tmp_path / 'logs'}\n"
+        )
+        result = run_broker("--config", str(path))
+    assert result.returncode == 1
+    assert (
+        f"CONTROLLER (Raft) listener 127.0.0.1:{port}" in result.stderr and "Traceback" not in result.stderr
+    )
+
+
+def test_broker_exits_2_naming_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "bad.properties"
+    path.write_text(
+        "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\ncontroller.quorum.voters=1@nowhere\nlog.dirs="
+        + str(tmp_path)
+    )
+    result = run_broker("--config", str(path))
+    assert result.returncode == 2
+    assert "controller.quorum.voters" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_cli_rejects_unknown_key_with_exit_2(tmp_path: Path) -> None:
+    path = tmp_path / "b.properties"
+    path.write_text(f"node.id=1\nlog.dirs={tmp_path}/d\nlisteners=PLAINTEXT://127.0.0.1:0\nfoo.bar=1\n")
+    result = run_broker("--config", str(path))
+    assert result.returncode == 2
+    assert "foo.bar" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_cli_rejects_bad_override_value_with_exit_2(tmp_path: Path) -> None:
+    path = tmp_path / "b.properties"
+    path.write_text(f"node.id=1\nlog.dirs={tmp_path}/d\nlisteners=PLAINTEXT://127.0.0.1:0\n")
+    result = run_broker("--config", str(path), "--override", "num.partitions=-3")
+    assert result.returncode == 2
+    assert "num.partitions" in result.stderr
+    assert "Traceback" not in result.stderr
+    missing = run_broker("--config", str(tmp_path / "nope.properties"))
+    assert missing.returncode == 2 and "cannot read" in missing.stderr
 
 
 def test_node_id_mismatch_with_meta_properties(tmp_path: Path) -> None:
@@ -51,9 +102,7 @@ def test_node_id_mismatch_with_meta_properties(tmp_path: Path) -> None:
         )["cluster.id"]
         assert len(cluster_id) == 22
     config = write_config(tmp_path / "other.properties", log_dir, "PLAINTEXT://127.0.0.1:0", node_id=2)
-    result = subprocess.run(
-        [sys.executable, "-m", "broker", "--config", str(config)], capture_output=True, text=True, timeout=30
-    )
+    result = run_broker("--config", str(config))
     assert result.returncode == 1
     assert "doesn't match the configured node.id 2" in result.stderr
     assert "Traceback" not in result.stderr

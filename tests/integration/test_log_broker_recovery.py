@@ -1,11 +1,18 @@
-"""Recovery points on a real broker: rolled segments are fsynced in the background and the
-recovery point checkpointed, so after ``kill -9`` only the segments after it are rescanned;
-after a clean stop nothing is."""
+"""Recovery after ``kill -9``: a process that appended through LogManager and was killed loses
+no acknowledged record (its segments are recovered on the next startup); on a real broker,
+rolled segments are fsynced in the background and the recovery point checkpointed, so only the
+segments after it are rescanned; after a clean stop nothing is."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import sys
+import textwrap
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,11 +21,58 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.log.checkpoints import RECOVERY_POINT_CHECKPOINT_FILE, read_offset_checkpoint
+from broker.log.log_config import LogConfig
+from broker.log.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from spark_kafkalite.local_cluster import LocalCluster
+from spark_kafkalite.protocol.record_batch import decode_batches
 
 pytestmark = pytest.mark.timeout(90)
 
 TOPIC = "rp"
+
+
+_CRASH_SCRIPT = textwrap.dedent(
+    """
+    import os, signal, sys, uuid
+    from pathlib import Path
+    from broker.log.log_config import LogConfig
+    from broker.log.log_manager import LogManager
+    from spark_kafkalite.protocol.record_batch import encode_batch
+
+    mgr = LogManager([Path(sys.argv[1])], LogConfig(segment_bytes=3000, index_interval_bytes=200))
+    mgr.startup()
+    log = mgr.get_or_create_log("crash", 0, uuid.UUID(sys.argv[2]))
+    for i in range(200):
+        info = log.append_as_leader(bytearray(encode_batch([(None, b"v%d" % i, 1000 + i, [])])), 0)
+    print(info.last_offset, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+    """
+)
+
+
+def test_kill_9_keeps_acknowledged_data(tmp_path: Path) -> None:
+    tid = uuid.uuid4()
+    proc = subprocess.run(
+        [sys.executable, "-c", _CRASH_SCRIPT, str(tmp_path), str(tid)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert int(proc.stdout.strip()) == 199
+    assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    mgr = LogManager([tmp_path], LogConfig(segment_bytes=3000, index_interval_bytes=200))
+    mgr.startup()
+    log = mgr.get_log("crash", 0)
+    assert log is not None and log.topic_id == tid
+    assert log.recovered_segments == len(log.segments) > 1
+    assert log.log_end_offset == 200
+    values = [v for b in decode_batches(log.read(0, 10**7).records) for v in b.values]
+    assert values == [b"v%d" % i for i in range(200)]
+    assert mgr.topics_on_disk() == {"crash": (tid, 1)}
+    mgr.shutdown()
+    assert os.path.exists(tmp_path / CLEAN_SHUTDOWN_FILE)
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ log tests here (hypothesis models of the cleaner, the indexes, recovery) reach i
 times: ~3,200 calls in ``pytest -m unit``, each a disk flush of a few milliseconds, 18 s in all
 on a busy disk. For the session they call :func:`os.fstat` instead, which raises the same
 ``OSError`` (EBADF) for a closed or invalid descriptor, so a flush of the wrong file still
-fails. Crash durability is tested with real processes: ``test_kill_9_keeps_acknowledged_data``
-(a subprocess, which this patch does not reach) and tests/integration/test_log_broker_recovery.py.
+fails. Crash durability is tested with real processes, in another tier (which this patch does
+not reach): tests/integration/test_log_broker_recovery.py.
 """
 
 from __future__ import annotations

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -166,27 +164,3 @@ def test_every_key_has_doc_and_valid_default() -> None:
     for key, spec in CONFIG_DEF.items():
         assert spec.doc, key
         spec.check(spec.default)
-
-
-def _run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "broker", *args], capture_output=True, text=True, timeout=30)
-
-
-def test_cli_rejects_unknown_key_with_exit_2(tmp_path: Path) -> None:
-    path = tmp_path / "b.properties"
-    path.write_text(f"node.id=1\nlog.dirs={tmp_path}/d\nlisteners=PLAINTEXT://127.0.0.1:0\nfoo.bar=1\n")
-    result = _run_cli("--config", str(path))
-    assert result.returncode == 2
-    assert "foo.bar" in result.stderr
-    assert "Traceback" not in result.stderr
-
-
-def test_cli_rejects_bad_override_value_with_exit_2(tmp_path: Path) -> None:
-    path = tmp_path / "b.properties"
-    path.write_text(f"node.id=1\nlog.dirs={tmp_path}/d\nlisteners=PLAINTEXT://127.0.0.1:0\n")
-    result = _run_cli("--config", str(path), "--override", "num.partitions=-3")
-    assert result.returncode == 2
-    assert "num.partitions" in result.stderr
-    assert "Traceback" not in result.stderr
-    missing = _run_cli("--config", str(tmp_path / "nope.properties"))
-    assert missing.returncode == 2 and "cannot read" in missing.stderr

@@ -158,16 +158,3 @@ def test_plan_stream_ranges_partition_only_in_start_that_still_exists_is_not_dat
             report_data_loss=_raise,
             current_partitions=lambda: {A0},
         )
-
-
-def test_planning_modules_do_not_import_pyspark() -> None:
-    """The pure planning logic stays importable (and unit-testable) without pyspark."""
-    import subprocess
-    import sys
-
-    code = (
-        "import sys; import spark_kafkalite.datasource.stream_planning, "
-        "spark_kafkalite.datasource.offset_range_calculator; "
-        "sys.exit(1 if 'pyspark' in sys.modules else 0)"
-    )
-    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

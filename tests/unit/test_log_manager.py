@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import textwrap
 import uuid
 from pathlib import Path
 
@@ -198,50 +193,6 @@ def test_multiple_log_dirs(tmp_path: Path) -> None:
     assert mgr.topics_on_disk() == {"t": (tid, 4)}
     mgr.flush_all()
     mgr.shutdown()
-
-
-_CRASH_SCRIPT = textwrap.dedent(
-    """
-    import os, signal, sys, uuid
-    from pathlib import Path
-    from broker.log.log_config import LogConfig
-    from broker.log.log_manager import LogManager
-    from spark_kafkalite.protocol.record_batch import encode_batch
-
-    mgr = LogManager([Path(sys.argv[1])], LogConfig(segment_bytes=3000, index_interval_bytes=200))
-    mgr.startup()
-    log = mgr.get_or_create_log("crash", 0, uuid.UUID(sys.argv[2]))
-    for i in range(200):
-        info = log.append_as_leader(bytearray(encode_batch([(None, b"v%d" % i, 1000 + i, [])])), 0)
-    print(info.last_offset, flush=True)
-    os.kill(os.getpid(), signal.SIGKILL)
-    """
-)
-
-
-def test_kill_9_keeps_acknowledged_data(tmp_path: Path) -> None:
-    tid = uuid.uuid4()
-    proc = subprocess.run(
-        [sys.executable, "-c", _CRASH_SCRIPT, str(tmp_path), str(tid)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    assert proc.returncode == -signal.SIGKILL, proc.stderr
-    assert int(proc.stdout.strip()) == 199
-    assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
-    mgr = LogManager([tmp_path], LogConfig(segment_bytes=3000, index_interval_bytes=200))
-    mgr.startup()
-    log = mgr.get_log("crash", 0)
-    assert log is not None and log.topic_id == tid
-    assert log.recovered_segments == len(log.segments) > 1
-    assert log.log_end_offset == 200
-    values = [v for b in decode_batches(log.read(0, 10**7).records) for v in b.values]
-    assert values == [b"v%d" % i for i in range(200)]
-    assert mgr.topics_on_disk() == {"crash": (tid, 1)}
-    mgr.shutdown()
-    assert os.path.exists(tmp_path / CLEAN_SHUTDOWN_FILE)
 
 
 def test_unclean_warning_only_when_dir_holds_logs(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

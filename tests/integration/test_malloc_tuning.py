@@ -1,4 +1,5 @@
-"""broker.malloc_tuning: per-request buffers stop costing page faults once the thresholds are set."""
+"""broker.malloc_tuning: per-request buffers stop costing page faults once the thresholds are set
+(measured in fresh interpreters: mallopt changes the whole process's allocator)."""
 
 from __future__ import annotations
 
