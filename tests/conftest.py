@@ -10,7 +10,9 @@
 Tiers: every test gets the marker of its directory (``unit``, ``integration``, ``interop``,
 ``spark``, ``fault``; registered in pyproject.toml, ``--strict-markers``). Top-level
 ``tests/test_*.py`` files are ``spark`` when they use a SparkSession, else ``integration``.
-``pytest -m unit`` runs the fast tier (pure logic, no sockets, seconds).
+``pytest -m unit`` runs the fast tier (pure logic, no sockets or processes): ~50 s on 2 cores
+with the full property-test budgets, ~25 s with ``--hypothesis-profile=quick`` (registered below:
+each property test runs ~1/10 of its examples, see tests/unit/_hypothesis_budget.py).
 """
 
 from __future__ import annotations
@@ -22,10 +24,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from spark_kafkalite.local_cluster import LocalCluster
 
 TIERS = ("unit", "integration", "interop", "spark", "fault")
+
+# `--hypothesis-profile=quick`: property tests run ~1/10 of their examples (tests/unit scales its
+# `@settings(max_examples=examples(N))` by this profile, tests/unit/_hypothesis_budget.py).
+# Registered here, in a conftest pytest imports before hypothesis's plugin loads the profile
+# (pytest_configure); tests/unit/conftest.py is imported later, at collection.
+settings.register_profile("quick", max_examples=10, deadline=None)
+
 _TESTS_DIR = Path(__file__).parent
 
 # Every Spark JVM the suite starts (the shared session, and the subprocesses' drivers, executors

@@ -22,6 +22,7 @@ from spark_kafkalite.client.consumer.assignors import (
 from spark_kafkalite.client.types import TopicPartition as TP
 from spark_kafkalite.protocol.consumer_protocol import Subscription
 from spark_kafkalite.protocol.errors import InvalidConfigError
+from tests.unit._hypothesis_budget import examples
 
 
 def _subs(topics_by_member: dict[str, list[str]], **extra: object) -> dict[str, Subscription]:
@@ -100,7 +101,7 @@ def groups(draw: st.DrawFn) -> tuple[dict[str, int], dict[str, list[str]]]:
 
 
 @given(groups())
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_range_and_roundrobin_match_kafka_python(group: tuple[dict[str, int], dict[str, list[str]]]) -> None:
     counts, members = group
     kp_members = [
@@ -168,7 +169,7 @@ def _rebalance_until_stable(
 
 
 @given(groups())
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 def test_cooperative_sticky_converges_balanced(group: tuple[dict[str, int], dict[str, list[str]]]) -> None:
     counts, members = group
     result, _ = _rebalance_until_stable(counts, members, {}, 1)
@@ -180,7 +181,7 @@ def test_cooperative_sticky_converges_balanced(group: tuple[dict[str, int], dict
 
 
 @given(st.integers(1, 30), st.integers(1, 6), st.integers(1, 3))
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 def test_cooperative_sticky_member_join_and_leave_move_little(
     partitions: int, members: int, joined: int
 ) -> None:

@@ -20,6 +20,7 @@ from spark_kafkalite.protocol.record_batch import (
     validate_batch,
     validate_record_framing,
 )
+from tests.unit._hypothesis_budget import examples
 
 CODECS = (1, 2, 3, 4)
 DATA = b"".join(b"record %d of a compressible section; " % i for i in range(20000))
@@ -59,7 +60,7 @@ def test_gzip_bomb_is_stopped_without_inflating_it() -> None:
     assert len(gzip.decompress(packed)) == 16 << 20  # the bomb is a valid gzip stream
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     sizes=st.lists(st.integers(min_value=0, max_value=400), min_size=1, max_size=12),
     cut=st.integers(min_value=1, max_value=300),

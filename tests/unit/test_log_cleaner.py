@@ -33,6 +33,7 @@ from spark_kafkalite.protocol.record_batch import (
     decode_batches,
     encode_batch,
 )
+from tests.unit._hypothesis_budget import examples
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -154,7 +155,7 @@ ops = st.lists(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     first=ops,
     second=ops,

@@ -14,6 +14,7 @@ from broker.log.log_segment import LogSegment
 from broker.log.offset_index import OffsetIndex
 from broker.log.unified_log import UnifiedLog
 from spark_kafkalite.protocol.record_batch import decode_batches, encode_batch, iter_batch_headers
+from tests.unit._hypothesis_budget import examples
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -77,7 +78,9 @@ def _brute_force_first_batch(records: bytes, offset: int) -> int | None:
     return None
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     counts=st.lists(st.integers(1, 20), min_size=1, max_size=40),
     value_sizes=st.lists(st.integers(0, 300), min_size=1, max_size=40),

@@ -16,6 +16,7 @@ from broker.log.log_segment import SEGMENT_READ_STATS
 from broker.log.time_index import TIME_INDEX_ENTRY_SIZE, TimeIndex
 from broker.log.unified_log import UnifiedLog
 from spark_kafkalite.protocol.record_batch import decode_batches, encode_batch
+from tests.unit._hypothesis_budget import examples
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -174,7 +175,7 @@ timestamps_strategy = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     batches=timestamps_strategy,
     segment_bytes=st.integers(min_value=200, max_value=3000),

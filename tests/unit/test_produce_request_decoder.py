@@ -18,6 +18,7 @@ from spark_kafkalite.protocol.entities import build, nested
 from spark_kafkalite.protocol.errors import KafkaError
 from spark_kafkalite.protocol.framing import decode_request_body, decode_request_header, encode_request
 from spark_kafkalite.protocol.produce_request import decode_produce_request_fast
+from tests.unit._hypothesis_budget import examples
 
 VERSIONS = range(3, 10)
 _names = st.text(alphabet="abcXYZ019._-é", min_size=0, max_size=20)
@@ -70,7 +71,7 @@ def _plain(request: object) -> tuple[object, ...]:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_fast_decoder_matches_kio(version: int, data: st.DataObject) -> None:
     frame, offset = _frame(data, version)
@@ -83,7 +84,7 @@ def test_fast_decoder_matches_kio(version: int, data: st.DataObject) -> None:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_mutated_bodies_accepted_only_when_kio_agrees(version: int, data: st.DataObject) -> None:
     """Truncations, byte flips and appended bytes: whenever the fast decoder accepts the body,

@@ -20,6 +20,7 @@ from spark_kafkalite.protocol.produce_response import (
     ProduceTopicResult,
     encode_produce_response,
 )
+from tests.unit._hypothesis_budget import examples
 
 VERSIONS = range(3, 10)
 _ERROR_CODES = [ErrorCode.none, ErrorCode.not_leader_or_follower, ErrorCode.duplicate_sequence_number]
@@ -68,7 +69,7 @@ def _response(data: st.DataObject, version: int) -> object:
     return build(cls, responses=tuple(topics), throttle_time=throttle)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(data=st.data(), version=st.sampled_from(VERSIONS), correlation_id=_i32)
 def test_matches_kio(data: st.DataObject, version: int, correlation_id: int) -> None:
     response = _response(data, version)
@@ -106,7 +107,7 @@ def test_broker_produce_spec_uses_it_for_every_served_version() -> None:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(data=st.data())
 def test_light_response_encodes_like_the_kio_entity(version: int, data: st.DataObject) -> None:
     """ProduceResponseData (what handle_produce returns) gives the same bytes as the kio entity

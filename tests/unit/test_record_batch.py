@@ -23,6 +23,7 @@ from spark_kafkalite.protocol.record_batch import (
     read_header,
     validate_batch,
 )
+from tests.unit._hypothesis_budget import examples
 
 maybe_bytes = st.one_of(st.none(), st.binary(max_size=300))
 header = st.tuples(st.text(max_size=20), maybe_bytes)
@@ -34,7 +35,7 @@ record = st.tuples(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(record, min_size=1, max_size=40), st.sampled_from([COMPRESSION_NONE, COMPRESSION_GZIP]))
 def test_encode_decode_round_trip(records: list, codec: int) -> None:
     raw = encode_batch(records, compression_type=codec)
@@ -50,7 +51,7 @@ def test_encode_decode_round_trip(records: list, codec: int) -> None:
     assert header.max_timestamp == max(r[2] for r in records)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.lists(record, min_size=1, max_size=20), st.integers(0, 2**40), st.integers(0, 2**31 - 1))
 def test_assign_offsets_keeps_crc_valid(records: list, base: int, epoch: int) -> None:
     raw = bytearray(encode_batch(records))

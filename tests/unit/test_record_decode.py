@@ -35,6 +35,7 @@ from spark_kafkalite.protocol.record_batch import (
     validate_batch,
 )
 from spark_kafkalite.protocol.record_columns import to_arrow_arrays
+from tests.unit._hypothesis_budget import examples
 
 
 def _native_module():  # type: ignore[no-untyped-def]
@@ -158,7 +159,7 @@ record = st.tuples(
 CODECS = [COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(record, min_size=1, max_size=40), st.sampled_from(CODECS), st.integers(0, 2**40))
 def test_round_trip_both_implementations(records: list, codec: int, base: int) -> None:
     raw = encode_batch(records, compression_type=codec, base_offset=base)
@@ -361,7 +362,7 @@ def _walk(impl, data: bytes, p: int, limit: int, count: int):  # type: ignore[no
         return f"CorruptRecordError: {exc}"
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @example(data=b"\x00\x00\x00" + b"\x80" * 9 + b"\x02", p=3, extra_limit=0, count=1)  # 10-byte varint
 @given(
     data=st.binary(max_size=24) | st.lists(st.sampled_from([0, 1, 2, 4, 0x7F, 0x80, 0x81, 0xFF])).map(bytes),

@@ -19,6 +19,7 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from spark_kafkalite.protocol import record_encode as pure
 from spark_kafkalite.protocol.record_batch import decode_batch, validate_batch
+from tests.unit._hypothesis_budget import examples
 
 try:
     native: ModuleType | None = importlib.import_module("spark_kafkalite.protocol._record_encode")
@@ -63,7 +64,9 @@ def test_murmur2_matches_kafka_vectors(impl: ModuleType) -> None:
 
 
 @pytest.mark.parametrize("impl", IMPLS)
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.binary(max_size=64))
 def test_murmur2_matches_kafka_python(impl: ModuleType, data: bytes) -> None:
     assert impl.murmur2(data) & 0xFFFFFFFF == kafka_python_murmur2(data)
@@ -83,7 +86,9 @@ def test_key_hashes_of_an_arrow_column(impl: ModuleType) -> None:
 
 
 @pytest.mark.parametrize("impl", IMPLS)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(records=st.lists(record, min_size=1, max_size=20), codec=st.sampled_from(CODECS))
 def test_builder_round_trip(impl: ModuleType, records: list, codec: int) -> None:
     builder = impl.MemoryRecordsBuilder()
@@ -104,7 +109,7 @@ def test_builder_round_trip(impl: ModuleType, records: list, codec: int) -> None
 
 
 @pytest.mark.skipif(native is None, reason="native extension not built")
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(records=st.lists(record, min_size=1, max_size=20), codec=st.sampled_from([0, 1, 3, 4]))
 def test_builder_native_and_pure_bytes_are_equal(records: list, codec: int) -> None:
     # snappy is left out: both sides call the same codec, and xerial framing is deterministic,
@@ -155,7 +160,9 @@ def arrow_columns(rows: list, skip: int) -> tuple[pa.Array, ...]:
 
 
 @pytest.mark.parametrize("impl", IMPLS)
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(50), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     rows=st.lists(arrow_row, min_size=1, max_size=40),
     skip=st.integers(0, 3),
@@ -187,7 +194,7 @@ def test_encode_rows_from_arrow(
 
 
 @pytest.mark.skipif(native is None, reason="native extension not built")
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(
     rows=st.lists(arrow_row, min_size=1, max_size=40), skip=st.integers(0, 3), codec=st.sampled_from(CODECS)
 )
@@ -250,7 +257,9 @@ def test_append_now_stamps_wall_clock_create_time(implementation: str) -> None:
 
 
 @pytest.mark.parametrize("impl", IMPLS)
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(rows=st.lists(arrow_row, min_size=1, max_size=40), skip=st.integers(0, 3), split=st.integers(0, 40))
 def test_encode_rows_continues_an_open_builder(impl: ModuleType, rows: list, skip: int, split: int) -> None:
     """The sink keeps each partition's last builder open across Arrow batches: rows encoded in two
