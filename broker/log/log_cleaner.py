@@ -59,6 +59,7 @@ from .cleaner_transactions import (
     LastRecord,
     check_batch_retention,
 )
+from .log_config import LONG_MAX
 from .log_segment import LogSegment
 from .segment_files import CLEANED_SUFFIX, counted_pread, iter_file_headers, segment_file_names
 from .transaction_index import AbortedTxn
@@ -465,9 +466,12 @@ def _clean_batch(
         if header.is_control:
             stats.markers_removed += 1
         return None
-    if needs_delete_horizon(decoded, keep, decision.set_delete_horizon):
+    # a horizon past the int64 base timestamp (delete.retention.ms near Long.MAX_VALUE: keep
+    # forever) is never reached: the batch stays without one (Kafka's long sum would wrap negative)
+    delete_horizon_ms = now_ms + plan.log.config.delete_retention_ms
+    if delete_horizon_ms <= LONG_MAX and needs_delete_horizon(decoded, keep, decision.set_delete_horizon):
         stats.batches_rewritten += 1
-        return rewrite_batch(decoded, keep, delete_horizon_ms=now_ms + plan.log.config.delete_retention_ms)
+        return rewrite_batch(decoded, keep, delete_horizon_ms=delete_horizon_ms)
     if len(keep) == len(decoded):
         return raw
     stats.batches_rewritten += 1

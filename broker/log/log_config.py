@@ -41,7 +41,8 @@ class LogConfig:
             transaction markers after the cleaning pass that first keeps them (a tombstone that
             is its key's latest record, a marker whose transaction is gone): that pass stores
             the delete horizon now + this in the batch, whatever the records' own timestamps
-            (KIP-534) (``delete.retention.ms``, default 1 day).
+            (KIP-534) (``delete.retention.ms``, default 1 day). A value whose horizon would pass
+            the int64 range (e.g. ``LONG_MAX``) keeps them for ever: no horizon is stored.
         min_compaction_lag_ms: records younger than this are never compacted
             (``min.compaction.lag.ms``, default 0).
         min_cleanable_dirty_ratio: clean a log when dirty bytes / cleanable bytes reaches this

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from broker.log.cleaner_batches import rewrite_batch
 from broker.log.log_cleaner import CLEANER_OFFSET_CHECKPOINT_FILE, LogCleaner
-from broker.log.log_config import LogConfig
+from broker.log.log_config import LONG_MAX, LogConfig
 from broker.log.log_manager import LogManager
 from broker.log.segment_files import CLEANED_SUFFIX, SWAP_SUFFIX, validate_stored_batch
 from broker.log.unified_log import UnifiedLog
@@ -325,6 +325,31 @@ def test_tombstone_with_an_old_timestamp_waits_for_its_delete_horizon(tmp_path: 
     left = batch_of(log, 2)
     assert left.offsets == [2] and left.timestamps_ms == [now - 5 * day_ms]
     assert left.header.delete_horizon_ms == now + HOUR_MS
+    mgr.shutdown()
+
+
+def test_delete_retention_past_the_int64_range_keeps_tombstones(tmp_path: Path) -> None:
+    """delete.retention.ms up to Long.MAX_VALUE is a valid config ("keep tombstones forever"):
+    now + it is past the int64 base timestamp, so no horizon is stored and the cleaner neither
+    fails on the batch (it once raised struct.error on every pass) nor drops the tombstone."""
+    clock = Clock()
+    config = LogConfig(segment_bytes=300, cleanup_policy=("compact",), delete_retention_ms=LONG_MAX)
+    mgr = LogManager([tmp_path], config, time_ms=clock)
+    mgr.startup()
+    log = mgr.get_or_create_log("forever", 0, uuid.uuid4())
+    cleaner = LogCleaner(mgr)
+    tombstone = (1, b"k0", None, clock.now_ms - HOUR_MS)
+    append(log, [(b"k0", b"v", clock.now_ms)])
+    append(log, [tombstone[1:]])
+    log.roll()
+    for _ in range(2):  # a first pass, and one ten years later
+        stats = cleaner.clean_log(log)
+        assert stats is not None and stats.tombstones_removed == 0
+        assert records_of(log)[0] == tombstone
+        assert batch_of(log, 1).header.delete_horizon_ms is None
+        clock.now_ms += 10 * 365 * 24 * HOUR_MS
+        append(log, [(b"k1", b"w", clock.now_ms)])
+        log.roll()
     mgr.shutdown()
 
 
