@@ -34,6 +34,12 @@ For logs whose ``cleanup.policy`` includes ``compact``:
    ``.swap``, deletes the old segments and drops the suffix; if the log changed meanwhile
    (retention, DeleteRecords, deletion) the output is discarded. The first dirty offset becomes
    the end of the cleaned range and is checkpointed.
+
+A log whose planning or cleaning raises an unexpected error (a corrupt batch, a bug) is marked
+*uncleanable* (Kafka's ``LogCleanerManager.markPartitionUncleanable``, per log dir): the error is
+logged once, with the partition, and the log is skipped when choosing from then on, so one bad
+log cannot starve the others. The mark goes when the log does: deleted, or replaced by a new log
+of the same name (topic deleted and re-created; Kafka's ``maintainUncleanablePartitions``).
 """
 
 from __future__ import annotations
@@ -149,6 +155,8 @@ class LogCleaner:
         self.time_ms = time_ms or log_manager.time_ms
         self._first_dirty: dict[tuple[str, int], int] | None = None
         self._busy = False
+        #: partition -> the log that failed (a new log of the same partition is cleanable)
+        self._uncleanable: dict[tuple[str, int], UnifiedLog] = {}
 
     # -- checkpoint ------------------------------------------------------------------------
 
@@ -177,6 +185,41 @@ class LogCleaner:
         if stored is None or stored < log.log_start_offset or stored > log.log_end_offset:
             return log.log_start_offset
         return stored
+
+    # -- uncleanable partitions ------------------------------------------------------------
+
+    def mark_uncleanable(self, log: UnifiedLog, error: BaseException) -> None:
+        """Skip ``log`` from now on after ``error`` (Kafka's ``markPartitionUncleanable``),
+        logged at error level with the partition, the log dir and the traceback."""
+        self._uncleanable[(log.topic, log.partition)] = log
+        logger.error(
+            "Unexpected exception thrown when cleaning log %s in dir %s. Marking its partition "
+            "(%s-%d) as uncleanable: %s",
+            log.dir.name,
+            log.dir.parent,
+            log.topic,
+            log.partition,
+            error,
+            exc_info=error,
+        )
+
+    def is_uncleanable(self, log: UnifiedLog) -> bool:
+        """True if cleaning this very log raised (a re-created partition starts cleanable)."""
+        return self._uncleanable.get((log.topic, log.partition)) is log
+
+    def uncleanable_partitions(self, log_dir: Path | str) -> set[tuple[str, int]]:
+        """The (topic, partition) marked uncleanable in ``log_dir`` (its length is Kafka's
+        ``uncleanable-partitions-count`` gauge of that dir)."""
+        self._maintain_uncleanable()
+        return {key for key, log in self._uncleanable.items() if log.dir.parent == Path(log_dir)}
+
+    def _maintain_uncleanable(self) -> None:
+        """Forget marks of logs that are gone or replaced (Kafka's
+        ``maintainUncleanablePartitions``)."""
+        logs = self.log_manager.all_logs()
+        for key, log in list(self._uncleanable.items()):
+            if logs.get(key) is not log:
+                del self._uncleanable[key]
 
     # -- choosing --------------------------------------------------------------------------
 
@@ -215,10 +258,18 @@ class LogCleaner:
 
     def filthiest(self) -> CleaningPlan | None:
         """Kafka's ``grabFilthiestCompactedLog``: the plan with the largest dirty ratio among
-        logs at or above their ``min.cleanable.dirty.ratio``."""
+        logs at or above their ``min.cleanable.dirty.ratio``, skipping uncleanable logs (and
+        marking so a log whose planning raises)."""
+        self._maintain_uncleanable()
         best: CleaningPlan | None = None
         for log in self.log_manager.all_logs().values():
-            plan = self.plan(log)
+            if self.is_uncleanable(log):
+                continue
+            try:
+                plan = self.plan(log)
+            except Exception as exc:  # noqa: BLE001 - one bad log must not stop the others
+                self.mark_uncleanable(log, exc)
+                continue
             if (
                 plan is None
                 or plan.dirty_ratio < log.config.min_cleanable_dirty_ratio
@@ -233,7 +284,8 @@ class LogCleaner:
 
     async def clean_once(self) -> CleanerStats | None:
         """Clean the filthiest log: the work runs in a thread, the swap on the calling loop.
-        Returns the stats, or None when nothing needed cleaning (or a clean is running)."""
+        Returns the stats, or None when nothing needed cleaning (or a clean is running) or the
+        cleaning raised (the log is then marked uncleanable, see :meth:`mark_uncleanable`)."""
         if self._busy:
             return None
         plan = self.filthiest()
@@ -245,6 +297,9 @@ class LogCleaner:
             snapshots = _snapshot(plan.segments)
             groups = await asyncio.to_thread(self._clean_segments, plan, snapshots, self.time_ms())
             return self._swap(plan, groups)
+        except Exception as exc:  # noqa: BLE001 - Kafka's CleanerThread.tryCleanFilthiestLog
+            self.mark_uncleanable(plan.log, exc)
+            return None
         finally:
             self._busy = False
 

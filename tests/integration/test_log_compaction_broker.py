@@ -2,7 +2,8 @@
 are compacted in the background; confluent-kafka and kafka-python consumers read the latest
 value per key at the original offsets; keyless records are refused with INVALID_RECORD; a
 tombstone produced with an old CreateTime is read by kafka-python after the first clean, with
-its timestamp, and is gone once its KIP-534 delete horizon has passed.
+its timestamp, and is gone once its KIP-534 delete horizon has passed; a partition whose
+cleaning raises (a batch corrupted on disk) is marked uncleanable and does not starve another.
 
 A broker that refuses ``cleanup.policy=compact`` or lacks ``log.cleaner.backoff.ms`` fails
 these tests (compaction is a supported feature)."""
@@ -222,3 +223,69 @@ def test_old_tombstone_kept_until_its_delete_horizon(local: LocalCluster) -> Non
         assert got[-1][0] == end - 1
     finally:
         consumer.close()
+
+
+def produce_rounds(bootstrap: str, topic: str, rounds: int, codec: str = "gzip") -> int:
+    """``rounds`` x 10 keyed records (10 keys, incompressible ~100-byte values), one flush per
+    round (a batch each); returns the log end offset."""
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 50, "acks": "all"}
+    )
+    for _ in range(rounds):
+        for i in range(10):
+            producer.produce(topic, key=b"k%d" % i, value=os.urandom(50).hex().encode(), partition=0)
+        assert producer.flush(15) == 0
+    return rounds * 10
+
+
+def wait_compacted(
+    bootstrap: str, topic: str, end: int, timeout_s: float = 15
+) -> list[tuple[int, bytes | None, bytes | None]]:
+    deadline = time.monotonic() + timeout_s
+    got = consume_ck(bootstrap, topic, end)
+    while len(got) >= end and time.monotonic() < deadline:
+        time.sleep(0.2)
+        got = consume_ck(bootstrap, topic, end)
+    return got
+
+
+def test_uncleanable_partition_does_not_starve_others(local: LocalCluster) -> None:
+    """Kafka's ``markPartitionUncleanable``: the first gzip batch of one compacted partition is
+    corrupted on disk (bit rot: nothing re-checks a CRC below the recovery point) before its
+    segment rolls, so every clean of it raises. That partition is dirtier (and listed first), yet
+    the other compacted topic is compacted; the failure is logged once; deleting and re-creating
+    the topic makes it cleanable again."""
+    bootstrap = local.bootstrap_servers
+    bad, good = "uncleanable-bad", "uncleanable-good"
+    create_compacted(bootstrap, bad)
+    create_compacted(bootstrap, good)
+    produce_rounds(bootstrap, bad, 1)  # the active segment: never cleaned before the corruption
+    first = local.log_dir(1) / f"{bad}-0" / "00000000000000000000.log"
+    with open(first, "r+b") as f:
+        f.seek(61)  # the compressed records of batch 0, after its v2 header
+        f.write(b"\xff\xff\xff\xff")
+    produce_rounds(bootstrap, bad, 15)  # rolls segments: batch 0 becomes cleanable
+    end = produce_rounds(bootstrap, good, 12)
+    got = wait_compacted(bootstrap, good, end)
+    assert len(got) < end, "the good topic was never compacted"
+    assert {k for _, k, _ in got} == {b"k%d" % i for i in range(10)} and got[-1][0] == end - 1
+    time.sleep(0.5)  # a few more cleaner passes (backoff 100 ms): the bad log is not retried
+    marked = f"Marking its partition ({bad}-0) as uncleanable"
+    output = local.output(1)
+    assert output.count(marked) == 1, output[-3000:]
+    assert "CORRUPT_MESSAGE" in output[output.index(marked) :]
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([bad])[bad].result(timeout=15)
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            create_compacted(bootstrap, bad)
+            break
+        except confluent_kafka.KafkaException:  # still being deleted
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    end = produce_rounds(bootstrap, bad, 12)
+    got = wait_compacted(bootstrap, bad, end)
+    assert len(got) < end, "the re-created topic was never compacted"
+    assert local.output(1).count(marked) == 1
