@@ -10,6 +10,7 @@ role: the broker (``python -m broker``), Spark's Python workers (``pyspark.daemo
 the JVM, and the benchmark's own Python process (the client under test).
 
     python -m bench [--quick] [--only spark_read consume ...] [--no-write]
+    python -m bench scale          # one benchmark by name (as --only)
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("spark_latency", [], ["--seconds", "10"]),
     ("failover", [], []),  # bench/failover.py, when present
     ("security", [], ["--quick"]),
+    ("scale", [], ["--quick"]),  # issue #19: replication at 1,000 / 4,000 partitions, 1,000 clients
 ]
 
 
@@ -370,10 +372,18 @@ def print_summary(runs: list[Run]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller runs, for a noisy or busy machine")
+    parser.add_argument("names", nargs="*", metavar="NAME", help="run only these benchmarks (as --only)")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these benchmarks")
     parser.add_argument("--no-write", action="store_true", help="do not touch BENCHMARKS.md")
     parser.add_argument("--timeout-s", type=float, default=1800.0, help="per benchmark")
     args = parser.parse_args(argv)
+    if args.names:
+        args.only = [*(args.only or []), *args.names]
+    unknown = sorted(set(args.only or []) - {script for script, _, _ in BENCHES})
+    if unknown:
+        parser.error(
+            f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(s for s, _, _ in BENCHES)}"
+        )
     runs: list[Run] = []
     load_at_start = os.getloadavg()[0]
     for script, full, quick in BENCHES:

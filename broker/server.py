@@ -293,6 +293,7 @@ class KafkaServer:
                 scram_file=config.metadata_log_dir / SCRAM_FILE,
             )
         fetch_purgatory = FetchPurgatory()
+        self.log_manager.log_start_listener = fetch_purgatory.notify
         replica_manager = ReplicaManager(
             config,
             self.node_id,

@@ -51,7 +51,9 @@ def _delete(ctx: BrokerContext, topic: str, partition: int, offset: int) -> int:
             f"Cannot delete records of partition {topic}-{partition} before offset {offset}: "
             f"the high watermark is {log.high_watermark}"
         )
-    return log.delete_records(target)
+    low_watermark = log.delete_records(target)
+    ctx.fetch_purgatory.notify((topic, partition))  # the new log start offset is news to fetchers
+    return low_watermark
 
 
 async def handle_delete_records(

@@ -28,7 +28,7 @@ from broker.apis.auth_helper import authorize_cluster, authorized_names
 from broker.apis.context import BrokerContext
 from broker.errors import error_code_for
 from broker.network.request_context import RequestContext
-from broker.replication.fetch_session_cache import fetch_session_cache_for
+from broker.replication.fetch_session_cache import IncrementalFetchContext, fetch_session_cache_for
 from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
@@ -43,10 +43,16 @@ _EMPTY = b""
 
 
 def _read_all(
-    ctx: BrokerContext, rctx: RequestContext, request: Any, cls: type[Any], denied: set[str]
+    ctx: BrokerContext,
+    rctx: RequestContext,
+    request: Any,
+    cls: type[Any],
+    denied: set[str],
+    pending: set[tuple[str, int]],
 ) -> tuple[list[Any], int, bool]:
     """One pass over the requested partitions: (topic responses, bytes read, any error);
-    partitions of ``denied`` topics answer TOPIC_AUTHORIZATION_FAILED without a read."""
+    partitions of ``denied`` topics answer TOPIC_AUTHORIZATION_FAILED without a read. Adds to
+    ``pending`` each partition with more to give than it returned (``LogReadResult.pending``)."""
     topic_cls = nested(cls, "FetchableTopicResponse")
     partition_cls = nested(cls, "PartitionData")
     aborted_cls = nested(partition_cls, "AbortedTransaction")
@@ -97,6 +103,8 @@ def _read_all(
                         aborted_cls(producer_id=t.producer_id, first_offset=t.first_offset)
                         for t in result.info.aborted_transactions
                     )
+                if result.pending:
+                    pending.add((topic, index))
                 diverging = result.diverging_epoch
                 if diverging is not None:
                     any_error = True  # answered at once (DelayedFetch completes on divergence)
@@ -150,8 +158,9 @@ def _diverging_field(partition_cls: type[Any], diverging: tuple[int, int] | None
 async def handle_fetch(ctx: BrokerContext, rctx: RequestContext, request: FetchRequest) -> FetchResponse:
     """Handle a FetchRequest; may wait up to ``max_wait`` in the fetch purgatory."""
     cls = response_class(ApiKey.FETCH, rctx.api_version)
-    # KIP-227 (broker/replication/fetch_session_cache.py): an incremental fetch reads every
-    # partition of its session (request_view) and answers only the changed ones.
+    # KIP-227 (broker/replication/fetch_session_cache.py): an incremental fetch reads the
+    # partitions of its session that are marked (named, changed or pending; request_view) and
+    # answers only the changed ones; while parked it is woken by a change to any of them.
     session_context = fetch_session_cache_for(ctx).new_context(rctx.api_version, request)
     if session_context.error_code != ErrorCode.none:
         return build(
@@ -161,18 +170,24 @@ async def handle_fetch(ctx: BrokerContext, rctx: RequestContext, request: FetchR
             session_id=0,
             responses=(),
         )
-    request = session_context.request_view
     max_wait_s = max(0.0, request.max_wait.total_seconds())
     deadline = time.monotonic() + max_wait_s
-    denied = _denied_topics(ctx, rctx, request)
-    keys = [(t.topic, p.partition) for t in request.topics if t.topic not in denied for p in t.partitions]
     while True:
-        topics_out, total, any_error = _read_all(ctx, rctx, request, cls, denied)
+        view = session_context.request_view
+        denied = _denied_topics(ctx, rctx, view)
+        keys = [(t.topic, p.partition) for t in view.topics if t.topic not in denied for p in t.partitions]
+        pending: set[tuple[str, int]] = set()
+        topics_out, total, any_error = _read_all(ctx, rctx, view, cls, denied, pending)
         remaining = deadline - time.monotonic()
-        if any_error or not keys or total >= request.min_bytes or remaining <= 0:
+        if any_error or total >= request.min_bytes or remaining <= 0:
             break
-        await ctx.fetch_purgatory.wait(keys, remaining)
-    error_code, response_session_id, topics_out = session_context.update_and_generate_response(topics_out)
+        if not keys and not isinstance(session_context, IncrementalFetchContext):
+            break
+        await session_context.wait(ctx.fetch_purgatory, keys, remaining)
+        session_context.refresh_view()
+    error_code, response_session_id, topics_out = session_context.update_and_generate_response(
+        topics_out, pending
+    )
     return build(
         cls,
         throttle_time=ZERO_DURATION,

@@ -55,6 +55,8 @@ class LogReadResult:
         high_watermark / log_start_offset / log_end_offset / last_stable_offset: at read time.
         diverging_epoch: (epoch, end_offset) for a follower whose last fetched epoch diverges
             from this log (Fetch v12 ``DivergingEpoch``), else None.
+        pending: the fetcher has more to get here than this read returned (set by
+            ``ReplicaManager.read_for_fetch``; a fetch session keeps such a partition marked).
     """
 
     info: FetchDataInfo
@@ -63,6 +65,7 @@ class LogReadResult:
     log_end_offset: int
     diverging_epoch: tuple[int, int] | None = None
     last_stable_offset: int = -1
+    pending: bool = False
 
 
 class Partition:

@@ -105,6 +105,10 @@ class LogManager:
         self.had_clean_shutdown = True
         self.offline_log_dirs: set[Path] = set()
         self._started = False
+        #: called with the key of each log whose start offset a retention pass moved (the
+        #: broker wakes the fetches and fetch sessions of the partition: the new log start
+        #: offset is news to followers and consumers).
+        self.log_start_listener: Callable[[TopicPartitionKey], None] | None = None
 
     # -- startup / shutdown ----------------------------------------------------------------
 
@@ -306,11 +310,15 @@ class LogManager:
         log start offsets are checkpointed. Returns the number of segments deleted. A log that
         fails (e.g. an I/O error) is logged and skipped."""
         total = 0
-        for log in list(self._logs.values()):
+        for key, log in list(self._logs.items()):
             try:
-                total += log.delete_old_segments()
+                deleted = log.delete_old_segments()
             except OSError:
                 logger.exception("retention failed for %s", log.dir.name)
+                continue
+            total += deleted
+            if deleted and self.log_start_listener is not None:
+                self.log_start_listener(key)
         if total:
             logger.info("retention deleted %d segment(s)", total)
             self.checkpoint_log_start_offsets()

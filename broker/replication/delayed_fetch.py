@@ -5,16 +5,30 @@ partition's log or high watermark changes (``ReplicaManager`` calls
 ``delayedFetchPurgatory.checkAndComplete``). Here a waiter is an asyncio future registered under
 each (topic, partition) it reads; :meth:`FetchPurgatory.notify` completes the futures of a
 partition and the fetch handler re-reads and decides whether it has enough (MinBytes).
+
+Every notification is also passed to the change listeners (the KIP-227 session cache, which
+marks the partition for the next read of each incremental session holding it), so an idle
+incremental fetch reads and watches only what changed.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from typing import Protocol
 
 from spark_kafkalite.protocol.types import TopicPartitionKey
 
-__all__ = ["FetchPurgatory"]
+__all__ = ["FetchPurgatory", "PartitionChangeListener"]
+
+
+class PartitionChangeListener(Protocol):
+    """Told of every partition whose log, high watermark, log start offset or leadership
+    changed (the same events that wake parked fetches)."""
+
+    def partition_changed(self, key: TopicPartitionKey) -> None: ...
+
+    def wake_all(self) -> None: ...
 
 
 class FetchPurgatory:
@@ -22,6 +36,11 @@ class FetchPurgatory:
 
     def __init__(self) -> None:
         self._watchers: dict[TopicPartitionKey, set[asyncio.Future[bool]]] = {}
+        self._listeners: list[PartitionChangeListener] = []
+
+    def add_change_listener(self, listener: PartitionChangeListener) -> None:
+        """Pass every later :meth:`notify` / :meth:`notify_all` to ``listener`` too."""
+        self._listeners.append(listener)
 
     @property
     def num_watched_keys(self) -> int:
@@ -51,6 +70,8 @@ class FetchPurgatory:
 
     def notify(self, key: TopicPartitionKey) -> None:
         """Wake every fetch watching ``key`` (after an append, HW move or deletion)."""
+        for listener in self._listeners:
+            listener.partition_changed(key)
         waiters = self._watchers.pop(key, None)
         if waiters:
             for future in waiters:
@@ -60,6 +81,8 @@ class FetchPurgatory:
         """Wake every parked fetch (shutdown)."""
         for key in list(self._watchers):
             self.notify(key)
+        for listener in self._listeners:
+            listener.wake_all()
 
 
 def _resolve(future: asyncio.Future[bool], value: bool) -> None:

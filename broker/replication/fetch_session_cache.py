@@ -11,13 +11,24 @@
   N != the session's epoch -> ``INVALID_FETCH_SESSION_EPOCH``; a session created with topic ids
   used from a version < 13 (or the reverse) -> ``FETCH_SESSION_TOPIC_ID_ERROR``. Otherwise the
   request's partitions are added / updated, ``forgotten_topics_data`` removed, the epoch advances,
-  and every partition of the session is read with its cached fetch parameters. The response holds
+  and the session's *marked* partitions are read with their cached fetch parameters. The response holds
   only partitions with records, a changed high watermark / last stable offset / log start offset,
   an error (which also resets the cached high watermark to -1, so the partition is resent once the
   error clears), a preferred read replica or a diverging epoch. A session left with no partitions
   is closed and the request becomes sessionless (response session 0).
 
 Errors answer with the error code at top level, session id 0 and no partitions.
+
+Marked partitions (cost follows the work): Kafka's ``IncrementalFetchContext`` reads every
+partition of the session on each request; here a session reads only the partitions that may have
+something to say. A partition is marked when the request names it (added or updated), when the
+broker reports a change to it (:meth:`FetchSessionCache.partition_changed`: an append, a high
+watermark or log start move, a leadership change or a deletion, the events that also wake parked
+fetches), and it stays marked after a read that returned records, an error or a diverging epoch,
+or that the fetch handler reports as still pending (data beyond the fetch offset that did not fit,
+a follower outside the ISR). Any other partition read is unmarked: its response would repeat the
+cached one. So an idle incremental fetch reads and watches no partition, whatever the session
+size; a parked incremental fetch is woken by a change to any partition of its session.
 
 Cache (``max.incremental.fetch.session.cache.slots``, default 1000; 0 disables sessions): a new
 session may evict (``tryEvict``) the least recently used session if it has been unused for more
@@ -30,10 +41,11 @@ Kafka 3.8+ splits the cache in shards by id; one shard here (one event loop, no 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -188,6 +200,8 @@ class FetchSession:
         "epoch",
         "cached_size",
         "uses_topic_ids",
+        "marked",
+        "waiter",
     )
 
     def __init__(
@@ -206,6 +220,11 @@ class FetchSession:
         self.last_used_ms = now_ms
         self.epoch = next_epoch(INITIAL_EPOCH)
         self.cached_size = -1
+        #: partitions to read on the next incremental fetch, in read order -> the change stamp
+        #: of their last mark (a mark newer than the read keeps them marked).
+        self.marked: dict[TopicPartitionKey, int] = {}
+        #: the parked incremental fetch of this session, woken by a change to any partition.
+        self.waiter: asyncio.Future[bool] | None = None
 
     @property
     def size(self) -> int:
@@ -214,10 +233,15 @@ class FetchSession:
     def evictable_key(self) -> tuple[bool, int, int]:
         return (self.privileged, self.cached_size, self.id)
 
-    def update(self, topics: Iterable[Any], forgotten: Iterable[Any]) -> tuple[int, int, int]:
-        """Apply an incremental request: add / update its partitions, drop forgotten ones.
-        Returns (added, updated, removed) counts."""
-        added = updated = removed = 0
+    def update(
+        self, topics: Iterable[Any], forgotten: Iterable[Any], stamp: int = 0
+    ) -> tuple[list[TopicPartitionKey], int, list[TopicPartitionKey]]:
+        """Apply an incremental request: add / update its partitions (marking them with
+        ``stamp``), drop forgotten ones. Returns (added keys, updated count, removed keys)."""
+        added: list[TopicPartitionKey] = []
+        removed: list[TopicPartitionKey] = []
+        updated = 0
+        marked = self.marked
         for ft in topics:
             topic = str(ft.topic)
             for fp in ft.partitions:
@@ -225,16 +249,41 @@ class FetchSession:
                 cached = self.partitions.get(key)
                 if cached is None:
                     self.partitions[key] = CachedPartition(topic, key[1], fp)
-                    added += 1
+                    added.append(key)
                 else:
                     cached.update_request_params(fp)
                     updated += 1
+                marked[key] = stamp
         for ft in forgotten:
             topic = str(ft.topic)
             for p in ft.partitions:
-                if self.partitions.pop((topic, int(p)), None) is not None:
-                    removed += 1
+                key = (topic, int(p))
+                if self.partitions.pop(key, None) is not None:
+                    marked.pop(key, None)
+                    removed.append(key)
         return added, updated, removed
+
+    def unmark_read(
+        self,
+        topics: Iterable[Any],
+        pending: Collection[TopicPartitionKey],
+        stamps: dict[TopicPartitionKey, int],
+    ) -> None:
+        """After a response: unmark each partition read (``stamps``: its mark when the read
+        view was taken) unless it returned records, an error or a diverging epoch, is in
+        ``pending``, or was marked again since."""
+        marked = self.marked
+        for tr in topics:
+            topic = str(tr.topic)
+            for pd in tr.partitions:
+                key = (topic, int(pd.partition_index))
+                if key in pending or pd.records or int(pd.error_code) != ErrorCode.none:
+                    continue
+                diverging = getattr(pd, "diverging_epoch", None)
+                if diverging is not None and int(getattr(diverging, "epoch", -1)) >= 0:
+                    continue
+                if key in marked and marked[key] == stamps.get(key):
+                    del marked[key]
 
     def __repr__(self) -> str:
         return (
@@ -257,9 +306,20 @@ class FetchContext:
     def __init__(self, request: Any) -> None:
         self.request_view: Any = request
 
-    def update_and_generate_response(self, topics: list[Any]) -> tuple[int, int, list[Any]]:
-        """(error_code, session_id, topic responses to send)."""
+    def update_and_generate_response(
+        self, topics: list[Any], pending: Collection[TopicPartitionKey] = ()
+    ) -> tuple[int, int, list[Any]]:
+        """(error_code, session_id, topic responses to send). ``pending``: partitions read that
+        have more to give than this response carried (see the module docstring)."""
         return ErrorCode.none, INVALID_SESSION_ID, topics
+
+    def refresh_view(self) -> None:
+        """Re-take ``request_view`` after a wait in the purgatory (incremental: partitions
+        marked meanwhile join it)."""
+
+    async def wait(self, purgatory: Any, keys: list[TopicPartitionKey], timeout_s: float) -> None:
+        """Park until one of ``keys`` changes or ``timeout_s`` elapses (``FetchPurgatory``)."""
+        await purgatory.wait(keys, timeout_s)
 
 
 class SessionlessFetchContext(FetchContext):
@@ -273,7 +333,9 @@ class SessionErrorContext(FetchContext):
         super().__init__(request)
         self.error_code = error_code
 
-    def update_and_generate_response(self, topics: list[Any]) -> tuple[int, int, list[Any]]:
+    def update_and_generate_response(
+        self, topics: list[Any], pending: Collection[TopicPartitionKey] = ()
+    ) -> tuple[int, int, list[Any]]:
         return self.error_code, INVALID_SESSION_ID, []
 
 
@@ -288,7 +350,9 @@ class FullFetchContext(FetchContext):
         self._privileged = privileged
         self._uses_topic_ids = uses_topic_ids
 
-    def update_and_generate_response(self, topics: list[Any]) -> tuple[int, int, list[Any]]:
+    def update_and_generate_response(
+        self, topics: list[Any], pending: Collection[TopicPartitionKey] = ()
+    ) -> tuple[int, int, list[Any]]:
         requested: dict[TopicPartitionKey, Any] = {}
         for ft in self.request_view.topics:
             for fp in ft.partitions:
@@ -308,6 +372,10 @@ class FullFetchContext(FetchContext):
         session_id = self._cache.maybe_create_session(
             self._privileged, len(requested), self._uses_topic_ids, create_partitions
         )
+        session = self._cache.get(session_id)
+        if session is not None:  # everything was read: keep marked what has more to give
+            session.marked = dict.fromkeys(requested, 0)
+            session.unmark_read(topics, pending, session.marked)
         return ErrorCode.none, session_id, topics
 
 
@@ -315,15 +383,48 @@ class IncrementalFetchContext(FetchContext):
     """An incremental fetch in an existing session."""
 
     def __init__(self, request: Any, session: FetchSession, request_epoch: int) -> None:
-        by_topic: dict[str, list[_FetchPartitionView]] = {}
-        for (topic, _p), cp in session.partitions.items():
-            by_topic.setdefault(topic, []).append(cp.as_fetch_partition())
-        view = _RequestView(request, tuple(_FetchTopicView(t, tuple(ps)) for t, ps in by_topic.items()))
-        super().__init__(view)
+        self._request = request
         self.session = session
         self._request_epoch = request_epoch
+        self._stamps: dict[TopicPartitionKey, int] = {}
+        super().__init__(request)
+        self.refresh_view()
 
-    def update_and_generate_response(self, topics: list[Any]) -> tuple[int, int, list[Any]]:
+    def refresh_view(self) -> None:
+        """The view lists the session's marked partitions (not all of them)."""
+        session = self.session
+        self._stamps = dict(session.marked)
+        by_topic: dict[str, list[_FetchPartitionView]] = {}
+        partitions = session.partitions
+        for key in self._stamps:
+            cp = partitions.get(key)
+            if cp is not None:
+                by_topic.setdefault(key[0], []).append(cp.as_fetch_partition())
+        self.request_view = _RequestView(
+            self._request, tuple(_FetchTopicView(t, tuple(ps)) for t, ps in by_topic.items())
+        )
+
+    async def wait(self, purgatory: Any, keys: list[TopicPartitionKey], timeout_s: float) -> None:
+        """Park until any partition of the session is marked or ``timeout_s`` elapses; the
+        purgatory is not used (registering every session partition would cost a pass over all
+        of them per request)."""
+        session = self.session
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+        if session.waiter is not None and not session.waiter.done():
+            session.waiter.set_result(False)
+        session.waiter = future
+        timer = loop.call_later(max(0.0, timeout_s), _resolve, future, False)
+        try:
+            await future
+        finally:
+            timer.cancel()
+            if session.waiter is future:
+                session.waiter = None
+
+    def update_and_generate_response(
+        self, topics: list[Any], pending: Collection[TopicPartitionKey] = ()
+    ) -> tuple[int, int, list[Any]]:
         session = self.session
         if session.epoch != next_epoch(self._request_epoch):
             log.info(
@@ -353,6 +454,10 @@ class IncrementalFetchContext(FetchContext):
             cp = session.partitions.pop(key, None)
             if cp is not None:
                 session.partitions[key] = cp
+            stamp = session.marked.pop(key, None)
+            if stamp is not None:
+                session.marked[key] = stamp
+        session.unmark_read(topics, pending, self._stamps)
         return ErrorCode.none, session.id, out
 
 
@@ -384,6 +489,11 @@ class FetchSessionCache:
         self._clock_ms = clock_ms
         self._rng = rng or random.Random()
         self._sessions: dict[int, FetchSession] = {}
+        #: partition -> ids of the sessions holding it (for :meth:`partition_changed`).
+        self._holders: dict[TopicPartitionKey, set[int]] = {}
+        self._stamp = 0
+        #: partitions read by incremental fetches since creation (a count, for tests of cost).
+        self.partitions_read = 0
         self._evictable_by_all: set[int] = set()
         self._evictable_by_privileged: set[int] = set()
         self.num_partitions = 0
@@ -424,11 +534,16 @@ class FetchSessionCache:
             return SessionErrorContext(request, ErrorCode.invalid_fetch_session_epoch)
         if session.uses_topic_ids != (version >= _TOPIC_ID_VERSION):
             return SessionErrorContext(request, ErrorCode.fetch_session_topic_id_error)
+        self._stamp += 1
         added, updated, removed = session.update(
-            request.topics, getattr(request, "forgotten_topics_data", ()) or ()
+            request.topics, getattr(request, "forgotten_topics_data", ()) or (), self._stamp
         )
+        self._hold(session.id, added)
+        self._release(session.id, removed)
         if not session.partitions:
-            log.debug("closing fetch session %s: no partitions left after removing %d", session_id, removed)
+            log.debug(
+                "closing fetch session %s: no partitions left after removing %d", session_id, len(removed)
+            )
             self.remove(session_id)
             return SessionlessFetchContext(request)
         self.touch(session, self._clock_ms())
@@ -438,11 +553,48 @@ class FetchSessionCache:
                 "incremental fetch in session %s, next epoch %s: %d added, %d updated, %d removed",
                 session_id,
                 session.epoch,
-                added,
+                len(added),
                 updated,
-                removed,
+                len(removed),
             )
-        return IncrementalFetchContext(request, session, epoch)
+        context = IncrementalFetchContext(request, session, epoch)
+        self.partitions_read += len(context._stamps)
+        return context
+
+    # -------------------------------------------------------------- changes
+
+    def partition_changed(self, key: TopicPartitionKey) -> None:
+        """Mark ``key`` in every session holding it and wake their parked fetches (called by
+        ``FetchPurgatory.notify``: appends, high watermark and log start moves, leadership
+        changes, deletions)."""
+        holders = self._holders.get(key)
+        if not holders:
+            return
+        self._stamp += 1
+        for session_id in holders:
+            session = self._sessions.get(session_id)
+            if session is not None:
+                session.marked[key] = self._stamp
+                if session.waiter is not None:
+                    _resolve(session.waiter, True)
+
+    def wake_all(self) -> None:
+        """Wake every parked incremental fetch (shutdown)."""
+        for session in self._sessions.values():
+            if session.waiter is not None:
+                _resolve(session.waiter, True)
+
+    def _hold(self, session_id: int, keys: Iterable[TopicPartitionKey]) -> None:
+        for key in keys:
+            self._holders.setdefault(key, set()).add(session_id)
+
+    def _release(self, session_id: int, keys: Iterable[TopicPartitionKey]) -> None:
+        for key in keys:
+            holders = self._holders.get(key)
+            if holders is not None:
+                holders.discard(session_id)
+                if not holders:
+                    del self._holders[key]
 
     # -------------------------------------------------------------- cache management
 
@@ -462,6 +614,7 @@ class FetchSessionCache:
                 self._new_session_id(), privileged, create_partitions(), uses_topic_ids, now
             )
             self._sessions[session.id] = session
+            self._hold(session.id, session.partitions)
             self.touch(session, now)
             self.sessions_created += 1
             log.debug("created %r", session)
@@ -496,6 +649,9 @@ class FetchSessionCache:
     def remove(self, session_id: int) -> FetchSession | None:
         session = self._sessions.pop(session_id, None)
         if session is not None:
+            self._release(session_id, session.partitions)
+            if session.waiter is not None:
+                _resolve(session.waiter, False)
             self._evictable_by_all.discard(session_id)
             self._evictable_by_privileged.discard(session_id)
             self.num_partitions -= max(0, session.cached_size)
@@ -523,6 +679,11 @@ class FetchSessionCache:
                 return session_id
 
 
+def _resolve(future: asyncio.Future[bool], value: bool) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
 def _replica_id(request: Any) -> int:
     state = getattr(request, "replica_state", None)
     if state is not None and int(getattr(state, "replica_id", -1)) >= 0:
@@ -538,4 +699,7 @@ def fetch_session_cache_for(ctx: Any) -> FetchSessionCache:
         values = getattr(ctx.config, "values", {})
         cache = FetchSessionCache(int(values.get(CACHE_SLOTS_KEY, 1000)))
         ctx.fetch_session_cache = cache
+        purgatory = getattr(ctx, "fetch_purgatory", None)
+        if purgatory is not None:
+            purgatory.add_change_listener(cache)
     return cache

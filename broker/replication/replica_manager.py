@@ -375,6 +375,7 @@ class ReplicaManager:
         update). ``replica_id >= 0`` is a follower: reads up to the LEO, records its fetch
         offset (advancing the HW, completing parked produces, maybe expanding the ISR).
         Consumers read up to the HW, or the LSO with ``isolation_level`` 1 (read_committed).
+        ``result.pending`` says whether the fetcher has more to get here (see LogReadResult).
 
         Raises:
             KafkaError subclasses (mapped to the partition's error code by the caller).
@@ -396,6 +397,11 @@ class ReplicaManager:
             result.last_stable_offset = p.log.last_stable_offset
             if p.isr_expansion_candidate(replica_id):
                 self._alter_isr(p, tuple(sorted({*p.isr, replica_id})), "expand")
+            # a follower outside the ISR is read on each fetch so that its expansion is retried
+            result.pending = fetch_offset < result.log_end_offset or replica_id not in p.isr
+        elif not is_follower:
+            bound = result.last_stable_offset if isolation_level == 1 else result.high_watermark
+            result.pending = fetch_offset < bound
         return result
 
     # -- ISR changes ---------------------------------------------------------------------------

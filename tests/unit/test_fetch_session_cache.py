@@ -135,26 +135,33 @@ def test_full_fetch_creates_session_then_incremental() -> None:
     sid = open_session(cache, {("a", 0): 0, ("a", 1): 0})
     assert sid != 0 and len(cache) == 1 and cache.get(sid).epoch == 1 and cache.num_partitions == 2
 
-    # incremental, nothing changed: nothing in the response
+    # incremental, nothing changed: nothing read, nothing in the response
     ctx = cache.new_context(12, req(sid, 1))
     assert isinstance(ctx, IncrementalFetchContext)
-    assert {(t.topic, p.partition) for t in ctx.request_view.topics for p in t.partitions} == {
-        ("a", 0),
-        ("a", 1),
-    }
+    assert ctx.request_view.topics == ()
     code, rsid, topics = ctx.update_and_generate_response(read(ctx))
     assert (code, rsid, topics) == (0, sid, [])
     assert cache.get(sid).epoch == 2
 
-    # records on a/1 -> only a/1; HW change on a/0 -> included
+    # both changed (reported by the broker): both read; records on a/1 -> only a/1 sent
+    cache.partition_changed(("a", 1))
+    cache.partition_changed(("a", 0))
     ctx = cache.new_context(12, req(sid, 2))
+    assert {(t.topic, p.partition) for t in ctx.request_view.topics for p in t.partitions} == {
+        ("a", 0),
+        ("a", 1),
+    }
     code, rsid, topics = ctx.update_and_generate_response(
         read(ctx, {("a", 1): PD(1, records=b"x" * 70), ("a", 0): PD(0)})
     )
     assert keys(topics) == {("a", 1)}
+    # a/1 returned records: read again; a/0 (unchanged) is not
+    cache.partition_changed(("a", 0))  # HW change on a/0 -> included
     ctx = cache.new_context(12, req(sid, 3))
+    assert {p.partition for t in ctx.request_view.topics for p in t.partitions} == {0, 1}
     _, _, topics = ctx.update_and_generate_response(read(ctx, {("a", 0): PD(0, high_watermark=11)}))
     assert keys(topics) == {("a", 0)}
+    cache.partition_changed(("a", 0))
     ctx = cache.new_context(12, req(sid, 4))
     _, _, topics = ctx.update_and_generate_response(
         read(ctx, {("a", 0): PD(0, high_watermark=11, log_start_offset=3)})
@@ -171,12 +178,42 @@ def test_incremental_updates_fetch_offsets_and_forgets() -> None:
     code, _, topics = ctx.update_and_generate_response(read(ctx))
     assert keys(topics) == {("b", 0)}  # new partition: its HW is news; a/1's is not
     assert set(cache.get(sid).partitions) == {("a", 1), ("b", 0)}
+    assert cache.get(sid).marked == {}  # both caught up: the next idle fetch reads nothing
+    cache.partition_changed(("a", 0))  # forgotten: no longer held by the session
+    assert cache.get(sid).marked == {}
+
+
+def test_marks_follow_changes_not_session_size() -> None:
+    """An idle incremental fetch reads no partition, whatever the session size; a change marks
+    one partition; a pending partition (more data than returned) stays marked; a mark made
+    after the read view was taken survives the response."""
+    for size in (20, 300):
+        cache = FetchSessionCache(10)
+        sid = open_session(cache, {("a", p): 0 for p in range(size)}, replica_id=2)
+        before = cache.partitions_read
+        for epoch in range(1, 11):
+            ctx = cache.new_context(12, req(sid, epoch, replica_id=2))
+            assert ctx.update_and_generate_response(read(ctx)) == (0, sid, [])
+        assert cache.partitions_read - before == 0
+    cache.partition_changed(("a", 7))
+    ctx = cache.new_context(12, req(sid, 11, replica_id=2))
+    assert [(t.topic, p.partition) for t in ctx.request_view.topics for p in t.partitions] == [("a", 7)]
+    ctx.update_and_generate_response(read(ctx), pending={("a", 7)})
+    ctx = cache.new_context(12, req(sid, 12, replica_id=2))
+    assert list(cache.get(sid).marked) == [("a", 7)]
+    cache.partition_changed(("a", 7))  # changed again while the read was in flight
+    ctx.update_and_generate_response(read(ctx))
+    assert list(cache.get(sid).marked) == [("a", 7)]
+    ctx = cache.new_context(12, req(sid, 13, replica_id=2))
+    ctx.update_and_generate_response(read(ctx))
+    assert cache.get(sid).marked == {}
 
 
 def test_errors_are_always_sent_and_reset_cached_hw() -> None:
     cache = FetchSessionCache(10)
     sid = open_session(cache, {("a", 0): 0})
     bad = {("a", 0): PD(0, high_watermark=-1, error_code=ErrorCode.not_leader_or_follower)}
+    cache.partition_changed(("a", 0))
     for epoch in (1, 2):
         ctx = cache.new_context(12, req(sid, epoch))
         _, _, topics = ctx.update_and_generate_response(read(ctx, bad))
@@ -298,7 +335,10 @@ def test_larger_session_evicts_smaller_old_one() -> None:
 def test_partitions_with_data_rotate_to_the_end() -> None:
     cache = FetchSessionCache(10)
     sid = open_session(cache, {("a", 0): 0, ("a", 1): 0, ("a", 2): 0})
+    for p in range(3):
+        cache.partition_changed(("a", p))
     ctx = cache.new_context(12, req(sid, 1))
+    assert [p.partition for t in ctx.request_view.topics for p in t.partitions] == [0, 1, 2]
     ctx.update_and_generate_response(read(ctx, {("a", 0): PD(0, records=b"r")}))
     assert list(cache.get(sid).partitions) == [("a", 1), ("a", 2), ("a", 0)]
 
@@ -306,7 +346,8 @@ def test_partitions_with_data_rotate_to_the_end() -> None:
 @pytest.mark.parametrize("seed", range(20))
 def test_client_handler_and_broker_cache_agree(seed: int) -> None:
     """Random partition sets and data through both sides: the client always interprets what the
-    broker answers, and the broker always reads exactly the partitions the client wants."""
+    broker answers, and the broker reads only partitions the client wants, at least every one
+    that changed (reported through ``partition_changed``) or that the request names."""
     rng = random.Random(seed)
     cache = FetchSessionCache(10)
     handler = FetchSessionHandler(1)
@@ -330,6 +371,12 @@ def test_client_handler_and_broker_cache_agree(seed: int) -> None:
         )
         if rng.random() < 0.05:
             cache.remove(data.session_id)  # evicted behind the client's back
+        produced = {}
+        for k in universe:
+            if rng.random() < 0.3:
+                hws[k] += 1
+                cache.partition_changed(k)
+            produced[k] = PD(k[1], high_watermark=hws[k], records=b"x" if hws[k] > offsets[k] + 5 else b"")
         ctx = cache.new_context(12, request)
         if ctx.error_code:
             assert not handler.handle_response_keys(ctx.error_code, 0, [])
@@ -337,14 +384,9 @@ def test_client_handler_and_broker_cache_agree(seed: int) -> None:
         read_view = {
             (t.topic, p.partition): p.fetch_offset for t in ctx.request_view.topics for p in t.partitions
         }
-        assert read_view == {k: offsets[k] for k in wanted}
-        produced = {}
-        for k in wanted:
-            if rng.random() < 0.3:
-                hws[k] += 1
-                produced[k] = PD(k[1], high_watermark=hws[k], records=b"x")
-            else:
-                produced[k] = PD(k[1], high_watermark=hws[k])
+        assert read_view.items() <= {k: offsets[k] for k in wanted}.items()
+        assert {k for k in wanted if produced[k].records} <= set(read_view)
+        assert {(t, p.partition) for t, ps in by_topic.items() for p in ps} <= set(read_view)
         code, sid, topics = ctx.update_and_generate_response(read(ctx, produced))
         assert handler.handle_response_keys(code, sid, keys(topics))
         for k in keys(topics):

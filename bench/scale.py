@@ -1,0 +1,569 @@
+"""Replication at scale (issue #19): three broker processes (``LocalCluster``), topics of RF 3
+with ``min.insync.replicas=2``, judged by confluent-kafka (librdkafka). Every figure is printed
+beside its peer measured in the same run, with the goal and the machine's load average.
+
+Data path, per partition count (``--partitions``, default 1,000 and 4,000; a fresh cluster each):
+
+1. **idle CPU**: the RF 3 topic of N partitions (3N replicas) is created and every ISR is full;
+   the CPU % of each broker process over ``--idle-s`` seconds of no client traffic
+   (goal <= 2 % at 4,000 partitions).
+2. **spread vs 6 partitions**: an idempotent ``acks=all`` producer (100-byte records, records
+   assigned round-robin to every partition) into the N-partition topic, beside the same producer
+   into a 6-partition RF 3 topic of the same cluster (goal >= 0.5x at 1,000, >= 0.3x at 4,000).
+3. **RF 3 vs RF 1**: the same producer shape with ``acks=1`` (not idempotent) into RF 1 topics of
+   N and of 6 partitions: RF 3 ``acks=all`` over RF 1 ``acks=1`` (goal >= 0.5x, Kafka's
+   replication benchmark measured 0.51x).
+
+Each producer run is warmed up, then sends ``--records`` records or for ``--max-run-s`` seconds,
+whichever ends first, and flushes; every record must be acknowledged.
+
+Clients (``--connections``, default 1,000, on a fresh cluster): a probe producer (idempotent,
+``acks=all``, ``linger.ms=0``, one record every 10 ms into a 6-partition RF 3 topic) measures its
+produce latency (librdkafka's ``msg.latency()``) alone, then while that many raw connections
+stay busy: 40 % producers (one ``acks=1`` Produce of one record per second each, to the leader
+of their partition) and 60 % consumers (long-poll Fetch, ``max_wait_ms`` 500, of an empty
+partition, sessionless). Goal: p99 with the connections <= 2x p99 alone, and each broker's peak
+RSS within the README's bound (50 MB + 2 x (``queued.max.request.bytes`` +
+``socket.request.max.bytes``) + ~6 KB per connection, with 32 MiB and 10 MiB configured here).
+
+Control path: when ``bench/scale_cluster.py`` is present its ``measure(partitions)`` runs too
+(CreateTopics until every ISR is full, full Metadata p50, failover and restart), so that one
+``python -m bench scale`` prints every figure of issue #19.
+
+Everything runs on 127.0.0.1; brokers are killed and their data dirs removed at the end.
+
+    python bench/scale.py [--partitions 1000,4000] [--records 200000] [--connections 1000] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import os
+import statistics
+import struct
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from _common import console, emit_table, machine_summary
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from rich.table import Table
+
+from spark_kafkalite.local_cluster import LocalCluster
+from spark_kafkalite.protocol.api_keys import ApiKey, request_class
+from spark_kafkalite.protocol.entities import build, nested
+from spark_kafkalite.protocol.framing import encode_request
+from spark_kafkalite.protocol.record_batch import encode_batch
+
+GOAL_SPREAD = {1000: 0.5, 4000: 0.3}
+GOAL_RF3_OVER_RF1 = 0.5
+GOAL_IDLE_CPU_PCT = 2.0
+GOAL_P99_FACTOR = 2.0
+QUEUED_MAX_REQUEST_BYTES = 32 << 20
+SOCKET_REQUEST_MAX_BYTES = 10 << 20
+RSS_BOUND_MB = 50 + 2 * (QUEUED_MAX_REQUEST_BYTES + SOCKET_REQUEST_MAX_BYTES) / 2**20
+VALUE = b"v" * 100
+WAIT_S = 240.0
+COLUMNS = ["figure", "partitions", "ours", "peer (same run)", "ratio", "goal", "note"]
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load {one:.1f}/{five:.1f}"
+
+
+def _cluster(data_dir: str, extra: dict[str, str] | None = None) -> LocalCluster:
+    overrides = {
+        "min.insync.replicas": "2",
+        "default.replication.factor": "3",
+        "offsets.topic.replication.factor": "3",
+        "replica.lag.time.max.ms": "30000",
+        **(extra or {}),
+    }
+    return LocalCluster(
+        brokers=3, data_dir=data_dir, config_overrides=overrides, startup_timeout_s=120
+    ).start()
+
+
+def _create(cluster: LocalCluster, topic: str, partitions: int, rf: int) -> float:
+    """Create ``topic`` and wait until every broker shows every partition led with a full ISR;
+    returns the seconds it took."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "socket.timeout.ms": 60000})
+    config = {"min.insync.replicas": "2"} if rf > 1 else {}
+    start = time.monotonic()
+    admin.create_topics([NewTopic(topic, partitions, rf, config=config)], request_timeout=120)[topic].result(
+        WAIT_S
+    )
+    admins = [AdminClient({"bootstrap.servers": cluster.broker_address(n)}) for n in cluster.node_ids]
+    deadline = start + WAIT_S
+    while True:
+        full = True
+        for a in admins:
+            t = a.list_topics(topic, timeout=30).topics.get(topic)
+            if (
+                t is None
+                or t.error is not None
+                or len(t.partitions) < partitions
+                or any(p.leader < 0 or len(p.isrs) < rf for p in t.partitions.values())
+            ):
+                full = False
+                break
+        if full:
+            return time.monotonic() - start
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic}: not every ISR full within {WAIT_S:.0f} s")
+        time.sleep(0.2)
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _idle_cpu(cluster: LocalCluster, window_s: float) -> dict[int, float]:
+    """CPU % of each broker process over ``window_s`` seconds."""
+    pids = {n: cluster.pid(n) for n in cluster.node_ids}
+    before = {n: _cpu_s(p) for n, p in pids.items() if p is not None}
+    start = time.monotonic()
+    time.sleep(window_s)
+    elapsed = time.monotonic() - start
+    return {n: 100 * (_cpu_s(pids[n]) - b) / elapsed for n, b in before.items() if pids[n] is not None}
+
+
+def _producer(cluster: LocalCluster, acks_all: bool, **extra: Any) -> Producer:
+    config: dict[str, Any] = {
+        "bootstrap.servers": cluster.bootstrap_servers,
+        "linger.ms": 5,
+        "batch.size": 65536,
+        "message.timeout.ms": 120000,
+        **extra,
+    }
+    if acks_all:
+        config.update({"acks": "all", "enable.idempotence": True})
+    else:
+        config.update({"acks": "1", "enable.idempotence": False})
+    return Producer(config)
+
+
+@dataclass(frozen=True)
+class Rate:
+    records: int
+    seconds: float
+
+    @property
+    def per_s(self) -> float:
+        return self.records / self.seconds if self.seconds > 0 else 0.0
+
+
+def _produce(
+    cluster: LocalCluster, topic: str, partitions: int, acks_all: bool, records: int, max_s: float
+) -> Rate:
+    """Warm up, then produce round-robin over every partition until ``records`` are sent or
+    ``max_s`` passed; flush. Raises RuntimeError if any record failed or stayed unflushed."""
+    producer = _producer(cluster, acks_all)
+    failed: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failed.append(str(err))
+
+    for i in range(max(2000, partitions * 2)):  # warm-up: metadata, producer id, every partition
+        _send(producer, topic, i % partitions, on_delivery)
+    if producer.flush(WAIT_S):
+        raise RuntimeError(f"{topic}: warm-up not flushed")
+    sent = 0
+    start = time.perf_counter()
+    deadline = start + max_s
+    while sent < records:
+        _send(producer, topic, sent % partitions, on_delivery)
+        sent += 1
+        if sent % 1000 == 0:
+            producer.poll(0)
+            if time.perf_counter() > deadline:
+                break
+    remaining = producer.flush(WAIT_S)
+    elapsed = time.perf_counter() - start
+    if remaining or failed:
+        raise RuntimeError(f"{topic}: {remaining} unflushed, {len(failed)} failed (e.g. {failed[:2]})")
+    return Rate(sent, elapsed)
+
+
+def _send(producer: Producer, topic: str, partition: int, cb: Any) -> None:
+    while True:
+        try:
+            producer.produce(topic, VALUE, partition=partition, on_delivery=cb)
+            return
+        except BufferError:
+            producer.poll(0.005)
+
+
+def _row(
+    figure: str, partitions: int, ours: str, peer: str, ratio: float | None, goal: str, note: str
+) -> list[str]:
+    return [figure, f"{partitions:,}", ours, peer, "-" if ratio is None else f"{ratio:.2f}x", goal, note]
+
+
+def measure_data_path(partitions: int, records: int, max_run_s: float, idle_s: float) -> list[list[str]]:
+    """Idle CPU, spread-vs-6 and RF 3-vs-RF 1 for one partition count on a fresh cluster."""
+    rows: list[list[str]] = []
+    suffix = uuid.uuid4().hex[:6]
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as data_dir:
+        cluster = _cluster(data_dir)
+        try:
+            spread3 = f"spread-rf3-{suffix}"
+            created_s = _create(cluster, spread3, partitions, 3)
+            console.print(f"[dim]{partitions} partitions RF 3: every ISR full after {created_s:.1f} s[/dim]")
+            time.sleep(3)
+            cpu = _idle_cpu(cluster, idle_s)
+            worst = max(cpu.values())
+            rows.append(
+                _row(
+                    "idle CPU per broker, % (worst broker)",
+                    partitions,
+                    f"{worst:.1f}",
+                    " / ".join(f"{cpu[n]:.1f}" for n in sorted(cpu)),
+                    None,
+                    f"<= {GOAL_IDLE_CPU_PCT:g} at 4,000",
+                    f"{_load()}; {3 * partitions:,} replicas, {idle_s:.0f} s window; peer column: each broker",
+                )
+            )
+            six3, six1, spread1 = f"six-rf3-{suffix}", f"six-rf1-{suffix}", f"spread-rf1-{suffix}"
+            _create(cluster, six3, 6, 3)
+            _create(cluster, six1, 6, 1)
+            _create(cluster, spread1, partitions, 1)
+            rate = {
+                "spread3": _produce(cluster, spread3, partitions, True, records, max_run_s),
+                "six3": _produce(cluster, six3, 6, True, records, max_run_s),
+                "spread1": _produce(cluster, spread1, partitions, False, records, max_run_s),
+                "six1": _produce(cluster, six1, 6, False, records, max_run_s),
+            }
+        finally:
+            cluster.stop()
+    goal = GOAL_SPREAD.get(partitions)
+    rows.append(
+        _row(
+            "acks=all idempotent: spread over N / into 6 partitions, records/s",
+            partitions,
+            f"{rate['spread3'].per_s:,.0f}",
+            f"{rate['six3'].per_s:,.0f}",
+            rate["spread3"].per_s / rate["six3"].per_s,
+            "-" if goal is None else f">= {goal:g}x",
+            f"{_load()}; RF 3, min.insync.replicas=2; {rate['spread3'].records:,} / {rate['six3'].records:,} records",
+        )
+    )
+    for shape, ours, peer in ((f"{partitions:,}", "spread3", "spread1"), ("6", "six3", "six1")):
+        rows.append(
+            _row(
+                f"RF 3 acks=all / RF 1 acks=1, {shape} partitions, records/s",
+                partitions,
+                f"{rate[ours].per_s:,.0f}",
+                f"{rate[peer].per_s:,.0f}",
+                rate[ours].per_s / rate[peer].per_s,
+                f">= {GOAL_RF3_OVER_RF1:g}x",
+                f"{_load()}; same producer, {rate[ours].records:,} / {rate[peer].records:,} records",
+            )
+        )
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# many client connections
+
+
+def _produce_frame(topic: str, partition: int, correlation_id: int) -> bytes:
+    cls = request_class(ApiKey.PRODUCE, 3)
+    topic_cls = nested(cls, "TopicProduceData")
+    part_cls = nested(cls, "PartitionProduceData")
+    batch = encode_batch([(None, VALUE, int(time.time() * 1000), [])])
+    request = build(
+        cls,
+        transactional_id=None,
+        acks=1,
+        timeout=5000,
+        topic_data=(topic_cls(name=topic, partition_data=(part_cls(index=partition, records=batch),)),),
+    )
+    return encode_request(request, correlation_id, "bench-scale-producer")
+
+
+def _fetch_frame(topic: str, partition: int, correlation_id: int) -> bytes:
+    cls = request_class(ApiKey.FETCH, 4)
+    topic_cls = nested(cls, "FetchTopic")
+    part_cls = nested(cls, "FetchPartition")
+    request = build(
+        cls,
+        replica_id=-1,
+        max_wait=500,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        topics=(
+            topic_cls(
+                topic=topic,
+                partitions=(
+                    build(part_cls, partition=partition, fetch_offset=0, partition_max_bytes=1 << 20),
+                ),
+            ),
+        ),
+    )
+    return encode_request(request, correlation_id, "bench-scale-consumer")
+
+
+@dataclass
+class _Load:
+    """Raw client connections on a private event loop thread."""
+
+    targets: list[tuple[str, int, str, str, int]]  # (host, port, kind, topic, partition)
+    connected: int = 0
+    responses: int = 0
+    errors: int = 0
+    last_error: str = ""
+
+    def start(self) -> None:
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
+        self._thread.start()
+        if not self._ready.wait(WAIT_S):
+            raise TimeoutError("client connections not established")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    async def _main(self) -> None:
+        tasks = []
+        for i, target in enumerate(self.targets):
+            tasks.append(asyncio.create_task(self._client(*target)))
+            if i % 50 == 49:
+                await asyncio.sleep(0.05)  # ramp up (the accept queue is finite)
+        while self.connected + self.errors < len(self.targets):
+            await asyncio.sleep(0.05)
+        self._ready.set()
+        while not self._stop.is_set():
+            await asyncio.sleep(0.1)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _client(self, host: str, port: int, kind: str, topic: str, partition: int) -> None:
+        try:
+            reader, writer = await asyncio.open_connection(host, port)
+        except OSError:
+            self.errors += 1
+            return
+        self.connected += 1
+        correlation_id = 0
+        try:
+            await asyncio.sleep(hash((kind, partition, port)) % 1000 / 1000)  # spread the phases
+            while True:
+                correlation_id += 1
+                if kind == "produce":
+                    frame = _produce_frame(topic, partition, correlation_id)
+                else:
+                    frame = _fetch_frame(topic, partition, correlation_id)
+                writer.write(frame)  # encode_request includes the size prefix
+                await writer.drain()
+                size = struct.unpack(">i", await reader.readexactly(4))[0]
+                await reader.readexactly(size)
+                self.responses += 1
+                if kind == "produce":
+                    await asyncio.sleep(1.0)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - counted and shown in the table's note
+            self.errors += 1
+            self.last_error = repr(exc)
+        finally:
+            writer.close()
+
+
+def _probe(cluster: LocalCluster, topic: str, seconds: float) -> list[float]:
+    """Latencies (ms) of one record every 10 ms for ``seconds`` (idempotent acks=all, linger 0)."""
+    producer = _producer(cluster, True, **{"linger.ms": 0})
+    latencies: list[float] = []
+    failed: list[str] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is not None:
+            failed.append(str(err))
+        else:
+            latencies.append(msg.latency() * 1000)
+
+    for i in range(200):  # warm-up
+        producer.produce(topic, VALUE, partition=i % 6)
+    producer.flush(60)
+    start = time.monotonic()
+    i = 0
+    while time.monotonic() - start < seconds:
+        producer.produce(topic, VALUE, partition=i % 6, on_delivery=on_delivery)
+        i += 1
+        producer.poll(0)
+        time.sleep(max(0.0, start + i * 0.01 - time.monotonic()))
+    if producer.flush(60) or failed:
+        raise RuntimeError(f"probe: records failed or unflushed (e.g. {failed[:2]})")
+    return latencies
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _p(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def measure_clients(connections: int, probe_s: float) -> list[list[str]]:
+    """Probe-producer p99 alone vs with ``connections`` busy raw connections, and broker RSS."""
+    suffix = uuid.uuid4().hex[:6]
+    extra = {
+        "queued.max.request.bytes": str(QUEUED_MAX_REQUEST_BYTES),
+        "socket.request.max.bytes": str(SOCKET_REQUEST_MAX_BYTES),
+    }
+    with tempfile.TemporaryDirectory(prefix="bench-scale-clients-") as data_dir:
+        cluster = _cluster(data_dir, extra)
+        try:
+            probe_topic, load_topic, idle_topic = f"probe-{suffix}", f"load-{suffix}", f"idle-{suffix}"
+            _create(cluster, probe_topic, 6, 3)
+            _create(cluster, load_topic, 30, 3)
+            _create(cluster, idle_topic, 30, 3)
+            md = cluster.metadata()
+            targets = []
+            for i in range(connections):
+                kind, topic = ("produce", load_topic) if i % 5 < 2 else ("fetch", idle_topic)
+                partition = i % 30
+                leader = md.partitions[topic][partition].leader
+                host, port = cluster.broker_address(leader).rsplit(":", 1)
+                targets.append((host, int(port), kind, topic, partition))
+            pids = {n: cluster.pid(n) for n in cluster.node_ids}
+            alone = _probe(cluster, probe_topic, probe_s)
+            rss_before = max(_rss_mb(p) for p in pids.values() if p is not None)
+            load = _Load(targets)
+            load.start()
+            try:
+                peak = [0.0]
+                sampling = threading.Event()
+
+                def sample() -> None:
+                    while not sampling.is_set():
+                        peak[0] = max(peak[0], *(_rss_mb(p) for p in pids.values() if p is not None))
+                        sampling.wait(0.2)
+
+                sampler = threading.Thread(target=sample, daemon=True)
+                sampler.start()
+                time.sleep(2)
+                responses_before = load.responses
+                loaded = _probe(cluster, probe_topic, probe_s)
+                responses = load.responses - responses_before
+                sampling.set()
+                sampler.join(5)
+            finally:
+                load.stop()
+        finally:
+            cluster.stop()
+    bound = RSS_BOUND_MB + connections * 6 / 1024
+    p99_alone, p99_loaded = _p(alone, 0.99), _p(loaded, 0.99)
+    return [
+        _row(
+            f"probe produce p99 with {connections:,} connections / alone, ms",
+            6,
+            f"{p99_loaded:.1f}",
+            f"{p99_alone:.1f}",
+            p99_alone / p99_loaded if p99_loaded else None,
+            f">= {1 / GOAL_P99_FACTOR:g}x (p99 <= {GOAL_P99_FACTOR:g}x alone)",
+            f"{_load()}; p50 {statistics.median(loaded):.1f} / {statistics.median(alone):.1f} ms; "
+            f"{load.connected:,} connected, {load.errors} errors{' ' + load.last_error if load.errors else ''}, "
+            f"{responses / probe_s:,.0f} responses/s",
+        ),
+        _row(
+            f"peak broker RSS with {connections:,} connections, MB",
+            6,
+            f"{peak[0]:.0f}",
+            f"{rss_before:.0f} before",
+            None,
+            f"<= {bound:.0f} (README bound)",
+            f"queued.max.request.bytes={QUEUED_MAX_REQUEST_BYTES >> 20} MiB, "
+            f"socket.request.max.bytes={SOCKET_REQUEST_MAX_BYTES >> 20} MiB",
+        ),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def print_rows(title: str, rows: list[list[str]]) -> None:
+    """Print ``rows`` (``COLUMNS``) as one table and emit it for ``python -m bench``."""
+    table = Table(title=title)
+    for column in COLUMNS:
+        table.add_column(column, justify="left" if column in ("figure", "note", "goal") else "right")
+    for row in rows:
+        table.add_row(*row)
+    emit_table(title, COLUMNS, rows)
+    console.print(table)
+
+
+def _control_path(partitions: list[int]) -> None:
+    """``bench/scale_cluster.py``'s ``measure(partitions) -> rows`` and ``print_rows(title,
+    rows)``, when that module is present (the control-path half of issue #19)."""
+    if not (Path(__file__).resolve().parent / "scale_cluster.py").exists():
+        console.print("[dim]bench/scale_cluster.py not present: control-path figures skipped[/dim]")
+        return
+    scale_cluster = importlib.import_module("scale_cluster")
+    rows: list[list[str]] = []
+    for n in partitions:
+        console.print(f"[dim]control path, {n:,} partitions ...[/dim]")
+        rows.extend(scale_cluster.measure(n))
+    scale_cluster.print_rows(
+        "control path at scale: 3 brokers, one topic of RF 3, min.insync.replicas=2", rows
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--partitions", default="1000,4000", help="comma-separated partition counts")
+    parser.add_argument("--records", type=int, default=300_000, help="records per producer run (at most)")
+    parser.add_argument("--max-run-s", type=float, default=20.0, help="stop sending after this long")
+    parser.add_argument("--idle-s", type=float, default=15.0, help="idle CPU window")
+    parser.add_argument("--connections", type=int, default=1000)
+    parser.add_argument("--probe-s", type=float, default=10.0)
+    parser.add_argument("--no-control", action="store_true", help="skip bench/scale_cluster.py")
+    parser.add_argument("--no-clients", action="store_true", help="skip the many-connections run")
+    parser.add_argument("--quick", action="store_true", help="1,000 partitions, shorter runs (~3 min)")
+    args = parser.parse_args()
+    if args.quick:
+        args.partitions, args.records, args.max_run_s, args.idle_s = "1000", 100_000, 8.0, 8.0
+        args.probe_s, args.no_control = 5.0, True
+    partitions = [int(p) for p in args.partitions.split(",") if p.strip()]
+    started = time.monotonic()
+    console.print(f"[dim]{machine_summary()}; {_load()} at the start[/dim]")
+    rows: list[list[str]] = []
+    for n in partitions:
+        console.print(f"[dim]data path, {n:,} partitions ...[/dim]")
+        rows.extend(measure_data_path(n, args.records, args.max_run_s, args.idle_s))
+    if rows:
+        print_rows("data path at scale: 3 brokers, RF 3 min.insync.replicas=2 vs peers in the same run", rows)
+    if not args.no_clients:
+        print_rows(
+            "many clients: 3 brokers, probe producer alone vs beside busy connections",
+            measure_clients(args.connections, args.probe_s),
+        )
+    if not args.no_control:
+        _control_path(partitions)
+    console.print(f"[dim]{machine_summary()}; {_load()} at the end; {time.monotonic() - started:.0f} s[/dim]")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
