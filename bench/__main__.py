@@ -46,6 +46,7 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("failover", [], []),  # bench/failover.py, when present
     ("security", [], ["--quick"]),
     ("scale", [], ["--quick"]),  # issue #19: replication at 1,000 / 4,000 partitions, 1,000 clients
+    ("loop_latency", [], ["--quick"]),  # issue #25: probe latency under CPU-heavy work
 ]
 
 

@@ -35,7 +35,9 @@ import socket
 import time
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from broker.apis.context import BrokerContext
 from broker.apis.init_producer_id import producer_id_manager
@@ -52,6 +54,7 @@ from broker.controller.topic_publisher import TopicMetadataPublisher
 from broker.coordinator.group.service import GroupCoordinatorService
 from broker.coordinator.producer_id_manager import PRODUCER_ID_BLOCK_FILE
 from broker.coordinator.transaction.service import TransactionCoordinatorService
+from broker.event_loop_monitor import EventLoopMonitor
 from broker.log.dir_lock import LogDirLockError, LogDirLocks
 from broker.log.log_cleaner import LogCleaner
 from broker.log.log_config import LogConfig
@@ -71,6 +74,9 @@ __all__ = ["KafkaServer", "StartupError", "ENDPOINTS_FILE", "META_PROPERTIES_FIL
 logger = logging.getLogger(__name__)
 
 ENDPOINTS_FILE = ".broker-endpoints.json"
+LOOP_LAG_FILE = "loop-lag.json"
+"""The event loop's lag figures (``LoopLagStats.snapshot``), in the first log dir."""
+LOOP_LAG_FILE_INTERVAL_S = 5.0
 META_PROPERTIES_FILE = "meta.properties"
 
 
@@ -205,6 +211,9 @@ class KafkaServer:
         self._dir_locks = LogDirLocks()
         self._group_coordinator: GroupCoordinatorService | None = None
         self._transaction_coordinator: TransactionCoordinatorService | None = None
+        #: the event loop's lag and stalls (see broker.event_loop_monitor); started by startup()
+        self.loop_monitor = EventLoopMonitor(config["kafkalite.event.loop.stall.threshold.ms"])
+        self._loop_lag_file = config.log_dirs[0] / LOOP_LAG_FILE
 
     # -- metadata -------------------------------------------------------------------------------
     def _commit(self, records: list[MetadataRecord]) -> None:
@@ -261,6 +270,7 @@ class KafkaServer:
         config = self.config
         started = time.monotonic()
         logger.info("starting broker node %d with config:\n%s", self.node_id, config.describe())
+        self.loop_monitor.start()
         try:
             self._dir_locks.acquire(config.log_dirs)
         except LogDirLockError as exc:
@@ -303,7 +313,14 @@ class KafkaServer:
             controller=lambda: self.ctx.controller if self.ctx is not None else None,
         )
         self.ctx = BrokerContext(
-            config, self.node_id, image, controller, self.log_manager, fetch_purgatory, replica_manager
+            config,
+            self.node_id,
+            image,
+            controller,
+            self.log_manager,
+            fetch_purgatory,
+            replica_manager,
+            request_workers=ThreadPoolExecutor(config["num.io.threads"], thread_name_prefix="request-worker"),
         )
         self.ctx.authorizer = authorizer_for(config.values, lambda: self._image().acls)
         apis = KafkaApis(self.ctx)
@@ -360,6 +377,7 @@ class KafkaServer:
         )
         self._transaction_coordinator.startup()
         self._background.append(asyncio.create_task(self._checkpoint_loop(), name="log-checkpoints"))
+        self._background.append(asyncio.create_task(self._loop_lag_file_loop(), name="loop-lag-file"))
         cleaner = LogCleaner(self.log_manager) if config["log.cleaner.enable"] else None
         self._background.append(
             asyncio.create_task(
@@ -480,6 +498,20 @@ class KafkaServer:
             except OSError:
                 logger.exception("checkpoint failed")
 
+    async def _loop_lag_file_loop(self) -> None:
+        """Rewrite ``loop-lag.json`` (the event loop's lag figures, for ``kafkalite cluster
+        status``) every few seconds while they change."""
+        written: dict[str, Any] | None = None
+        while True:
+            figures = self.loop_monitor.stats.snapshot()
+            if figures != written:
+                try:
+                    write_atomically(self._loop_lag_file, json.dumps(figures), fsync=False)
+                    written = figures
+                except OSError as exc:
+                    logger.debug("cannot write %s: %s", self._loop_lag_file, exc)
+            await asyncio.sleep(LOOP_LAG_FILE_INTERVAL_S)
+
     async def shutdown(self) -> None:
         """Clean shutdown; safe to call after a partial startup."""
         logger.info("shutting down broker node %d", self.node_id)
@@ -509,6 +541,9 @@ class KafkaServer:
         if self.log_manager is not None:
             self.log_manager.shutdown()
             self.log_manager = None
+        if self.ctx is not None:
+            self.ctx.request_workers.shutdown(wait=False, cancel_futures=True)
+        self.loop_monitor.stop()
         if self._dir_locks.held:
             # Only the owner of the log dirs may touch their files (another broker may hold them).
             with contextlib.suppress(OSError):

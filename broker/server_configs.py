@@ -156,7 +156,14 @@ _define("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF of sockets" + _UNU
 _define("socket.receive.buffer.bytes", "int", 102400, "SO_RCVBUF of sockets" + _UNUSED, at_least(-1))
 _define("socket.listen.backlog.size", "int", 50, "Listen backlog of the acceptor.", at_least(1))
 _define("num.network.threads", "int", 3, "Network threads (one asyncio loop here)" + _UNUSED, at_least(1))
-_define("num.io.threads", "int", 8, "Request handler threads (one asyncio loop here)" + _UNUSED, at_least(1))
+_define(
+    "num.io.threads",
+    "int",
+    8,
+    "Worker threads for the CPU-heavy part of requests (decompressing and checking produce "
+    "batches too large for the event loop); requests themselves are served on one asyncio loop.",
+    at_least(1),
+)
 _define(
     "queued.max.requests",
     "int",
@@ -190,6 +197,15 @@ _define(
     "arrived must be complete within this many ms (time waiting for queued.max.request.bytes "
     "memory not counted), else the connection is closed (slow-loris). -1 = no limit.",
     at_least(-1),
+)
+_define(
+    "kafkalite.event.loop.stall.threshold.ms",
+    "int",
+    200,
+    "kafkalite-only (Kafka's network and request threads have no single loop to stall): the "
+    "broker's event loop not running callbacks for longer than this many ms is a stall, logged "
+    "once per episode as a WARNING with the stack of the code holding the loop.",
+    at_least(1),
 )
 _define(
     "max.connections",

@@ -30,7 +30,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.fuzz.hostile_phases import HostileSettings, run_hostile_phases
 from bench.fuzz.wire_gen import TOPICS, WireGen, mutate, request_versions
+from bench.loop_probe import LatencyProbe
 from spark_kafkalite.local_cluster import LocalCluster
 
 __all__ = ["BrokerFuzzReport", "fuzz_broker"]
@@ -70,6 +72,7 @@ _UNSERVED = (4, 5, 6, 7, 17, 24, 25, 26, 36, 50, 57, 68)
 _PROBE = struct.pack(">hhih", 18, 0, -7, 5) + b"probe"
 _PROBE_FRAME = struct.pack(">i", len(_PROBE)) + _PROBE
 _SNIPPET_FRAMES = 8
+DEFAULT_HOSTILE = HostileSettings()
 
 
 @dataclass
@@ -89,6 +92,13 @@ class BrokerFuzzReport:
     escaped_errors: int = 0
     canary_intact: bool | None = None
     elapsed_s: float = 0.0
+    # phase -> worst ApiVersions wait on a fresh connection (s), probes made, probes unanswered
+    probe_worst_s: dict[str, float] = field(default_factory=dict)
+    probes: dict[str, int] = field(default_factory=dict)
+    probe_failures: dict[str, int] = field(default_factory=dict)
+    hostile_unexpected: int = 0  # hostile-phase requests not answered as expected
+    stall_episodes: int = 0  # the broker's own watchdog ("event loop stalled" in its log)
+    stall_sites: list[str] = field(default_factory=list)  # innermost frame of each stall
     crash_files: list[str] = field(default_factory=list)
 
     @property
@@ -380,6 +390,18 @@ def _canary_read(bootstrap: str, topic: str, count: int) -> list[bytes]:
     return values
 
 
+def _stall_sites(output: str) -> list[str]:
+    """The innermost stack frame of each "event loop stalled" warning in a broker log."""
+    sites = []
+    for block in output.split("event loop stalled")[1:]:
+        frames = [
+            line.strip() for line in block.split("\n[", 1)[0].splitlines() if line.strip().startswith("File ")
+        ]
+        if frames:
+            sites.append(frames[-1])
+    return sites
+
+
 def fuzz_broker(
     frames: int = 10_000,
     *,
@@ -388,8 +410,12 @@ def fuzz_broker(
     connections: int = 4,
     hang_timeout_s: float = 10.0,
     work_dir: Path | None = None,
+    hostile: HostileSettings | None = DEFAULT_HOSTILE,
 ) -> BrokerFuzzReport:
-    """Fuzz a fresh single broker until ``frames`` frames were sent or ``duration_s`` passed.
+    """Fuzz a fresh single broker until ``frames`` frames were sent or ``duration_s`` passed,
+    after the ``hostile`` phases (bombs, max-size frames, slow-loris; None = skip them). A probe
+    times ApiVersions on a fresh connection every 0.1 s throughout: ``probe_worst_s`` has the
+    worst wait per phase (idle, bomb, max-frame, slow-loris, fuzz).
 
     Crash/hang frame snippets go to ``work_dir`` (default: the broker's data dir, removed at the
     end unless something was found).
@@ -414,9 +440,18 @@ def fuzz_broker(
             await run.monitor()
             await asyncio.gather(*tasks)
 
-        start = time.monotonic()
-        asyncio.run(main())
-        report.elapsed_s = time.monotonic() - start
+        with LatencyProbe(run.address, interval_s=0.1, timeout_s=hang_timeout_s) as probe:
+            time.sleep(0.5)
+            if hostile is not None:
+                report.hostile_unexpected = run_hostile_phases(run.address, TOPICS[0], probe, hostile)
+            probe.phase = "fuzz"
+            start = time.monotonic()
+            run.deadline = start + duration_s if duration_s else None  # the fuzz phase's own time
+            asyncio.run(main())
+            report.elapsed_s = time.monotonic() - start
+        report.probe_worst_s = {phase: round(s, 3) for phase, s in probe.worst_s.items()}
+        report.probes = dict(probe.probes)
+        report.probe_failures = dict(probe.failures)
         report.canary_intact = (
             _canary_read(cluster.bootstrap_servers, canary, len(canary_values)) == canary_values
         )
@@ -424,6 +459,8 @@ def fuzz_broker(
         report.tracebacks = output.count("Traceback")
         report.unexpected_errors = output.count("unexpected error while handling")
         report.escaped_errors = output.count("unexpected error on connection")
+        report.stall_episodes = output.count("event loop stalled")
+        report.stall_sites = _stall_sites(output)
         keep = bool(report.deaths or report.hangs or report.tracebacks)
     finally:
         cluster._owns_data_dir = cluster._owns_data_dir and not keep  # keep evidence

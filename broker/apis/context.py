@@ -7,7 +7,8 @@ records are applied.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from broker.config import KafkaConfig
@@ -55,6 +56,8 @@ class BrokerContext:
             allowed.
         transaction_coordinator / transaction_coordinator_service: the transaction coordinator
             and the service that loads ``__transaction_state`` partitions (set when it starts).
+        request_workers: the bounded pool (``num.io.threads``) for CPU-heavy request work that
+            releases the GIL (decompression, CRC-32C of large batches), off the event loop.
     """
 
     config: KafkaConfig
@@ -70,6 +73,9 @@ class BrokerContext:
     authorizer: StandardAuthorizer | None = None
     transaction_coordinator: TransactionCoordinator | None = None
     transaction_coordinator_service: TransactionCoordinatorService | None = None
+    request_workers: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(8, thread_name_prefix="request-worker")
+    )
 
     def leader_log(
         self, topic: str, partition: int, current_leader_epoch: int = -1

@@ -127,7 +127,7 @@ class ApiSpec:
     handler: Handler
     error_response: ErrorResponder
     advertised_min_version: int | None = None
-    decoders: dict[int, Callable[[bytes, int], Any]] | None = None
+    decoders: dict[int, Callable[[bytes | bytearray, int], Any]] | None = None
     encoders: dict[int, Callable[[Any, int], bytes]] | None = None
 
     @property
@@ -279,7 +279,7 @@ class KafkaApis:
         return [(key, *spec.advertised_range) for key, spec in sorted(self.apis.items())]
 
     async def __call__(
-        self, rctx: RequestContext, frame: bytes, body_offset: int
+        self, rctx: RequestContext, frame: bytes | bytearray, body_offset: int
     ) -> bytes | FrameChunks | None:
         """Serve one request frame; returns the response frame, or None (no response).
 
@@ -367,7 +367,7 @@ class KafkaApis:
         return encode_response(response, rctx.correlation_id)
 
     def error_response_frame(
-        self, rctx: RequestContext, frame: bytes, body_offset: int, code: ErrorCode
+        self, rctx: RequestContext, frame: bytes | bytearray, body_offset: int, code: ErrorCode
     ) -> bytes | FrameChunks | None:
         """The request's API error response with ``code`` (the socket server answers a request
         sent during SaslAuthenticate with ILLEGAL_SASL_STATE this way, as Kafka's
@@ -410,7 +410,7 @@ class KafkaApis:
             )
             raise CloseConnection("no error response") from None
 
-    def _api_versions(self, rctx: RequestContext, frame: bytes, body_offset: int) -> bytes:
+    def _api_versions(self, rctx: RequestContext, frame: bytes | bytearray, body_offset: int) -> bytes:
         version = rctx.api_version
         low, high = self._api_versions_range
         if not low <= version <= high:

@@ -47,7 +47,7 @@ class ListOffsetsRequestV0:
     __version__ = 0
 
 
-def decode_list_offsets_v0(frame: bytes | memoryview, offset: int) -> ListOffsetsRequestV0:
+def decode_list_offsets_v0(frame: bytes | bytearray | memoryview, offset: int) -> ListOffsetsRequestV0:
     """Decode a ListOffsets v0 body.
 
     Raises:

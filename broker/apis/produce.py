@@ -13,6 +13,13 @@ EACCES, EROFS, EIO, ...) marks the partition's log dir offline and answers
 ``KAFKA_STORAGE_ERROR``; later produces to any log in that dir get ``KAFKA_STORAGE_ERROR`` without
 touching the disk, while fetches keep serving what is already stored.
 
+Off the event loop (Kafka validates on its request handler threads, never on the network
+threads): a batch larger than ``INLINE_BATCH_BYTES``, or whose records decompress to more than
+``INLINE_UNCOMPRESSED_BYTES`` (a compression bomb), is checked on a ``num.io.threads`` worker.
+The request takes its place in each partition's append order when it arrives
+(``ReplicaManager.append_order``), so later requests to those partitions, from any connection,
+append after it: offsets, idempotence and transactions see the arrival order, as before.
+
 acks: 0 (no response; a failed append closes the connection, as Kafka does), 1 (answer after
 the leader's append) and -1 (``ReplicaManager.append_records``: ``NOT_ENOUGH_REPLICAS`` before the
 append when the ISR is below ``min(min.insync.replicas, replication factor)``; then wait in the
@@ -24,8 +31,10 @@ produce purgatory until the high watermark passes the batch: ``NONE``,
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker.apis.auth_helper import authorize, authorized_names
@@ -33,6 +42,7 @@ from broker.apis.context import BrokerContext
 from broker.config import LONG_MAX
 from broker.errors import error_code_for, error_message_for
 from broker.network.request_context import CloseConnection, RequestContext
+from broker.replication.append_order import AppendTicket
 from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
@@ -138,6 +148,67 @@ def validate_produce_batch(
     return header
 
 
+INLINE_BATCH_BYTES = 1 << 20
+"""Largest produce batch (bytes on the wire) checked on the event loop; a larger one (CRC-32C and
+record framing of up to ``message.max.bytes``) is checked on a ``num.io.threads`` worker."""
+
+INLINE_UNCOMPRESSED_BYTES = 1 << 20
+"""Decompressed bytes a compressed batch may produce while checked on the event loop; past them
+(a large or bomb-like batch: a few KB of zstd can inflate to ``kafkalite.message.max.uncompressed.bytes``)
+it is checked again, from the start, on a worker thread."""
+
+
+@dataclass(slots=True)
+class _BatchLimits:
+    """The arguments of :func:`validate_produce_batch` for one partition."""
+
+    message_max_bytes: int
+    api_version: int
+    timestamp_before_max_ms: int
+    timestamp_after_max_ms: int
+    max_uncompressed_bytes: int
+
+    def validate(self, records: Any, max_uncompressed_bytes: int) -> BatchHeader:
+        return validate_produce_batch(
+            records,
+            message_max_bytes=self.message_max_bytes,
+            api_version=self.api_version,
+            timestamp_before_max_ms=self.timestamp_before_max_ms,
+            timestamp_after_max_ms=self.timestamp_after_max_ms,
+            max_uncompressed_bytes=max_uncompressed_bytes,
+        )
+
+
+def _check_on_loop(records: Any, limits: _BatchLimits) -> BatchHeader | None:
+    """Validate a small batch here; None when it is too large for the event loop (more than
+    :data:`INLINE_BATCH_BYTES` on the wire or :data:`INLINE_UNCOMPRESSED_BYTES` decompressed).
+
+    Raises:
+        the errors of :func:`validate_produce_batch`.
+    """
+    if records is not None and len(records) > INLINE_BATCH_BYTES:
+        return None
+    bound = limits.max_uncompressed_bytes
+    if bound <= INLINE_UNCOMPRESSED_BYTES:
+        return limits.validate(records, bound)
+    try:
+        return limits.validate(records, INLINE_UNCOMPRESSED_BYTES)
+    except MessageTooLargeError:
+        return None  # over the loop's share (or over message.max.bytes): the worker decides
+
+
+def _check_on_worker(batches: list[tuple[Any, _BatchLimits]]) -> list[BatchHeader | Exception]:
+    """Worker-thread part: validate each batch with its full limits (the codecs and CRC-32C
+    release the GIL); each result is the header or the error the batch raised."""
+    out: list[BatchHeader | Exception] = []
+    for records, limits in batches:
+        try:
+            out.append(limits.validate(records, limits.max_uncompressed_bytes))
+        except Exception as exc:  # noqa: BLE001 - mapped to the partition's error code on the loop
+            out.append(exc)
+    return out
+
+
 async def handle_produce(
     ctx: BrokerContext, rctx: RequestContext, request: ProduceRequest
 ) -> ProduceResponseData | None:
@@ -169,10 +240,11 @@ async def handle_produce(
     max_uncompressed_bytes = ctx.config["kafkalite.message.max.uncompressed.bytes"]
     # (topic, index) -> (error code, base offset, log start offset, message, log append time ms)
     outcomes: dict[tuple[str, int], tuple[ErrorCode, int, int, str | None, int]] = {}
-    # views into the request frame (never copied; the log writes a patched copy of the header)
-    entries: dict[tuple[str, int], memoryview] = {}
+    # Each partition's batch, checked in request order: the header, the error, or None while a
+    # worker thread checks it (too large for the event loop, see _check_on_loop).
+    checked: list[tuple[tuple[str, int], Any, BatchHeader | Exception | None]] = []
+    deferred: list[tuple[int, Any, _BatchLimits]] = []
     order: list[tuple[str, list[int]]] = []
-    transactional_without_id = False
     for topic_data in request.topic_data:
         topic: str = topic_data.name
         indexes: list[int] = []
@@ -186,49 +258,84 @@ async def handle_produce(
             if topic in denied:
                 outcomes[key] = (ErrorCode.topic_authorization_failed, -1, -1, None, -1)
                 continue
+            records = partition_data.records
+            state: BatchHeader | Exception | None
             try:
                 _registration, log = ctx.leader_log(topic, index)
                 log_config = log.config
-                records = partition_data.records
-                header = validate_produce_batch(
-                    records,
-                    message_max_bytes=log_config.max_message_bytes,
-                    api_version=version,
-                    timestamp_before_max_ms=log_config.message_timestamp_before_max_ms,
-                    timestamp_after_max_ms=log_config.message_timestamp_after_max_ms,
-                    max_uncompressed_bytes=max_uncompressed_bytes,
+                limits = _BatchLimits(
+                    log_config.max_message_bytes,
+                    version,
+                    log_config.message_timestamp_before_max_ms,
+                    log_config.message_timestamp_after_max_ms,
+                    max_uncompressed_bytes,
                 )
-                if header.is_transactional and request.transactional_id is None:
+                state = _check_on_loop(records, limits)
+                if state is None:
+                    deferred.append((len(checked), records, limits))
+            except Exception as exc:  # noqa: BLE001 - mapped to a wire error code below
+                state = exc
+            checked.append((key, records, state))
+        order.append((topic, indexes))
+    ticket: AppendTicket | None = None
+    if deferred:
+        # This request's place in each partition's append order is taken now, on arrival, as
+        # the synchronous path below would append now: later requests cannot overtake it.
+        ticket = ctx.replica_manager.append_order.reserve(
+            key for key, _records, state in checked if not isinstance(state, Exception)
+        )
+        try:
+            states = await asyncio.get_running_loop().run_in_executor(
+                ctx.request_workers, _check_on_worker, [(records, limits) for _i, records, limits in deferred]
+            )
+        except BaseException:
+            ticket.release()
+            raise
+        for (position, _records, _limits), state in zip(deferred, states, strict=True):
+            key, records, _none = checked[position]
+            checked[position] = (key, records, state)
+    try:
+        # views into the request frame (never copied; the log writes a patched copy of the header)
+        entries: dict[tuple[str, int], memoryview] = {}
+        transactional_without_id = False
+        for key, records, state in checked:
+            topic, index = key
+            try:
+                if isinstance(state, Exception):
+                    raise state
+                assert state is not None
+                if state.is_transactional and request.transactional_id is None:
                     transactional_without_id = True
                 if key in entries:
                     raise InvalidRecordError(f"Duplicate partition {topic}-{index} in the produce request")
-                assert records is not None  # validate_produce_batch rejects a null batch
                 entries[key] = memoryview(records)
             except Exception as exc:  # noqa: BLE001 - mapped to a wire error code
                 code = error_code_for(exc, f"Produce v{version} to {topic}-{index} from {rctx.connection_id}")
                 if isinstance(exc, KafkaError):
                     logger.debug("produce to %s-%d failed: %s", topic, index, exc)
                 outcomes[key] = (code, -1, -1, error_message_for(exc), -1)
-        order.append((topic, indexes))
-    if transactional_without_id:
-        if acks == 0:
-            raise CloseConnection("acks=0 produce request failed")
-        return produce_error_response(request, version, ErrorCode.transactional_id_authorization_failed)
-    if entries:
-        timeout_ms = (
-            int(request.timeout.total_seconds() * 1000)
-            if hasattr(request.timeout, "total_seconds")
-            else int(request.timeout)  # type: ignore[call-overload]
-        )
-        results = await ctx.replica_manager.append_records(entries, acks, timeout_ms)
-        for key, result in results.items():
-            outcomes[key] = (
-                result.error_code,
-                result.base_offset if result.error_code == ErrorCode.none else -1,
-                result.log_start_offset,
-                result.error_message,
-                result.log_append_time_ms,
+        if transactional_without_id:
+            if acks == 0:
+                raise CloseConnection("acks=0 produce request failed")
+            return produce_error_response(request, version, ErrorCode.transactional_id_authorization_failed)
+        if entries:
+            timeout_ms = (
+                int(request.timeout.total_seconds() * 1000)
+                if hasattr(request.timeout, "total_seconds")
+                else int(request.timeout)  # type: ignore[call-overload]
             )
+            results = await ctx.replica_manager.append_records(entries, acks, timeout_ms, ticket=ticket)
+            for key, result in results.items():
+                outcomes[key] = (
+                    result.error_code,
+                    result.base_offset if result.error_code == ErrorCode.none else -1,
+                    result.log_start_offset,
+                    result.error_message,
+                    result.log_append_time_ms,
+                )
+    finally:
+        if ticket is not None:
+            ticket.release()  # (a no-op after append_records released it)
     failed = any(outcome[0] != ErrorCode.none for outcome in outcomes.values())
     if acks == 0:
         if failed:

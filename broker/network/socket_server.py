@@ -70,17 +70,19 @@ __all__ = ["SocketServer", "RequestHandler", "FrameTimeoutError"]
 
 logger = logging.getLogger(__name__)
 
-RequestHandler = Callable[[RequestContext, bytes, int], Awaitable[bytes | FrameChunks | None]]
+RequestHandler = Callable[[RequestContext, bytes | bytearray, int], Awaitable[bytes | FrameChunks | None]]
 """``handler(context, frame, body_offset) -> response frame | None`` (None = no response); a
 frame may come as chunks (written in order, see ``encode_response_chunks``).
 It may raise :class:`CloseConnection`."""
 
-ErrorResponder = Callable[[RequestContext, bytes, int, ErrorCode], bytes | FrameChunks | None]
+ErrorResponder = Callable[[RequestContext, bytes | bytearray, int, ErrorCode], bytes | FrameChunks | None]
 """``error_responder(context, frame, body_offset, code)`` -> the request's API error response with
 ``code``, or None (``KafkaApis.error_response_frame``)."""
 
 _STREAM_LIMIT = 64 * 1024  # StreamReader high-water mark: reading pauses at 2x this (bytes)
 _INT_MAX = 2**31 - 1
+_LARGE_FRAME_BYTES = 1 << 20
+"""Frames above this are read piecewise into their final buffer (see :func:`_read_large`)."""
 
 
 class FrameTimeoutError(Exception):
@@ -321,7 +323,7 @@ class SocketServer:
             sock.close()
             return None
 
-    async def _read_frame(self, reader: asyncio.StreamReader, conn: _Connection) -> bytes | None:
+    async def _read_frame(self, reader: asyncio.StreamReader, conn: _Connection) -> bytes | bytearray | None:
         """Read one frame; its ``len(frame)`` bytes are allocated from the memory pool (the caller
         releases them). Returns None when the peer closed between frames or the size is invalid.
 
@@ -366,7 +368,9 @@ class SocketServer:
             deadline += loop.time() - waited_from
         try:
             async with asyncio.timeout_at(deadline):
-                return await reader.readexactly(size)
+                if size <= _LARGE_FRAME_BYTES:
+                    return await reader.readexactly(size)
+                return await _read_large(reader, size)
         except TimeoutError:
             self.memory_pool.release(size)
             raise FrameTimeoutError(self._timeout_message(size)) from None
@@ -431,7 +435,7 @@ class SocketServer:
             conn.busy = False
             conn.last_active_s = time.monotonic()
 
-    async def _authenticate(self, conn: _Connection, frame: bytes) -> bytes | FrameChunks | None:
+    async def _authenticate(self, conn: _Connection, frame: bytes | bytearray) -> bytes | FrameChunks | None:
         """One frame of a connection still authenticating (see the module docstring).
 
         Raises:
@@ -462,7 +466,7 @@ class SocketServer:
         return await self.handler(context, frame, body_offset)
 
     async def _answer_illegal_sasl_state(
-        self, conn: _Connection, frame: bytes, header: RequestHeaderInfo, body_offset: int
+        self, conn: _Connection, frame: bytes | bytearray, header: RequestHeaderInfo, body_offset: int
     ) -> None:
         """Write the request's ILLEGAL_SASL_STATE error response (Kafka's
         ``SaslServerAuthenticator.handleSaslToken``), if its API has one; the caller closes."""
@@ -512,6 +516,25 @@ class SocketServer:
                     conn.writer.close()
                     if conn.task is not None:
                         conn.task.cancel()
+
+
+async def _read_large(reader: asyncio.StreamReader, size: int) -> bytearray:
+    """Read a ``size``-byte frame a stream-buffer's worth at a time into one growing buffer.
+    ``StreamReader.readexactly`` would copy the whole frame in one step at the end, and
+    ``bytearray(size)`` would zero it in one step: either holds the event loop for hundreds of ms
+    for a 100 MB frame. Growing by appends spreads the page faults over the reads (glibc
+    grows large blocks with ``mremap``, without copying).
+
+    Raises:
+        asyncio.IncompleteReadError: EOF inside the frame.
+    """
+    frame = bytearray()
+    while len(frame) < size:
+        chunk = await reader.read(min(size - len(frame), _STREAM_LIMIT * 2))
+        if not chunk:
+            raise asyncio.IncompleteReadError(b"", size)  # (no copy of what arrived)
+        frame += chunk
+    return frame
 
 
 def _release_slot(quotas: ConnectionQuotas, client_host: str, _task: asyncio.Task[None]) -> None:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from broker.cluster.partition import LogReadResult, Partition
 from broker.errors import error_code_for, error_message_for
 from broker.log.producer_state_manager import AppendOrigin
+from broker.replication.append_order import AppendOrder, AppendTicket
 from broker.replication.delayed_produce import DelayedProduce, ProducePurgatory
 from broker.replication.replica_fetcher import FetcherSettings
 from broker.replication.replica_fetcher_manager import ReplicaFetcherManager
@@ -105,6 +106,8 @@ class ReplicaManager:
         self._partitions: dict[TopicPartitionKey, Partition] = {}
         self._listeners: list[LeadershipListener] = []
         self.produce_purgatory = ProducePurgatory(self._partitions.get)
+        #: per-partition order of appends that wait for a worker thread (broker.apis.produce)
+        self.append_order = AppendOrder()
         self.fetcher_manager = ReplicaFetcherManager(
             node_id,
             int(config["num.replica.fetchers"]),
@@ -304,12 +307,40 @@ class ReplicaManager:
         timeout_ms: int,
         *,
         internal: bool = False,
+        ticket: AppendTicket | None = None,
     ) -> dict[TopicPartitionKey, PartitionAppendResult]:
         """Append one validated RecordBatch per partition as leader (Kafka's
         ``ReplicaManager.appendRecords``). ``required_acks`` -1 waits up to ``timeout_ms`` for
         the HW to pass every appended batch. ``internal`` appends come from this broker's
         coordinators (``AppendOrigin.COORDINATOR``: internal topics allowed, transaction markers,
-        no sequence checks). Never raises: errors are per partition."""
+        no sequence checks). ``ticket``: the request's place in :attr:`append_order`, taken when
+        it arrived (released here once appended); without one, an append to a partition that an
+        earlier ticket holds waits for it. Never raises: errors are per partition."""
+        if ticket is None and self.append_order.must_wait(entries):
+            ticket = self.append_order.reserve(entries)
+        if ticket is not None:
+            try:
+                await ticket.turn()
+                results, required = self._append_entries(entries, required_acks, internal)
+            finally:
+                ticket.release()
+        else:
+            results, required = self._append_entries(entries, required_acks, internal)
+        if required_acks == -1 and required:
+            op = DelayedProduce(required)
+            for key, code in (await self.produce_purgatory.try_complete_else_watch(op, timeout_ms)).items():
+                if code != ErrorCode.none:
+                    result = results[key]
+                    result.error_code = code
+                    result.error_message = None
+                    if code == ErrorCode.request_timed_out:
+                        result.error_message = f"acks=all timed out after {timeout_ms} ms waiting for the ISR"
+        return results
+
+    def _append_entries(
+        self, entries: Mapping[TopicPartitionKey, bytearray | memoryview], required_acks: int, internal: bool
+    ) -> tuple[dict[TopicPartitionKey, PartitionAppendResult], dict[TopicPartitionKey, int]]:
+        """The synchronous part of :meth:`append_records`: (results, offset each acks=-1 waits for)."""
         results: dict[TopicPartitionKey, PartitionAppendResult] = {}
         required: dict[TopicPartitionKey, int] = {}
         for key, batch in entries.items():
@@ -330,16 +361,7 @@ class ReplicaManager:
                 results[key] = PartitionAppendResult(
                     error_code_for(exc, f"append to {topic}-{index}"), error_message=error_message_for(exc)
                 )
-        if required_acks == -1 and required:
-            op = DelayedProduce(required)
-            for key, code in (await self.produce_purgatory.try_complete_else_watch(op, timeout_ms)).items():
-                if code != ErrorCode.none:
-                    result = results[key]
-                    result.error_code = code
-                    result.error_message = None
-                    if code == ErrorCode.request_timed_out:
-                        result.error_message = f"acks=all timed out after {timeout_ms} ms waiting for the ISR"
-        return results
+        return results, required
 
     def _append_to_leader(
         self, p: Partition, batch: bytearray | memoryview, required_acks: int, origin: AppendOrigin

@@ -122,7 +122,7 @@ class SaslServerAuthenticator:
         """True once the client authenticated (``principal`` is then set)."""
         return self._state is _State.COMPLETE
 
-    def receive(self, frame: bytes) -> SaslReply:
+    def receive(self, frame: bytes | bytearray) -> SaslReply:
         """Handle one frame (without its size prefix).
 
         Raises:
@@ -152,7 +152,7 @@ class SaslServerAuthenticator:
         raise IllegalSaslState(f"unexpected request (api key {api_key}) in SASL state {state.name}", answer)
 
     def _decode(
-        self, header: RequestHeaderInfo, frame: bytes, body_offset: int, versions: tuple[int, ...]
+        self, header: RequestHeaderInfo, frame: bytes | bytearray, body_offset: int, versions: tuple[int, ...]
     ) -> Any:
         if header.api_version not in versions:
             self._state = _State.FAILED
@@ -163,7 +163,7 @@ class SaslServerAuthenticator:
             self._state = _State.FAILED
             raise IllegalSaslState(f"malformed SASL request: {exc}") from None
 
-    def _handshake(self, header: RequestHeaderInfo, frame: bytes, body_offset: int) -> SaslReply:
+    def _handshake(self, header: RequestHeaderInfo, frame: bytes | bytearray, body_offset: int) -> SaslReply:
         request = self._decode(header, frame, body_offset, _HANDSHAKE_VERSIONS)
         cls = response_class(ApiKey.SASL_HANDSHAKE, header.api_version)
         mechanism = request.mechanism
@@ -194,7 +194,9 @@ class SaslServerAuthenticator:
             self._state = _State.COMPLETE
         return challenge
 
-    def _authenticate(self, header: RequestHeaderInfo, frame: bytes, body_offset: int) -> SaslReply:
+    def _authenticate(
+        self, header: RequestHeaderInfo, frame: bytes | bytearray, body_offset: int
+    ) -> SaslReply:
         request = self._decode(header, frame, body_offset, _AUTHENTICATE_VERSIONS)
         cls = response_class(ApiKey.SASL_AUTHENTICATE, header.api_version)
         try:
@@ -210,7 +212,7 @@ class SaslServerAuthenticator:
         response = build(cls, error_code=ErrorCode.none, error_message=None, auth_bytes=challenge)
         return SaslReply(encode_response(response, header.correlation_id))
 
-    def _raw_token(self, frame: bytes) -> SaslReply:
+    def _raw_token(self, frame: bytes | bytearray) -> SaslReply:
         try:
             challenge = self._evaluate(bytes(frame))
         except SaslAuthenticationError as exc:

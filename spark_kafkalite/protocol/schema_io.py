@@ -57,7 +57,7 @@ class SchemaReader:
 
     def __init__(
         self,
-        buf: bytes | memoryview,
+        buf: bytes | bytearray | memoryview,
         what: str,
         error: type[Exception] = ValueError,
         flexible: bool = False,
