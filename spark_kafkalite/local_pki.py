@@ -2,7 +2,7 @@
 cluster up --secure``, ``LocalCluster(security=...)``): never for production.
 
 Made with ``cryptography`` the way librdkafka 2.16 / OpenSSL 3 and Java's PEM loader accept
-(``research/security.md`` section 3): EC P-256 keys written as PKCS#8 PEM, SHA-256 signatures; the
+(librdkafka's ``rdkafka_ssl.c``, Java's ``DefaultSslEngineFactory`` PEM support, KIP-651): EC P-256 keys written as PKCS#8 PEM, SHA-256 signatures; the
 CA is self-signed with ``BasicConstraints(ca=True)`` and ``KeyUsage(keyCertSign, cRLSign,
 digitalSignature)``, both critical; a broker certificate names its hosts as SANs (DNS names and
 IP addresses, e.g. ``localhost`` and ``127.0.0.1``: an IP literal only matches an IP SAN) with

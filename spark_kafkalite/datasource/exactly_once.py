@@ -2,7 +2,8 @@
 built on plain Kafka transactions (KIP-98; no two-phase commit, which Kafka 4.x does not offer).
 
 Every write task (one Spark partition of one micro-batch, or of one batch ``df.write``) whose
-input has rows runs this protocol (``research/transactions.md`` §11):
+input has rows runs this protocol (docs/spark.md, "Exactly-once"; Kafka's
+``TransactionCoordinator`` and KIP-98 / KIP-447 for the transaction rules it relies on):
 
 1. **fence**: a new producer with ``transactional.id`` = :func:`transactional_id` (the
    ``transactionalIdPrefix`` option, the streaming query id, the Spark partition id) calls

@@ -3,7 +3,9 @@
 Offsets are ``{"topic": {"partition": next_offset}}`` dicts, always canonical (sorted topics,
 numerically sorted string partition keys) because Spark compares them as JSON strings.
 
-Which process calls what (pyspark >= 4.2, see research/pyspark_datasource.md §0, §3):
+Which process calls what (pyspark >= 4.2: ``python_streaming_source_runner.py`` and
+``plan_data_source_read.py`` in pyspark's ``sql/streaming`` and ``sql/worker`` packages; see also
+docs/architecture.md):
 ``initialOffset``, ``latestOffset``, ``getDefaultReadLimit``, ``reportLatestOffset``,
 ``partitions``, ``commit`` and ``prepareForTriggerAvailableNow`` run on one long-lived instance in
 the driver's streaming runner; ``read`` runs on executors on unpickled copies of *another*

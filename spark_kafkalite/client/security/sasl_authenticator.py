@@ -1,7 +1,7 @@
 """One connection's SASL exchange (Java ``SaslClientAuthenticator``), after ApiVersions:
 SaslHandshake v1 naming the mechanism, then SaslAuthenticate (v0-2, the highest both sides
 speak) carrying each client token until the mechanism is complete, the order librdkafka 2.16
-uses too (``research/security.md`` section 4). SaslHandshake v0 (raw tokens without Kafka
+uses too (Kafka's ``SaslClientAuthenticator``, KIP-152; docs/security.md). SaslHandshake v0 (raw tokens without Kafka
 headers, pre-1.0 brokers) is not spoken.
 
 The ``NetworkClient`` sends the requests this returns and hands back each response frame; any
