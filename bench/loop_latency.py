@@ -52,9 +52,11 @@ def _admin(bootstrap: str):  # type: ignore[no-untyped-def]
 def _create(bootstrap: str, topic: str, partitions: int, configs: dict[str, str] | None = None) -> None:
     from confluent_kafka.admin import NewTopic
 
-    _admin(bootstrap).create_topics(
+    admin = _admin(bootstrap)
+    futures = admin.create_topics(
         [NewTopic(topic, partitions, 1, config=configs or {})], operation_timeout=120
-    )[topic].result(timeout=180)
+    )
+    futures[topic].result(timeout=180)
 
 
 def _send(address: tuple[str, int], frame: bytes) -> None:

@@ -20,7 +20,7 @@ refuses while fewer brokers are live, so a cluster whose first group or transact
 a broker died would have no coordinator until that broker came back.
 
 ``status`` shows the nodes (process alive, address, Raft port, whether the controller lists the
-broker as live), the active controller, and every partition with leader, replicas, ISR and
+broker as live, its event loop's worst lag and stall episodes), the active controller, and every partition with leader, replicas, ISR and
 offline replicas, plus the number of under-replicated partitions (ISR smaller than replicas),
 as ``rich`` tables. ``down`` stops every broker (SIGTERM: controlled shutdown; SIGKILL after
 ``--timeout`` s) and marks ``cluster.json`` stopped (data and ports stay for the next ``up``).
@@ -53,6 +53,7 @@ __all__ = ["add_cluster_parser", "cmd_cluster", "STATE_FILE", "CLIENT_PROPERTIES
 
 STATE_FILE = "cluster.json"
 CLIENT_PROPERTIES = "client.properties"
+LOOP_LAG_FILE = "loop-lag.json"  # written by each broker in its first log dir
 _ENV_DIR = "KAFKALITE_CLUSTER_DIR"
 
 
@@ -387,7 +388,7 @@ def _status(data_dir: Path, out: Any) -> int:
             read_client_properties(data_dir) if state.get("security_protocol") else None,
         )
     nodes = Table(title=f"Nodes ({data_dir})")
-    for column in ("node", "process", "address", "raft port", "broker", "role"):
+    for column in ("node", "process", "address", "raft port", "broker", "role", "event loop"):
         nodes.add_column(column)
     controller = metadata.controller_id if metadata is not None else -1
     for node_id, info in sorted((int(n), i) for n, i in state["nodes"].items()):
@@ -400,6 +401,7 @@ def _status(data_dir: Path, out: Any) -> int:
             str(info["controller_port"] or "-"),
             "[green]live[/green]" if live else ("[yellow]fenced[/yellow]" if alive else "[red]offline[/red]"),
             "[bold]active controller[/bold]" if node_id == controller else "voter",
+            loop_lag_summary(data_dir / f"broker-{node_id}" / LOOP_LAG_FILE) if alive else "-",
         )
     console.print(nodes)
     if metadata is None:
@@ -408,6 +410,21 @@ def _status(data_dir: Path, out: Any) -> int:
     code = _print_partitions(console, metadata)
     console.print(f"bootstrap servers: {state['bootstrap_servers']}")
     return code
+
+
+def loop_lag_summary(path: Path) -> str:
+    """One cell for a broker's event-loop figures, from the ``loop-lag.json`` its broker rewrites
+    every few seconds (``broker.event_loop_monitor``): the worst scheduling delay seen, the stall
+    episodes over ``kafkalite.event.loop.stall.threshold.ms`` and the last stall's length."""
+    try:
+        figures = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return "-"
+    text = f"max lag {figures.get('max_lag_ms', 0):,.0f} ms"
+    stalls = figures.get("stall_episodes", 0)
+    if stalls:
+        text += f", [yellow]{stalls} stall(s), last {figures.get('last_stall_ms', 0):,.0f} ms[/yellow]"
+    return text
 
 
 def _print_partitions(console: Any, metadata: Any) -> int:

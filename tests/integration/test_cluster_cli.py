@@ -68,6 +68,7 @@ def test_cluster_up_status_down(tmp_path: Path) -> None:
         assert status.stdout.count("__consumer_offsets") == 4
         assert status.stdout.count("__transaction_state") == 4
         assert "3 live broker(s), 11 partition(s), 0 under-replicated" in status.stdout
+        assert status.stdout.count("max lag") == 3  # each broker's event loop (loop-lag.json)
         remote = kafkalite("cluster", "status", "--bootstrap-server", bootstrap.split(",")[0])
         assert remote.returncode == 0, remote.stderr
         assert "active controller" in remote.stdout and remote.stdout.count("orders") == 3

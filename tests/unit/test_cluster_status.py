@@ -1,14 +1,17 @@
 """``kafkalite cluster status`` partition summary: under-replicated partitions whose missing
-replicas are live brokers (replication not healing by itself, issue #14) are named loudly."""
+replicas are live brokers (replication not healing by itself, issue #14) are named loudly; each
+broker's event-loop figures (issue #25) are summed up in one cell."""
 
 from __future__ import annotations
 
 import io
+import json
+from pathlib import Path
 from types import SimpleNamespace
 
 from rich.console import Console
 
-from spark_kafkalite.cli.cluster import _print_partitions
+from spark_kafkalite.cli.cluster import _print_partitions, loop_lag_summary
 
 
 def _p(replicas: tuple[int, ...], isr: tuple[int, ...]) -> SimpleNamespace:
@@ -37,3 +40,12 @@ def test_no_warning_when_every_isr_is_full() -> None:
     out = io.StringIO()
     _print_partitions(Console(file=out, width=200), metadata)
     assert "UNDER-REPLICATED" not in out.getvalue()
+
+
+def test_loop_lag_summary_names_stalls(tmp_path: Path) -> None:
+    path = tmp_path / "loop-lag.json"
+    assert loop_lag_summary(path) == "-"  # not written yet
+    path.write_text(json.dumps({"max_lag_ms": 12.4, "stall_episodes": 0, "last_stall_ms": 0}))
+    assert loop_lag_summary(path) == "max lag 12 ms"
+    path.write_text(json.dumps({"max_lag_ms": 1830.0, "stall_episodes": 2, "last_stall_ms": 640.2}))
+    assert loop_lag_summary(path) == "max lag 1,830 ms, [yellow]2 stall(s), last 640 ms[/yellow]"
