@@ -136,6 +136,15 @@ class ReplicaFetcher:
         self.settings = settings
         self._on_appended = on_appended
         self.partitions: dict[TopicPartitionKey, PartitionFetchState] = {}
+        #: what the last request wanted per partition; ``_changed``: partitions to look at
+        #: again before the next request (added, removed, answered, backed off), so that an
+        #: incremental fetch costs in proportion to the changes, not to ``partitions``;
+        #: ``_delayed``: partitions backing off, until when (``time.monotonic()``).
+        self._wanted: dict[TopicPartitionKey, PartitionFetchData] = {}
+        self._changed: set[TopicPartitionKey] = set()
+        self._delayed: dict[TopicPartitionKey, float] = {}
+        #: partitions looked at to build requests since creation (a count, for tests of cost).
+        self.partitions_examined = 0
         self._session = FetchSessionHandler(source_broker_id)
         self._connection: BrokerConnection | None = None
         self._wake = asyncio.Event()
@@ -147,11 +156,13 @@ class ReplicaFetcher:
     # -- partitions ----------------------------------------------------------------------------
     def add_partitions(self, states: dict[TopicPartitionKey, PartitionFetchState]) -> None:
         self.partitions.update(states)
+        self._changed.update(states)
         self._wake.set()
 
     def remove_partitions(self, keys: set[TopicPartitionKey] | list[TopicPartitionKey]) -> None:
         for key in keys:
             self.partitions.pop(key, None)
+            self._changed.add(key)
         self._wake.set()
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -207,31 +218,64 @@ class ReplicaFetcher:
                 logger.exception("%s: unexpected error; backing off", self.name)
                 await asyncio.sleep(self.settings.backoff_ms / 1000)
 
+    def _refresh_wanted(self, now: float) -> tuple[dict[TopicPartitionKey, PartitionFetchData], list[Any]]:
+        """Bring ``_wanted`` up to date from the changed partitions (all of them before a full
+        fetch, which opens a session); returns (updated entries, removed keys)."""
+        if self._session.next_metadata.is_full:
+            self._changed.update(self.partitions)
+            self._changed.update(self._wanted)
+        if self._delayed:
+            for key, until in list(self._delayed.items()):
+                if until <= now:
+                    del self._delayed[key]
+                    self._changed.add(key)
+        changed, self._changed = self._changed, set()
+        self.partitions_examined += len(changed)
+        updates: dict[TopicPartitionKey, PartitionFetchData] = {}
+        removed: list[Any] = []
+        for key in changed:
+            state = self.partitions.get(key)
+            partition = self._lookup(key) if state is not None else None
+            if state is None or partition is None or partition.is_leader or state.delayed_until > now:
+                if state is not None and state.delayed_until > now:
+                    self._delayed[key] = state.delayed_until
+                else:
+                    self._delayed.pop(key, None)
+                if self._wanted.pop(key, None) is not None:
+                    removed.append(key)
+                continue
+            log = partition.log
+            last_epoch = log.leader_epoch_cache.latest_epoch
+            data = PartitionFetchData(
+                fetch_offset=log.log_end_offset,
+                max_bytes=self.settings.partition_max_bytes,
+                current_leader_epoch=state.leader_epoch,
+                log_start_offset=log.log_start_offset,
+                last_fetched_epoch=-1 if last_epoch is None else last_epoch,
+            )
+            self._wanted[key] = data
+            updates[key] = data
+        return updates, removed
+
     async def _do_work(self) -> None:
         now = time.monotonic()
-        fetchable: dict[TopicPartitionKey, tuple[PartitionFetchState, Partition]] = {}
-        next_ready = None
-        for key, state in self.partitions.items():
-            partition = self._lookup(key)
-            if partition is None or partition.is_leader:
-                continue
-            if state.delayed_until > now:
-                next_ready = (
-                    state.delayed_until if next_ready is None else min(next_ready, state.delayed_until)
-                )
-                continue
-            fetchable[key] = (state, partition)
-        if not fetchable:
+        updates, removed = self._refresh_wanted(now)
+        if not self._wanted:
             self._wake.clear()
+            next_ready = min(self._delayed.values(), default=None)
             timeout = self.settings.backoff_ms / 1000 if next_ready is None else max(0.0, next_ready - now)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
+            self._changed.update(updates)  # not sent: look at them again
+            self._changed.update(removed)
             return
         connection = await self._connect()
         if connection is None:
+            self._changed.update(updates)
+            self._changed.update(removed)
             await asyncio.sleep(self.settings.backoff_ms / 1000)
             return
-        request, request_data = self._build_request(fetchable)
+        request, request_data = self._build_request(updates, removed)
         try:
             response = await connection.send(
                 request, self.settings.socket_timeout_ms + self.settings.max_wait_ms
@@ -249,6 +293,7 @@ class ReplicaFetcher:
         for topic_response in response.responses:
             for pd in topic_response.partitions:
                 key = (topic_response.topic, pd.partition_index)
+                self._changed.add(key)
                 await self._process_partition(key, pd, request_data.session_partitions.get(key))
 
     async def _connect(self) -> BrokerConnection | None:
@@ -272,23 +317,9 @@ class ReplicaFetcher:
         return self._connection
 
     def _build_request(
-        self, fetchable: dict[TopicPartitionKey, tuple[PartitionFetchState, Partition]]
+        self, updates: dict[TopicPartitionKey, PartitionFetchData], removed: list[Any]
     ) -> tuple[Any, Any]:
-        builder = self._session.builder()
-        for key, (state, partition) in fetchable.items():
-            log = partition.log
-            last_epoch = log.leader_epoch_cache.latest_epoch
-            builder.add(
-                key,
-                PartitionFetchData(
-                    fetch_offset=log.log_end_offset,
-                    max_bytes=self.settings.partition_max_bytes,
-                    current_leader_epoch=state.leader_epoch,
-                    log_start_offset=log.log_start_offset,
-                    last_fetched_epoch=-1 if last_epoch is None else last_epoch,
-                ),
-            )
-        data = builder.build()
+        data = self._session.build_changes(self._wanted, updates, removed)
         req_cls = request_class(ApiKey.FETCH, FETCH_VERSION)
         topic_cls = nested(req_cls, "FetchTopic")
         part_cls = nested(req_cls, "FetchPartition")

@@ -44,6 +44,7 @@ import logging
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from spark_kafkalite.protocol.errors import ErrorCode
@@ -162,7 +163,7 @@ class FetchRequestData:
     to_send: dict[Any, PartitionFetchData]
     to_forget: list[Any] = field(default_factory=list)
     to_replace: list[Any] = field(default_factory=list)
-    session_partitions: dict[Any, PartitionFetchData] = field(default_factory=dict)
+    session_partitions: Mapping[Any, PartitionFetchData] = field(default_factory=dict)
 
     @property
     def metadata(self) -> FetchMetadata:
@@ -257,6 +258,43 @@ class FetchSessionHandler:
         """Shortcut: ``builder()``, ``add`` each item, ``build()``."""
         items = partitions.items() if isinstance(partitions, Mapping) else partitions
         return self._build(dict(items))
+
+    def build_changes(
+        self,
+        wanted: Mapping[Any, PartitionFetchData],
+        updates: Mapping[Any, PartitionFetchData],
+        removed: Iterable[Any],
+    ) -> FetchRequestData:
+        """``build(wanted)`` for a caller that tracks its own changes: ``updates`` holds every
+        partition of ``wanted`` whose data may differ from the last request (added or changed)
+        and ``removed`` every partition no longer wanted; the rest of ``wanted`` is unchanged.
+        A full fetch lists (and copies) all of ``wanted``; an incremental one costs in
+        proportion to the changes, not to the session size (a replica fetcher with thousands
+        of idle partitions). The returned ``session_partitions`` of an incremental fetch is a
+        live read-only view of the session, valid until the next build."""
+        meta = self._next_metadata
+        if meta.is_full:
+            return self._build(dict(wanted))
+        session = self._session_partitions
+        to_forget = [key for key in removed if session.pop(key, None) is not None]
+        to_send: dict[Any, PartitionFetchData] = {}
+        replaced: list[Any] = []
+        for key, new in updates.items():
+            prev = session.get(key)
+            if prev is not None and prev.topic_id is not None and new.topic_id is not None:
+                if prev.topic_id != new.topic_id:
+                    replaced.append(key)
+            if new != prev:
+                session[key] = new
+                to_send[key] = new
+        return FetchRequestData(
+            session_id=meta.session_id,
+            epoch=meta.epoch,
+            to_send=to_send,
+            to_forget=to_forget,
+            to_replace=replaced,
+            session_partitions=MappingProxyType(session),
+        )
 
     def _build(self, wanted: dict[Any, PartitionFetchData]) -> FetchRequestData:
         meta = self._next_metadata
