@@ -45,7 +45,9 @@ def _round(fetcher: ReplicaFetcher, answered: list[tuple[str, int]]) -> dict[tup
     updates, removed = fetcher._refresh_wanted(time.monotonic())
     data = fetcher._session.build_changes(fetcher._wanted, updates, removed)
     session_id = fetcher._session.session_id or 77
-    assert fetcher._session.handle_response_keys(0, session_id, answered if not data.is_full else data.to_send)
+    assert fetcher._session.handle_response_keys(
+        0, session_id, answered if not data.is_full else data.to_send
+    )
     fetcher._changed.update(answered)
     return {key: d.fetch_offset for key, d in data.to_send.items()}
 
