@@ -136,7 +136,8 @@ def _compaction(output: Callable[[], str], bootstrap: str, compact_mb: int) -> C
                 ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)
             ],
         )
-        _admin(bootstrap).incremental_alter_configs([resource])[resource].result(timeout=30)
+        admin = _admin(bootstrap)
+        admin.incremental_alter_configs([resource])[resource].result(timeout=30)
         while time.monotonic() - started < 300:
             match = re.search(rf"{topic}-0: cleaned (\d+) segment", output())
             if match:

@@ -82,7 +82,8 @@ ErrorResponder = Callable[[RequestContext, bytes | bytearray, int, ErrorCode], b
 _STREAM_LIMIT = 64 * 1024  # StreamReader high-water mark: reading pauses at 2x this (bytes)
 _INT_MAX = 2**31 - 1
 _LARGE_FRAME_BYTES = 1 << 20
-"""Frames above this are read piecewise into their final buffer (see :func:`_read_large`)."""
+"""Frames above this are read piecewise into their final buffer, and response chunks above it
+written a slice at a time (see :func:`_read_large`, :func:`_write_large`)."""
 
 
 class FrameTimeoutError(Exception):
@@ -423,12 +424,15 @@ class SocketServer:
             except SaslAuthenticationFailed as exc:  # answered after the slot and buffer are free
                 await self._fail_authentication(conn, exc)
             if response is not None:
-                if isinstance(response, list):  # FrameChunks: record sets by reference
-                    for chunk in response:
-                        writer.write(chunk)
-                else:
-                    writer.write(response)
+                chunks = response if isinstance(response, list) else (response,)  # FrameChunks: by reference
                 del response
+                if any(len(chunk) > _LARGE_FRAME_BYTES for chunk in chunks):
+                    async with asyncio.timeout(idle_s):  # a client that never reads is dropped
+                        await _write_large(writer, chunks)
+                else:
+                    for chunk in chunks:
+                        writer.write(chunk)
+                del chunks
                 if writer.transport.get_write_buffer_size():  # all sent at once: nothing to wait for
                     async with asyncio.timeout(idle_s):  # a client that never reads is dropped
                         await writer.drain()
@@ -535,6 +539,20 @@ async def _read_large(reader: asyncio.StreamReader, size: int) -> bytearray:
             raise asyncio.IncompleteReadError(b"", size)  # (no copy of what arrived)
         frame += chunk
     return frame
+
+
+async def _write_large(writer: asyncio.StreamWriter, chunks: FrameChunks | tuple[bytes, ...]) -> None:
+    """Write a response holding a large chunk (a 100 MB fetch, say) a slice at a time, waiting for
+    the socket to take each: one ``write`` of the whole chunk would copy what the socket does not
+    take at once into the transport's buffer in one step, holding the event loop."""
+    for chunk in chunks:
+        if len(chunk) <= _LARGE_FRAME_BYTES:
+            writer.write(chunk)
+            continue
+        view = memoryview(chunk)
+        for start in range(0, len(view), _LARGE_FRAME_BYTES):
+            writer.write(view[start : start + _LARGE_FRAME_BYTES])
+            await writer.drain()
 
 
 def _release_slot(quotas: ConnectionQuotas, client_host: str, _task: asyncio.Task[None]) -> None:
