@@ -10,6 +10,7 @@ from their recovery points (batch-by-batch validation, truncation at the first b
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import os
 import shutil
@@ -29,6 +30,7 @@ from .checkpoints import (
     write_offset_checkpoint,
 )
 from .log_config import LogConfig
+from .partition_metadata import write_partition_metadata
 from .unified_log import UnifiedLog, parse_topic_partition_dir, topic_partition_dir_name
 
 __all__ = ["LogManager", "CLEAN_SHUTDOWN_FILE", "DELETE_DIR_SUFFIX"]
@@ -102,6 +104,8 @@ class LogManager:
         self._topic_configs: dict[str, LogConfig] = {}
         self._logs: dict[TopicPartitionKey, UnifiedLog] = {}
         self._log_dir_of: dict[TopicPartitionKey, Path] = {}
+        self._logs_in_dir: dict[Path, int] = {}  # log dir -> logs in it (where new logs go)
+        self._metadata_writer: concurrent.futures.ThreadPoolExecutor | None = None
         self.had_clean_shutdown = True
         self.offline_log_dirs: set[Path] = set()
         self._started = False
@@ -154,6 +158,7 @@ class LogManager:
                     time_ms=self.time_ms,
                 )
                 self._log_dir_of[key] = log_dir
+                self._logs_in_dir[log_dir] = self._logs_in_dir.get(log_dir, 0) + 1
             if clean:
                 marker.unlink()
         self._started = True
@@ -162,6 +167,7 @@ class LogManager:
     def shutdown(self) -> None:
         """Flush (fsync) and close every log, write the checkpoint files, then the
         clean-shutdown marker in each log dir. The manager is empty afterwards."""
+        self.flush_partition_metadata()
         for log in self._logs.values():
             try:
                 log.flush()
@@ -172,6 +178,7 @@ class LogManager:
             log.close()
         self._logs.clear()
         self._log_dir_of.clear()
+        self._logs_in_dir.clear()
         for log_dir in self.log_dirs:
             if log_dir in self.offline_log_dirs:
                 logger.warning(
@@ -223,28 +230,56 @@ class LogManager:
             if log.topic_id != topic_id:
                 log.set_topic_id(topic_id)
             return log
-        counts = {d: 0 for d in self.log_dirs}
-        for d in self._log_dir_of.values():
-            counts[d] += 1
         candidates = [d for d in self.log_dirs if d not in self.offline_log_dirs] or self.log_dirs
-        log_dir = min(candidates, key=lambda d: counts[d])
+        log_dir = min(candidates, key=lambda d: self._logs_in_dir.get(d, 0))
         log = UnifiedLog(
             log_dir / topic_partition_dir_name(topic, partition),
             self.config_for(topic),
             topic_id=topic_id,
             time_ms=self.time_ms,
+            topic_id_writer=self._write_topic_id_later,
         )
         self._logs[key] = log
         self._log_dir_of[key] = log_dir
+        self._logs_in_dir[log_dir] = self._logs_in_dir.get(log_dir, 0) + 1
         logger.info("created log %s (topic id %s) in %s", log.dir.name, topic_id, log_dir)
         return log
+
+    def _write_topic_id_later(self, partition_dir: Path, topic_id: uuid.UUID) -> None:
+        """Write ``partition.metadata`` (two fsyncs) on a thread of its own, not on the event
+        loop: creating thousands of partitions must not wait for thousands of fsyncs in a row
+        (Kafka's ``UnifiedLog`` also flushes the file from its scheduler, "flush-metadata-file").
+        Until it is written the id lives in the log object; a crash before that loses only the
+        file, and the id is written again when the controller's metadata names the partition."""
+        if self._metadata_writer is None:
+            self._metadata_writer = concurrent.futures.ThreadPoolExecutor(1, "partition-metadata")
+        self._metadata_writer.submit(self._write_topic_id, partition_dir, topic_id)
+
+    @staticmethod
+    def _write_topic_id(partition_dir: Path, topic_id: uuid.UUID) -> None:
+        if not partition_dir.is_dir():  # deleted meanwhile
+            return
+        try:
+            write_partition_metadata(partition_dir, topic_id)
+        except FileNotFoundError:  # deleted meanwhile
+            pass
+        except OSError:
+            logger.exception("cannot write the topic id of %s", partition_dir.name)
+
+    def flush_partition_metadata(self) -> None:
+        """Wait until every deferred ``partition.metadata`` write is done."""
+        writer, self._metadata_writer = self._metadata_writer, None
+        if writer is not None:
+            writer.shutdown(wait=True)
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Close the log and remove its directory (renamed to ``<name>.<uuid>-delete`` first, so
         a crash mid-delete never leaves a half log behind). Returns False if there was none."""
         key = (topic, partition)
         log = self._logs.pop(key, None)
-        self._log_dir_of.pop(key, None)
+        log_dir = self._log_dir_of.pop(key, None)
+        if log_dir is not None:
+            self._logs_in_dir[log_dir] -= 1
         if log is None:
             return False
         log.close()

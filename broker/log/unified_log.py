@@ -94,6 +94,9 @@ class UnifiedLog:
         time_ms: the wall clock in ms (injectable for tests; drives ``segment.ms`` rolls,
             retention and compaction lags).
 
+    ``topic_id_writer(dir, topic_id)`` stores a new topic id in ``partition.metadata`` (default:
+    at once, durably; the :class:`~broker.log.log_manager.LogManager` defers it to a thread).
+
     Raises (on construction):
         ValueError: ``dir`` is not named ``<topic>-<partition>``.
         InconsistentTopicIdError: ``topic_id`` conflicts with ``partition.metadata``.
@@ -110,8 +113,10 @@ class UnifiedLog:
         high_watermark: int | None = None,
         had_clean_shutdown: bool = True,
         time_ms: Callable[[], int] | None = None,
+        topic_id_writer: Callable[[Path, uuid.UUID], None] = write_partition_metadata,
     ) -> None:
         self.time_ms: Callable[[], int] = time_ms or _wall_clock_ms
+        self._topic_id_writer = topic_id_writer
         self.dir = Path(dir)
         parsed = parse_topic_partition_dir(self.dir.name)
         if parsed is None:
@@ -151,7 +156,7 @@ class UnifiedLog:
                 f"log {self.dir} belongs to topic id {stored}, not {topic_id} (stale partition directory)"
             )
         if stored is None and topic_id is not None:
-            write_partition_metadata(self.dir, topic_id)
+            self._topic_id_writer(self.dir, topic_id)
             stored = topic_id
         return stored
 
