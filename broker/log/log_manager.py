@@ -30,7 +30,6 @@ from .checkpoints import (
     write_offset_checkpoint,
 )
 from .log_config import LogConfig
-from .partition_metadata import write_partition_metadata
 from .unified_log import UnifiedLog, parse_topic_partition_dir, topic_partition_dir_name
 
 __all__ = ["LogManager", "CLEAN_SHUTDOWN_FILE", "DELETE_DIR_SUFFIX"]
@@ -105,7 +104,7 @@ class LogManager:
         self._logs: dict[TopicPartitionKey, UnifiedLog] = {}
         self._log_dir_of: dict[TopicPartitionKey, Path] = {}
         self._logs_in_dir: dict[Path, int] = {}  # log dir -> logs in it (where new logs go)
-        self._metadata_writer: concurrent.futures.ThreadPoolExecutor | None = None
+        self._file_writer: concurrent.futures.ThreadPoolExecutor | None = None
         self.had_clean_shutdown = True
         self.offline_log_dirs: set[Path] = set()
         self._started = False
@@ -156,6 +155,7 @@ class LogManager:
                     high_watermark=high_watermarks.get(key),
                     had_clean_shutdown=clean,
                     time_ms=self.time_ms,
+                    write_later=self._write_later,
                 )
                 self._log_dir_of[key] = log_dir
                 self._logs_in_dir[log_dir] = self._logs_in_dir.get(log_dir, 0) + 1
@@ -167,7 +167,6 @@ class LogManager:
     def shutdown(self) -> None:
         """Flush (fsync) and close every log, write the checkpoint files, then the
         clean-shutdown marker in each log dir. The manager is empty afterwards."""
-        self.flush_partition_metadata()
         for log in self._logs.values():
             try:
                 log.flush()
@@ -176,6 +175,7 @@ class LogManager:
         self._write_checkpoints(sync=True)
         for log in self._logs.values():
             log.close()
+        self.flush_file_writes()  # deferred partition.metadata / leader-epoch-checkpoint writes
         self._logs.clear()
         self._log_dir_of.clear()
         self._logs_in_dir.clear()
@@ -237,7 +237,7 @@ class LogManager:
             self.config_for(topic),
             topic_id=topic_id,
             time_ms=self.time_ms,
-            topic_id_writer=self._write_topic_id_later,
+            write_later=self._write_later,
         )
         self._logs[key] = log
         self._log_dir_of[key] = log_dir
@@ -245,30 +245,30 @@ class LogManager:
         logger.info("created log %s (topic id %s) in %s", log.dir.name, topic_id, log_dir)
         return log
 
-    def _write_topic_id_later(self, partition_dir: Path, topic_id: uuid.UUID) -> None:
-        """Write ``partition.metadata`` (two fsyncs) on a thread of its own, not on the event
-        loop: creating thousands of partitions must not wait for thousands of fsyncs in a row
-        (Kafka's ``UnifiedLog`` also flushes the file from its scheduler, "flush-metadata-file").
-        Until it is written the id lives in the log object; a crash before that loses only the
-        file, and the id is written again when the controller's metadata names the partition."""
-        if self._metadata_writer is None:
-            self._metadata_writer = concurrent.futures.ThreadPoolExecutor(1, "partition-metadata")
-        self._metadata_writer.submit(self._write_topic_id, partition_dir, topic_id)
+    def _write_later(self, write: Callable[[], None]) -> None:
+        """Run ``write`` (a durable file write: ``partition.metadata`` or
+        ``leader-epoch-checkpoint``, two fsyncs each) on the log manager's file-writer thread,
+        in submission order, not on the event loop: creating or taking the leadership of
+        thousands of partitions must not wait for thousands of fsyncs in a row (Kafka's
+        ``UnifiedLog`` flushes ``partition.metadata`` from its scheduler, "flush-metadata-file").
+        The logs keep the values in memory; a crash before the write loses the file's update
+        only, as a crash just before the change would."""
+        if self._file_writer is None:
+            self._file_writer = concurrent.futures.ThreadPoolExecutor(1, "log-file-writer")
+        self._file_writer.submit(self._run_write, write)
 
     @staticmethod
-    def _write_topic_id(partition_dir: Path, topic_id: uuid.UUID) -> None:
-        if not partition_dir.is_dir():  # deleted meanwhile
-            return
+    def _run_write(write: Callable[[], None]) -> None:
         try:
-            write_partition_metadata(partition_dir, topic_id)
-        except FileNotFoundError:  # deleted meanwhile
+            write()
+        except FileNotFoundError:  # the partition was deleted meanwhile
             pass
         except OSError:
-            logger.exception("cannot write the topic id of %s", partition_dir.name)
+            logger.exception("deferred log file write failed")
 
-    def flush_partition_metadata(self) -> None:
-        """Wait until every deferred ``partition.metadata`` write is done."""
-        writer, self._metadata_writer = self._metadata_writer, None
+    def flush_file_writes(self) -> None:
+        """Wait until every deferred file write (:meth:`_write_later`) is done."""
+        writer, self._file_writer = self._file_writer, None
         if writer is not None:
             writer.shutdown(wait=True)
 

@@ -15,6 +15,7 @@ segments' ``.txnindex`` (``collectAbortedTransactions``).
 
 from __future__ import annotations
 
+import functools
 import logging
 import shutil
 import time
@@ -94,8 +95,9 @@ class UnifiedLog:
         time_ms: the wall clock in ms (injectable for tests; drives ``segment.ms`` rolls,
             retention and compaction lags).
 
-    ``topic_id_writer(dir, topic_id)`` stores a new topic id in ``partition.metadata`` (default:
-    at once, durably; the :class:`~broker.log.log_manager.LogManager` defers it to a thread).
+    ``write_later(fn)`` runs the durable writes of ``partition.metadata`` and
+    ``leader-epoch-checkpoint`` later, in order, off the event loop (the
+    :class:`~broker.log.log_manager.LogManager`'s file writer); None: they are written at once.
 
     Raises (on construction):
         ValueError: ``dir`` is not named ``<topic>-<partition>``.
@@ -113,10 +115,10 @@ class UnifiedLog:
         high_watermark: int | None = None,
         had_clean_shutdown: bool = True,
         time_ms: Callable[[], int] | None = None,
-        topic_id_writer: Callable[[Path, uuid.UUID], None] = write_partition_metadata,
+        write_later: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
         self.time_ms: Callable[[], int] = time_ms or _wall_clock_ms
-        self._topic_id_writer = topic_id_writer
+        self._write_later = write_later
         self.dir = Path(dir)
         parsed = parse_topic_partition_dir(self.dir.name)
         if parsed is None:
@@ -142,6 +144,7 @@ class UnifiedLog:
             ),
             self.log_start_offset,
             self.log_end_offset,
+            write_later,
         )
         self.producer_state = producer_state.load_producer_state(self)  # idempotence hook
         self.high_watermark = self.log_start_offset
@@ -156,7 +159,10 @@ class UnifiedLog:
                 f"log {self.dir} belongs to topic id {stored}, not {topic_id} (stale partition directory)"
             )
         if stored is None and topic_id is not None:
-            self._topic_id_writer(self.dir, topic_id)
+            if self._write_later is None:
+                write_partition_metadata(self.dir, topic_id)
+            else:
+                self._write_later(functools.partial(write_partition_metadata, self.dir, topic_id))
             stored = topic_id
         return stored
 
