@@ -22,7 +22,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from broker.atomic_file import write_atomically
+from broker.atomic_file import fsync_written, write_atomically
 
 __all__ = [
     "LeaderEpochFileCache",
@@ -39,11 +39,13 @@ UNDEFINED_EPOCH_OFFSET = -1
 _VERSION = 0
 
 
-def _write_checkpoint(path: Path, text: str) -> None:
+def _write_checkpoint(path: Path, text: str, fsync: bool) -> bool:
     try:
-        write_atomically(path, text)
+        write_atomically(path, text, fsync=fsync)
     except FileNotFoundError:  # the partition directory was deleted meanwhile
         logger.debug("leader epoch checkpoint %s not written: directory gone", path)
+        return False
+    return True
 
 
 class LeaderEpochFileCache:
@@ -54,9 +56,9 @@ class LeaderEpochFileCache:
         entries: initial (epoch, start_offset) pairs (normally from :meth:`load`).
 
     Attributes:
-        write_later: runs a file write later, in order, off the caller's thread (the
-            :class:`~broker.log.log_manager.LogManager`'s file writer); None: :meth:`flush`
-            writes at once. The entries in memory are what every query reads either way.
+        write_later: runs a function later, off the caller's thread (the
+            :class:`~broker.log.log_manager.LogManager`'s file writer): :meth:`flush` replaces
+            the file at once and has it fsynced there; None: fsynced at once.
     """
 
     def __init__(self, path: Path | None, entries: Iterable[tuple[int, int]] = ()) -> None:
@@ -95,17 +97,19 @@ class LeaderEpochFileCache:
 
     def flush(self) -> None:
         """Write the entries to the checkpoint file, atomically and durably (Kafka's
-        ``LeaderEpochCheckpointFile``); through :attr:`write_later` when set (a new leader of
-        thousands of partitions must not wait for thousands of fsyncs on the event loop)."""
+        ``LeaderEpochCheckpointFile``); with :attr:`write_later` set, the file is replaced at
+        once and fsynced later by it (a new leader of thousands of partitions must not wait for
+        thousands of fsyncs on the event loop)."""
         if self.path is None:
             return
         body = [str(_VERSION), str(len(self._epochs))]
         body += [f"{e} {o}" for e, o in zip(self._epochs, self._offsets, strict=True)]
         text = "\n".join(body) + "\n"
-        if self.write_later is None:
-            _write_checkpoint(self.path, text)
-        else:
-            self.write_later(functools.partial(_write_checkpoint, self.path, text))
+        if (
+            _write_checkpoint(self.path, text, fsync=self.write_later is None)
+            and self.write_later is not None
+        ):
+            self.write_later(functools.partial(fsync_written, self.path))
 
     # -- queries ---------------------------------------------------------------------------
     def entries(self) -> list[tuple[int, int]]:

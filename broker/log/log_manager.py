@@ -246,13 +246,13 @@ class LogManager:
         return log
 
     def _write_later(self, write: Callable[[], None]) -> None:
-        """Run ``write`` (a durable file write: ``partition.metadata`` or
-        ``leader-epoch-checkpoint``, two fsyncs each) on the log manager's file-writer thread,
-        in submission order, not on the event loop: creating or taking the leadership of
-        thousands of partitions must not wait for thousands of fsyncs in a row (Kafka's
-        ``UnifiedLog`` flushes ``partition.metadata`` from its scheduler, "flush-metadata-file").
-        The logs keep the values in memory; a crash before the write loses the file's update
-        only, as a crash just before the change would."""
+        """Run ``write`` (the fsyncs that make a just-replaced ``partition.metadata`` or
+        ``leader-epoch-checkpoint`` durable: file and directory) on the log manager's
+        file-writer thread, in submission order, not on the event loop: creating or taking the
+        leadership of thousands of partitions must not wait for thousands of fsyncs in a row
+        (Kafka's ``UnifiedLog`` flushes ``partition.metadata`` from its scheduler,
+        "flush-metadata-file"). The files themselves are replaced before this is called, so a
+        killed broker restarts with them; only a power loss within that moment loses them."""
         if self._file_writer is None:
             self._file_writer = concurrent.futures.ThreadPoolExecutor(1, "log-file-writer")
         self._file_writer.submit(self._run_write, write)
@@ -264,7 +264,7 @@ class LogManager:
         except FileNotFoundError:  # the partition was deleted meanwhile
             pass
         except OSError:
-            logger.exception("deferred log file write failed")
+            logger.exception("deferred fsync of a log file failed")
 
     def flush_file_writes(self) -> None:
         """Wait until every deferred file write (:meth:`_write_later`) is done."""

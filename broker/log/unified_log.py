@@ -24,6 +24,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from broker.atomic_file import fsync_written
 from spark_kafkalite.protocol.control_records import read_end_txn_marker
 from spark_kafkalite.protocol.errors import (
     InconsistentTopicIdError,
@@ -95,9 +96,10 @@ class UnifiedLog:
         time_ms: the wall clock in ms (injectable for tests; drives ``segment.ms`` rolls,
             retention and compaction lags).
 
-    ``write_later(fn)`` runs the durable writes of ``partition.metadata`` and
-    ``leader-epoch-checkpoint`` later, in order, off the event loop (the
-    :class:`~broker.log.log_manager.LogManager`'s file writer); None: they are written at once.
+    ``write_later(fn)`` runs the fsyncs of ``partition.metadata`` and ``leader-epoch-checkpoint``
+    later, off the event loop (the :class:`~broker.log.log_manager.LogManager`'s file writer):
+    the files are replaced at once (atomically: a killed process leaves the new contents), durable
+    against a power loss a moment later; None: fsynced at once.
 
     Raises (on construction):
         ValueError: ``dir`` is not named ``<topic>-<partition>``.
@@ -159,10 +161,9 @@ class UnifiedLog:
                 f"log {self.dir} belongs to topic id {stored}, not {topic_id} (stale partition directory)"
             )
         if stored is None and topic_id is not None:
-            if self._write_later is None:
-                write_partition_metadata(self.dir, topic_id)
-            else:
-                self._write_later(functools.partial(write_partition_metadata, self.dir, topic_id))
+            path = write_partition_metadata(self.dir, topic_id, fsync=self._write_later is None)
+            if self._write_later is not None:
+                self._write_later(functools.partial(fsync_written, path))
             stored = topic_id
         return stored
 
