@@ -7,7 +7,8 @@ figures (its watchdog's stall episodes over ``kafkalite.event.loop.stall.thresho
 
 - ``compression bombs``: 4 connections each send zstd and gzip batches of zeros inflating past
   ``kafkalite.message.max.uncompressed.bytes`` (64 MiB);
-- ``CreateTopics 4,000 partitions``: one CreateTopics request (confluent-kafka's AdminClient);
+- ``CreateTopics 4,000 partitions`` (1,000 with ``--quick``): one CreateTopics request
+  (confluent-kafka's AdminClient);
 - ``log compaction``: the cleaner compacts a log of ``--compact-mb`` MB of keyed records;
 - ``100 MB fetch``: a consumer fetches a 100 MB partition in one Fetch
   (``fetch.max.bytes`` = ``max.partition.fetch.bytes`` = 100 MB);
@@ -188,6 +189,23 @@ def _max_frames(address: tuple[str, int], bootstrap: str) -> str:
     return f"4 x {len(frame) >> 20} MB produce frames"
 
 
+def _stalls(log: str) -> str:
+    """Stall episodes the broker's watchdog logged in ``log``, with the innermost frame of our
+    code in each one's stack."""
+    sites = []
+    for block in log.split("event loop stalled")[1:]:
+        ours = [
+            line.strip()
+            for line in block.split("\n[", 1)[0].splitlines()
+            if line.strip().startswith("File ") and ("/broker/" in line or "/spark_kafkalite/" in line)
+        ]
+        match = re.match(r'File "(.*)", line (\d+), in (.*)', ours[-1]) if ours else None
+        sites.append(
+            f"{Path(match.group(1)).name}:{match.group(2)} {match.group(3)}" if match else "outside our code"
+        )
+    return f"{len(sites)} ({'; '.join(sites)})" if sites else "0"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller scenarios")
@@ -209,7 +227,7 @@ def main() -> None:
         bootstrap = cluster.bootstrap_servers
 
         def measure(name: str, step: Callable[[], str]) -> None:
-            stalls_before = cluster.output(1).count("event loop stalled")
+            seen = len(cluster.output(1))
             with LatencyProbe(address, interval_s=0.1, timeout_s=30.0, phase=name) as probe:
                 started = time.monotonic()
                 note = step()
@@ -222,7 +240,7 @@ def main() -> None:
                     f"{statistics.median(answered) * 1000:,.1f}" if answered else "-",
                     str(probe.probes.get(name, 0)),
                     str(probe.failures.get(name, 0)),
-                    str(cluster.output(1).count("event loop stalled") - stalls_before),
+                    _stalls(cluster.output(1)[seen:]),
                     f"{elapsed:.1f}",
                     note,
                 ]
@@ -231,13 +249,25 @@ def main() -> None:
 
         measure("idle", lambda: time.sleep(3.0) or "no load")
         measure("compression bombs", lambda: _bombs(address, bootstrap, args.quick))
-        measure("CreateTopics 4,000 partitions", lambda: _create_topics(address, bootstrap, args.quick))
+        measure(
+            f"CreateTopics {1000 if args.quick else 4000:,} partitions",
+            lambda: _create_topics(address, bootstrap, args.quick),
+        )
         measure("max-size frames", lambda: _max_frames(address, bootstrap))
         fetch = _big_fetch(bootstrap, fetch_mb)
         measure(f"{fetch_mb} MB fetch", fetch)
         compact = _compaction(lambda: cluster.output(1), bootstrap, compact_mb)
         measure("log compaction", compact)
-    columns = ["scenario", "worst probe ms", "median probe ms", "probes", "unanswered", "stalls", "s", "work"]
+    columns = [
+        "scenario",
+        "worst probe ms",
+        "median probe ms",
+        "probes",
+        "unanswered",
+        "stalls (where)",
+        "s",
+        "work",
+    ]
     title = f"ApiVersions probe on a fresh connection every 0.1 s (goal: worst <= 500 ms); {machine_summary()}; load {load_start:.1f} -> {os.getloadavg()[0]:.1f}"
     table = Table(title=title)
     for column in columns:

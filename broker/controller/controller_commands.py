@@ -28,7 +28,6 @@ from broker.controller.election import Election, change_partition
 from broker.controller.metadata_image import (
     MetadataImage,
     MetadataRecord,
-    PartitionRegistration,
     ProducerIdsRecord,
 )
 from broker.controller.replication_control import (
@@ -49,7 +48,6 @@ __all__ = [
     "CreatePartitionsCmd",
     "AlterConfigsCmd",
     "AlterPartitionCmd",
-    "AlterPartitionsCmd",
     "AllocateProducerIdsCmd",
     "RegisterBrokerCmd",
     "HeartbeatCmd",
@@ -106,14 +104,6 @@ class AlterPartitionCmd:
     leader_epoch: int
     new_isr: tuple[int, ...]
     partition_epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartitionsCmd:
-    """Several AlterPartition items in one Raft entry (Kafka's ``AlterPartitionManager`` sends
-    every queued ISR change in one request); each item is checked on its own, in order."""
-
-    items: tuple[AlterPartitionCmd, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +186,6 @@ Command = (
     | CreatePartitionsCmd
     | AlterConfigsCmd
     | AlterPartitionCmd
-    | AlterPartitionsCmd
     | AllocateProducerIdsCmd
     | RegisterBrokerCmd
     | HeartbeatCmd
@@ -254,8 +243,6 @@ class MetadataStateMachine:
             return self._heartbeat(settings, cmd)
         if isinstance(cmd, AlterPartitionCmd):
             return self._alter_partition(cmd)
-        if isinstance(cmd, AlterPartitionsCmd):
-            return self._alter_partitions(cmd)
         if isinstance(cmd, RegisterBrokerCmd):
             previous = self.incarnations.get(cmd.node_id)
             current = image.brokers.get(cmd.node_id)
@@ -328,27 +315,8 @@ class MetadataStateMachine:
         return [], HeartbeatResult(ErrorCode.none, caught_up, broker.fenced)
 
     # -- AlterPartition ------------------------------------------------------------------------
-    def _alter_partitions(self, cmd: AlterPartitionsCmd) -> tuple[list[MetadataRecord], Any]:
-        """Each item as :meth:`_alter_partition`, against the registrations the earlier items of
-        the batch set; the result is one (error code, registration) per item."""
-        records: list[MetadataRecord] = []
-        results: list[tuple[ErrorCode, Any]] = []
-        changed: dict[tuple[uuid.UUID, int], PartitionRegistration] = {}
-        for item in cmd.items:
-            item_records, result = self._alter_partition(item, changed)
-            records.extend(item_records)
-            results.append(result)
-            if item_records:
-                changed[(item.topic_id, item.partition)] = result[1]
-        return records, results
-
-    def _alter_partition(
-        self,
-        cmd: AlterPartitionCmd,
-        changed: Mapping[tuple[uuid.UUID, int], PartitionRegistration] | None = None,
-    ) -> tuple[list[MetadataRecord], Any]:
-        """``ReplicationControlManager.alterPartition`` checks, in Kafka's order; ``changed``
-        holds registrations set by earlier items of the same batch (not yet in the image)."""
+    def _alter_partition(self, cmd: AlterPartitionCmd) -> tuple[list[MetadataRecord], Any]:
+        """``ReplicationControlManager.alterPartition`` checks, in Kafka's order."""
         image = self.image
         broker = image.brokers.get(cmd.broker_id)
         if broker is None or broker.epoch != cmd.broker_epoch or broker.fenced:
@@ -356,7 +324,7 @@ class MetadataStateMachine:
         topic = image.topic_by_id(cmd.topic_id)
         if topic is None:
             return [], (ErrorCode.unknown_topic_id, None)
-        reg = (changed or {}).get((cmd.topic_id, cmd.partition)) or topic.partitions.get(cmd.partition)
+        reg = topic.partitions.get(cmd.partition)
         if reg is None:
             return [], (ErrorCode.unknown_topic_or_partition, None)
         if reg.leader != cmd.broker_id:
