@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["write_atomically", "fsync_dir"]
+__all__ = ["write_atomically", "fsync_dir", "fsync_written"]
 
 
 def fsync_dir(path: Path) -> None:
@@ -25,6 +25,21 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_written(path: Path) -> None:
+    """Make a file written with ``write_atomically(..., fsync=False)`` durable later: fsync it
+    and its directory (a no-op when it was removed meanwhile)."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fsync_dir(path.parent)
 
 
 def write_atomically(

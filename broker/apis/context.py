@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from broker.apis.metadata_cache import MetadataResponseCache
 from broker.config import KafkaConfig
 from broker.controller.controller import Controller
 from broker.controller.metadata_image import MetadataImage, PartitionRegistration
@@ -58,6 +59,7 @@ class BrokerContext:
             and the service that loads ``__transaction_state`` partitions (set when it starts).
         request_workers: the bounded pool (``num.io.threads``) for CPU-heavy request work that
             releases the GIL (decompression, CRC-32C of large batches), off the event loop.
+        metadata_cache: encoded Metadata topic entries per image change.
     """
 
     config: KafkaConfig
@@ -76,6 +78,7 @@ class BrokerContext:
     request_workers: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(8, thread_name_prefix="request-worker")
     )
+    metadata_cache: MetadataResponseCache = field(default_factory=MetadataResponseCache)
 
     def leader_log(
         self, topic: str, partition: int, current_leader_epoch: int = -1

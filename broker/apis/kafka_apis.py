@@ -95,6 +95,7 @@ from spark_kafkalite.protocol.framing import (
     encode_response,
     encode_response_chunks,
 )
+from spark_kafkalite.protocol.metadata_response import encode_metadata_response
 from spark_kafkalite.protocol.produce_response import encode_produce_response
 
 __all__ = ["KafkaApis", "ApiSpec"]
@@ -167,7 +168,15 @@ DEFAULT_APIS: tuple[ApiSpec, ...] = (
         decoders={0: decode_list_offsets_v0},
         encoders={0: encode_list_offsets_v0_response},
     ),
-    ApiSpec(ApiKey.METADATA, 0, 12, handle_metadata, metadata_error_response),
+    ApiSpec(
+        ApiKey.METADATA,
+        0,
+        12,
+        handle_metadata,
+        metadata_error_response,
+        # topic entries come pre-encoded from the broker's MetadataResponseCache
+        encoders=dict.fromkeys(range(13), encode_metadata_response),
+    ),
     ApiSpec(ApiKey.ELECT_LEADERS, 0, 2, handle_elect_leaders, elect_leaders_error_response),
     ApiSpec(ApiKey.DESCRIBE_CLUSTER, 0, 1, handle_describe_cluster, describe_cluster_error_response),
     ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 5, handle_init_producer_id, init_producer_id_error_response),

@@ -24,23 +24,23 @@ from typing import TYPE_CHECKING, Any
 
 from broker.apis.auth_helper import authorize, authorize_cluster, authorized_names
 from broker.apis.context import BrokerContext
-from broker.controller.metadata_image import MetadataImage, TopicImage
+from broker.apis.metadata_cache import NO_AUTHORIZED_OPERATIONS
 from broker.controller.single_node_controller import CreatableTopicSpec, validate_topic_name
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
+from spark_kafkalite.protocol.metadata_response import MetadataResponseParts, encode_struct
 
 if TYPE_CHECKING:
-    from broker.apis.kio_types import MetadataRequest, MetadataResponse
+    from broker.apis.kio_types import MetadataRequest
 
 __all__ = ["handle_metadata", "metadata_error_response"]
 
 logger = logging.getLogger(__name__)
 
 _ZERO_UUID = uuid.UUID(int=0)
-_NO_AUTHORIZED_OPERATIONS = -2147483648
 
 
 def _brokers(ctx: BrokerContext, cls: type[Any], listener_name: str) -> tuple[Any, ...]:
@@ -59,33 +59,6 @@ def _brokers(ctx: BrokerContext, cls: type[Any], listener_name: str) -> tuple[An
     return tuple(out)
 
 
-def _topic_response(cls: type[Any], topic: TopicImage, image: MetadataImage) -> Any:
-    topic_cls = nested(cls, "MetadataResponseTopic")
-    partition_cls = nested(cls, "MetadataResponsePartition")
-    partitions = tuple(
-        build(
-            partition_cls,
-            error_code=ErrorCode.none if p.leader >= 0 else ErrorCode.leader_not_available,
-            partition_index=p.partition,
-            leader_id=p.leader,
-            leader_epoch=p.leader_epoch,
-            replica_nodes=p.replicas,
-            isr_nodes=p.isr,
-            offline_replicas=image.offline_replicas(p),
-        )
-        for p in topic.partitions.values()
-    )
-    return build(
-        topic_cls,
-        error_code=ErrorCode.none,
-        name=topic.name,
-        topic_id=topic.topic_id,
-        is_internal=topic.name == "__consumer_offsets",
-        partitions=partitions,
-        topic_authorized_operations=_NO_AUTHORIZED_OPERATIONS,
-    )
-
-
 def _error_topic(cls: type[Any], name: str | None, code: ErrorCode, topic_id: uuid.UUID | None = None) -> Any:
     topic_cls = nested(cls, "MetadataResponseTopic")
     if name is None and topic_cls.__version__ < 12:  # the name is nullable in responses from v12 only
@@ -97,8 +70,14 @@ def _error_topic(cls: type[Any], name: str | None, code: ErrorCode, topic_id: uu
         topic_id=topic_id or _ZERO_UUID,
         is_internal=False,
         partitions=(),
-        topic_authorized_operations=_NO_AUTHORIZED_OPERATIONS,
+        topic_authorized_operations=NO_AUTHORIZED_OPERATIONS,
     )
+
+
+def _error_entry(
+    cls: type[Any], name: str | None, code: ErrorCode, topic_id: uuid.UUID | None = None
+) -> bytes:
+    return encode_struct(_error_topic(cls, name, code, topic_id))
 
 
 def _requested(request: Any, version: int) -> list[tuple[str | None, uuid.UUID | None]] | None:
@@ -117,23 +96,21 @@ def _requested(request: Any, version: int) -> list[tuple[str | None, uuid.UUID |
 
 async def handle_metadata(
     ctx: BrokerContext, rctx: RequestContext, request: MetadataRequest
-) -> MetadataResponse:
-    """Handle a MetadataRequest (may auto-create topics)."""
+) -> MetadataResponseParts:
+    """Handle a MetadataRequest (may auto-create topics). Topic entries come encoded from the
+    broker's :class:`~broker.apis.metadata_cache.MetadataResponseCache`."""
     version = rctx.api_version
     cls = response_class(ApiKey.METADATA, version)
     requested = _requested(request, version)
     allow_auto_create = (
         bool(getattr(request, "allow_auto_topic_creation", True)) and ctx.config.auto_create_topics_enable
     )
-    topics_out: list[Any] = []
+    cache = ctx.metadata_cache
+    topics_out: list[bytes] = []
     if requested is None:
         image = ctx.image
         visible = authorized_names(ctx, rctx, AclOperation.DESCRIBE, ResourceType.TOPIC, image.topics)
-        topics_out = [
-            _topic_response(cls, image.topics[name], image)
-            for name in sorted(image.topics)
-            if name in visible
-        ]
+        topics_out = cache.all_topics(cls, image, visible)
     else:
         to_create: list[str] = []
         seen: set[str] = set()
@@ -143,34 +120,34 @@ async def handle_metadata(
                 topic = ctx.image.topic_by_id(topic_id) if topic_id is not None else None
                 if topic is None:
                     code = ErrorCode.unknown_topic_id if topic_id is not None else ErrorCode.invalid_request
-                    topics_out.append(_error_topic(cls, None, code, topic_id))
+                    topics_out.append(_error_entry(cls, None, code, topic_id))
                 elif not authorize(ctx, rctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name):
-                    topics_out.append(_error_topic(cls, None, ErrorCode.topic_authorization_failed, topic_id))
+                    topics_out.append(_error_entry(cls, None, ErrorCode.topic_authorization_failed, topic_id))
                 else:
-                    topics_out.append(_topic_response(cls, topic, ctx.image))
+                    topics_out.append(cache.topic_bytes(cls, topic, ctx.image))
                 continue
             if name in seen:
                 continue
             seen.add(name)
             topic = ctx.image.topic(name)
             if not authorize(ctx, rctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
-                topics_out.append(_error_topic(cls, name, ErrorCode.topic_authorization_failed))
+                topics_out.append(_error_entry(cls, name, ErrorCode.topic_authorization_failed))
             elif topic is not None:
-                topics_out.append(_topic_response(cls, topic, ctx.image))
+                topics_out.append(cache.topic_bytes(cls, topic, ctx.image))
             elif validate_topic_name(name) is not None:
-                topics_out.append(_error_topic(cls, name, ErrorCode.invalid_topic_exception))
+                topics_out.append(_error_entry(cls, name, ErrorCode.invalid_topic_exception))
             elif (name == "__consumer_offsets" or allow_auto_create) and not (
                 may_create_any or authorize(ctx, rctx, AclOperation.CREATE, ResourceType.TOPIC, name)
             ):
-                topics_out.append(_error_topic(cls, name, ErrorCode.topic_authorization_failed))
+                topics_out.append(_error_entry(cls, name, ErrorCode.topic_authorization_failed))
             elif name == "__consumer_offsets" and ctx.group_coordinator_service is not None:
                 # The internal topic gets its own partitions/RF/compaction (Kafka's AutoTopicCreationManager).
                 await ctx.group_coordinator_service.ensure_offsets_topic()
-                topics_out.append(_error_topic(cls, name, ErrorCode.leader_not_available))
+                topics_out.append(_error_entry(cls, name, ErrorCode.leader_not_available))
             elif allow_auto_create:
                 to_create.append(name)
             else:
-                topics_out.append(_error_topic(cls, name, ErrorCode.unknown_topic_or_partition))
+                topics_out.append(_error_entry(cls, name, ErrorCode.unknown_topic_or_partition))
         if to_create:
             outcomes = await ctx.controller.create_topics([CreatableTopicSpec(name) for name in to_create])
             for outcome in outcomes:
@@ -182,16 +159,17 @@ async def handle_metadata(
                     logger.info("auto-created topic %s (%d partitions)", outcome.name, outcome.num_partitions)
                 else:
                     code = ErrorCode(outcome.error.error_code)
-                topics_out.append(_error_topic(cls, outcome.name, code))
-    return build(
+                topics_out.append(_error_entry(cls, outcome.name, code))
+    head = build(
         cls,
         throttle_time=ZERO_DURATION,
         brokers=_brokers(ctx, cls, rctx.listener_name),
         cluster_id=ctx.image.cluster_id,
         controller_id=ctx.controller.controller_id,
-        topics=tuple(topics_out),
-        cluster_authorized_operations=_NO_AUTHORIZED_OPERATIONS,
+        topics=(),
+        cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
     )
+    return MetadataResponseParts(head, topics_out)
 
 
 def metadata_error_response(request: Any, version: int, code: ErrorCode) -> Any:
@@ -207,5 +185,5 @@ def metadata_error_response(request: Any, version: int, code: ErrorCode) -> Any:
         cluster_id=None,
         controller_id=-1,
         topics=topics,
-        cluster_authorized_operations=_NO_AUTHORIZED_OPERATIONS,
+        cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
     )

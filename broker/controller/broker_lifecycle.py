@@ -74,8 +74,9 @@ def fence_broker_records(image: MetadataImage, node_id: int, unclean: UncleanLoo
     records: list[MetadataRecord] = [BrokerRegistrationChangeRecord(node_id, broker.epoch, True)]
     alive = alive_after(image, {node_id: True})
     for name in sorted(image.topics):  # sorted: the same record order on every node
+        unclean_enabled = unclean(name)
         for reg in image.topics[name].partitions.values():
-            new = remove_from_isr(reg, node_id, alive, unclean_enabled=unclean(name))
+            new = remove_from_isr(reg, node_id, alive, unclean_enabled=unclean_enabled)
             if new is not None:
                 records.append(partition_record(image, name, new))
     return records
@@ -103,10 +104,11 @@ def elect_leaderless_records(
     (``ReplicationControlManager.handleBrokerUnfenced``)."""
     records: list[MetadataRecord] = []
     for name in sorted(image.topics):
+        unclean_enabled = unclean(name)
         for reg in image.topics[name].partitions.values():
             if reg.leader >= 0:
                 continue
-            new = change_partition(reg, alive, election=Election.ONLINE, unclean_enabled=unclean(name))
+            new = change_partition(reg, alive, election=Election.ONLINE, unclean_enabled=unclean_enabled)
             if new is not None and new.leader >= 0:
                 records.append(partition_record(image, name, new))
     return records

@@ -28,6 +28,7 @@ from broker.controller.election import Election, change_partition
 from broker.controller.metadata_image import (
     MetadataImage,
     MetadataRecord,
+    PartitionRegistration,
     ProducerIdsRecord,
 )
 from broker.controller.replication_control import (
@@ -48,6 +49,7 @@ __all__ = [
     "CreatePartitionsCmd",
     "AlterConfigsCmd",
     "AlterPartitionCmd",
+    "AlterPartitionsCmd",
     "AllocateProducerIdsCmd",
     "RegisterBrokerCmd",
     "HeartbeatCmd",
@@ -104,6 +106,14 @@ class AlterPartitionCmd:
     leader_epoch: int
     new_isr: tuple[int, ...]
     partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionsCmd:
+    """Several AlterPartition items in one Raft entry (Kafka's ``AlterPartitionManager`` sends
+    every queued ISR change in one request); each item is checked on its own, in order."""
+
+    items: tuple[AlterPartitionCmd, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +196,7 @@ Command = (
     | CreatePartitionsCmd
     | AlterConfigsCmd
     | AlterPartitionCmd
+    | AlterPartitionsCmd
     | AllocateProducerIdsCmd
     | RegisterBrokerCmd
     | HeartbeatCmd
@@ -243,6 +254,8 @@ class MetadataStateMachine:
             return self._heartbeat(settings, cmd)
         if isinstance(cmd, AlterPartitionCmd):
             return self._alter_partition(cmd)
+        if isinstance(cmd, AlterPartitionsCmd):
+            return self._alter_partitions(cmd)
         if isinstance(cmd, RegisterBrokerCmd):
             previous = self.incarnations.get(cmd.node_id)
             current = image.brokers.get(cmd.node_id)
@@ -315,8 +328,27 @@ class MetadataStateMachine:
         return [], HeartbeatResult(ErrorCode.none, caught_up, broker.fenced)
 
     # -- AlterPartition ------------------------------------------------------------------------
-    def _alter_partition(self, cmd: AlterPartitionCmd) -> tuple[list[MetadataRecord], Any]:
-        """``ReplicationControlManager.alterPartition`` checks, in Kafka's order."""
+    def _alter_partitions(self, cmd: AlterPartitionsCmd) -> tuple[list[MetadataRecord], Any]:
+        """Each item as :meth:`_alter_partition`, against the registrations the earlier items of
+        the batch set; the result is one (error code, registration) per item."""
+        records: list[MetadataRecord] = []
+        results: list[tuple[ErrorCode, Any]] = []
+        changed: dict[tuple[uuid.UUID, int], PartitionRegistration] = {}
+        for item in cmd.items:
+            item_records, result = self._alter_partition(item, changed)
+            records.extend(item_records)
+            results.append(result)
+            if item_records:
+                changed[(item.topic_id, item.partition)] = result[1]
+        return records, results
+
+    def _alter_partition(
+        self,
+        cmd: AlterPartitionCmd,
+        changed: Mapping[tuple[uuid.UUID, int], PartitionRegistration] | None = None,
+    ) -> tuple[list[MetadataRecord], Any]:
+        """``ReplicationControlManager.alterPartition`` checks, in Kafka's order; ``changed``
+        holds registrations set by earlier items of the same batch (not yet in the image)."""
         image = self.image
         broker = image.brokers.get(cmd.broker_id)
         if broker is None or broker.epoch != cmd.broker_epoch or broker.fenced:
@@ -324,7 +356,7 @@ class MetadataStateMachine:
         topic = image.topic_by_id(cmd.topic_id)
         if topic is None:
             return [], (ErrorCode.unknown_topic_id, None)
-        reg = topic.partitions.get(cmd.partition)
+        reg = (changed or {}).get((cmd.topic_id, cmd.partition)) or topic.partitions.get(cmd.partition)
         if reg is None:
             return [], (ErrorCode.unknown_topic_or_partition, None)
         if reg.leader != cmd.broker_id:

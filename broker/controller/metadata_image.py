@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import TypeVar
 
 from spark_kafkalite.protocol.acl import AclBinding
 from spark_kafkalite.protocol.configs import ConfigResourceType
@@ -45,6 +46,9 @@ __all__ = [
 ]
 
 #: Config resource types (Kafka's ``ConfigResource.Type`` ids).
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
 RESOURCE_TYPE_TOPIC = int(ConfigResourceType.TOPIC)
 RESOURCE_TYPE_BROKER = int(ConfigResourceType.BROKER)
 
@@ -236,6 +240,14 @@ class MetadataDelta:
 _EMPTY: Mapping = MappingProxyType({})
 
 
+def _mutable(mapping: Mapping[_K, _V]) -> dict[_K, _V]:
+    """A dict copy of ``mapping`` (``MappingProxyType.copy`` copies the dict behind it at C
+    speed; ``dict(proxy)`` would go through the mapping protocol item by item)."""
+    if isinstance(mapping, (dict, MappingProxyType)):
+        return mapping.copy()  # type: ignore[return-value]
+    return dict(mapping)
+
+
 @dataclass(frozen=True, slots=True)
 class MetadataImage:
     """An immutable snapshot of cluster metadata.
@@ -252,6 +264,8 @@ class MetadataImage:
             an ACL record is applied, so the authorizer can cache an index per mapping.
         scram_credentials: (user, mechanism type id) -> salted SCRAM credential (KRaft's
             ``ScramImage``); the SCRAM SASL servers read it.
+        topic_ids: topic id -> name, kept by :meth:`apply` (derived from ``topics`` when an
+            image is built directly).
     """
 
     cluster_id: str
@@ -263,6 +277,13 @@ class MetadataImage:
     next_producer_id: int = 0
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: _EMPTY)
     scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(default_factory=lambda: _EMPTY)
+    #: topic id -> name (derived from ``topics`` when not given)
+    topic_ids: Mapping[uuid.UUID, str] = field(default=None, compare=False, repr=False)  # type: ignore[arg-type]
+
+    def __post_init__(self) -> None:
+        if self.topic_ids is None:
+            index = MappingProxyType({t.topic_id: name for name, t in self.topics.items()})
+            object.__setattr__(self, "topic_ids", index)
 
     # -- queries ---------------------------------------------------------------------------
     def is_alive(self, node_id: int) -> bool:
@@ -282,10 +303,8 @@ class MetadataImage:
         return self.topics.get(name)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
-        for topic in self.topics.values():
-            if topic.topic_id == topic_id:
-                return topic
-        return None
+        name = self.topic_ids.get(topic_id)
+        return None if name is None else self.topics.get(name)
 
     def topic_config(self, name: str) -> Mapping[str, str]:
         """Config overrides of topic ``name`` (empty when none or unknown)."""
@@ -301,22 +320,26 @@ class MetadataImage:
     def apply(self, records: Iterable[MetadataRecord]) -> tuple[MetadataImage, MetadataDelta]:
         """Apply ``records`` in order; returns the new image and the delta.
 
+        Copy on write, as KRaft's ``MetadataDelta`` builds only the changed parts of the next
+        image: the new image shares every unchanged :class:`TopicImage`, broker map, config map
+        and ACL map with this one (same objects), so the cost follows the records applied, not
+        the size of the image -- one ``PartitionRecord`` copies the partition map of its own
+        topic only, and a reader may cache what it derives from a ``TopicImage`` by identity.
+
         Raises:
             ValueError: a record refers to an unknown topic id or reuses a topic name, or a
                 ConfigRecord names an unknown topic.
         """
-        brokers = dict(self.brokers)
-        topics: dict[str, dict] = {}  # name -> {"topic_id", "partitions": dict}
-        for topic_name, topic_image in self.topics.items():
-            topics[topic_name] = {
-                "topic_id": topic_image.topic_id,
-                "partitions": dict(topic_image.partitions),
-            }
-        names_by_id = {t["topic_id"]: name for name, t in topics.items()}
+        brokers: dict[int, BrokerRegistration] | None = None
+        topics: dict[str, TopicImage] | None = None  # copied on the first topic change
+        names_by_id: dict[uuid.UUID, str] | None = None
+        partitions: dict[str, dict[int, PartitionRegistration]] = {}  # topics whose partitions changed
+        reordered: set[str] = set()  # topics that got a partition index below their highest one
         created: dict[str, None] = {}
         deleted: list[TopicImage] = []
         changed: list[tuple[str, PartitionRegistration]] = []
-        configs: dict[str, dict[str, str]] = {t: dict(c) for t, c in self.topic_configs.items()}
+        configs: dict[str, Mapping[str, str]] | None = None
+        config_copies: dict[str, dict[str, str]] = {}  # topics whose overrides changed here
         changed_configs: dict[str, None] = {}
         changed_brokers: dict[int, None] = {}
         next_producer_id = self.next_producer_id
@@ -325,7 +348,28 @@ class MetadataImage:
         count = 0
         for record in records:
             count += 1
-            if isinstance(record, RegisterBrokerRecord):
+            if isinstance(record, PartitionRecord):
+                name = (self.topic_ids if names_by_id is None else names_by_id).get(record.topic_id)
+                if name is None:
+                    raise ValueError(f"partition record for unknown topic id {record.topic_id}")
+                parts = partitions.get(name)
+                if parts is None:
+                    current = self.topics.get(name) if topics is None else topics.get(name)
+                    parts = partitions[name] = _mutable(current.partitions) if current is not None else {}
+                registration = PartitionRegistration(
+                    record.partition,
+                    tuple(record.replicas),
+                    tuple(record.isr),
+                    record.leader,
+                    record.leader_epoch,
+                    record.partition_epoch,
+                )
+                if record.partition not in parts and parts and next(reversed(parts)) > record.partition:
+                    reordered.add(name)
+                parts[record.partition] = registration
+                changed.append((name, registration))
+            elif isinstance(record, RegisterBrokerRecord):
+                brokers = _mutable(self.brokers) if brokers is None else brokers
                 brokers[record.node_id] = BrokerRegistration(
                     record.node_id,
                     MappingProxyType(dict(record.endpoints)),
@@ -335,98 +379,110 @@ class MetadataImage:
                 )
                 changed_brokers[record.node_id] = None
             elif isinstance(record, BrokerRegistrationChangeRecord):
-                current = brokers.get(record.node_id)
-                if current is None or current.epoch != record.epoch:
+                current_broker = (self.brokers if brokers is None else brokers).get(record.node_id)
+                if current_broker is None or current_broker.epoch != record.epoch:
                     raise ValueError(
                         f"registration change for unknown broker {record.node_id}/{record.epoch}"
                     )
-                brokers[record.node_id] = replace(current, fenced=record.fenced)
+                brokers = _mutable(self.brokers) if brokers is None else brokers
+                brokers[record.node_id] = replace(current_broker, fenced=record.fenced)
                 changed_brokers[record.node_id] = None
             elif isinstance(record, ProducerIdsRecord):
                 if record.next_producer_id <= next_producer_id:
                     raise ValueError(f"producer id block {record} does not advance {next_producer_id}")
                 next_producer_id = record.next_producer_id
             elif isinstance(record, TopicRecord):
+                topics = _mutable(self.topics) if topics is None else topics
+                names_by_id = _mutable(self.topic_ids) if names_by_id is None else names_by_id
                 if record.name in topics:
                     raise ValueError(f"topic {record.name!r} already exists")
-                topics[record.name] = {"topic_id": record.topic_id, "partitions": {}}
+                topics[record.name] = TopicImage(record.name, record.topic_id, _EMPTY)
+                partitions[record.name] = {}
                 names_by_id[record.topic_id] = record.name
                 created[record.name] = None
-            elif isinstance(record, PartitionRecord):
-                name = names_by_id.get(record.topic_id)
-                if name is None:
-                    raise ValueError(f"partition record for unknown topic id {record.topic_id}")
-                registration = PartitionRegistration(
-                    record.partition,
-                    tuple(record.replicas),
-                    tuple(record.isr),
-                    record.leader,
-                    record.leader_epoch,
-                    record.partition_epoch,
-                )
-                topics[name]["partitions"][record.partition] = registration
-                changed.append((name, registration))
             elif isinstance(record, RemoveTopicRecord):
+                topics = _mutable(self.topics) if topics is None else topics
+                names_by_id = _mutable(self.topic_ids) if names_by_id is None else names_by_id
                 removed_name = names_by_id.pop(record.topic_id, None)
                 if removed_name is None:
                     raise ValueError(f"remove record for unknown topic id {record.topic_id}")
                 removed = topics.pop(removed_name)
+                removed_parts = partitions.pop(removed_name, None)
+                reordered.discard(removed_name)
                 if removed_name in created:
                     del created[removed_name]
                 else:
                     deleted.append(
-                        TopicImage(removed_name, removed["topic_id"], MappingProxyType(removed["partitions"]))
+                        removed
+                        if removed_parts is None
+                        else TopicImage(removed_name, removed.topic_id, MappingProxyType(removed_parts))
                     )
                 changed = [(n, p) for n, p in changed if n != removed_name]
-                configs.pop(removed_name, None)
+                if removed_name in (self.topic_configs if configs is None else configs):
+                    configs = _mutable(self.topic_configs) if configs is None else configs
+                    del configs[removed_name]
+                config_copies.pop(removed_name, None)
                 changed_configs.pop(removed_name, None)
             elif isinstance(record, ConfigRecord):
                 if record.resource_type != RESOURCE_TYPE_TOPIC:
                     raise ValueError(f"config record for unsupported resource type {record.resource_type}")
-                if record.resource_name not in topics:
+                if record.resource_name not in (self.topics if topics is None else topics):
                     raise ValueError(f"config record for unknown topic {record.resource_name!r}")
-                overrides = configs.setdefault(record.resource_name, {})
+                configs = _mutable(self.topic_configs) if configs is None else configs
+                overrides = config_copies.get(record.resource_name)
+                if overrides is None:
+                    overrides = config_copies[record.resource_name] = dict(
+                        configs.get(record.resource_name, _EMPTY)
+                    )
                 if record.value is None:
                     overrides.pop(record.name, None)
                 else:
                     overrides[record.name] = record.value
-                if not overrides:
-                    del configs[record.resource_name]
                 changed_configs[record.resource_name] = None
             elif isinstance(record, AccessControlEntryRecord):
-                acls = dict(self.acls) if acls is None else acls
+                acls = _mutable(self.acls) if acls is None else acls
                 if record.acl_id in acls:
                     raise ValueError(f"ACL id {record.acl_id} already exists")
                 acls[record.acl_id] = record.acl
             elif isinstance(record, RemoveAccessControlEntryRecord):
-                acls = dict(self.acls) if acls is None else acls
+                acls = _mutable(self.acls) if acls is None else acls
                 if acls.pop(record.acl_id, None) is None:
                     raise ValueError(f"remove record for unknown ACL id {record.acl_id}")
             elif isinstance(record, UserScramCredentialRecord):
-                scram = dict(self.scram_credentials) if scram is None else scram
+                scram = _mutable(self.scram_credentials) if scram is None else scram
                 scram[(record.name, record.mechanism)] = record.credential
             elif isinstance(record, RemoveUserScramCredentialRecord):
-                scram = dict(self.scram_credentials) if scram is None else scram
+                scram = _mutable(self.scram_credentials) if scram is None else scram
                 if scram.pop((record.name, record.mechanism), None) is None:
                     raise ValueError(f"remove record for unknown SCRAM credential of {record.name!r}")
             else:  # pragma: no cover - type checkers catch this
                 raise TypeError(f"unknown metadata record {record!r}")
-        new_topics = {
-            name: TopicImage(name, t["topic_id"], MappingProxyType(dict(sorted(t["partitions"].items()))))
-            for name, t in topics.items()
-        }
+        if partitions:
+            topics = _mutable(self.topics) if topics is None else topics
+            for name, parts in partitions.items():
+                topic = topics[name]
+                ordered = dict(sorted(parts.items())) if name in reordered else parts
+                topics[name] = TopicImage(name, topic.topic_id, MappingProxyType(ordered))
+        if config_copies:
+            assert configs is not None
+            for name, overrides in config_copies.items():
+                if overrides:
+                    configs[name] = MappingProxyType(dict(sorted(overrides.items())))
+                else:
+                    configs.pop(name, None)
+            configs = dict(sorted(configs.items()))
         image = replace(
             self,
-            brokers=MappingProxyType(brokers),
-            topics=MappingProxyType(new_topics),
+            brokers=self.brokers if brokers is None else MappingProxyType(brokers),
+            topics=self.topics if topics is None else MappingProxyType(topics),
+            topic_ids=self.topic_ids if names_by_id is None else MappingProxyType(names_by_id),
             offset=self.offset + count,
             next_producer_id=next_producer_id,
-            topic_configs=MappingProxyType(
-                {t: MappingProxyType(dict(sorted(c.items()))) for t, c in sorted(configs.items())}
-            ),
+            topic_configs=self.topic_configs if configs is None else MappingProxyType(configs),
             acls=self.acls if acls is None else MappingProxyType(acls),
             scram_credentials=self.scram_credentials if scram is None else MappingProxyType(scram),
         )
+        new_topics = image.topics
         delta = MetadataDelta(
             created_topics=tuple(new_topics[name] for name in created),
             deleted_topics=tuple(deleted),

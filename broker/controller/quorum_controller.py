@@ -45,6 +45,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from broker.controller.alter_partition_manager import AlterPartitionManager
 from broker.controller.broker_lifecycle_manager import BrokerLifecycleManager, ControllerUnavailable
 from broker.controller.controller_commands import (
     AllocateProducerIdsCmd,
@@ -164,6 +165,7 @@ class QuorumController:
             request_timeout_s=self.request_timeout_s,
             heartbeat_interval_s=self.heartbeat_interval_s,
         )
+        self.alter_partition_manager = AlterPartitionManager(self._submit)
         self.quorum = MetadataQuorum(
             node_id,
             dict(voters),
@@ -394,6 +396,9 @@ class QuorumController:
     ) -> tuple[ErrorCode, PartitionRegistration | None]:
         """AlterPartition (KIP-497): compare-and-set of the ISR on ``partition_epoch``.
 
+        Changes made while an earlier batch is in flight go to the controller together, in one
+        Raft entry (:class:`~broker.controller.alter_partition_manager.AlterPartitionManager`).
+
         Errors: STALE_BROKER_EPOCH, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
         NOT_LEADER_OR_FOLLOWER (``broker_id`` is not the leader), FENCED_LEADER_EPOCH (other
         leader epoch), INVALID_UPDATE_VERSION (other partition epoch), INVALID_REQUEST (ISR
@@ -404,14 +409,7 @@ class QuorumController:
         command = AlterPartitionCmd(
             broker_id, broker_epoch, topic_id, partition, leader_epoch, tuple(new_isr), partition_epoch
         )
-        try:
-            result = await self._submit(command)
-        except ControllerUnavailable:
-            return ErrorCode.not_controller, None
-        if isinstance(result, ErrorCode):
-            return result, None
-        code, registration = result
-        return code, registration
+        return await self.alter_partition_manager.submit(command)
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         """A block of ``PRODUCER_ID_BLOCK_SIZE`` producer ids unique in the cluster (KIP-730).

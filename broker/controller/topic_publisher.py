@@ -74,7 +74,8 @@ class TopicMetadataPublisher:
         Raises:
             OSError: the topic config file cannot be written.
         """
-        self._persist(image)
+        if self._saved is None or delta.created_topics or delta.deleted_topics or delta.changed_topic_configs:
+            self._persist(image)  # overrides change only with these (not with leader / ISR changes)
         touched: dict[str, set[int] | None] = {}  # topic -> partitions (None = all)
         for topic in delta.created_topics:
             touched[topic.name] = None

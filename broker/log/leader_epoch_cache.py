@@ -16,12 +16,13 @@ Every change is written through to the file (atomic rename), as Kafka does.
 
 from __future__ import annotations
 
+import functools
 import logging
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from broker.atomic_file import write_atomically
+from broker.atomic_file import fsync_written, write_atomically
 
 __all__ = [
     "LeaderEpochFileCache",
@@ -38,16 +39,31 @@ UNDEFINED_EPOCH_OFFSET = -1
 _VERSION = 0
 
 
+def _write_checkpoint(path: Path, text: str, fsync: bool) -> bool:
+    try:
+        write_atomically(path, text, fsync=fsync)
+    except FileNotFoundError:  # the partition directory was deleted meanwhile
+        logger.debug("leader epoch checkpoint %s not written: directory gone", path)
+        return False
+    return True
+
+
 class LeaderEpochFileCache:
     """epoch -> start offset entries of one log, persisted in ``leader-epoch-checkpoint``.
 
     Args:
         path: the checkpoint file (None: memory only, for tests).
         entries: initial (epoch, start_offset) pairs (normally from :meth:`load`).
+
+    Attributes:
+        write_later: runs a function later, off the caller's thread (the
+            :class:`~broker.log.log_manager.LogManager`'s file writer): :meth:`flush` replaces
+            the file at once and has it fsynced there; None: fsynced at once.
     """
 
     def __init__(self, path: Path | None, entries: Iterable[tuple[int, int]] = ()) -> None:
         self.path = path
+        self.write_later: Callable[[Callable[[], None]], None] | None = None
         self._epochs: list[int] = []
         self._offsets: list[int] = []
         for epoch, offset in entries:
@@ -81,15 +97,19 @@ class LeaderEpochFileCache:
 
     def flush(self) -> None:
         """Write the entries to the checkpoint file, atomically and durably (Kafka's
-        ``LeaderEpochCheckpointFile``)."""
+        ``LeaderEpochCheckpointFile``); with :attr:`write_later` set, the file is replaced at
+        once and fsynced later by it (a new leader of thousands of partitions must not wait for
+        thousands of fsyncs on the event loop)."""
         if self.path is None:
             return
         body = [str(_VERSION), str(len(self._epochs))]
         body += [f"{e} {o}" for e, o in zip(self._epochs, self._offsets, strict=True)]
-        try:
-            write_atomically(self.path, "\n".join(body) + "\n")
-        except FileNotFoundError:  # the partition directory was deleted meanwhile
-            logger.debug("leader epoch checkpoint %s not written: directory gone", self.path)
+        text = "\n".join(body) + "\n"
+        if (
+            _write_checkpoint(self.path, text, fsync=self.write_later is None)
+            and self.write_later is not None
+        ):
+            self.write_later(functools.partial(fsync_written, self.path))
 
     # -- queries ---------------------------------------------------------------------------
     def entries(self) -> list[tuple[int, int]]:
@@ -206,15 +226,18 @@ def load_leader_epoch_cache(
     headers: Iterable[tuple[int, int]],
     log_start_offset: int,
     log_end_offset: int,
+    write_later: Callable[[Callable[[], None]], None] | None = None,
 ) -> LeaderEpochFileCache:
     """The cache of a log being loaded (Kafka's ``UnifiedLog.initializeLeaderEpochCache`` +
     the epoch assignments of ``LogSegment.recover``): read ``leader-epoch-checkpoint`` and trim
     it to [log_start_offset, log_end_offset); when the file is missing but the log holds data,
     rebuild it from ``headers``, an iterable of (partition_leader_epoch, base_offset) of every
-    batch in offset order (only consumed in that case).
+    batch in offset order (only consumed in that case). ``write_later``: see
+    :attr:`LeaderEpochFileCache.write_later`.
     """
     path = Path(directory) / LEADER_EPOCH_CHECKPOINT_FILE
     cache = LeaderEpochFileCache.load(path)
+    cache.write_later = write_later
     if not path.exists() and log_end_offset > log_start_offset:
         for epoch, base_offset in headers:
             if epoch >= 0 and (cache.latest_epoch is None or epoch > cache.latest_epoch):

@@ -10,6 +10,7 @@ from their recovery points (batch-by-batch validation, truncation at the first b
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import os
 import shutil
@@ -102,6 +103,8 @@ class LogManager:
         self._topic_configs: dict[str, LogConfig] = {}
         self._logs: dict[TopicPartitionKey, UnifiedLog] = {}
         self._log_dir_of: dict[TopicPartitionKey, Path] = {}
+        self._logs_in_dir: dict[Path, int] = {}  # log dir -> logs in it (where new logs go)
+        self._file_writer: concurrent.futures.ThreadPoolExecutor | None = None
         self.had_clean_shutdown = True
         self.offline_log_dirs: set[Path] = set()
         self._started = False
@@ -152,8 +155,10 @@ class LogManager:
                     high_watermark=high_watermarks.get(key),
                     had_clean_shutdown=clean,
                     time_ms=self.time_ms,
+                    write_later=self._write_later,
                 )
                 self._log_dir_of[key] = log_dir
+                self._logs_in_dir[log_dir] = self._logs_in_dir.get(log_dir, 0) + 1
             if clean:
                 marker.unlink()
         self._started = True
@@ -170,8 +175,10 @@ class LogManager:
         self._write_checkpoints(sync=True)
         for log in self._logs.values():
             log.close()
+        self.flush_file_writes()  # deferred partition.metadata / leader-epoch-checkpoint writes
         self._logs.clear()
         self._log_dir_of.clear()
+        self._logs_in_dir.clear()
         for log_dir in self.log_dirs:
             if log_dir in self.offline_log_dirs:
                 logger.warning(
@@ -223,28 +230,56 @@ class LogManager:
             if log.topic_id != topic_id:
                 log.set_topic_id(topic_id)
             return log
-        counts = {d: 0 for d in self.log_dirs}
-        for d in self._log_dir_of.values():
-            counts[d] += 1
         candidates = [d for d in self.log_dirs if d not in self.offline_log_dirs] or self.log_dirs
-        log_dir = min(candidates, key=lambda d: counts[d])
+        log_dir = min(candidates, key=lambda d: self._logs_in_dir.get(d, 0))
         log = UnifiedLog(
             log_dir / topic_partition_dir_name(topic, partition),
             self.config_for(topic),
             topic_id=topic_id,
             time_ms=self.time_ms,
+            write_later=self._write_later,
         )
         self._logs[key] = log
         self._log_dir_of[key] = log_dir
+        self._logs_in_dir[log_dir] = self._logs_in_dir.get(log_dir, 0) + 1
         logger.info("created log %s (topic id %s) in %s", log.dir.name, topic_id, log_dir)
         return log
+
+    def _write_later(self, write: Callable[[], None]) -> None:
+        """Run ``write`` (the fsyncs that make a just-replaced ``partition.metadata`` or
+        ``leader-epoch-checkpoint`` durable: file and directory) on the log manager's
+        file-writer thread, in submission order, not on the event loop: creating or taking the
+        leadership of thousands of partitions must not wait for thousands of fsyncs in a row
+        (Kafka's ``UnifiedLog`` flushes ``partition.metadata`` from its scheduler,
+        "flush-metadata-file"). The files themselves are replaced before this is called, so a
+        killed broker restarts with them; only a power loss within that moment loses them."""
+        if self._file_writer is None:
+            self._file_writer = concurrent.futures.ThreadPoolExecutor(1, "log-file-writer")
+        self._file_writer.submit(self._run_write, write)
+
+    @staticmethod
+    def _run_write(write: Callable[[], None]) -> None:
+        try:
+            write()
+        except FileNotFoundError:  # the partition was deleted meanwhile
+            pass
+        except OSError:
+            logger.exception("deferred fsync of a log file failed")
+
+    def flush_file_writes(self) -> None:
+        """Wait until every deferred file write (:meth:`_write_later`) is done."""
+        writer, self._file_writer = self._file_writer, None
+        if writer is not None:
+            writer.shutdown(wait=True)
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Close the log and remove its directory (renamed to ``<name>.<uuid>-delete`` first, so
         a crash mid-delete never leaves a half log behind). Returns False if there was none."""
         key = (topic, partition)
         log = self._logs.pop(key, None)
-        self._log_dir_of.pop(key, None)
+        log_dir = self._log_dir_of.pop(key, None)
+        if log_dir is not None:
+            self._logs_in_dir[log_dir] -= 1
         if log is None:
             return False
         log.close()

@@ -77,7 +77,9 @@ def read_partition_metadata(partition_dir: Path) -> uuid.UUID | None:
     return None
 
 
-def write_partition_metadata(partition_dir: Path, topic_id: uuid.UUID) -> None:
-    """Atomically and durably write ``partition.metadata`` (Kafka's ``PartitionMetadataFile``)."""
+def write_partition_metadata(partition_dir: Path, topic_id: uuid.UUID, fsync: bool = True) -> Path:
+    """Atomically (and with ``fsync``, durably) write ``partition.metadata`` (Kafka's
+    ``PartitionMetadataFile``); returns its path."""
     path = Path(partition_dir) / PARTITION_METADATA_FILE
-    write_atomically(path, f"version: 0\ntopic_id: {format_topic_id(topic_id)}\n")
+    write_atomically(path, f"version: 0\ntopic_id: {format_topic_id(topic_id)}\n", fsync=fsync)
+    return path

@@ -15,6 +15,7 @@ segments' ``.txnindex`` (``collectAbortedTransactions``).
 
 from __future__ import annotations
 
+import functools
 import logging
 import shutil
 import time
@@ -23,6 +24,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from broker.atomic_file import fsync_written
 from spark_kafkalite.protocol.control_records import read_end_txn_marker
 from spark_kafkalite.protocol.errors import (
     InconsistentTopicIdError,
@@ -94,6 +96,11 @@ class UnifiedLog:
         time_ms: the wall clock in ms (injectable for tests; drives ``segment.ms`` rolls,
             retention and compaction lags).
 
+    ``write_later(fn)`` runs the fsyncs of ``partition.metadata`` and ``leader-epoch-checkpoint``
+    later, off the event loop (the :class:`~broker.log.log_manager.LogManager`'s file writer):
+    the files are replaced at once (atomically: a killed process leaves the new contents), durable
+    against a power loss a moment later; None: fsynced at once.
+
     Raises (on construction):
         ValueError: ``dir`` is not named ``<topic>-<partition>``.
         InconsistentTopicIdError: ``topic_id`` conflicts with ``partition.metadata``.
@@ -110,8 +117,10 @@ class UnifiedLog:
         high_watermark: int | None = None,
         had_clean_shutdown: bool = True,
         time_ms: Callable[[], int] | None = None,
+        write_later: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
         self.time_ms: Callable[[], int] = time_ms or _wall_clock_ms
+        self._write_later = write_later
         self.dir = Path(dir)
         parsed = parse_topic_partition_dir(self.dir.name)
         if parsed is None:
@@ -137,6 +146,7 @@ class UnifiedLog:
             ),
             self.log_start_offset,
             self.log_end_offset,
+            write_later,
         )
         self.producer_state = producer_state.load_producer_state(self)  # idempotence hook
         self.high_watermark = self.log_start_offset
@@ -151,7 +161,9 @@ class UnifiedLog:
                 f"log {self.dir} belongs to topic id {stored}, not {topic_id} (stale partition directory)"
             )
         if stored is None and topic_id is not None:
-            write_partition_metadata(self.dir, topic_id)
+            path = write_partition_metadata(self.dir, topic_id, fsync=self._write_later is None)
+            if self._write_later is not None:
+                self._write_later(functools.partial(fsync_written, path))
             stored = topic_id
         return stored
 

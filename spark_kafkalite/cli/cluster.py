@@ -4,7 +4,7 @@
 
     kafkalite cluster up     [--brokers 3] [--data-dir DIR] [--config KEY=VALUE ...]
                              [--secure [--security-protocol SASL_SSL|SSL|SASL_PLAINTEXT]]
-    kafkalite cluster status [--data-dir DIR | --bootstrap-server HOST:PORT]
+    kafkalite cluster status [--data-dir DIR | --bootstrap-server HOST:PORT] [--partitions]
     kafkalite cluster down   [--data-dir DIR]
 
 ``up`` starts ``--brokers`` broker processes in the background (KRaft combined mode: each one
@@ -20,10 +20,13 @@ refuses while fewer brokers are live, so a cluster whose first group or transact
 a broker died would have no coordinator until that broker came back.
 
 ``status`` shows the nodes (process alive, address, Raft port, whether the controller lists the
-broker as live, its event loop's worst lag and stall episodes), the active controller, and every partition with leader, replicas, ISR and
-offline replicas, plus the number of under-replicated partitions (ISR smaller than replicas),
-as ``rich`` tables. ``down`` stops every broker (SIGTERM: controlled shutdown; SIGKILL after
-``--timeout`` s) and marks ``cluster.json`` stopped (data and ports stay for the next ``up``).
+broker as live, its event loop's worst lag and stall episodes), the active controller, and every
+partition with leader, replicas, ISR and offline replicas, plus the number of under-replicated
+partitions (ISR smaller than replicas) and the leaders per broker, as ``rich`` tables. Above
+``PARTITION_ROWS_MAX`` partitions it prints one summary row per topic (partitions, replication
+factor, under-replicated, without a leader, leaders per broker) and only the partitions without
+a leader; ``--partitions`` lists every one. ``down`` stops every broker (SIGTERM: controlled
+shutdown; SIGKILL after ``--timeout`` s) and marks ``cluster.json`` stopped (data and ports stay for the next ``up``).
 
 ``up --secure`` (issue #13) serves clients over SASL_SSL only (or ``--security-protocol``): a
 throwaway CA and broker certificates under ``DIR/tls/`` (made with ``cryptography``), an ``admin``
@@ -55,6 +58,8 @@ STATE_FILE = "cluster.json"
 CLIENT_PROPERTIES = "client.properties"
 LOOP_LAG_FILE = "loop-lag.json"  # written by each broker in its first log dir
 _ENV_DIR = "KAFKALITE_CLUSTER_DIR"
+PARTITION_ROWS_MAX = 50
+"""Above this many partitions ``status`` prints a summary per topic instead of one row each."""
 
 
 class ClusterCliError(Exception):
@@ -100,6 +105,11 @@ def add_cluster_parser(commands: Any) -> None:
     )
     status.add_argument(
         "--command-config", metavar="FILE", help="properties file of client configs (with --bootstrap-server)"
+    )
+    status.add_argument(
+        "--partitions",
+        action="store_true",
+        help=f"list every partition (default: only up to {PARTITION_ROWS_MAX}; a summary per topic above)",
     )
     down = actions.add_parser("down", help="stop the brokers")
     down.add_argument("--data-dir", type=Path)
@@ -165,8 +175,8 @@ def cmd_cluster(args: argparse.Namespace, out: Any) -> int:
         return _up(args, data_dir, out)
     if args.cluster_command == "status":
         if args.bootstrap_server:
-            return _status_of(args.bootstrap_server, out, command_config(args))
-        return _status(data_dir, out)
+            return _status_of(args.bootstrap_server, out, command_config(args), args.partitions)
+        return _status(data_dir, out, args.partitions)
     return _down(args, data_dir, out)
 
 
@@ -349,7 +359,9 @@ def _fetch_metadata(bootstrap: str, security: dict[str, str] | None = None) -> t
         admin.close()
 
 
-def _status_of(bootstrap: str, out: Any, client_configs: dict[str, str]) -> int:
+def _status_of(
+    bootstrap: str, out: Any, client_configs: dict[str, str], every_partition: bool = False
+) -> int:
     """``status --bootstrap-server``: what the cluster's metadata says (no process view)."""
     from rich.console import Console
     from rich.table import Table
@@ -366,10 +378,10 @@ def _status_of(bootstrap: str, out: Any, client_configs: dict[str, str]) -> int:
         role = "[bold]active controller[/bold]" if node_id == metadata.controller_id else "broker"
         nodes.add_row(str(node_id), f"{host}:{port}", role)
     console.print(nodes)
-    return _print_partitions(console, metadata)
+    return _print_partitions(console, metadata, every_partition)
 
 
-def _status(data_dir: Path, out: Any) -> int:
+def _status(data_dir: Path, out: Any, every_partition: bool = False) -> int:
     from rich.console import Console
     from rich.table import Table
 
@@ -407,7 +419,7 @@ def _status(data_dir: Path, out: Any) -> int:
     if metadata is None:
         console.print(f"[red]no broker answered[/red] {error}".rstrip())
         return 1
-    code = _print_partitions(console, metadata)
+    code = _print_partitions(console, metadata, every_partition)
     console.print(f"bootstrap servers: {state['bootstrap_servers']}")
     return code
 
@@ -427,20 +439,37 @@ def loop_lag_summary(path: Path) -> str:
     return text
 
 
-def _print_partitions(console: Any, metadata: Any) -> int:
+def _print_partitions(console: Any, metadata: Any, every_partition: bool = False) -> int:
+    """Partitions of ``metadata``: one row each when there are at most
+    :data:`PARTITION_ROWS_MAX` (or ``every_partition``), else one summary row per topic and the
+    partitions that need attention; then the totals and leaders per broker."""
     from rich.table import Table
 
     controller = metadata.controller_id
+    total = sum(len(parts) for parts in metadata.partitions.values())
+    rows = every_partition or total <= PARTITION_ROWS_MAX
     partitions = Table(title=f"Partitions (active controller: {controller})")
     for column in ("topic", "partition", "leader", "epoch", "replicas", "isr", "offline"):
         partitions.add_column(column)
-    under = offline = total = 0
+    topics = Table(title=f"Topics (active controller: {controller})")
+    for column in (
+        "topic",
+        "partitions",
+        "replicas",
+        "under-replicated",
+        "without leader",
+        "leaders per broker",
+    ):
+        topics.add_column(column, justify="left" if column == "topic" else "right")
+    under = offline = 0
     lagging: list[str] = []
+    leaders: dict[int, int] = {}
     for topic in sorted(metadata.partitions):
+        topic_under = topic_offline = 0
+        topic_leaders: dict[int, int] = {}
         for index, p in sorted(metadata.partitions[topic].items()):
-            total += 1
             if len(p.isr) < len(p.replicas):
-                under += 1
+                topic_under += 1
                 missing = [r for r in p.replicas if r not in p.isr]
                 live = [r for r in missing if r in metadata.nodes]
                 if live:  # a live broker out of the ISR: replication is not healing by itself
@@ -448,24 +477,50 @@ def _print_partitions(console: Any, metadata: Any) -> int:
                         f"{topic}-{index} (ISR {','.join(map(str, p.isr))}; live out of ISR: {live})"
                     )
             if p.leader < 0:
-                offline += 1
-            partitions.add_row(
-                topic,
-                str(index),
-                str(p.leader) if p.leader >= 0 else "[red]none[/red]",
-                str(p.leader_epoch),
-                ",".join(map(str, p.replicas)),
-                ",".join(map(str, p.isr))
-                if len(p.isr) == len(p.replicas)
-                else f"[yellow]{','.join(map(str, p.isr))}[/yellow]",
-                ",".join(map(str, p.offline_replicas)) or "-",
-            )
-    if total:
+                topic_offline += 1
+            else:
+                topic_leaders[p.leader] = topic_leaders.get(p.leader, 0) + 1
+            if rows or p.leader < 0:
+                partitions.add_row(
+                    topic,
+                    str(index),
+                    str(p.leader) if p.leader >= 0 else "[red]none[/red]",
+                    str(p.leader_epoch),
+                    ",".join(map(str, p.replicas)),
+                    ",".join(map(str, p.isr))
+                    if len(p.isr) == len(p.replicas)
+                    else f"[yellow]{','.join(map(str, p.isr))}[/yellow]",
+                    ",".join(map(str, p.offline_replicas)) or "-",
+                )
+        under += topic_under
+        offline += topic_offline
+        for broker, count in topic_leaders.items():
+            leaders[broker] = leaders.get(broker, 0) + count
+        replicas = {len(p.replicas) for p in metadata.partitions[topic].values()}
+        topics.add_row(
+            topic,
+            str(len(metadata.partitions[topic])),
+            ",".join(map(str, sorted(replicas))),
+            f"[yellow]{topic_under}[/yellow]" if topic_under else "0",
+            f"[red]{topic_offline}[/red]" if topic_offline else "0",
+            " ".join(f"{b}:{n}" for b, n in sorted(topic_leaders.items())) or "-",
+        )
+    if not rows:
+        console.print(topics)
+    if partitions.row_count:
+        if not rows:
+            partitions.title = f"Partitions without a leader ({offline})"
         console.print(partitions)
     console.print(
         f"{len(metadata.nodes)} live broker(s), {total} partition(s), "
         f"{under} under-replicated, {offline} without a leader"
     )
+    if total:
+        console.print(
+            "leaders per broker: " + (" ".join(f"{b}:{n}" for b, n in sorted(leaders.items())) or "-")
+        )
+    if not rows:
+        console.print(f"(a summary per topic: --partitions lists all {total} partitions)")
     if lagging:
         console.print(
             f"[bold red]UNDER-REPLICATED with live replicas out of the ISR[/bold red] ({len(lagging)}; "

@@ -3,7 +3,10 @@
 ``topics describe`` prints each topic's config overrides (every value whose source is not the
 default, with its source: DYNAMIC_TOPIC_CONFIG or STATIC_BROKER_CONFIG) and its partitions with
 leader, replicas, ISR, log start offset, log end offset (the high watermark), record count and
-size on disk (DescribeLogDirs, summed over log dirs and brokers; e.g. ``1.5 KiB``).
+size on disk (DescribeLogDirs, summed over log dirs and brokers; e.g. ``1.5 KiB``). Above
+``PARTITION_ROWS_MAX`` partitions it prints one summary row per topic instead (partitions,
+replication factor, under-replicated and leaderless partitions, leaders per broker, records,
+size); ``--partitions`` lists every partition.
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ from spark_kafkalite.cli.common import (
     key_values,
 )
 
-__all__ = ["add_topics_parser", "cmd_topics", "human_bytes"]
+__all__ = ["add_topics_parser", "cmd_topics", "human_bytes", "PARTITION_ROWS_MAX"]
+
+PARTITION_ROWS_MAX = 50
+"""Above this many partitions ``describe`` prints one summary row per topic (``--partitions``: all)."""
 
 
 def add_topics_parser(commands: Any) -> None:
@@ -40,6 +46,11 @@ def add_topics_parser(commands: Any) -> None:
     )
     add_bootstrap(describe)
     describe.add_argument("--topic", help="one topic (default: all)")
+    describe.add_argument(
+        "--partitions",
+        action="store_true",
+        help=f"one row per partition (default above {PARTITION_ROWS_MAX} partitions: one summary row per topic)",
+    )
     alter = topic_commands.add_parser("alter", help="set or delete topic configs (IncrementalAlterConfigs)")
     add_bootstrap(alter)
     alter.add_argument("--topic", required=True)
@@ -129,33 +140,88 @@ def cmd_topics(args: argparse.Namespace) -> int:
             finally:
                 consumer.close()
             sizes = admin.describe_log_dirs(list(described)) if described else {}
-            table = Table(title=f"Topics on {servers}")
-            for column in (
-                "Topic",
-                "Partition",
-                "Leader",
-                "Replicas",
-                "Isr",
-                "LogStartOffset",
-                "LogEndOffset",
-                "Records",
-                "Size",
-            ):
-                table.add_column(column, justify="left" if column == "Topic" else "right", no_wrap=True)
-            for topic, parts in described.items():
-                for info in parts:
-                    tp = TopicPartition(topic, info.partition)
-                    lo, hi = earliest.get(tp), latest.get(tp)
-                    table.add_row(
-                        topic,
-                        str(info.partition),
-                        str(info.leader),
-                        ",".join(map(str, info.replicas)),
-                        ",".join(map(str, info.isr)),
-                        "" if lo is None else str(lo),
-                        "" if hi is None else str(hi),
-                        "" if lo is None or hi is None else str(hi - lo),
-                        "" if tp not in sizes else human_bytes(sizes[tp]),
-                    )
-            out.print(table)
+            total = sum(len(parts) for parts in described.values())
+            if args.partitions or total <= PARTITION_ROWS_MAX:
+                out.print(_partition_table(servers, described, earliest, latest, sizes))
+            else:
+                out.print(_topic_summary(servers, described, earliest, latest, sizes))
+                out.print(f"({total} partitions: --partitions lists each one)")
     return 0
+
+
+def _partition_table(servers: str, described: dict[str, Any], earliest: Any, latest: Any, sizes: Any) -> Any:
+    from rich.table import Table
+
+    from spark_kafkalite.client import TopicPartition
+
+    table = Table(title=f"Topics on {servers}")
+    for column in (
+        "Topic",
+        "Partition",
+        "Leader",
+        "Replicas",
+        "Isr",
+        "LogStartOffset",
+        "LogEndOffset",
+        "Records",
+        "Size",
+    ):
+        table.add_column(column, justify="left" if column == "Topic" else "right", no_wrap=True)
+    for topic, parts in described.items():
+        for info in parts:
+            tp = TopicPartition(topic, info.partition)
+            lo, hi = earliest.get(tp), latest.get(tp)
+            table.add_row(
+                topic,
+                str(info.partition),
+                str(info.leader),
+                ",".join(map(str, info.replicas)),
+                ",".join(map(str, info.isr)),
+                "" if lo is None else str(lo),
+                "" if hi is None else str(hi),
+                "" if lo is None or hi is None else str(hi - lo),
+                "" if tp not in sizes else human_bytes(sizes[tp]),
+            )
+    return table
+
+
+def _topic_summary(servers: str, described: dict[str, Any], earliest: Any, latest: Any, sizes: Any) -> Any:
+    """One row per topic: partitions, replication factor, under-replicated and leaderless
+    partitions, leaders per broker, records and size summed over its partitions."""
+    from rich.table import Table
+
+    from spark_kafkalite.client import TopicPartition
+
+    table = Table(title=f"Topics on {servers}")
+    for column in (
+        "Topic",
+        "Partitions",
+        "Replicas",
+        "UnderReplicated",
+        "NoLeader",
+        "Leaders",
+        "Records",
+        "Size",
+    ):
+        table.add_column(column, justify="left" if column == "Topic" else "right", no_wrap=True)
+    for topic, parts in described.items():
+        records = size = 0
+        leaders: dict[int, int] = {}
+        for info in parts:
+            tp = TopicPartition(topic, info.partition)
+            lo, hi = earliest.get(tp), latest.get(tp)
+            records += 0 if lo is None or hi is None else hi - lo
+            size += sizes.get(tp, 0)
+            if info.leader >= 0:
+                leaders[info.leader] = leaders.get(info.leader, 0) + 1
+        table.add_row(
+            topic,
+            str(len(parts)),
+            ",".join(str(n) for n in sorted({len(info.replicas) for info in parts})),
+            str(sum(len(info.isr) < len(info.replicas) for info in parts)),
+            str(sum(info.leader < 0 for info in parts)),
+            " ".join(f"{b}:{n}" for b, n in sorted(leaders.items())) or "-",
+            str(records),
+            human_bytes(size),
+        )
+    return table

@@ -125,6 +125,7 @@ class Environment:
             SparkSession.builder.master("local[2]")
             .appName("kafkalite-docs-examples")
             .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "2")
             .config("spark.sql.session.timeZone", "UTC")
             .getOrCreate()

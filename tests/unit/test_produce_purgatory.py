@@ -73,3 +73,23 @@ def test_times_out_when_the_follower_never_fetches(tmp_path: Path) -> None:
     result = asyncio.run(purgatory.try_complete_else_watch(op, 50))
     assert result == {p.key: ErrorCode.request_timed_out}
     assert purgatory.num_delayed == 0
+
+
+def test_a_change_rechecks_only_that_partition() -> None:
+    """A change to one partition re-checks that partition of a parked operation, not all of
+    them (a request spanning P partitions costs O(P) checks, not O(P^2))."""
+    checked: list[tuple[str, int]] = []
+
+    class Counting:
+        def __init__(self, key: tuple[str, int]) -> None:
+            self.key = key
+
+        def check_enough_replicas_reach_offset(self, required: int) -> tuple[bool, ErrorCode]:
+            checked.append(self.key)
+            return False, ErrorCode.none
+
+    keys = [("t", i) for i in range(300)]
+    op = DelayedProduce({key: 1 for key in keys})
+    lookup = {key: Counting(key) for key in keys}.get
+    assert not op.try_complete_partition(("t", 7), lookup)  # type: ignore[arg-type]
+    assert checked == [("t", 7)]

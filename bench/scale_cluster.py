@@ -1,0 +1,286 @@
+"""Control-path scale figures of a three-broker cluster (issue #19): how long metadata work takes
+as the partition count grows.
+
+A three-broker ``LocalCluster`` (real processes, combined broker + controller nodes, its
+multi-node defaults: ``broker.session.timeout.ms=2000``). Per partition count, one topic of RF 3
+with ``min.insync.replicas=2``; measured in order:
+
+* **create**: CreateTopics sent (confluent-kafka ``AdminClient``) -> every running broker's
+  Metadata shows every partition with a leader and an ISR of 3 (goal <= 10 s at 4,000);
+* **metadata**: p50 of a full Metadata request (all topics) answered by one broker, timed as
+  librdkafka's ``list_topics()`` round trip (goal <= 15 ms at 4,000);
+* **idle CPU**: CPU % of each broker process over a quiet window (shared goal <= 2 %);
+* **failover**: ``kill -9`` of the broker leading the most partitions -> a surviving broker's
+  Metadata shows every partition led by a live broker (goal: session timeout + 2 s);
+* **restart**: the killed broker started again (same data dir, so its logs are recovered after
+  the unclean shutdown) -> every running broker shows every ISR full again (goal <= 15 s).
+
+Each figure sits beside its goal; the machine's load average is printed with them (2 shared cores
+make wall-clock figures noisy). :func:`measure` is what ``bench/scale.py`` calls.
+
+    python bench/scale_cluster.py [--partitions 1000 4000] [--records-per-partition 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from _common import console, emit_table, machine_summary
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from rich.table import Table
+
+from spark_kafkalite.local_cluster import MULTI_NODE_DEFAULTS, LocalCluster
+
+GOAL_CREATE_S_AT_4000 = 10.0
+GOAL_METADATA_P50_MS_AT_4000 = 15.0
+GOAL_FAILOVER_OVER_SESSION_S = 2.0
+GOAL_RESTART_S = 15.0
+GOAL_IDLE_CPU_PCT = 2.0
+WAIT_S = 120.0
+METADATA_REQUESTS = 30
+IDLE_WINDOW_S = 10.0
+COLUMNS = ["figure", "partitions", "measured", "goal", "note"]
+
+
+def _admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 30000})
+
+
+def _view(admin: AdminClient, topic: str) -> dict[int, tuple[int, int]]:
+    """partition -> (leader, ISR size) as one broker answers a Metadata request for ``topic``."""
+    md = admin.list_topics(topic, timeout=30)
+    t = md.topics.get(topic)
+    if t is None or t.error is not None:
+        return {}
+    return {p.id: (p.leader, len(p.isrs)) for p in t.partitions.values()}
+
+
+def _wait(
+    admins: list[AdminClient], topic: str, ok: Callable[[dict[int, tuple[int, int]]], bool], timeout_s: float
+) -> float:
+    """Poll each broker's Metadata until ``ok`` holds on all of them; returns the monotonic time
+    it first held everywhere.
+
+    Raises:
+        TimeoutError: not within ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    last: list[Any] = []
+    while True:
+        try:
+            last = [_view(a, topic) for a in admins]
+            if all(ok(v) for v in last):
+                return time.monotonic()
+        except Exception as exc:  # noqa: BLE001 - a broker restarting or not answering yet: poll again
+            last = [exc]
+        if time.monotonic() > deadline:
+            summary = [
+                v if not isinstance(v, dict) else sorted({(lv, n) for lv, n in v.values()}) for v in last
+            ]
+            raise TimeoutError(
+                f"{topic}: condition not met within {timeout_s:.0f} s; (leader, ISR size) seen: {summary}"
+            )
+        time.sleep(0.05)
+
+
+def _all_led_full(partitions: int, not_leader: int = -1) -> Callable[[dict[int, tuple[int, int]]], bool]:
+    def ok(view: dict[int, tuple[int, int]]) -> bool:
+        return len(view) == partitions and all(
+            leader >= 0 and leader != not_leader and isr == 3 for leader, isr in view.values()
+        )
+
+    return ok
+
+
+def _all_led(partitions: int, not_leader: int) -> Callable[[dict[int, tuple[int, int]]], bool]:
+    def ok(view: dict[int, tuple[int, int]]) -> bool:
+        return len(view) == partitions and all(
+            leader >= 0 and leader != not_leader for leader, _ in view.values()
+        )
+
+    return ok
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _idle_cpu(cluster: LocalCluster, window_s: float) -> dict[int, float]:
+    pids = {n: cluster.pid(n) for n in cluster.running_node_ids()}
+    before = {n: _cpu_s(pid) for n, pid in pids.items() if pid is not None}
+    start = time.monotonic()
+    time.sleep(window_s)
+    elapsed = time.monotonic() - start
+    return {n: 100 * (_cpu_s(pids[n]) - before[n]) / elapsed for n in before if pids[n] is not None}
+
+
+def _fill(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
+    if per_partition <= 0:
+        return
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20})
+    value = b"x" * 100
+    for p in range(partitions):
+        for _ in range(per_partition):
+            producer.produce(topic, value, partition=p)
+        producer.poll(0)
+    if producer.flush(120) != 0:
+        raise RuntimeError("records not acknowledged within 120 s")
+
+
+def _add(rows: list[list[str]], row: list[str]) -> None:
+    rows.append(row)
+    console.print(f"[dim]{row[1]} partitions: {row[0]}: {row[2]} (goal {row[3]}; {row[4]})[/dim]")
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load {one:.1f}/{five:.1f}"
+
+
+def measure(
+    partitions: int, records_per_partition: int = 10, idle_window_s: float = IDLE_WINDOW_S
+) -> list[list[str]]:
+    """Run the five measurements for one partition count on a fresh cluster; returns table rows
+    (``COLUMNS``). The cluster and its data dir are removed before returning.
+
+    Raises:
+        TimeoutError: a wait exceeded ``WAIT_S``.
+        RuntimeError: the cluster failed to start or the fill was not acknowledged.
+    """
+    session_s = int(MULTI_NODE_DEFAULTS["broker.session.timeout.ms"]) / 1000
+    scaled = partitions / 4000
+    rows: list[list[str]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-scale-ctl-") as data_dir:
+        cluster = LocalCluster(brokers=3, data_dir=data_dir, startup_timeout_s=120).start()
+        try:
+            admins = {n: _admin(cluster.broker_address(n)) for n in cluster.node_ids}
+            topic = f"scale-{partitions}-{uuid.uuid4().hex[:6]}"
+            # -- create
+            start = time.monotonic()
+            futures = admins[1].create_topics(
+                [NewTopic(topic, partitions, 3, config={"min.insync.replicas": "2"})], request_timeout=120
+            )
+            futures[topic].result(WAIT_S)
+            done = _wait(list(admins.values()), topic, _all_led_full(partitions), WAIT_S)
+            _add(
+                rows,
+                [
+                    "CreateTopics -> every ISR full on every broker, s",
+                    str(partitions),
+                    f"{done - start:.2f}",
+                    f"<= {GOAL_CREATE_S_AT_4000 * scaled:.1f}" if partitions != 4000 else "<= 10.0",
+                    f"{_load()}; goal scaled from 10 s at 4,000",
+                ],
+            )
+            _fill(cluster.bootstrap_servers, topic, partitions, records_per_partition)
+            # -- full Metadata p50 (one broker, all topics)
+            times_ms = []
+            for _ in range(METADATA_REQUESTS):
+                t0 = time.perf_counter()
+                md = admins[1].list_topics(timeout=30)
+                times_ms.append((time.perf_counter() - t0) * 1000)
+                assert len(md.topics[topic].partitions) == partitions
+            _add(
+                rows,
+                [
+                    "full Metadata request p50 (librdkafka list_topics), ms",
+                    str(partitions),
+                    f"{statistics.median(times_ms):.1f}",
+                    f"<= {GOAL_METADATA_P50_MS_AT_4000:.0f} at 4,000",
+                    f"{_load()}; min {min(times_ms):.1f}",
+                ],
+            )
+            # -- idle CPU
+            time.sleep(2)
+            cpu = _idle_cpu(cluster, idle_window_s)
+            _add(
+                rows,
+                [
+                    "idle CPU per broker, %",
+                    str(partitions),
+                    " / ".join(f"{cpu[n]:.1f}" for n in sorted(cpu)),
+                    f"<= {GOAL_IDLE_CPU_PCT:.0f}",
+                    f"{_load()}; brokers {'/'.join(str(n) for n in sorted(cpu))}, {idle_window_s:.0f} s",
+                ],
+            )
+            # -- failover: kill -9 of the broker leading the most partitions
+            view = _view(admins[1], topic)
+            counts: dict[int, int] = {}
+            for leader, _ in view.values():
+                counts[leader] = counts.get(leader, 0) + 1
+            victim = max(counts, key=lambda b: counts[b])
+            led = counts[victim]
+            survivors = [admins[n] for n in cluster.node_ids if n != victim]
+            killed_at = time.monotonic()
+            cluster.kill(victim)
+            done = _wait(survivors, topic, _all_led(partitions, victim), WAIT_S)
+            _add(
+                rows,
+                [
+                    f"kill -9 of the leader of {led} -> every partition led again, s",
+                    str(partitions),
+                    f"{done - killed_at:.2f}",
+                    f"<= {session_s + GOAL_FAILOVER_OVER_SESSION_S:.1f}",
+                    f"{_load()}; broker.session.timeout.ms={int(session_s * 1000)}",
+                ],
+            )
+            # -- restart -> every ISR full
+            restarted_at = time.monotonic()
+            cluster.restart(victim)
+            ready = time.monotonic()
+            all_admins = list(admins.values())
+            done = _wait(all_admins, topic, _all_led_full(partitions), WAIT_S)
+            _add(
+                rows,
+                [
+                    "restart after kill -9 -> every ISR full on every broker, s",
+                    str(partitions),
+                    f"{done - restarted_at:.2f}",
+                    f"<= {GOAL_RESTART_S:.0f}",
+                    f"{_load()}; ready (unfenced) after {ready - restarted_at:.2f} s",
+                ],
+            )
+        finally:
+            cluster.stop()
+    return rows
+
+
+def print_rows(title: str, rows: list[list[str]]) -> None:
+    """Print ``rows`` (``COLUMNS``) as one table and emit it for ``python -m bench``."""
+    table = Table(title=title)
+    for column in COLUMNS:
+        table.add_column(column, justify="right" if column in ("partitions", "measured") else "left")
+    for row in rows:
+        table.add_row(*row)
+    emit_table(title, COLUMNS, rows)
+    console.print(table)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--partitions", type=int, nargs="+", default=[1000, 4000])
+    parser.add_argument("--records-per-partition", type=int, default=10)
+    parser.add_argument("--idle-window-s", type=float, default=IDLE_WINDOW_S)
+    args = parser.parse_args()
+    rows: list[list[str]] = []
+    for partitions in args.partitions:
+        console.print(f"[dim]{partitions} partitions ...[/dim]")
+        rows.extend(measure(partitions, args.records_per_partition, args.idle_window_s))
+    print_rows("control path at scale: 3 brokers, one topic of RF 3, min.insync.replicas=2", rows)
+    console.print(f"[dim]{machine_summary()}; {_load()}[/dim]")
+
+
+if __name__ == "__main__":
+    main()
