@@ -12,9 +12,9 @@ before its fence is a marker (an HTML comment, invisible on the rendered page):
 Python blocks of one file run in order in one namespace (a page's later examples use what its
 first set up), in this process: they share one SparkSession (``getOrCreate()`` returns the one
 started here) and so one JVM start. Bash blocks run with ``bash -euo pipefail`` in a temporary
-directory, with ``KAFKALITE_BOOTSTRAP_SERVERS`` naming a one-broker ``LocalCluster`` (the
-``kafkalite`` CLI's default ``--bootstrap-server``) and ``KAFKALITE_CLUSTER_DIR`` a temporary
-directory (``kafkalite cluster up``'s default). A block whose code is identical to one already run
+directory, with this checkout first on ``PYTHONPATH``, ``KAFKALITE_BOOTSTRAP_SERVERS`` naming a
+one-broker ``LocalCluster`` (the ``kafkalite`` CLI's default ``--bootstrap-server``) and
+``KAFKALITE_CLUSTER_DIR`` a temporary directory (``kafkalite cluster up``'s default). A block whose code is identical to one already run
 is not run twice (its result is reused).
 
     python tests/spark/docs_examples_runner.py RESULTS_JSONL FILE.md [FILE.md ...]
@@ -183,6 +183,8 @@ def run_bash(code: str, env: Environment) -> tuple[int, str]:
     child_env = dict(
         os.environ,
         PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""),
+        # the commands (`kafkalite`, `python -m ...`) run this checkout, as the python examples do
+        PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
         KAFKALITE_BOOTSTRAP_SERVERS=env.bootstrap(),
         KAFKALITE_CLUSTER_DIR=str(cluster_dir),
     )
