@@ -52,7 +52,7 @@ COLUMNS = ["figure", "partitions", "measured", "goal", "note"]
 
 
 def _admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 30000})
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 180000})
 
 
 def _view(admin: AdminClient, topic: str) -> dict[int, tuple[int, int]]:
