@@ -4,6 +4,9 @@ imports, else the pure-Python reference with the same API.
 ``KAFKALITE_PURE_PYTHON=1`` forces the pure-Python fallback (CI runs the record-path tests both
 ways). A native module that fails to import logs ONE warning naming the cause, then the fallback
 is used; ``.ci/run`` checks :func:`native_status` so a broken build cannot hide behind it.
+``KAFKALITE_REQUIRE_NATIVE=1`` (also read by ``setup.py`` at build time) makes that failure an
+``ImportError`` instead, in every process that inherits the environment (Spark's Python workers
+too), so a run that must be native cannot silently fall back.
 
 Extensions: ``_record_decode`` (records section -> lists / Arrow columns, twin of
 :mod:`spark_kafkalite.protocol.record_decode`), ``_record_encode`` (records builder, murmur2,
@@ -21,11 +24,21 @@ import logging
 import os
 from types import ModuleType
 
-__all__ = ["PURE_PYTHON_ENV", "pure_python_forced", "load_extension", "native_status", "record_decode"]
+__all__ = [
+    "PURE_PYTHON_ENV",
+    "REQUIRE_NATIVE_ENV",
+    "pure_python_forced",
+    "native_required",
+    "load_extension",
+    "native_status",
+    "record_decode",
+]
 
 log = logging.getLogger(__name__)
 
 PURE_PYTHON_ENV = "KAFKALITE_PURE_PYTHON"
+REQUIRE_NATIVE_ENV = "KAFKALITE_REQUIRE_NATIVE"
+_TRUE = ("1", "true", "yes", "on")
 
 _failures: dict[str, str] = {}
 
@@ -40,17 +53,30 @@ EXTENSIONS: dict[str, str] = {
 
 def pure_python_forced() -> bool:
     """True when ``KAFKALITE_PURE_PYTHON`` is set to a true value (1, true, yes)."""
-    return os.environ.get(PURE_PYTHON_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return os.environ.get(PURE_PYTHON_ENV, "").strip().lower() in _TRUE
+
+
+def native_required() -> bool:
+    """True when ``KAFKALITE_REQUIRE_NATIVE`` is set to a true value (1, true, yes)."""
+    return os.environ.get(REQUIRE_NATIVE_ENV, "").strip().lower() in _TRUE
 
 
 def load_extension(native_name: str, fallback_name: str) -> ModuleType:
     """Import ``native_name`` (a compiled module) or, when forced or when it cannot be imported,
     ``fallback_name`` (its pure-Python twin). The first failed native import logs one warning
-    naming its cause; later failures (the same broken build) log at debug level."""
+    naming its cause; later failures (the same broken build) log at debug level.
+
+    Raises ImportError when the native module cannot be imported and ``KAFKALITE_REQUIRE_NATIVE``
+    is set (``KAFKALITE_PURE_PYTHON`` still wins: forcing the twin is not a failure)."""
     if not pure_python_forced():
         try:
             return importlib.import_module(native_name)
         except ImportError as exc:
+            if native_required():
+                raise ImportError(
+                    f"native extension {native_name} is not available ({type(exc).__name__}: {exc}) "
+                    f"and {REQUIRE_NATIVE_ENV} is set"
+                ) from exc
             if native_name not in _failures:
                 _failures[native_name] = f"{type(exc).__name__}: {exc}"
                 (log.debug if len(_failures) > 1 else log.warning)(

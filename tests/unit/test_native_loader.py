@@ -1,5 +1,6 @@
 """protocol/native.py: KAFKALITE_PURE_PYTHON forces the pure-Python twin; a native module that
-cannot be imported falls back with ONE warning naming the cause."""
+cannot be imported falls back with ONE warning naming the cause, or raises when
+KAFKALITE_REQUIRE_NATIVE is set."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ def test_failed_native_import_warns_once_naming_the_cause(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.delenv(native.PURE_PYTHON_ENV, raising=False)
+    monkeypatch.delenv(native.REQUIRE_NATIVE_ENV, raising=False)
     caplog.set_level(logging.DEBUG, logger=native.__name__)
     for missing in (
         "spark_kafkalite.protocol._missing_a",
@@ -41,6 +43,25 @@ def test_failed_native_import_warns_once_naming_the_cause(
     assert len(warnings) == 1
     assert "ModuleNotFoundError" in warnings[0].getMessage()
     assert "_missing_a" in warnings[0].getMessage()
+
+
+def test_require_native_env_makes_a_failed_native_import_an_error(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.delenv(native.PURE_PYTHON_ENV, raising=False)
+    monkeypatch.setenv(native.REQUIRE_NATIVE_ENV, "1")
+    assert native.native_required()
+    with pytest.raises(ImportError, match="_missing_c is not available.*KAFKALITE_REQUIRE_NATIVE is set"):
+        native.load_extension("spark_kafkalite.protocol._missing_c", "spark_kafkalite.protocol.record_decode")
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    # forcing the twin is a choice, not a failure
+    monkeypatch.setenv(native.PURE_PYTHON_ENV, "1")
+    module = native.load_extension(
+        "spark_kafkalite.protocol._missing_c", "spark_kafkalite.protocol.record_decode"
+    )
+    assert module is record_decode
+    monkeypatch.setenv(native.REQUIRE_NATIVE_ENV, "0")
+    assert not native.native_required()
 
 
 def test_native_status_names_each_extension() -> None:
