@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import logging
 import os
 import shutil
@@ -172,6 +173,7 @@ class LogManager:
                 log.flush()
             except OSError:
                 logger.exception("failed to flush %s", log.dir)
+        self.flush_file_writes()  # an older deferred checkpoint must not replace the final one
         self._write_checkpoints(sync=True)
         for log in self._logs.values():
             log.close()
@@ -247,7 +249,8 @@ class LogManager:
 
     def _write_later(self, write: Callable[[], None]) -> None:
         """Run ``write`` (the fsyncs that make a just-replaced ``partition.metadata`` or
-        ``leader-epoch-checkpoint`` durable: file and directory) on the log manager's
+        ``leader-epoch-checkpoint`` durable: file and directory; a periodic offset checkpoint)
+        on the log manager's
         file-writer thread, in submission order, not on the event loop: creating or taking the
         leadership of thousands of partitions must not wait for thousands of fsyncs in a row
         (Kafka's ``UnifiedLog`` flushes ``partition.metadata`` from its scheduler,
@@ -264,7 +267,7 @@ class LogManager:
         except FileNotFoundError:  # the partition was deleted meanwhile
             pass
         except OSError:
-            logger.exception("deferred fsync of a log file failed")
+            logger.exception("deferred write of a log file failed")
 
     def flush_file_writes(self) -> None:
         """Wait until every deferred file write (:meth:`_write_later`) is done."""
@@ -410,8 +413,16 @@ class LogManager:
         self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT_FILE, lambda log: log.high_watermark, sync=sync)
 
     def _write_checkpoint(self, file_name: str, value: Callable[[UnifiedLog], int], *, sync: bool) -> None:
+        """Snapshot ``value`` of every log of each online log dir here (on the caller's thread);
+        with ``sync`` write and fsync the file now, else write it on the file-writer thread in
+        submission order (Kafka's ``OffsetCheckpointFile`` writes run on the scheduler's
+        threads, never on a request path), so a periodic checkpoint of thousands of partitions
+        costs the event loop only the snapshot."""
         for log_dir in self.log_dirs:
             if log_dir in self.offline_log_dirs:
                 continue
             offsets = {key: value(log) for key, log in self._logs.items() if self._log_dir_of[key] == log_dir}
-            write_offset_checkpoint(log_dir / file_name, offsets, sync=sync)
+            if sync:
+                write_offset_checkpoint(log_dir / file_name, offsets, sync=True)
+            else:
+                self._write_later(functools.partial(write_offset_checkpoint, log_dir / file_name, offsets))

@@ -67,6 +67,7 @@ def test_roll_schedules_a_background_flush_that_advances_the_recovery_point(tmp_
     assert log.flush_target() == log.active_segment.base_offset
     assert asyncio.run(mgr.flush_logs_due()) == 1
     assert log.recovery_point == log.active_segment.base_offset
+    mgr.flush_file_writes()  # the checkpoint file is written on the file-writer thread
     assert read_offset_checkpoint(tmp_path / RECOVERY_POINT_CHECKPOINT_FILE) == {("t", 0): log.recovery_point}
     assert log.flush_target() is None and asyncio.run(mgr.flush_logs_due()) == 0
     mgr.shutdown()

@@ -153,6 +153,7 @@ def test_log_start_offset_checkpoint_survives_restarts(tmp_path: Path) -> None:
     fill(log, [1000] * 20)
     log.delete_records(13)
     mgr.checkpoint_log_start_offsets()
+    mgr.flush_file_writes()  # the checkpoint file is written on the file-writer thread
     assert read_offset_checkpoint(tmp_path / LOG_START_OFFSET_CHECKPOINT_FILE) == {("orders", 0): 13}
     # an unclean stop (no shutdown): the checkpoint alone restores it
     for lg in mgr.all_logs().values():
@@ -185,6 +186,7 @@ def test_cleanup_logs_uses_per_topic_config_and_checkpoints(tmp_path: Path) -> N
         fill(log, [clock.now_ms - 2 * HOUR_MS] * 10 + [clock.now_ms] * 3)
     deleted = mgr.cleanup_logs()
     assert deleted > 0 and a.log_start_offset > 0 and b.log_start_offset == 0
+    mgr.flush_file_writes()
     assert (
         read_offset_checkpoint(tmp_path / LOG_START_OFFSET_CHECKPOINT_FILE)[("short", 0)]
         == a.log_start_offset
