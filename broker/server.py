@@ -88,7 +88,8 @@ def log_config_from(config: KafkaConfig) -> LogConfig:
     """The default ``LogConfig`` from broker keys (log.segment.bytes, log.index.interval.bytes,
     message.max.bytes, log.flush.interval.messages, log.index.size.max.bytes, log.roll.ms/hours,
     log.retention.ms/minutes/hours, log.retention.bytes, log.cleanup.policy,
-    log.flush.interval.ms, min.insync.replicas, log.message.timestamp.before/after.max.ms)."""
+    log.flush.interval.ms, min.insync.replicas, log.message.timestamp.before/after.max.ms,
+    log.segment.delete.delay.ms)."""
     flush_messages = config["log.flush.interval.messages"]
     flush_ms = config.log_flush_interval_ms
     return LogConfig(
@@ -105,6 +106,7 @@ def log_config_from(config: KafkaConfig) -> LogConfig:
         min_insync_replicas=config["min.insync.replicas"],
         message_timestamp_before_max_ms=config["log.message.timestamp.before.max.ms"],
         message_timestamp_after_max_ms=config["log.message.timestamp.after.max.ms"],
+        file_delete_delay_ms=config["log.segment.delete.delay.ms"],
     )
 
 

@@ -21,12 +21,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
 from broker.apis.auth_helper import authorize_cluster, authorized_names
 from broker.apis.context import BrokerContext
 from broker.errors import error_code_for
+from broker.log.file_slices import DeferredRecords
 from broker.network.request_context import RequestContext
 from broker.replication.fetch_session_cache import IncrementalFetchContext, fetch_session_cache_for
 from spark_kafkalite.protocol.acl import AclOperation, ResourceType
@@ -40,6 +43,11 @@ if TYPE_CHECKING:
 __all__ = ["handle_fetch", "fetch_error_response"]
 
 _EMPTY = b""
+
+#: a partition read of more bytes than this leaves them in the segment files until a worker
+#: thread reads them (:func:`_load_deferred`); smaller reads stay inline on the event loop
+#: (a thread hand-off costs more than a ``pread`` of that size from the page cache).
+DEFER_READ_ABOVE_BYTES = 1 << 20
 
 
 def _read_all(
@@ -72,7 +80,7 @@ def _read_all(
         partitions_out = []
         for fp in fetch_topic.partitions:
             index = fp.partition
-            records: bytes | memoryview = _EMPTY
+            records: bytes | memoryview | DeferredRecords = _EMPTY
             high_watermark = last_stable = log_start = -1
             diverging = None
             aborted: tuple[Any, ...] | None = () if read_committed else None
@@ -93,6 +101,7 @@ def _read_all(
                     log_start_offset=getattr(fp, "log_start_offset", -1),
                     min_one_message=min_one_message,
                     isolation_level=1 if read_committed else 0,
+                    defer_above=DEFER_READ_ABOVE_BYTES,
                 )
                 high_watermark = result.high_watermark
                 last_stable = result.last_stable_offset
@@ -144,6 +153,34 @@ def _read_all(
     return topics_out, total, any_error
 
 
+async def _load_deferred(ctx: BrokerContext, topics_out: list[Any]) -> list[Any]:
+    """``topics_out`` with every :class:`~broker.log.file_slices.DeferredRecords` read into
+    bytes on the request worker pool (``num.io.threads``), all concurrently: a 100 MB fetch
+    holds the event loop for its batch headers only (Kafka's network threads send
+    ``FileRecords`` from the files; its request threads never copy them either)."""
+    deferred = [
+        (t, n, pd)
+        for t, topic in enumerate(topics_out)
+        for n, pd in enumerate(topic.partitions)
+        if isinstance(pd.records, DeferredRecords)
+    ]
+    if not deferred:
+        return topics_out
+    loop = asyncio.get_running_loop()
+    loaded = await asyncio.gather(
+        *(loop.run_in_executor(ctx.request_workers, pd.records.load) for _t, _n, pd in deferred)
+    )
+    partitions = {t: list(topic.partitions) for t, topic in enumerate(topics_out)}
+    for (t, n, pd), data in zip(deferred, loaded, strict=True):
+        partitions[t][n] = dataclasses.replace(pd, records=data)
+    return [
+        dataclasses.replace(topic, partitions=tuple(partitions[t]))
+        if any(d[0] == t for d in deferred)
+        else topic
+        for t, topic in enumerate(topics_out)
+    ]
+
+
 def _diverging_field(partition_cls: type[Any], diverging: tuple[int, int] | None) -> dict[str, Any]:
     """``diverging_epoch`` (Fetch v12+ tagged field) for a follower whose log diverges."""
     if diverging is None:
@@ -185,6 +222,7 @@ async def handle_fetch(ctx: BrokerContext, rctx: RequestContext, request: FetchR
             break
         await session_context.wait(ctx.fetch_purgatory, keys, remaining)
         session_context.refresh_view()
+    topics_out = await _load_deferred(ctx, topics_out)
     error_code, response_session_id, topics_out = session_context.update_and_generate_response(
         topics_out, pending
     )

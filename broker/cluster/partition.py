@@ -378,6 +378,7 @@ class Partition:
         last_fetched_epoch: int = -1,
         min_one_message: bool = True,
         isolation_level: int = 0,
+        defer_above: int | None = None,
     ) -> LogReadResult:
         """Read as leader (Kafka's ``Partition.fetchRecords`` / ``readRecords``): followers up
         to the LEO, consumers up to the HW, or with ``isolation_level`` 1 (read_committed) up to
@@ -410,11 +411,18 @@ class Partition:
                     FetchDataInfo(b""), hw, log.log_start_offset, log.log_end_offset, (epoch, end_offset), lso
                 )
         if is_follower:
-            info = log.read(fetch_offset, max_bytes, None, min_one_message)
+            info = log.read(fetch_offset, max_bytes, None, min_one_message, defer_above=defer_above)
         elif isolation_level == 1:
-            info = log.read(fetch_offset, max_bytes, lso, min_one_message, include_aborted_txns=True)
+            info = log.read(
+                fetch_offset,
+                max_bytes,
+                lso,
+                min_one_message,
+                include_aborted_txns=True,
+                defer_above=defer_above,
+            )
         else:
-            info = log.read(fetch_offset, max_bytes, hw, min_one_message)
+            info = log.read(fetch_offset, max_bytes, hw, min_one_message, defer_above=defer_above)
         return LogReadResult(info, hw, log.log_start_offset, log.log_end_offset, None, lso)
 
     def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int) -> tuple[int, int]:

@@ -56,6 +56,9 @@ class LogConfig:
             older -> INVALID_TIMESTAMP. Enforced by produce.
         message_timestamp_after_max_ms: latest CreateTime a produced batch may carry, in ms
             after now (``message.timestamp.after.max.ms``, default 1 hour). Enforced by produce.
+        file_delete_delay_ms: how long the files of a segment removed by retention or
+            compaction stay renamed ``.deleted`` before they are unlinked off the event loop
+            (``file.delete.delay.ms`` / ``log.segment.delete.delay.ms``, default 1 minute).
     """
 
     segment_bytes: int = 1073741824
@@ -74,6 +77,7 @@ class LogConfig:
     min_insync_replicas: int = 1
     message_timestamp_before_max_ms: int = LONG_MAX
     message_timestamp_after_max_ms: int = 3600000
+    file_delete_delay_ms: int = 60000
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 14:

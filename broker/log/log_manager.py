@@ -106,6 +106,7 @@ class LogManager:
         self._log_dir_of: dict[TopicPartitionKey, Path] = {}
         self._logs_in_dir: dict[Path, int] = {}  # log dir -> logs in it (where new logs go)
         self._file_writer: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pending_deletes: set[asyncio.TimerHandle] = set()  # see _delete_later
         self.had_clean_shutdown = True
         self.offline_log_dirs: set[Path] = set()
         self._started = False
@@ -157,6 +158,7 @@ class LogManager:
                     had_clean_shutdown=clean,
                     time_ms=self.time_ms,
                     write_later=self._write_later,
+                    delete_later=self._delete_later,
                 )
                 self._log_dir_of[key] = log_dir
                 self._logs_in_dir[log_dir] = self._logs_in_dir.get(log_dir, 0) + 1
@@ -178,6 +180,9 @@ class LogManager:
         for log in self._logs.values():
             log.close()
         self.flush_file_writes()  # deferred partition.metadata / leader-epoch-checkpoint writes
+        for handle in self._pending_deletes:  # their .deleted files go at the next load
+            handle.cancel()
+        self._pending_deletes.clear()
         self._logs.clear()
         self._log_dir_of.clear()
         self._logs_in_dir.clear()
@@ -240,6 +245,7 @@ class LogManager:
             topic_id=topic_id,
             time_ms=self.time_ms,
             write_later=self._write_later,
+            delete_later=self._delete_later,
         )
         self._logs[key] = log
         self._log_dir_of[key] = log_dir
@@ -259,6 +265,25 @@ class LogManager:
         if self._file_writer is None:
             self._file_writer = concurrent.futures.ThreadPoolExecutor(1, "log-file-writer")
         self._file_writer.submit(self._run_write, write)
+
+    def _delete_later(self, delay_ms: int, delete: Callable[[], None]) -> None:
+        """Run ``delete`` (unlinking a removed segment's ``.deleted`` files) on the file-writer
+        thread ``delay_ms`` from now (Kafka's ``UnifiedLog.deleteSegmentFiles`` scheduling
+        "delete-file" after ``file.delete.delay.ms``); at once when no event loop runs. A stop
+        before then leaves the files to the next load, which removes ``.deleted`` files."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._write_later(delete)
+            return
+        handle: asyncio.TimerHandle | None = None
+
+        def due() -> None:
+            self._pending_deletes.discard(handle)  # type: ignore[arg-type]
+            self._write_later(delete)
+
+        handle = loop.call_later(max(delay_ms, 0) / 1000, due)
+        self._pending_deletes.add(handle)
 
     @staticmethod
     def _run_write(write: Callable[[], None]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .file_slices import DeferredRecords
 from .transaction_index import AbortedTxn
 
 __all__ = ["LogAppendInfo", "FetchDataInfo"]
@@ -38,6 +39,6 @@ class FetchDataInfo:
     start before the fetch offset; clients skip records below it. ``aborted_transactions``:
     for read_committed reads, the aborted transactions overlapping the range read (else None)."""
 
-    records: bytes | memoryview
+    records: bytes | memoryview | DeferredRecords  # DeferredRecords: only with ``defer_above``
     first_batch_offset: int = -1
     aborted_transactions: list[AbortedTxn] | None = None

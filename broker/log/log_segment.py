@@ -27,10 +27,12 @@ from spark_kafkalite.protocol.record_batch import (
     read_header,
 )
 
+from .file_slices import FileSlice
 from .index_file import write_all, writev_all
 from .log_config import LogConfig
 from .offset_index import OffsetIndex
 from .segment_files import (
+    DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     SEGMENT_READ_STATS,
@@ -50,6 +52,7 @@ from .transaction_index import TransactionIndex
 
 __all__ = [
     "LogSegment",
+    "unlink_paths",
     "SegmentRead",
     "ReadStats",
     "SEGMENT_READ_STATS",
@@ -73,7 +76,7 @@ class SegmentRead:
     [start_position, end_position) of the ``.log`` file; ``first_offset`` is the base offset of
     the first batch and ``next_offset`` the offset after the last batch (both -1 if empty)."""
 
-    records: bytes | memoryview  # a view of a larger read when the limits cut it
+    records: bytes | memoryview | FileSlice  # a view of a larger read when the limits cut it
     first_offset: int
     next_offset: int
     start_position: int
@@ -354,11 +357,15 @@ class LogSegment:
         max_position: int | None = None,
         min_one_message: bool = True,
         max_offset: int | None = None,
+        defer_above: int | None = None,
     ) -> SegmentRead | None:
         """Whole batches starting with the batch that contains ``start_offset`` (or the first one
         after it), at most ``max_bytes`` in total, ending at or before byte ``max_position``, with
         base offsets < ``max_offset``. With ``min_one_message`` the first batch is returned even
-        when larger than ``max_bytes`` (KIP-74).
+        when larger than ``max_bytes`` (KIP-74). With ``defer_above``, a read of more bytes than
+        that finds its batches from their headers (the offset index skips to near its end) and
+        returns the data as a :class:`~broker.log.file_slices.FileSlice`, read later off the
+        event loop.
 
         Returns None if no batch in this segment has an offset >= ``start_offset``; a
         ``SegmentRead`` with empty ``records`` if the limits exclude the first batch.
@@ -371,6 +378,8 @@ class LogSegment:
         if start >= limit or (max_offset is not None and first.base_offset >= max_offset):
             return SegmentRead(b"", -1, -1, start, start)
         want = min(max(max_bytes, 0), limit - start)
+        if defer_above is not None and want > defer_above:
+            return self._read_deferred(start, first, want, limit, min_one_message, max_offset)
         buf = _pread(self._fd, want, start) if want >= RECORD_BATCH_OVERHEAD else b""
         end = 0
         next_offset = -1
@@ -387,6 +396,40 @@ class LogSegment:
         # a view, not a copy: the fetch response sends it by reference (encode_response_chunks)
         data: bytes | memoryview = buf if end == len(buf) else memoryview(buf)[:end]
         return SegmentRead(data, first.base_offset, next_offset, start, start + end)
+
+    def _read_deferred(
+        self,
+        start: int,
+        first: BatchHeader,
+        want: int,
+        limit: int,
+        min_one_message: bool,
+        max_offset: int | None,
+    ) -> SegmentRead:
+        """:meth:`read` of ``want`` bytes from ``start`` without reading them: the batch headers
+        give the end. The scan starts at the last index entry whose batch surely qualifies (it
+        ends within ``want`` bytes and its base offset is below ``max_offset``), so it reads
+        about ``index.interval.bytes`` of headers, whatever ``want`` is."""
+        bound = start + want
+        resume = self.index.position_before(bound)
+        if max_offset is not None:
+            resume = min(resume, self.index.lookup(max_offset - 1)[1])
+        resume = max(resume, start)
+        chunk = min(_SCAN_CHUNK_BYTES, self.config.index_interval_bytes + 4 * 1024)
+        end = 0
+        next_offset = -1
+        for p, header in iter_file_headers(self._fd, bound, resume, chunk):
+            if max_offset is not None and header.base_offset >= max_offset:
+                break
+            end = p + header.size_bytes
+            next_offset = header.next_offset
+        if end == 0:
+            if not min_one_message or first.size_bytes > limit - start:
+                return SegmentRead(b"", -1, -1, start, start)
+            end, next_offset = start + first.size_bytes, first.next_offset
+        return SegmentRead(
+            FileSlice(self._fd, start, end - start), first.base_offset, next_offset, start, end
+        )
 
     def find_offset_by_timestamp(self, timestamp_ms: int, starting_offset: int = 0) -> tuple[int, int] | None:
         """(offset, timestamp_ms) of the first record at or after ``starting_offset`` whose
@@ -575,5 +618,33 @@ class LogSegment:
         self.time_index.delete()
         self.txn_index.delete()
 
+    def rename_for_deletion(self) -> list[Path]:
+        """Close (without a final index entry) and rename each of the segment's files to
+        ``<name>.deleted``; returns the new paths, for :func:`unlink_paths` later, off the event
+        loop (Kafka's ``LogSegment.changeFileSuffixes("", DELETED_FILE_SUFFIX)`` before
+        ``UnifiedLog.deleteSegmentFiles`` schedules the removal after ``file.delete.delay.ms``).
+        A load removes ``.deleted`` files a stop left behind (:mod:`broker.log.log_loader`)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.index.close()
+        self.time_index.close()
+        renamed = []
+        for path in (self.log_path, self.index.path, self.time_index.path, self.txn_index.path):
+            doomed = path.with_name(path.name + DELETED_SUFFIX)
+            try:
+                os.replace(path, doomed)
+            except FileNotFoundError:
+                continue
+            renamed.append(doomed)
+        return renamed
+
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size_bytes={self._size})"
+
+
+def unlink_paths(paths: list[Path]) -> None:
+    """Remove the files ``paths`` (those :meth:`LogSegment.rename_for_deletion` returned);
+    missing ones are skipped."""
+    for path in paths:
+        path.unlink(missing_ok=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import ClassVar
 
@@ -64,6 +64,12 @@ class OffsetIndex(IndexFile):
     def entry(self, n: int) -> tuple[int, int]:
         """(absolute offset, position) of entry ``n``."""
         return self.base_offset + self._relative_offsets[n], self._values[n]
+
+    def position_before(self, position: int) -> int:
+        """Position of the entry before the last one at or below ``position`` (the batch there
+        ends at or below ``position``), or -1 when there is none."""
+        i = bisect_right(self._values, position) - 2
+        return self._values[i] if i >= 0 else -1
 
     def lookup(self, target_offset: int) -> tuple[int, int]:
         """(absolute offset, position) of the largest entry whose offset is <= ``target_offset``,

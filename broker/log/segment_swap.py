@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,10 +42,16 @@ logger = logging.getLogger(__name__)
 _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
-def commit_swap(directory: Path, old: Sequence[LogSegment], cleaned: LogSegment) -> None:
+def commit_swap(
+    directory: Path,
+    old: Sequence[LogSegment],
+    cleaned: LogSegment,
+    delete_segment: Callable[[LogSegment], None] | None = None,
+) -> None:
     """Replace the files of the segments ``old`` by those of the closed segment ``cleaned``
     (``.cleaned`` files with the same base offset as ``old[0]``). Afterwards the directory holds
-    ``<base>.log/.index/.timeindex`` with the cleaned data; the caller reopens it."""
+    ``<base>.log/.index/.timeindex`` with the cleaned data; the caller reopens it. The old
+    segments go through ``delete_segment`` (default ``LogSegment.delete``)."""
     swaps = []
     for path in cleaned.file_paths:
         final = path.with_name(path.name.removesuffix(CLEANED_SUFFIX))
@@ -54,7 +60,10 @@ def commit_swap(directory: Path, old: Sequence[LogSegment], cleaned: LogSegment)
         swaps.append((swap, final))
     fsync_dir(directory)
     for seg in old:
-        seg.delete()
+        if delete_segment is None:
+            seg.delete()
+        else:
+            delete_segment(seg)
     for swap, final in reversed(swaps):  # the .log last: while its .swap exists, a load redoes this
         os.replace(swap, final)
     fsync_dir(directory)

@@ -40,11 +40,12 @@ from spark_kafkalite.protocol.record_batch import (
 
 from . import producer_state_hooks as producer_state  # idempotence / transaction hooks
 from . import retention
+from .file_slices import DeferredRecords, FileSlice
 from .leader_epoch_cache import LeaderEpochFileCache, load_leader_epoch_cache
 from .log_config import LogConfig
 from .log_loader import load_segments
 from .log_results import FetchDataInfo, LogAppendInfo
-from .log_segment import LogSegment
+from .log_segment import LogSegment, unlink_paths
 from .partition_metadata import (
     PARTITION_METADATA_FILE,
     format_topic_id,
@@ -99,7 +100,9 @@ class UnifiedLog:
     ``write_later(fn)`` runs the fsyncs of ``partition.metadata`` and ``leader-epoch-checkpoint``
     later, off the event loop (the :class:`~broker.log.log_manager.LogManager`'s file writer):
     the files are replaced at once (atomically: a killed process leaves the new contents), durable
-    against a power loss a moment later; None: fsynced at once.
+    against a power loss a moment later; None: fsynced at once. ``delete_later(delay_ms, fn)``
+    runs ``fn`` (unlinking the ``.deleted`` files of segments removed by retention or
+    compaction) ``delay_ms`` later off the event loop; None: the files are unlinked at once.
 
     Raises (on construction):
         ValueError: ``dir`` is not named ``<topic>-<partition>``.
@@ -118,9 +121,11 @@ class UnifiedLog:
         had_clean_shutdown: bool = True,
         time_ms: Callable[[], int] | None = None,
         write_later: Callable[[Callable[[], None]], None] | None = None,
+        delete_later: Callable[[int, Callable[[], None]], None] | None = None,
     ) -> None:
         self.time_ms: Callable[[], int] = time_ms or _wall_clock_ms
         self._write_later = write_later
+        self._delete_later = delete_later
         self.dir = Path(dir)
         parsed = parse_topic_partition_dir(self.dir.name)
         if parsed is None:
@@ -448,6 +453,7 @@ class UnifiedLog:
         max_offset: int | None = None,
         min_one_message: bool = True,
         include_aborted_txns: bool = False,
+        defer_above: int | None = None,
     ) -> FetchDataInfo:
         """Whole batches from the one containing ``fetch_offset``, at most ``max_bytes`` (except
         that with ``min_one_message`` the first batch is always whole, KIP-74), never a batch whose
@@ -455,7 +461,10 @@ class UnifiedLog:
         read_committed ones). Continues into the next segments while room remains. One ``pread``
         per segment in the common case. With ``include_aborted_txns`` (read_committed) the result
         carries the aborted transactions overlapping [fetch_offset, offset after the data read)
-        (Kafka's ``LocalLog.read`` with ``FetchIsolation.TXN_COMMITTED``).
+        (Kafka's ``LocalLog.read`` with ``FetchIsolation.TXN_COMMITTED``). With ``defer_above``
+        (bytes), a segment read above it is left in the file: ``records`` is then a
+        :class:`~broker.log.file_slices.DeferredRecords` of the exact size, whose ``load()`` (on a
+        worker thread) returns the bytes.
 
         Raises:
             OffsetOutOfRangeError: ``fetch_offset`` < log_start_offset or > log_end_offset.
@@ -469,7 +478,7 @@ class UnifiedLog:
         if fetch_offset >= limit:
             return FetchDataInfo(b"", aborted_transactions=[] if include_aborted_txns else None)
         i = max(0, bisect_right(self._base_offsets, fetch_offset) - 1)
-        pieces: list[bytes | memoryview] = []
+        pieces: list[bytes | memoryview | FileSlice] = []
         first_batch_offset = -1
         remaining = max_bytes
         offset = fetch_offset
@@ -477,7 +486,7 @@ class UnifiedLog:
             seg = self.segments[i]
             if seg.base_offset >= limit:
                 break
-            res = seg.read(offset, remaining, None, min_one_message and not pieces, limit)
+            res = seg.read(offset, remaining, None, min_one_message and not pieces, limit, defer_above)
             i += 1
             if res is None:
                 continue
@@ -493,7 +502,10 @@ class UnifiedLog:
         aborted = self.collect_aborted_transactions(fetch_offset, offset) if include_aborted_txns else None
         if not pieces:
             return FetchDataInfo(b"", aborted_transactions=aborted)
-        return FetchDataInfo(pieces[0] if len(pieces) == 1 else b"".join(pieces), first_batch_offset, aborted)
+        if any(isinstance(piece, FileSlice) for piece in pieces):
+            return FetchDataInfo(DeferredRecords(pieces), first_batch_offset, aborted)
+        data = pieces[0] if len(pieces) == 1 else b"".join(pieces)  # type: ignore[arg-type]
+        return FetchDataInfo(data, first_batch_offset, aborted)  # type: ignore[arg-type]
 
     def fetch_offset_by_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp_ms) of the first record at or after log_start_offset whose
@@ -575,11 +587,21 @@ class UnifiedLog:
         self._timestamps.invalidate()
         for seg in doomed:
             logger.info("%s: deleting segment %d (%s)", self.dir.name, seg.base_offset, reason)
-            seg.delete()
+            self._delete_segment_files(seg)
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         self.recovery_point = max(self.recovery_point, self.log_start_offset)
         self.update_high_watermark(self.high_watermark)
         return count
+
+    def _delete_segment_files(self, seg: LogSegment) -> None:
+        """Kafka's ``UnifiedLog.deleteSegmentFiles``: rename the files of ``seg`` (no longer in
+        :attr:`segments`) to ``.deleted`` now and unlink them ``file.delete.delay.ms`` later,
+        off the event loop; without ``delete_later``, unlink them now."""
+        if self._delete_later is None:
+            seg.delete()
+            return
+        paths = seg.rename_for_deletion()
+        self._delete_later(self.config.file_delete_delay_ms, functools.partial(unlink_paths, paths))
 
     # -- compaction swap -------------------------------------------------------------------
 
@@ -608,7 +630,7 @@ class UnifiedLog:
             raise ValueError(
                 f"{self.dir.name}: cleaned segment base {cleaned.base_offset} != {old[0].base_offset}"
             )
-        commit_swap(self.dir, old, cleaned)
+        commit_swap(self.dir, old, cleaned, self._delete_segment_files)
         new = LogSegment.open(self.dir, cleaned.base_offset, self._config, self.time_ms())
         new.on_become_inactive()
         self.segments[i:j] = [new]

@@ -392,9 +392,10 @@ class ReplicaManager:
         log_start_offset: int = -1,
         min_one_message: bool = True,
         isolation_level: int = 0,
+        defer_above: int | None = None,
     ) -> LogReadResult:
         """Read one partition for a Fetch (Kafka's ``readFromLog`` + follower fetch-state
-        update). ``replica_id >= 0`` is a follower: reads up to the LEO, records its fetch
+        update). ``defer_above``: see ``UnifiedLog.read``. ``replica_id >= 0`` is a follower: reads up to the LEO, records its fetch
         offset (advancing the HW, completing parked produces, maybe expanding the ISR).
         Consumers read up to the HW, or the LSO with ``isolation_level`` 1 (read_committed).
         ``result.pending`` says whether the fetcher has more to get here (see LogReadResult).
@@ -411,6 +412,7 @@ class ReplicaManager:
             last_fetched_epoch=last_fetched_epoch,
             min_one_message=min_one_message,
             isolation_level=isolation_level,
+            defer_above=defer_above,
         )
         if is_follower and result.diverging_epoch is None:
             if p.update_follower_fetch_state(replica_id, fetch_offset, log_start_offset):

@@ -3,6 +3,8 @@ checkpoint), driven by an injected clock instead of sleeps."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from pathlib import Path
 
@@ -194,3 +196,45 @@ def test_cleanup_logs_uses_per_topic_config_and_checkpoints(tmp_path: Path) -> N
     mgr.remove_topic_config("short")
     assert a.config is mgr.config
     mgr.shutdown()
+
+
+def test_deleted_segments_are_renamed_then_unlinked_after_the_delay(tmp_path: Path) -> None:
+    """Kafka's ``UnifiedLog.deleteSegmentFiles``: retention renames a segment's files to
+    ``.deleted`` at once and unlinks them ``file.delete.delay.ms`` later on the file-writer
+    thread; ``.deleted`` files a stop left behind are removed by the next load."""
+    clock = Clock()
+    config = LogConfig(segment_bytes=1000, retention_ms=HOUR_MS, file_delete_delay_ms=300)
+    part = tmp_path / "t-0"
+
+    async def scenario() -> tuple[set[str], set[str], set[str]]:
+        mgr = LogManager([tmp_path], config, time_ms=clock)
+        mgr.startup()
+        log = mgr.get_or_create_log("t", 0, uuid.uuid4())
+        fill(log, [clock.now_ms - 3 * HOUR_MS] * 10 + [clock.now_ms] * 10)
+        deleted = log.delete_old_segments()
+        assert deleted > 0
+        renamed = {p.name for p in part.glob("*.deleted")}
+        assert first_offset(log) == log.log_start_offset  # the remaining segments still read
+        deadline = time.monotonic() + 10
+        while any(part.glob("*.deleted")) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        gone = {p.name for p in part.glob("*.deleted")}
+        # a second pass whose delay has not passed at shutdown leaves its files to the next load
+        clock.now_ms += 2 * HOUR_MS
+        fill(log, [clock.now_ms])
+        assert log.delete_old_segments() > 0
+        left = {p.name for p in part.glob("*.deleted")}
+        mgr.shutdown()
+        return renamed, gone, left
+
+    renamed, gone, left = asyncio.run(scenario())
+    assert any(name.endswith(".log.deleted") for name in renamed)
+    assert any(name.endswith(".index.deleted") for name in renamed)
+    assert gone == set()
+    assert left and all((part / name).exists() for name in left)
+    again = LogManager([tmp_path], config, time_ms=clock)
+    again.startup()
+    assert not any(part.glob("*.deleted"))
+    restored = again.get_log("t", 0)
+    assert restored is not None and first_offset(restored) == restored.log_start_offset
+    again.shutdown()
