@@ -1,8 +1,10 @@
 """Control-path scale figures of a three-broker cluster (issue #19): how long metadata work takes
 as the partition count grows.
 
-A three-broker ``LocalCluster`` (real processes, combined broker + controller nodes, its
-multi-node defaults: ``broker.session.timeout.ms=2000``). Per partition count, one topic of RF 3
+A three-broker ``LocalCluster`` (real processes, combined broker + controller nodes) with the
+heartbeat, session and Raft timing of ``conf/broker-{1,2,3}.properties`` (``CONF_TIMING``: the
+set-up of the issue's figures; ``--local-cluster-timing`` keeps LocalCluster's tighter
+defaults, a 2 s session). Per partition count, one topic of RF 3
 with ``min.insync.replicas=2``; measured in order:
 
 * **create**: CreateTopics sent (confluent-kafka ``AdminClient``) -> every running broker's
@@ -40,6 +42,12 @@ from rich.table import Table
 
 from spark_kafkalite.local_cluster import MULTI_NODE_DEFAULTS, LocalCluster
 
+#: Timing keys of conf/broker-{1,2,3}.properties.
+CONF_TIMING = {
+    "broker.heartbeat.interval.ms": "2000",
+    "broker.session.timeout.ms": "9000",
+    "controller.quorum.election.timeout.ms": "1000",
+}
 GOAL_CREATE_S_AT_4000 = 10.0
 GOAL_METADATA_P50_MS_AT_4000 = 15.0
 GOAL_FAILOVER_OVER_SESSION_S = 2.0
@@ -148,7 +156,10 @@ def _load() -> str:
 
 
 def measure(
-    partitions: int, records_per_partition: int = 10, idle_window_s: float = IDLE_WINDOW_S
+    partitions: int,
+    records_per_partition: int = 10,
+    idle_window_s: float = IDLE_WINDOW_S,
+    timing: dict[str, str] | None = None,
 ) -> list[list[str]]:
     """Run the five measurements for one partition count on a fresh cluster; returns table rows
     (``COLUMNS``). The cluster and its data dir are removed before returning.
@@ -157,11 +168,14 @@ def measure(
         TimeoutError: a wait exceeded ``WAIT_S``.
         RuntimeError: the cluster failed to start or the fill was not acknowledged.
     """
-    session_s = int(MULTI_NODE_DEFAULTS["broker.session.timeout.ms"]) / 1000
+    timing = CONF_TIMING if timing is None else timing
+    session_s = int({**MULTI_NODE_DEFAULTS, **timing}["broker.session.timeout.ms"]) / 1000
     scaled = partitions / 4000
     rows: list[list[str]] = []
     with tempfile.TemporaryDirectory(prefix="bench-scale-ctl-") as data_dir:
-        cluster = LocalCluster(brokers=3, data_dir=data_dir, startup_timeout_s=120).start()
+        cluster = LocalCluster(
+            brokers=3, data_dir=data_dir, config_overrides=dict(timing), startup_timeout_s=120
+        ).start()
         try:
             admins = {n: _admin(cluster.broker_address(n)) for n in cluster.node_ids}
             topic = f"scale-{partitions}-{uuid.uuid4().hex[:6]}"
@@ -273,11 +287,23 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, nargs="+", default=[1000, 4000])
     parser.add_argument("--records-per-partition", type=int, default=10)
     parser.add_argument("--idle-window-s", type=float, default=IDLE_WINDOW_S)
+    parser.add_argument(
+        "--local-cluster-timing",
+        action="store_true",
+        help="LocalCluster's own heartbeat / session / Raft timing instead of conf/broker-N.properties'",
+    )
     args = parser.parse_args()
     rows: list[list[str]] = []
     for partitions in args.partitions:
         console.print(f"[dim]{partitions} partitions ...[/dim]")
-        rows.extend(measure(partitions, args.records_per_partition, args.idle_window_s))
+        rows.extend(
+            measure(
+                partitions,
+                args.records_per_partition,
+                args.idle_window_s,
+                {} if args.local_cluster_timing else CONF_TIMING,
+            )
+        )
     print_rows("control path at scale: 3 brokers, one topic of RF 3, min.insync.replicas=2", rows)
     console.print(f"[dim]{machine_summary()}; {_load()}[/dim]")
 
