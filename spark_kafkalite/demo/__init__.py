@@ -49,24 +49,22 @@ the demo prints whether they match.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-import time
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from spark_kafkalite.demo.data import (
-    FLIGHT_ROWS,
-    DemoError,
-    airline_names,
-    expected_carrier_stats,
-    flights_csv_zip,
-    read_flights,
-)
-from spark_kafkalite.demo.pipeline import DemoConfig, DemoResult, check_demo_topics_absent, run_demo
-from spark_kafkalite.demo.report import matches_expected, print_result
-from spark_kafkalite.demo.session import create_spark_session, expose_auto_registration_module
+if TYPE_CHECKING:
+    from spark_kafkalite.demo.data import (
+        FLIGHT_ROWS,
+        DemoError,
+        airline_names,
+        expected_carrier_stats,
+        flights_csv_zip,
+        read_flights,
+    )
+    from spark_kafkalite.demo.pipeline import DemoConfig, DemoResult, check_demo_topics_absent, run_demo
+    from spark_kafkalite.demo.report import matches_expected, print_result
+    from spark_kafkalite.demo.runner import main, main_from_config
+    from spark_kafkalite.demo.session import create_spark_session, expose_auto_registration_module
 
 __all__ = [
     "FLIGHT_ROWS",
@@ -82,46 +80,36 @@ __all__ = [
     "run_demo",
     "check_demo_topics_absent",
     "print_result",
+    "matches_expected",
     "main_from_config",
     "main",
 ]
 
-
-def main_from_config(config: DemoConfig) -> int:
-    """Run the whole demo (embedded broker unless ``config.bootstrap_servers``); exit status."""
-    wall_started = time.monotonic()
-    own_dir = config.data_dir is None
-    base = Path(tempfile.mkdtemp(prefix="kafkalite-demo-")) if own_dir else Path(config.data_dir)  # type: ignore[arg-type]
-    base.mkdir(parents=True, exist_ok=True)
-    cluster: Any = None
-    try:
-        bootstrap = config.bootstrap_servers
-        if bootstrap:
-            check_demo_topics_absent(bootstrap, config)
-        else:
-            from spark_kafkalite import LocalCluster
-
-            # brokers > 1: a Raft quorum with default.replication.factor = min(brokers, 3).
-            cluster = LocalCluster(brokers=config.brokers, data_dir=base / "broker").start()
-            bootstrap = cluster.bootstrap_servers
-        spark = create_spark_session(work_dir=str(base))
-        try:
-            result = run_demo(spark, bootstrap, config, work_dir=base)
-            verified = matches_expected(result.carriers, expected_carrier_stats())
-        finally:
-            spark.stop()
-        print_result(result, verified, time.monotonic() - wall_started)
-        return 0 if verified else 1
-    finally:
-        if cluster is not None:
-            cluster.stop()
-        if own_dir:
-            shutil.rmtree(base, ignore_errors=True)
+# Each public name and the submodule that defines it. They are imported on first use (PEP 562), so
+# ``kafkalite``'s other commands, which add the demo's flags from :mod:`.command`, start without
+# importing pyarrow and the flights data.
+_SOURCES = {
+    "FLIGHT_ROWS": "data",
+    "DemoError": "data",
+    "airline_names": "data",
+    "expected_carrier_stats": "data",
+    "flights_csv_zip": "data",
+    "read_flights": "data",
+    "DemoConfig": "pipeline",
+    "DemoResult": "pipeline",
+    "check_demo_topics_absent": "pipeline",
+    "run_demo": "pipeline",
+    "matches_expected": "report",
+    "print_result": "report",
+    "create_spark_session": "session",
+    "expose_auto_registration_module": "session",
+    "main_from_config": "runner",
+    "main": "runner",
+}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m spark_kafkalite.demo`` / ``examples/flights_demo.py`` (same flags as
-    ``kafkalite demo``)."""
-    from spark_kafkalite.demo.command import main as command_main
-
-    return command_main(argv)
+def __getattr__(name: str) -> Any:
+    module = _SOURCES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

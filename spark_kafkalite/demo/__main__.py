@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from spark_kafkalite.demo import main
+from spark_kafkalite.demo.runner import main
 
 sys.exit(main())

@@ -1,11 +1,16 @@
-"""bench/__main__.py (``python -m bench``): ratios from the scripts' JSON tables, and the
-BENCHMARKS.md section replaced between its markers without touching the rest."""
+"""``python -m bench``: the ratios :mod:`bench.report` pairs from the scripts' JSON tables, and the
+console summary of :mod:`bench.__main__` (the generated BENCHMARKS.md is tested in
+test_bench_report.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from bench.__main__ import Run, print_summary
+from bench.report import Ratio
+from bench.report import ratios as table_ratios
 
-from bench.__main__ import BEGIN, END, Run, print_summary, ratios, render_markdown, write_benchmarks_md
+
+def ratios(runs: list[Run]) -> list[Ratio]:
+    return [r for run in runs for r in table_ratios(run.script, run.tables)]
 
 
 def _run(script: str, rows: list[list[str]], columns: list[str] | None = None) -> Run:
@@ -53,21 +58,6 @@ def test_latency_ratio_is_peer_over_ours() -> None:
     }
     (micro_batch,) = [r for r in ratios([run]) if r.pair.goal]
     assert micro_batch.ratio >= micro_batch.pair.goal  # exactly 1.5x meets the goal
-
-
-def test_section_is_replaced_between_markers(tmp_path: Path) -> None:
-    md = tmp_path / "BENCHMARKS.md"
-    md.write_text("# Benchmarks\n\nhand-written intro\n")
-    run = _run("consume", [["ours: x", "1", "1", "200"], ["peer: confluent_kafka Consumer", "1", "1", "100"]])
-    write_benchmarks_md(render_markdown([run], quick=True), md)
-    first = md.read_text()
-    assert "hand-written intro" in first and BEGIN in first and END in first and "**2.00×** (met)" in first
-    with md.open("a") as f:
-        f.write("\n## A section someone added later\n")
-    write_benchmarks_md("new body", md)
-    text = md.read_text()
-    assert text.count(BEGIN) == 1 and "new body" in text and "**2.00×**" not in text
-    assert "hand-written intro" in text and "A section someone added later" in text
 
 
 def test_console_summary_prints_ratios_and_rss(capsys) -> None:  # type: ignore[no-untyped-def]

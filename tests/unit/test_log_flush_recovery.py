@@ -103,6 +103,7 @@ def test_crash_rescans_only_segments_from_the_recovery_point(
     for i in range(60):
         log.append_as_leader(batch(i), 0)
     asyncio.run(mgr.flush_logs_due())
+    mgr.flush_file_writes()  # the kill comes after the checkpoint reached its file (writer thread)
     flushed_to = log.recovery_point
     for i in range(60, 64):  # unflushed appends in the active segment
         log.append_as_leader(batch(i), 0)
