@@ -14,6 +14,9 @@
   for the leader (HW advance, ISR expansion); KIP-320 ``current_leader_epoch`` fences stale
   requests (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH); with ``last_fetched_epoch`` (v12, KIP-595)
   a diverging log gets no records but ``DivergingEpoch`` and the response is sent at once.
+* Large reads: a partition read of more than ``DEFER_READ_ABOVE_BYTES`` takes its batch bounds
+  from the headers on the event loop and its bytes from the file on the request workers
+  (``num.io.threads``), so a 100 MB fetch does not hold the loop for a 100 MB ``pread``.
 * Long poll (``DelayedFetch``): if fewer than ``min_bytes`` bytes are available and no partition
   has an error, the request parks in the fetch purgatory until an append wakes it and enough data
   is there, or until ``max_wait_ms``; then it answers with what is available.
@@ -170,13 +173,11 @@ async def _load_deferred(ctx: BrokerContext, topics_out: list[Any]) -> list[Any]
     loaded = await asyncio.gather(
         *(loop.run_in_executor(ctx.request_workers, pd.records.load) for _t, _n, pd in deferred)
     )
-    partitions = {t: list(topic.partitions) for t, topic in enumerate(topics_out)}
+    partitions = {t: list(topics_out[t].partitions) for t, _n, _pd in deferred}
     for (t, n, pd), data in zip(deferred, loaded, strict=True):
         partitions[t][n] = dataclasses.replace(pd, records=data)
     return [
-        dataclasses.replace(topic, partitions=tuple(partitions[t]))
-        if any(d[0] == t for d in deferred)
-        else topic
+        dataclasses.replace(topic, partitions=tuple(partitions[t])) if t in partitions else topic
         for t, topic in enumerate(topics_out)
     ]
 

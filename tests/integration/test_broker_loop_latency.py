@@ -3,22 +3,28 @@
 Compression bombs (gzip and zstd batches of zeros that inflate to
 ``kafkalite.message.max.uncompressed.bytes``) and produce frames of ``socket.request.max.bytes``
 go to a real broker process while a probe times ApiVersions on fresh connections; the broker's
-own watchdog (``kafkalite.event.loop.stall.threshold.ms``) must report no stall. Then: the
+own watchdog (``kafkalite.event.loop.stall.threshold.ms``) must report no stall; so must a
+24 MiB fetch, whose records arrive intact. Then: the
 watchdog of an in-process broker reports a deliberate stall with the stack that caused it, and
 a produce request validated on a worker thread keeps its place in the partition's append order.
 """
 
 from __future__ import annotations
 
+import datetime
+import hashlib
 import logging
+import os
 import socket
 import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.fetch.v11 import request as fetch_v11
 
 from bench.loop_probe import (
     LatencyProbe,
@@ -28,8 +34,8 @@ from bench.loop_probe import (
     recv_frame,
 )
 from spark_kafkalite.local_cluster import LocalCluster
-from spark_kafkalite.protocol.framing import decode_response
-from spark_kafkalite.protocol.record_batch import COMPRESSION_GZIP, encode_batch
+from spark_kafkalite.protocol.framing import decode_response, encode_request
+from spark_kafkalite.protocol.record_batch import COMPRESSION_GZIP, decode_batches, encode_batch
 from tests.integration.inprocess_broker import InProcessBroker
 
 pytestmark = pytest.mark.timeout(120)
@@ -143,5 +149,84 @@ def test_a_batch_checked_on_a_worker_keeps_its_place_in_the_append_order(tmp_pat
         first.join(30)
         assert results == {"heavy": (0, 0), "small": (0, 1)}
         assert broker.call(broker.ctx.replica_manager.append_order.pending_partitions) == 0
+    finally:
+        broker.stop()
+
+
+def _fetch_all(address: tuple[str, int], topic: str, max_bytes: int) -> Any:
+    """Partition 0 of ``topic`` from offset 0 in one sessionless Fetch v11 of ``max_bytes``."""
+    request = fetch_v11.FetchRequest(
+        replica_id=-1,
+        max_wait=datetime.timedelta(milliseconds=10),
+        min_bytes=1,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(
+            fetch_v11.FetchTopic(
+                topic=topic,
+                partitions=(
+                    fetch_v11.FetchPartition(
+                        partition=0,
+                        current_leader_epoch=-1,
+                        fetch_offset=0,
+                        log_start_offset=-1,
+                        partition_max_bytes=max_bytes,
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+    with socket.create_connection(address, timeout=60) as sock:
+        sock.sendall(encode_request(request, 7, "loop-test"))
+        _cid, response = decode_response(1, 11, recv_frame(sock))
+    return response.responses[0].partitions[0]
+
+
+def test_a_large_fetch_is_read_off_the_loop_and_arrives_whole(tmp_path: Path) -> None:
+    """One Fetch of 24 MiB of one partition while a probe times ApiVersions: the broker leaves
+    the data in the segment file and reads it on a worker; every record arrives intact and in
+    order, and the watchdog reports no stall."""
+    batch_mib, batches = 4, 6
+    total_bytes = (batch_mib * batches + 1) << 20
+    broker = InProcessBroker(
+        tmp_path,
+        {
+            "message.max.bytes": str((batch_mib + 1) << 20),
+            "fetch.max.bytes": str(total_bytes),
+            "kafkalite.event.loop.stall.threshold.ms": "500",
+        },
+    ).start()
+    try:
+        address = _address(broker.bootstrap_servers)
+        topic = _create_topic(broker.bootstrap_servers)
+        now = int(time.time() * 1000)
+        sent = hashlib.sha256()
+        for _ in range(batches):
+            values = [os.urandom(1 << 20) for _ in range(batch_mib)]
+            for value in values:
+                sent.update(value)
+            frame = produce_frame(topic, encode_batch([(None, v, now, []) for v in values]))
+            assert _produce(address, frame)[0] == 0
+        stats = broker.server.loop_monitor.stats
+        with LatencyProbe(address, interval_s=0.05, timeout_s=5.0) as probe:
+            probe.phase = "fetch"
+            partition = _fetch_all(address, topic, total_bytes)
+            time.sleep(0.1)
+        summary = {"worst_s": probe.worst_s, "probes": probe.probes, "failures": probe.failures}
+        assert partition.error_code == 0 and partition.high_watermark == batch_mib * batches
+        received = hashlib.sha256()
+        offsets: list[int] = []
+        for batch in decode_batches(bytes(partition.records)):
+            offsets.extend(batch.offsets)
+            for value in batch.values:
+                received.update(value)
+        assert offsets == list(range(batch_mib * batches))
+        assert received.digest() == sent.digest()
+        assert probe.probes["fetch"] >= 1 and not probe.failures, summary
+        assert stats.stall_episodes == 0, stats.last_stall_stack
     finally:
         broker.stop()
