@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -34,7 +35,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ from broker.atomic_file import write_atomically
 from broker.config import LONG_MAX, Endpoint, KafkaConfig, parse_properties
 from broker.controller.controller import Controller
 from broker.controller.metadata_image import MetadataDelta, MetadataImage, MetadataRecord, diff_images
+from broker.controller.publish_queue import MetadataPublishQueue
 from broker.controller.quorum import METADATA_DIR_NAME
 from broker.controller.quorum_controller import QuorumController
 from broker.controller.replication_control import ControllerSettings
@@ -78,6 +80,10 @@ LOOP_LAG_FILE = "loop-lag.json"
 """The event loop's lag figures (``LoopLagStats.snapshot``), in the first log dir."""
 LOOP_LAG_FILE_INTERVAL_S = 5.0
 META_PROPERTIES_FILE = "meta.properties"
+#: a large metadata delta is applied for at most this long per event-loop step
+PUBLISH_SLICE_MS = 20.0
+#: partitions per ``ReplicaManager.apply_delta`` call when a delta is applied in slices
+_APPLY_DELTA_CHUNK = 16
 
 
 class StartupError(RuntimeError):
@@ -211,6 +217,7 @@ class KafkaServer:
         self._endpoints_file = config.log_dirs[0] / ENDPOINTS_FILE
         self._catching_up = False
         self._dir_locks = LogDirLocks()
+        self._publish_queue = MetadataPublishQueue(PUBLISH_SLICE_MS)
         self._group_coordinator: GroupCoordinatorService | None = None
         self._transaction_coordinator: TransactionCoordinatorService | None = None
         #: the event loop's lag and stalls (see broker.event_loop_monitor); started by startup()
@@ -249,22 +256,62 @@ class KafkaServer:
                 self.log_manager.delete_log(name, partition)
 
     def _publish(self, image: MetadataImage, delta: MetadataDelta) -> None:
-        """Make ``image`` current and publish ``delta`` to the logs and replication."""
+        """Make ``image`` current and publish ``delta`` to the logs and replication, after the
+        deltas published before it (``MetadataPublishQueue``: a large delta is applied in
+        slices between which the event loop serves requests; until a partition's slice is
+        applied, requests for it are answered as before the delta)."""
+        assert self.ctx is not None
+        self.ctx.image = image  # the controller's view; the logs follow in publication order
+        self._publish_queue.publish(self._publish_steps(image, delta))
+
+    def _publish_steps(self, image: MetadataImage, delta: MetadataDelta) -> Iterator[None]:
+        """Apply ``delta`` (Kafka's ``BrokerMetadataPublisher`` then ``ReplicaManager.applyDelta``),
+        yielding between partitions: the topic config store first, then the logs of created
+        partitions hosted here, then the topic configs of the logs, then leaders / followers / fetchers ``_APPLY_DELTA_CHUNK`` partitions at a
+        time, then the logs of deleted topics. Logs one summary line per delta."""
         assert self.ctx is not None and self.log_manager is not None
-        self.ctx.image = image
-        if self._topic_publisher is not None:  # topic configs + new partitions (CreatePartitions)
-            self._topic_publisher.publish(image, delta)
+        started = time.monotonic()
+        slices = self._publish_queue.slices
+        if self._topic_publisher is not None:  # the topic config store, before the logs
+            self._topic_publisher.persist(image, delta)
+        created = 0
         for topic in delta.created_topics:
             for partition in topic.partitions.values():
                 if partition.leader == self.node_id or self.node_id in partition.replicas:
                     self.log_manager.get_or_create_log(topic.name, partition.partition, topic.topic_id)
-        self.ctx.replica_manager.apply_delta(image, delta)  # leaders / followers, HW, fetchers
+                    created += 1
+                    yield
+        if self._topic_publisher is not None:  # topic configs + new partitions (CreatePartitions)
+            self._topic_publisher.publish(image, delta)
+        changed = delta.changed_partitions
+        replica_manager = self.ctx.replica_manager
+        for start in range(0, max(len(changed), 1), _APPLY_DELTA_CHUNK):
+            # deleted topics stop in the first chunk, before their logs go below
+            chunk = dataclasses.replace(
+                delta,
+                created_topics=(),
+                deleted_topics=delta.deleted_topics if start == 0 else (),
+                changed_partitions=changed[start : start + _APPLY_DELTA_CHUNK],
+            )
+            replica_manager.apply_delta(image, chunk)  # leaders / followers, HW, fetchers
+            yield
         for topic in delta.deleted_topics:
             for partition_index in topic.partitions:
                 self.log_manager.delete_log(topic.name, partition_index)
                 self.ctx.fetch_purgatory.notify((topic.name, partition_index))
+                yield
         if delta.deleted_topics and self._group_coordinator is not None:  # their committed offsets go too
             self._group_coordinator.on_topics_deleted({t.name for t in delta.deleted_topics})
+        if created or len(changed) > 1 or delta.deleted_topics:
+            logger.info(
+                "applied metadata delta: %d log(s) created, %d partition change(s), %d topic(s) "
+                "deleted in %.0f ms (%d event-loop step(s))",
+                created,
+                len(changed),
+                len(delta.deleted_topics),
+                (time.monotonic() - started) * 1000,
+                self._publish_queue.slices - slices + 1,
+            )
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def startup(self) -> None:
@@ -323,6 +370,7 @@ class KafkaServer:
             fetch_purgatory,
             replica_manager,
             request_workers=ThreadPoolExecutor(config["num.io.threads"], thread_name_prefix="request-worker"),
+            metadata_publish_queue=self._publish_queue,
         )
         self.ctx.authorizer = authorizer_for(config.values, lambda: self._image().acls)
         apis = KafkaApis(self.ctx)
@@ -364,6 +412,7 @@ class KafkaServer:
         if self._catching_up:
             self._catching_up = False
             self._publish(self.ctx.image, diff_images(empty, self.ctx.image))
+            self._publish_queue.run_all()  # not serving yet: the whole image at once
             self._delete_stray_logs()
         controller.start_background()
         await self._bootstrap_scram_credentials(controller)
@@ -533,6 +582,7 @@ class KafkaServer:
         if self._group_coordinator is not None:
             await self._group_coordinator.shutdown()
             self._group_coordinator = None
+        await self._publish_queue.close()
         if self.ctx is not None:
             await self.ctx.replica_manager.shutdown()
             self.ctx.fetch_purgatory.notify_all()

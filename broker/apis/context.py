@@ -15,6 +15,7 @@ from broker.apis.metadata_cache import MetadataResponseCache
 from broker.config import KafkaConfig
 from broker.controller.controller import Controller
 from broker.controller.metadata_image import MetadataImage, PartitionRegistration
+from broker.controller.publish_queue import MetadataPublishQueue
 from broker.replication.delayed_fetch import FetchPurgatory
 from spark_kafkalite.protocol.errors import (
     UnknownTopicOrPartitionError,
@@ -60,6 +61,8 @@ class BrokerContext:
         request_workers: the bounded pool (``num.io.threads``) for CPU-heavy request work that
             releases the GIL (decompression, CRC-32C of large batches), off the event loop.
         metadata_cache: encoded Metadata topic entries per image change.
+        metadata_publish_queue: applies committed metadata deltas to the logs and replication
+            in order (large ones in slices); ``applied()`` waits for what was published.
     """
 
     config: KafkaConfig
@@ -79,6 +82,7 @@ class BrokerContext:
         default_factory=lambda: ThreadPoolExecutor(8, thread_name_prefix="request-worker")
     )
     metadata_cache: MetadataResponseCache = field(default_factory=MetadataResponseCache)
+    metadata_publish_queue: MetadataPublishQueue = field(default_factory=MetadataPublishQueue)
 
     def leader_log(
         self, topic: str, partition: int, current_leader_epoch: int = -1

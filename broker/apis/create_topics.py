@@ -57,6 +57,7 @@ async def handle_create_topics(
             [_spec(t) for t in request.topics if t.name in allowed], bool(request.validate_only)
         )
     )
+    await ctx.metadata_publish_queue.applied()  # the new partitions led here are served now
     outcomes = [
         next(created)
         if t.name in allowed

@@ -167,7 +167,7 @@ class Partition:
             leo = log.log_end_offset
             for broker_id, replica in self.remote_replicas.items():
                 replica.reset(now, leo, broker_id in self.isr)
-            logger.info(
+            logger.debug(  # one summary line per metadata delta (broker.server)
                 "%s-%d: leader in epoch %d (start offset %d, ISR %s, HW %d)",
                 self.topic,
                 self.partition,
@@ -189,7 +189,7 @@ class Partition:
         self.leader_epoch_start_offset = None
         self.remote_replicas.clear()
         if changed or was_leader:
-            logger.info(
+            logger.debug(
                 "%s-%d: follower of %d in epoch %d (LEO %d, HW %d)",
                 self.topic,
                 self.partition,

@@ -68,20 +68,29 @@ class TopicMetadataPublisher:
         """The overrides persisted by a previous run (for ``bootstrap_records``)."""
         return load_topic_configs(self.store_path)
 
-    def publish(self, image: MetadataImage, delta: MetadataDelta) -> None:
-        """Apply ``delta`` (already applied to ``image``) to the store and the logs.
+    def persist(self, image: MetadataImage, delta: MetadataDelta) -> None:
+        """Write the topic config store if ``delta`` may change it (created or deleted topics,
+        changed overrides; not leader / ISR changes). Called before the logs of created topics
+        are created, so a restart finds their overrides beside them.
 
         Raises:
             OSError: the topic config file cannot be written.
         """
         if self._saved is None or delta.created_topics or delta.deleted_topics or delta.changed_topic_configs:
-            self._persist(image)  # overrides change only with these (not with leader / ISR changes)
+            self._persist(image)
+
+    def publish(self, image: MetadataImage, delta: MetadataDelta) -> None:
+        """Apply ``delta`` (already applied to ``image``) to the store and the logs: the
+        topic overrides to the logs of created topics hosted here (which the caller created
+        first) and of changed topics; logs for new partitions (CreatePartitions) hosted here.
+
+        Raises:
+            OSError: the topic config file cannot be written.
+        """
+        self.persist(image, delta)
         touched: dict[str, set[int] | None] = {}  # topic -> partitions (None = all)
-        for topic in delta.created_topics:
+        for topic in delta.created_topics:  # their logs here were created by the caller
             touched[topic.name] = None
-            for partition in topic.partitions.values():
-                if self._hosted(partition.leader, partition.replicas):
-                    self.log_manager.get_or_create_log(topic.name, partition.partition, topic.topic_id)
         for name, partition in delta.changed_partitions:
             topic_image = image.topic(name)
             if topic_image is None or not self._hosted(partition.leader, partition.replicas):

@@ -250,7 +250,7 @@ class LogManager:
         self._logs[key] = log
         self._log_dir_of[key] = log_dir
         self._logs_in_dir[log_dir] = self._logs_in_dir.get(log_dir, 0) + 1
-        logger.info("created log %s (topic id %s) in %s", log.dir.name, topic_id, log_dir)
+        logger.debug("created log %s (topic id %s) in %s", log.dir.name, topic_id, log_dir)
         return log
 
     def _write_later(self, write: Callable[[], None]) -> None:
