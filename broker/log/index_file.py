@@ -74,6 +74,10 @@ class IndexFile:
         self._relative_offsets = array("i")
         self._values = array(self.VALUE_TYPECODE)
         self.was_trimmed = False
+        #: the file exists: it is created with the segment's first data (``create``) or entry,
+        #: not with an empty segment (Kafka's ``LazyIndex``), so creating thousands of empty
+        #: partitions costs no index files
+        self.on_disk = True
         self._load()
 
     # -- subclass hooks --------------------------------------------------------------------
@@ -96,7 +100,7 @@ class IndexFile:
             raw = self.path.read_bytes()
         except FileNotFoundError:
             raw = b""
-            self.path.touch()
+            self.on_disk = False
         usable = len(raw) - len(raw) % self.ENTRY_SIZE
         rel, values = self._decode(raw[:usable])
         keep = 0
@@ -173,9 +177,15 @@ class IndexFile:
 
     # -- file ------------------------------------------------------------------------------
 
+    def create(self) -> None:
+        """Create the (empty) file if it does not exist yet (before the segment's first data)."""
+        if not self.on_disk:
+            self._ensure_fd()
+
     def _ensure_fd(self) -> int:
         if self._fd < 0:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            self.on_disk = True
         return self._fd
 
     def flush(self) -> None:
@@ -203,6 +213,7 @@ class IndexFile:
         """Close and remove the file."""
         self.close()
         self.path.unlink(missing_ok=True)
+        self.on_disk = False
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.path.name}, entries={self.entries})"

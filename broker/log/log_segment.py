@@ -113,10 +113,10 @@ class LogSegment:
         self._size = os.fstat(self._fd).st_size
         index_path = Path(log_dir) / (index_file_name(base_offset) + file_suffix)
         time_index_path = Path(log_dir) / (time_index_file_name(base_offset) + file_suffix)
-        missing_index = not index_path.exists()
-        missing_time_index = not time_index_path.exists()
         self.index = OffsetIndex(index_path, base_offset, config.segment_index_bytes)
         self.time_index = TimeIndex(time_index_path, base_offset, config.segment_index_bytes)
+        missing_index = not self.index.on_disk
+        missing_time_index = not self.time_index.on_disk
         self.txn_index = TransactionIndex(
             Path(log_dir) / (txn_index_file_name(base_offset) + file_suffix), base_offset
         )
@@ -179,8 +179,9 @@ class LogSegment:
 
     @property
     def file_paths(self) -> tuple[Path, ...]:
-        """(``.log``, ``.index``, ``.timeindex``) paths, plus the ``.txnindex`` when it exists."""
-        paths = (self.log_path, self.index.path, self.time_index.path)
+        """The ``.log`` path, the ``.index`` and ``.timeindex`` paths once created (with the
+        first data), and the ``.txnindex`` when it exists."""
+        paths = (self.log_path, *(i.path for i in (self.index, self.time_index) if i.on_disk))
         return (*paths, self.txn_index.path) if self.txn_index.path.exists() else paths
 
     # -- properties ------------------------------------------------------------------------
@@ -284,6 +285,9 @@ class LogSegment:
         if head is not None and (max_timestamp_ms is None or batches is not None):
             raise ValueError("head is for a single batch with its max_timestamp_ms given")
         position = self._size
+        if position == 0:  # the indexes exist beside any data: a load rebuilds missing ones
+            self.index.create()
+            self.time_index.create()
         try:
             if head is None:
                 write_all(self._fd, records)

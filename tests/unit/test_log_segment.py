@@ -33,8 +33,14 @@ def fill(seg: LogSegment, batches: int, per_batch: int = 5, value_size: int = 20
 def test_file_names(tmp_path: Path) -> None:
     seg = LogSegment.open(tmp_path, 42, LogConfig())
     assert seg.log_path.name == "00000000000000000042.log" == log_file_name(42)
-    assert (tmp_path / "00000000000000000042.index").exists()
     assert seg.next_offset == 42 and seg.size_bytes == 0
+    # the index files come with the first data (an empty segment costs one file)
+    assert not (tmp_path / "00000000000000000042.index").exists()
+    assert seg.file_paths == (seg.log_path,)
+    seg.append(make_batch(42, 1), 42, 42)
+    assert (tmp_path / "00000000000000000042.index").exists()
+    assert (tmp_path / "00000000000000000042.timeindex").exists()
+    assert len(seg.file_paths) == 3
     seg.close()
 
 
