@@ -169,7 +169,8 @@ _define(
     "int",
     500,
     "Max requests being handled at once, broker-wide; further complete frames wait (their "
-    "connections are not read). A request parked in a purgatory keeps its slot until answered.",
+    "connections are not read). A request parked in a purgatory (long-poll fetch, acks=-1 "
+    "produce) frees its slot, as delayed operations leave Kafka's request queue.",
     at_least(1),
 )
 _define(

@@ -19,7 +19,10 @@
   (``num.io.threads``), so a 100 MB fetch does not hold the loop for a 100 MB ``pread``.
 * Long poll (``DelayedFetch``): if fewer than ``min_bytes`` bytes are available and no partition
   has an error, the request parks in the fetch purgatory until an append wakes it and enough data
-  is there, or until ``max_wait_ms``; then it answers with what is available.
+  is there, or until ``max_wait_ms``; then it answers with what is available. A sessionless or
+  full fetch that expires without any notification for its partitions (every change to a log,
+  high watermark, log start offset or leadership notifies) answers with the read it parked on
+  instead of reading again.
 """
 
 from __future__ import annotations
@@ -221,7 +224,9 @@ async def handle_fetch(ctx: BrokerContext, rctx: RequestContext, request: FetchR
             break
         if not keys and not isinstance(session_context, IncrementalFetchContext):
             break
-        await session_context.wait(ctx.fetch_purgatory, keys, remaining)
+        rctx.release_slot()  # parked: no longer counts against queued.max.requests
+        if not await session_context.wait(ctx.fetch_purgatory, keys, remaining):
+            break  # expired with no change to any partition read: that read is the answer
         session_context.refresh_view()
     topics_out = await _load_deferred(ctx, topics_out)
     error_code, response_session_id, topics_out = session_context.update_and_generate_response(

@@ -324,7 +324,9 @@ async def handle_produce(
                 if hasattr(request.timeout, "total_seconds")
                 else int(request.timeout)  # type: ignore[call-overload]
             )
-            results = await ctx.replica_manager.append_records(entries, acks, timeout_ms, ticket=ticket)
+            results = await ctx.replica_manager.append_records(
+                entries, acks, timeout_ms, ticket=ticket, on_park=rctx.release_slot
+            )
             for key, result in results.items():
                 outcomes[key] = (
                     result.error_code,

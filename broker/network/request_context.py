@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from spark_kafkalite.protocol.acl import ANONYMOUS_PRINCIPAL
@@ -24,6 +25,9 @@ class RequestContext:
         principal: who the connection authenticated as (Kafka's ``KafkaPrincipal`` string):
             ``User:ANONYMOUS`` (PLAINTEXT, TLS without a client certificate), ``User:<name>``
             (SASL) or ``User:<certificate subject DN>`` (TLS client authentication).
+        release_slot: frees the request's ``queued.max.requests`` slot; a handler calls it when
+            the request parks in a purgatory (Kafka's request queue holds only requests waiting
+            for a handler thread, never delayed operations). Idempotent.
     """
 
     header: RequestHeaderInfo
@@ -32,6 +36,7 @@ class RequestContext:
     listener_name: str
     received_time_s: float
     principal: str = ANONYMOUS_PRINCIPAL
+    release_slot: Callable[[], None] = lambda: None
 
     @property
     def api_key(self) -> int:

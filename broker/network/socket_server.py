@@ -13,15 +13,19 @@ Resource limits (Kafka's keys):
 - ``queued.max.request.bytes``: each frame's bytes are taken from a :class:`MemoryPool` as soon as
   its size is read; while the pool is exhausted the connection is not read (the request waits).
 - ``queued.max.requests``: at most this many requests are being handled at once, broker-wide;
-  a further complete frame waits (its connection is not read) until one finishes. Unlike
-  Kafka's request queue, a request parked in a purgatory (long-poll fetch, acks=-1 produce)
-  keeps its slot until it is answered.
+  a further complete frame waits (its connection is not read) until one finishes. As in Kafka
+  (whose request queue holds requests until a handler thread takes them, never delayed
+  operations), a request that parks in a purgatory (long-poll fetch, acks=-1 produce) frees its
+  slot (``RequestContext.release_slot``): 1,000 consumers long-polling one broker do not hold
+  the other clients' requests back.
 - ``connections.max.idle.ms``: a connection with no request for this long is closed; the same
   bound applies to writing one response to a client that does not read it.
 - ``kafkalite.socket.request.receive.timeout.ms`` (Kafka has no server-side equivalent): a frame
   whose first byte has arrived must be complete within this time (not counting time spent
   waiting for pool memory), else the connection is closed: a slow-loris sender cannot hold a
-  buffer or a connection slot forever.
+  buffer or a connection slot forever. Like the idle limit it is enforced by one periodic sweep
+  over the connections (every quarter of the shorter limit, at most 10 s), as Kafka's
+  ``Selector`` checks idle connections on its poll, so receiving a frame arms no timer.
 
 Bad input closes the connection, as Kafka's ``NetworkReceive`` / ``SocketServer`` do: a negative
 size or one above ``socket.request.max.bytes`` (closed without reading the body), a truncated
@@ -101,7 +105,16 @@ class _Connection:
     max_receive_bytes: int | None = None  # sasl.server.max.receive.size until authenticated
     last_active_s: float = field(default_factory=time.monotonic)
     busy: bool = False  # a frame is being received, handled or answered
+    slots: asyncio.Semaphore | None = None  # queued.max.requests, while this request holds a slot
+    receive_deadline_s: float | None = None  # time.monotonic() by which the frame being read must be complete
+    receiving_bytes: int = 0  # size of that frame
     task: asyncio.Task[None] | None = None
+
+    def release_slot(self) -> None:
+        """Free the current request's ``queued.max.requests`` slot (at most once per request)."""
+        slots, self.slots = self.slots, None
+        if slots is not None:
+            slots.release()
 
 
 class SocketServer:
@@ -189,7 +202,7 @@ class SocketServer:
             logger.info("listening on %s (bound %s:%d)", endpoint, bound_host, bound_port)
         if start_serving:
             await self.start_serving()
-        if self.connections_max_idle_ms >= 0:
+        if self.connections_max_idle_ms >= 0 or self.request_receive_timeout_ms >= 0:
             self._idle_task = asyncio.create_task(
                 self._close_idle_connections(), name="idle-connection-reaper"
             )
@@ -329,7 +342,8 @@ class SocketServer:
         releases them). Returns None when the peer closed between frames or the size is invalid.
 
         Raises:
-            FrameTimeoutError: the frame stalled midway (``kafkalite.socket.request.receive.timeout.ms``).
+            FrameTimeoutError: the size prefix stalled midway (``kafkalite.socket.request.receive.timeout.ms``;
+                a stalled body is closed by the periodic sweep, which cancels this read).
             asyncio.IncompleteReadError: EOF inside the frame.
         """
         head = await reader.read(4)  # no deadline between frames (connections.max.idle.ms)
@@ -339,7 +353,7 @@ class SocketServer:
         loop = asyncio.get_running_loop()
         timeout_s = self.request_receive_timeout_ms / 1000.0
         deadline = loop.time() + timeout_s if timeout_s >= 0 else None
-        if len(head) < 4:  # (no timer armed in the common case: the size arrived whole)
+        if len(head) < 4:  # (rare: a timer only when the size itself arrived split)
             try:
                 async with asyncio.timeout_at(deadline):
                     head += await reader.readexactly(4 - len(head))
@@ -365,19 +379,18 @@ class SocketServer:
             return None
         waited_from = loop.time()
         await self.memory_pool.allocate(size)  # queued.max.request.bytes: wait, do not fail
-        if deadline is not None:
-            deadline += loop.time() - waited_from
+        if deadline is not None:  # checked by the sweep (_close_idle_connections), on its clock
+            conn.receive_deadline_s = time.monotonic() + deadline - waited_from
+            conn.receiving_bytes = size
         try:
-            async with asyncio.timeout_at(deadline):
-                if size <= _LARGE_FRAME_BYTES:
-                    return await reader.readexactly(size)
-                return await _read_large(reader, size)
-        except TimeoutError:
-            self.memory_pool.release(size)
-            raise FrameTimeoutError(self._timeout_message(size)) from None
-        except BaseException:
+            if size <= _LARGE_FRAME_BYTES:
+                return await reader.readexactly(size)
+            return await _read_large(reader, size)
+        except BaseException:  # including the sweep's cancellation of a stalled frame
             self.memory_pool.release(size)
             raise
+        finally:
+            conn.receive_deadline_s = None
 
     def _timeout_message(self, expected: int) -> str:
         return (
@@ -396,29 +409,32 @@ class SocketServer:
             size = len(frame)
             try:
                 try:
-                    async with self._request_slots:  # queued.max.requests
-                        now = time.monotonic()
-                        conn.last_active_s = now
-                        if conn.authenticator is not None:
-                            response = await self._authenticate(conn, frame)
-                        else:
-                            try:
-                                header, body_offset = decode_request_header(frame)
-                            except KafkaError as exc:
-                                logger.warning(
-                                    "closing connection %s: bad request header: %s", conn.connection_id, exc
-                                )
-                                return
-                            context = RequestContext(
-                                header,
-                                conn.connection_id,
-                                conn.client_host,
-                                conn.listener_name,
-                                now,
-                                conn.principal,
+                    await self._request_slots.acquire()  # queued.max.requests
+                    conn.slots = self._request_slots
+                    now = time.monotonic()
+                    conn.last_active_s = now
+                    if conn.authenticator is not None:
+                        response = await self._authenticate(conn, frame)
+                    else:
+                        try:
+                            header, body_offset = decode_request_header(frame)
+                        except KafkaError as exc:
+                            logger.warning(
+                                "closing connection %s: bad request header: %s", conn.connection_id, exc
                             )
-                            response = await handler(context, frame, body_offset)
+                            return
+                        context = RequestContext(
+                            header,
+                            conn.connection_id,
+                            conn.client_host,
+                            conn.listener_name,
+                            now,
+                            conn.principal,
+                            conn.release_slot,
+                        )
+                        response = await handler(context, frame, body_offset)
                 finally:
+                    conn.release_slot()
                     del frame
                     self.memory_pool.release(size)
             except SaslAuthenticationFailed as exc:  # answered after the slot and buffer are free
@@ -465,7 +481,13 @@ class SocketServer:
             return reply.response
         header, body_offset = reply.delegate
         context = RequestContext(
-            header, conn.connection_id, conn.client_host, conn.listener_name, time.monotonic(), conn.principal
+            header,
+            conn.connection_id,
+            conn.client_host,
+            conn.listener_name,
+            time.monotonic(),
+            conn.principal,
+            conn.release_slot,
         )
         return await self.handler(context, frame, body_offset)
 
@@ -509,17 +531,31 @@ class SocketServer:
         raise CloseConnection(str(exc))
 
     async def _close_idle_connections(self) -> None:
-        idle_s = self.connections_max_idle_ms / 1000.0
-        period = min(max(idle_s / 4, 0.05), 10.0)
+        """The periodic sweep: closes connections idle for ``connections.max.idle.ms`` and those
+        whose frame is still incomplete at its receive deadline (see the module docstring)."""
+        limits_s = [
+            ms / 1000.0 for ms in (self.connections_max_idle_ms, self.request_receive_timeout_ms) if ms >= 0
+        ]
+        period = min(max(min(limits_s) / 4, 0.05), 10.0)
+        idle_s = self.connections_max_idle_ms / 1000.0 if self.connections_max_idle_ms >= 0 else None
         while True:
             await asyncio.sleep(period)
             now = time.monotonic()
             for conn in list(self._connections):
-                if not conn.busy and now - conn.last_active_s > idle_s:
+                deadline = conn.receive_deadline_s
+                if deadline is not None and now > deadline:
+                    logger.warning(
+                        "closing connection %s: %s",
+                        conn.connection_id,
+                        self._timeout_message(conn.receiving_bytes),
+                    )
+                elif idle_s is not None and not conn.busy and now - conn.last_active_s > idle_s:
                     logger.debug("closing idle connection %s", conn.connection_id)
-                    conn.writer.close()
-                    if conn.task is not None:
-                        conn.task.cancel()
+                else:
+                    continue
+                conn.writer.close()
+                if conn.task is not None:
+                    conn.task.cancel()
 
 
 async def _read_large(reader: asyncio.StreamReader, size: int) -> bytearray:

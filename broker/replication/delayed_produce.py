@@ -97,23 +97,27 @@ class ProducePurgatory:
         return len({op for ops in self._watchers.values() for op in ops})
 
     async def try_complete_else_watch(
-        self, op: DelayedProduce, timeout_ms: int
+        self, op: DelayedProduce, timeout_ms: int, on_park: Callable[[], None] | None = None
     ) -> dict[TopicPartitionKey, ErrorCode]:
         """Complete ``op`` now if possible, else park it until completed or ``timeout_ms``
-        elapses. Returns the error per partition."""
+        elapses (one timer; Kafka's ``DelayedOperation`` timer task). ``on_park`` is called
+        when it parks (the socket server frees the request's ``queued.max.requests`` slot).
+        Returns the error per partition."""
         if op.try_complete(self._lookup):
             return op.result()
         loop = asyncio.get_running_loop()
-        op._future = loop.create_future()
+        future: asyncio.Future[None] = loop.create_future()
+        op._future = future
         keys = list(op.required_offsets)
         for key in keys:
             self._watchers.setdefault(key, set()).add(op)
+        timer = loop.call_later(max(timeout_ms, 0) / 1000, _expire, future)
         try:
-            if not op.try_complete(self._lookup):  # nothing can change in between, but be exact
-                await asyncio.wait_for(asyncio.shield(op._future), max(timeout_ms, 0) / 1000)
-        except TimeoutError:
-            pass
+            if on_park is not None:
+                on_park()
+            await future
         finally:
+            timer.cancel()
             for key in keys:
                 ops = self._watchers.get(key)
                 if ops is not None:
@@ -137,3 +141,8 @@ class ProducePurgatory:
         """Re-evaluate everything (shutdown / large metadata changes)."""
         for key in list(self._watchers):
             self.check_and_complete(key)
+
+
+def _expire(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)  # the unsettled partitions stay REQUEST_TIMED_OUT

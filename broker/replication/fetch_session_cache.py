@@ -317,9 +317,12 @@ class FetchContext:
         """Re-take ``request_view`` after a wait in the purgatory (incremental: partitions
         marked meanwhile join it)."""
 
-    async def wait(self, purgatory: Any, keys: list[TopicPartitionKey], timeout_s: float) -> None:
-        """Park until one of ``keys`` changes or ``timeout_s`` elapses (``FetchPurgatory``)."""
-        await purgatory.wait(keys, timeout_s)
+    async def wait(self, purgatory: Any, keys: list[TopicPartitionKey], timeout_s: float) -> bool:
+        """Park until one of ``keys`` changes or ``timeout_s`` elapses (``FetchPurgatory``).
+
+        Returns: False when nothing that was read can have changed (timed out with no
+        notification: the previous read is still the answer), True otherwise."""
+        return bool(await purgatory.wait(keys, timeout_s))
 
 
 class SessionlessFetchContext(FetchContext):
@@ -404,10 +407,10 @@ class IncrementalFetchContext(FetchContext):
             self._request, tuple(_FetchTopicView(t, tuple(ps)) for t, ps in by_topic.items())
         )
 
-    async def wait(self, purgatory: Any, keys: list[TopicPartitionKey], timeout_s: float) -> None:
+    async def wait(self, purgatory: Any, keys: list[TopicPartitionKey], timeout_s: float) -> bool:
         """Park until any partition of the session is marked or ``timeout_s`` elapses; the
         purgatory is not used (registering every session partition would cost a pass over all
-        of them per request)."""
+        of them per request). Returns True (the view is re-taken and read again)."""
         session = self.session
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bool] = loop.create_future()
@@ -421,6 +424,7 @@ class IncrementalFetchContext(FetchContext):
             timer.cancel()
             if session.waiter is future:
                 session.waiter = None
+        return True
 
     def update_and_generate_response(
         self, topics: list[Any], pending: Collection[TopicPartitionKey] = ()

@@ -308,6 +308,7 @@ class ReplicaManager:
         *,
         internal: bool = False,
         ticket: AppendTicket | None = None,
+        on_park: Callable[[], None] | None = None,
     ) -> dict[TopicPartitionKey, PartitionAppendResult]:
         """Append one validated RecordBatch per partition as leader (Kafka's
         ``ReplicaManager.appendRecords``). ``required_acks`` -1 waits up to ``timeout_ms`` for
@@ -315,7 +316,8 @@ class ReplicaManager:
         coordinators (``AppendOrigin.COORDINATOR``: internal topics allowed, transaction markers,
         no sequence checks). ``ticket``: the request's place in :attr:`append_order`, taken when
         it arrived (released here once appended); without one, an append to a partition that an
-        earlier ticket holds waits for it. Never raises: errors are per partition."""
+        earlier ticket holds waits for it. ``on_park`` is called if the request parks in the
+        produce purgatory. Never raises: errors are per partition."""
         if ticket is None and self.append_order.must_wait(entries):
             ticket = self.append_order.reserve(entries)
         if ticket is not None:
@@ -328,7 +330,8 @@ class ReplicaManager:
             results, required = self._append_entries(entries, required_acks, internal)
         if required_acks == -1 and required:
             op = DelayedProduce(required)
-            for key, code in (await self.produce_purgatory.try_complete_else_watch(op, timeout_ms)).items():
+            settled = await self.produce_purgatory.try_complete_else_watch(op, timeout_ms, on_park)
+            for key, code in settled.items():
                 if code != ErrorCode.none:
                     result = results[key]
                     result.error_code = code

@@ -5,6 +5,7 @@ with bounded broker memory. Small config values keep every wait short."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
 import socket
@@ -21,6 +22,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.fetch.v12 import request as fetch_v12
 from kio.schema.produce.v9 import request as produce_v9
 
+from broker.config import Endpoint
+from broker.network.request_context import RequestContext
+from broker.network.socket_server import SocketServer
 from spark_kafkalite.local_cluster import LocalCluster
 from spark_kafkalite.protocol.framing import decode_response, encode_request
 from spark_kafkalite.protocol.record_batch import encode_batch
@@ -204,13 +208,17 @@ def test_queued_max_request_bytes_makes_a_request_wait(tmp_path: Path, conns: li
         assert small.recv_frame()[:4] == struct.pack(">i", 7)  # memory released: served
 
 
-def test_queued_max_requests_bounds_requests_in_flight(tmp_path: Path, conns: list[Conn]) -> None:
+def test_parked_requests_free_their_queued_max_requests_slot(tmp_path: Path, conns: list[Conn]) -> None:
+    """Three long-poll fetches park with ``queued.max.requests=1``: parked requests leave the
+    request queue (as delayed operations leave Kafka's), so another request is served while all
+    three still wait, and each is answered when its wait expires."""
     with Broker(tmp_path, **{"queued.max.requests": "1"}) as cluster:
         topic = create_topic(cluster.bootstrap_servers)
-        parked, other = Conn(cluster.bootstrap_servers), Conn(cluster.bootstrap_servers)
-        conns.extend([parked, other])
+        parked = [Conn(cluster.bootstrap_servers) for _ in range(3)]
+        other = Conn(cluster.bootstrap_servers)
+        conns.extend([*parked, other])
         fetch = fetch_v12.FetchRequest(
-            max_wait=1500 * MS,
+            max_wait=3000 * MS,
             min_bytes=1,
             session_id=0,
             session_epoch=-1,
@@ -224,12 +232,60 @@ def test_queued_max_requests_bounds_requests_in_flight(tmp_path: Path, conns: li
             ),
             forgotten_topics_data=(),
         )
-        parked.sock.sendall(encode_request(fetch, 5, "limits-test"))  # long-polls an empty topic
+        for n, conn in enumerate(parked):
+            conn.sock.sendall(encode_request(fetch, 5 + n, "limits-test"))  # long-polls an empty topic
         time.sleep(0.3)
-        started = time.monotonic()
         other.api_versions(timeout_s=10.0)
-        assert time.monotonic() - started > 0.8  # waited for the only slot
-        assert parked.recv_frame()[:4] == struct.pack(">i", 5)
+        assert not any(conn.answered_within(0.01) for conn in parked)  # all three still parked
+        for n, conn in enumerate(parked):
+            assert conn.recv_frame(10.0)[:4] == struct.pack(">i", 5 + n)
+
+
+def test_queued_max_requests_bounds_requests_being_handled() -> None:
+    """The socket server lets at most ``queued_max_requests`` requests into the handler at
+    once; the others wait unread until a slot frees, and a handler that releases its slot
+    (``RequestContext.release_slot``, as a request parking in a purgatory does) lets the next
+    one in. Counts, not timings."""
+
+    async def run(release: bool) -> tuple[int, int]:
+        inside = peak = 0
+        go = asyncio.Event()
+
+        async def handler(rctx: RequestContext, _frame: bytes | bytearray, _offset: int) -> bytes:
+            nonlocal inside, peak
+            inside += 1
+            peak = max(peak, inside)
+            if release:
+                rctx.release_slot()
+            await go.wait()
+            inside -= 1
+            return struct.pack(">ii", 4, rctx.correlation_id)
+
+        server = SocketServer([Endpoint("PLAINTEXT", "127.0.0.1", 0)], handler, queued_max_requests=2)
+        host, port = (await server.startup())["PLAINTEXT"]
+        clients = [await asyncio.open_connection(host, port) for _ in range(5)]
+        for n, (_reader, writer) in enumerate(clients):
+            writer.write(
+                struct.pack(">i", len(API_VERSIONS_V0))
+                + API_VERSIONS_V0[:4]
+                + struct.pack(">i", n)
+                + API_VERSIONS_V0[8:]
+            )
+        for _ in range(100):  # until every request that may enter has entered
+            await asyncio.sleep(0.01)
+            if inside == (5 if release else 2):
+                break
+        await asyncio.sleep(0.2)
+        entered = inside
+        go.set()
+        for n, (reader, writer) in enumerate(clients):
+            assert struct.unpack(">ii", await asyncio.wait_for(reader.readexactly(8), 10)) == (4, n)
+            writer.close()
+        await server.shutdown()
+        return entered, peak
+
+    assert asyncio.run(run(release=False)) == (2, 2)
+    assert asyncio.run(run(release=True)) == (5, 5)
 
 
 # -- compression bombs ---------------------------------------------------------------------------
