@@ -107,6 +107,12 @@ class LogManager:
         self._logs_in_dir: dict[Path, int] = {}  # log dir -> logs in it (where new logs go)
         self._file_writer: concurrent.futures.ThreadPoolExecutor | None = None
         self._pending_deletes: set[asyncio.TimerHandle] = set()  # see _delete_later
+        #: logs a background flush must visit (UnifiedLog.awaits_background_flush): an idle
+        #: broker's flush pass costs nothing however many logs it holds.
+        self._unflushed: set[TopicPartitionKey] = set()
+        #: (checkpoint file, log dir) -> the offsets last written there: an unchanged
+        #: checkpoint is not rewritten.
+        self._checkpointed: dict[tuple[str, Path], dict[TopicPartitionKey, int]] = {}
         self.had_clean_shutdown = True
         self.offline_log_dirs: set[Path] = set()
         self._started = False
@@ -159,9 +165,12 @@ class LogManager:
                     time_ms=self.time_ms,
                     write_later=self._write_later,
                     delete_later=self._delete_later,
+                    on_unflushed=self._note_unflushed,
                 )
                 self._log_dir_of[key] = log_dir
                 self._logs_in_dir[log_dir] = self._logs_in_dir.get(log_dir, 0) + 1
+                if self._logs[key].log_end_offset > self._logs[key].recovery_point:
+                    self._unflushed.add(key)  # recovered data: flush.ms may apply to it
             if clean:
                 marker.unlink()
         self._started = True
@@ -185,6 +194,8 @@ class LogManager:
         self._pending_deletes.clear()
         self._logs.clear()
         self._log_dir_of.clear()
+        self._unflushed.clear()
+        self._checkpointed.clear()
         self._logs_in_dir.clear()
         for log_dir in self.log_dirs:
             if log_dir in self.offline_log_dirs:
@@ -212,9 +223,11 @@ class LogManager:
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         """Use ``config`` for every partition log of ``topic`` (existing and future)."""
         self._topic_configs[topic] = config
-        for (name, _), log in self._logs.items():
-            if name == topic:
+        for key, log in self._logs.items():
+            if key[0] == topic:
                 log.config = config
+                if log.awaits_background_flush():  # e.g. flush.ms newly set
+                    self._unflushed.add(key)
 
     def remove_topic_config(self, topic: str) -> None:
         """Drop the topic's override (its logs go back to the broker default)."""
@@ -246,12 +259,16 @@ class LogManager:
             time_ms=self.time_ms,
             write_later=self._write_later,
             delete_later=self._delete_later,
+            on_unflushed=self._note_unflushed,
         )
         self._logs[key] = log
         self._log_dir_of[key] = log_dir
         self._logs_in_dir[log_dir] = self._logs_in_dir.get(log_dir, 0) + 1
         logger.debug("created log %s (topic id %s) in %s", log.dir.name, topic_id, log_dir)
         return log
+
+    def _note_unflushed(self, log: UnifiedLog) -> None:
+        self._unflushed.add((log.topic, log.partition))
 
     def _write_later(self, write: Callable[[], None]) -> None:
         """Run ``write`` (the fsyncs that make a just-replaced ``partition.metadata`` or
@@ -400,21 +417,31 @@ class LogManager:
         """Background flush (Kafka's ``kafka-log-flusher`` and post-roll ``flush-log`` tasks):
         for every log with a ``flush_target`` (``flush.ms`` passed, or segments rolled), fsync
         the files of its unflushed segments in a worker thread, then advance its recovery point
-        and checkpoint the recovery points. Returns the number of logs flushed."""
+        and checkpoint the recovery points. Returns the number of logs flushed.
+
+        Only the logs that reported unflushed data (``UnifiedLog.awaits_background_flush``) are
+        visited, so the pass costs in proportion to the logs written since, not to the logs
+        held; a log leaves that set once nothing of it awaits a background flush."""
         flushed = 0
-        for key, log in list(self._logs.items()):
+        for key in list(self._unflushed):
+            log = self._logs.get(key)
+            if log is None:
+                self._unflushed.discard(key)
+                continue
             target = log.flush_target()
-            if target is None:
-                continue
-            paths = [path for seg in log.segments_to_flush(target) for path in seg.file_paths]
-            try:
-                await asyncio.to_thread(_fsync_paths, paths)
-            except OSError:
-                logger.exception("flush failed for %s", log.dir.name)
-                continue
-            if self._logs.get(key) is log:
+            if target is not None:
+                paths = [path for seg in log.segments_to_flush(target) for path in seg.file_paths]
+                try:
+                    await asyncio.to_thread(_fsync_paths, paths)
+                except OSError:
+                    logger.exception("flush failed for %s", log.dir.name)
+                    continue
+                if self._logs.get(key) is not log:
+                    continue
                 log.mark_flushed(target)
                 flushed += 1
+            if not log.awaits_background_flush():
+                self._unflushed.discard(key)
         if flushed:
             self.checkpoint_recovery_points()
         return flushed
@@ -442,12 +469,24 @@ class LogManager:
         with ``sync`` write and fsync the file now, else write it on the file-writer thread in
         submission order (Kafka's ``OffsetCheckpointFile`` writes run on the scheduler's
         threads, never on a request path), so a periodic checkpoint of thousands of partitions
-        costs the event loop only the snapshot."""
+        costs the event loop only the snapshot. Without ``sync``, a file whose offsets are those
+        it was last written with is left as it is (an idle broker rewrites no checkpoint)."""
         for log_dir in self.log_dirs:
             if log_dir in self.offline_log_dirs:
                 continue
             offsets = {key: value(log) for key, log in self._logs.items() if self._log_dir_of[key] == log_dir}
+            written = (file_name, log_dir)
             if sync:
                 write_offset_checkpoint(log_dir / file_name, offsets, sync=True)
-            else:
-                self._write_later(functools.partial(write_offset_checkpoint, log_dir / file_name, offsets))
+                self._checkpointed[written] = offsets
+            elif self._checkpointed.get(written) != offsets:
+                self._write_later(functools.partial(self._write_offset_checkpoint, written, offsets))
+
+    def _write_offset_checkpoint(
+        self, written: tuple[str, Path], offsets: dict[TopicPartitionKey, int]
+    ) -> None:
+        """File-writer thread: write the checkpoint, then remember what the file holds."""
+        file_name, log_dir = written
+        self._checkpointed.pop(written, None)  # unknown while being replaced
+        write_offset_checkpoint(log_dir / file_name, offsets)
+        self._checkpointed[written] = offsets

@@ -103,6 +103,9 @@ class UnifiedLog:
     against a power loss a moment later; None: fsynced at once. ``delete_later(delay_ms, fn)``
     runs ``fn`` (unlinking the ``.deleted`` files of segments removed by retention or
     compaction) ``delay_ms`` later off the event loop; None: the files are unlinked at once.
+    ``on_unflushed(log)`` is called after a roll or an append leaves data that a background
+    flush must make durable (:meth:`awaits_background_flush`), so the log manager's flush pass
+    visits only such logs, not every log it holds.
 
     Raises (on construction):
         ValueError: ``dir`` is not named ``<topic>-<partition>``.
@@ -122,10 +125,12 @@ class UnifiedLog:
         time_ms: Callable[[], int] | None = None,
         write_later: Callable[[Callable[[], None]], None] | None = None,
         delete_later: Callable[[int, Callable[[], None]], None] | None = None,
+        on_unflushed: Callable[[UnifiedLog], None] | None = None,
     ) -> None:
         self.time_ms: Callable[[], int] = time_ms or _wall_clock_ms
         self._write_later = write_later
         self._delete_later = delete_later
+        self._on_unflushed = on_unflushed
         self.dir = Path(dir)
         parsed = parse_topic_partition_dir(self.dir.name)
         if parsed is None:
@@ -436,6 +441,8 @@ class UnifiedLog:
         producer_state.snapshot_on_roll(self.producer_state, base)  # idempotence hook
         if base > self.recovery_point:
             self.pending_flush_offset = max(self.pending_flush_offset or 0, base)
+            if self._on_unflushed is not None:
+                self._on_unflushed(self)
         logger.debug("%s: rolled new segment at offset %d", self.dir.name, base)
         return seg
 
@@ -443,6 +450,15 @@ class UnifiedLog:
         interval = self.config.flush_interval_messages
         if interval is not None and self.log_end_offset - self.recovery_point >= interval:
             self.flush()
+        elif self._on_unflushed is not None and self.config.flush_ms is not None:
+            self._on_unflushed(self)
+
+    def awaits_background_flush(self) -> bool:
+        """True while data below the log end offset is not yet durable and a background flush
+        will make it so: a rolled segment (``pending_flush_offset``) or ``flush.ms`` set."""
+        return self.log_end_offset > self.recovery_point and (
+            self.pending_flush_offset is not None or self.config.flush_ms is not None
+        )
 
     # -- read ------------------------------------------------------------------------------
 

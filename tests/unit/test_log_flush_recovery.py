@@ -7,10 +7,16 @@ from __future__ import annotations
 import asyncio
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from broker.log.checkpoints import RECOVERY_POINT_CHECKPOINT_FILE, read_offset_checkpoint
+from broker.log import log_manager as log_manager_module
+from broker.log.checkpoints import (
+    RECOVERY_POINT_CHECKPOINT_FILE,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
+    read_offset_checkpoint,
+)
 from broker.log.log_config import LogConfig
 from broker.log.log_manager import LogManager
 from broker.log.log_segment import SEGMENT_READ_STATS, LogSegment
@@ -92,6 +98,61 @@ def test_flush_ms_by_the_clock(tmp_path: Path) -> None:
     clock.now_ms += 60_000
     assert asyncio.run(mgr.flush_logs_due()) == 0
     mgr.shutdown()
+
+
+def test_idle_periodic_passes_cost_nothing_however_many_logs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Periodic log work follows what changed, not the logs held (issue #19): with 10 or 300
+    logs the flush pass visits only the log that rolled, then none; a checkpoint whose offsets
+    did not change is not rewritten, one that did is."""
+    visits: list[str] = []
+    flush_target = UnifiedLog.flush_target
+
+    def counting_flush_target(self: UnifiedLog) -> int | None:
+        visits.append(self.dir.name)
+        return flush_target(self)
+
+    writes: list[str] = []
+    write = log_manager_module.write_offset_checkpoint
+
+    def counting_write(path: Path, offsets: Any, *, sync: bool = False) -> None:
+        writes.append(Path(path).name)
+        write(path, offsets, sync=sync)
+
+    monkeypatch.setattr(UnifiedLog, "flush_target", counting_flush_target)
+    monkeypatch.setattr(log_manager_module, "write_offset_checkpoint", counting_write)
+    for count in (10, 300):
+        mgr = LogManager([tmp_path / str(count)], CONFIG, time_ms=Clock())
+        mgr.startup()
+        topic_id = uuid.uuid4()
+        logs = [mgr.get_or_create_log("t", p, topic_id) for p in range(count)]
+        for i in range(40):
+            logs[0].append_as_leader(batch(i), 0)  # rolls: a background flush is due
+        logs[1].append_as_leader(batch(0), 0)  # no roll, no flush.ms: nothing due
+        visits.clear()
+        assert asyncio.run(mgr.flush_logs_due()) == 1 and visits == ["t-0"]
+        visits.clear()
+        assert asyncio.run(mgr.flush_logs_due()) == 0 and visits == []
+        for checkpoint in (mgr.checkpoint_high_watermarks, mgr.checkpoint_log_start_offsets):
+            checkpoint()
+        mgr.flush_file_writes()
+        writes.clear()
+        for _ in range(3):
+            mgr.checkpoint_high_watermarks()
+            mgr.checkpoint_recovery_points()
+            mgr.checkpoint_log_start_offsets()
+        mgr.flush_file_writes()
+        assert writes == []
+        logs[1].update_high_watermark(3)
+        mgr.checkpoint_high_watermarks()
+        mgr.checkpoint_recovery_points()
+        mgr.flush_file_writes()
+        assert writes == [REPLICATION_OFFSET_CHECKPOINT_FILE]
+        assert (
+            read_offset_checkpoint(tmp_path / str(count) / REPLICATION_OFFSET_CHECKPOINT_FILE)[("t", 1)] == 3
+        )
+        mgr.shutdown()
 
 
 def test_crash_rescans_only_segments_from_the_recovery_point(
