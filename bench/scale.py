@@ -20,7 +20,7 @@ whichever ends first, and flushes; every record must be acknowledged.
 Clients (``--connections``, default 1,000, on a fresh cluster): a probe producer (idempotent,
 ``acks=all``, ``linger.ms=0``, one record every 10 ms into a 6-partition RF 3 topic) measures its
 produce latency (librdkafka's ``msg.latency()``) alone, then while that many raw connections
-stay busy: 40 % producers (one ``acks=1`` Produce of one record per second each, to the leader
+(driven by a child process, sending pre-encoded frames) stay busy: 40 % producers (one ``acks=1`` Produce of one record per second each, to the leader
 of their partition) and 60 % consumers (long-poll Fetch, ``max_wait_ms`` 500, of an empty
 partition, sessionless). Goal: p99 with the connections <= 2x p99 alone, and each broker's peak
 RSS within the README's bound (50 MB + 2 x (``queued.max.request.bytes`` +
@@ -39,10 +39,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
+import json
 import os
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import threading
@@ -321,39 +324,115 @@ _CORRELATION_ID = struct.Struct(">i")
 _CORRELATION_ID_OFFSET = 8  # size (4), api_key (2), api_version (2), then the correlation id
 
 
-@dataclass
 class _Load:
-    """Raw client connections on a private event loop thread."""
+    """The raw client connections, driven by a child process (``scale.py --load-driver``, one
+    event loop): the driver's Python work never holds the GIL of this process, whose probe
+    producer's delivery callbacks (where ``msg.latency()`` is read) must not wait for it.
 
-    targets: list[tuple[str, int, str, str, int]]  # (host, port, kind, topic, partition)
+    Args:
+        targets: one ``(host, port, kind, topic, partition)`` per connection, kind ``produce``
+            or ``fetch``.
+    """
+
+    def __init__(self, targets: list[tuple[str, int, str, str, int]]) -> None:
+        self.targets = targets
+        self._status: dict[str, Any] = {"connected": 0, "responses": 0, "errors": 0, "last_error": ""}
+        self._ready = threading.Event()
+
+    @property
+    def connected(self) -> int:
+        return int(self._status["connected"])
+
+    @property
+    def responses(self) -> int:
+        return int(self._status["responses"])
+
+    @property
+    def errors(self) -> int:
+        return int(self._status["errors"])
+
+    @property
+    def last_error(self) -> str:
+        return str(self._status["last_error"])
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def start(self) -> None:
+        """Start the driver and wait until every connection is open or failed.
+
+        Raises:
+            TimeoutError: not within ``WAIT_S``.
+        """
+        self._proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--load-driver"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(json.dumps(self.targets) + "\n")
+        self._proc.stdin.flush()
+        self._reader = threading.Thread(target=self._read_status, daemon=True)
+        self._reader.start()
+        if not self._ready.wait(WAIT_S):
+            self.stop()
+            raise TimeoutError("client connections not established")
+
+    def _read_status(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            self._status = json.loads(line)
+            if self._status["ready"]:
+                self._ready.set()
+
+    def stop(self) -> None:
+        """Close the driver's stdin (it closes its connections and exits) and wait for it."""
+        assert self._proc.stdin is not None
+        self._proc.stdin.close()
+        try:
+            self._proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait(5)
+        self._reader.join(5)
+
+
+@dataclass
+class _LoadDriver:
+    """The child side of :class:`_Load`: the connections on one event loop; its counters go to
+    stdout as one JSON line every 0.2 s."""
+
+    targets: list[tuple[str, int, str, str, int]]
     connected: int = 0
     responses: int = 0
     errors: int = 0
     last_error: str = ""
 
-    def start(self) -> None:
-        self._stop = threading.Event()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
-        self._thread.start()
-        if not self._ready.wait(WAIT_S):
-            raise TimeoutError("client connections not established")
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-    async def _main(self) -> None:
+    async def main(self) -> None:
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        threading.Thread(  # the parent closes our stdin to stop us
+            target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(stop.set)), daemon=True
+        ).start()
         tasks = []
         for i, target in enumerate(self.targets):
             tasks.append(asyncio.create_task(self._client(*target)))
             if i % 50 == 49:
                 await asyncio.sleep(0.05)  # ramp up (the accept queue is finite)
-        while self.connected + self.errors < len(self.targets):
-            await asyncio.sleep(0.05)
-        self._ready.set()
-        while not self._stop.is_set():
-            await asyncio.sleep(0.1)
+        while not stop.is_set():
+            ready = self.connected + self.errors >= len(self.targets)
+            status = {
+                "ready": ready,
+                "connected": self.connected,
+                "responses": self.responses,
+                "errors": self.errors,
+                "last_error": self.last_error,
+            }
+            print(json.dumps(status), flush=True)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.2 if ready else 0.05)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -472,9 +551,9 @@ def measure_clients(connections: int, probe_s: float) -> list[list[str]]:
                 sampler = threading.Thread(target=sample, daemon=True)
                 sampler.start()
                 time.sleep(2)
-                responses_before = load.responses
+                responses_before, loaded_from = load.responses, time.monotonic()
                 loaded = _probe(cluster, probe_topic, probe_s)
-                responses = load.responses - responses_before
+                responses_per_s = (load.responses - responses_before) / (time.monotonic() - loaded_from)
                 sampling.set()
                 sampler.join(5)
             finally:
@@ -493,7 +572,7 @@ def measure_clients(connections: int, probe_s: float) -> list[list[str]]:
             f">= {1 / GOAL_P99_FACTOR:g}x (p99 <= {GOAL_P99_FACTOR:g}x alone)",
             f"{_load()}; p50 {statistics.median(loaded):.1f} / {statistics.median(alone):.1f} ms; "
             f"{load.connected:,} connected, {load.errors} errors{' ' + load.last_error if load.errors else ''}, "
-            f"{responses / probe_s:,.0f} responses/s",
+            f"{responses_per_s:,.0f} responses/s",
         ),
         _row(
             f"peak broker RSS with {connections:,} connections, MB",
@@ -539,6 +618,10 @@ def _control_path(partitions: list[int]) -> None:
 
 
 def main() -> None:
+    if sys.argv[1:] == ["--load-driver"]:  # the child process of _Load
+        targets = [tuple(t) for t in json.loads(sys.stdin.readline())]
+        asyncio.run(_LoadDriver(targets).main())  # type: ignore[arg-type]
+        return
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
