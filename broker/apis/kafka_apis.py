@@ -88,12 +88,12 @@ from broker.network.request_context import CloseConnection, RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey
 from spark_kafkalite.protocol.bounded_scan import NullInNonNullableFieldError
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError
+from spark_kafkalite.protocol.fetch_response_encode import encode_fetch_response
 from spark_kafkalite.protocol.framing import (
     FrameChunks,
     decode_request_body,
     decode_request_body_with_nulls,
     encode_response,
-    encode_response_chunks,
 )
 from spark_kafkalite.protocol.metadata_response import encode_metadata_response
 from spark_kafkalite.protocol.produce_response import encode_produce_response
@@ -129,7 +129,7 @@ class ApiSpec:
     error_response: ErrorResponder
     advertised_min_version: int | None = None
     decoders: dict[int, Callable[[bytes | bytearray, int], Any]] | None = None
-    encoders: dict[int, Callable[[Any, int], bytes]] | None = None
+    encoders: dict[int, Callable[[Any, int], bytes | FrameChunks]] | None = None
 
     @property
     def advertised_range(self) -> tuple[int, int]:
@@ -158,7 +158,14 @@ DEFAULT_APIS: tuple[ApiSpec, ...] = (
         # records as views into the frame (no copy of the batch before the log write)
         decoders=PRODUCE_DECODERS,
     ),
-    ApiSpec(ApiKey.FETCH, 4, 12, handle_fetch, fetch_error_response),
+    ApiSpec(
+        ApiKey.FETCH,
+        4,
+        12,
+        handle_fetch,
+        fetch_error_response,
+        encoders=dict.fromkeys(range(4, 13), encode_fetch_response),
+    ),
     ApiSpec(
         ApiKey.LIST_OFFSETS,
         0,
@@ -367,12 +374,8 @@ class KafkaApis:
     @staticmethod
     def _encode(spec: ApiSpec, rctx: RequestContext, response: Any) -> bytes | FrameChunks:
         encoder = spec.encoders.get(rctx.api_version) if spec.encoders else None
-        if encoder is not None:
+        if encoder is not None:  # (Fetch's keeps record sets by reference: FrameChunks)
             return encoder(response, rctx.correlation_id)
-        if spec.api_key == ApiKey.FETCH:
-            # record sets go out as the log's own buffers, not copied into the frame (Kafka's
-            # FetchResponse sends its records by reference: FileRecords / TransferableRecords)
-            return encode_response_chunks(response, rctx.correlation_id)
         return encode_response(response, rctx.correlation_id)
 
     def error_response_frame(

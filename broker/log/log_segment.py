@@ -397,7 +397,7 @@ class LogSegment:
                 return SegmentRead(b"", -1, -1, start, start)
             whole = _pread(self._fd, first.size_bytes, start)
             return SegmentRead(whole, first.base_offset, first.next_offset, start, start + len(whole))
-        # a view, not a copy: the fetch response sends it by reference (encode_response_chunks)
+        # a view, not a copy: the fetch response sends it by reference (encode_fetch_response)
         data: bytes | memoryview = buf if end == len(buf) else memoryview(buf)[:end]
         return SegmentRead(data, first.base_offset, next_offset, start, start + end)
 

@@ -76,7 +76,7 @@ logger = logging.getLogger(__name__)
 
 RequestHandler = Callable[[RequestContext, bytes | bytearray, int], Awaitable[bytes | FrameChunks | None]]
 """``handler(context, frame, body_offset) -> response frame | None`` (None = no response); a
-frame may come as chunks (written in order, see ``encode_response_chunks``).
+frame may come as chunks (written in order, see ``encode_fetch_response``).
 It may raise :class:`CloseConnection`."""
 
 ErrorResponder = Callable[[RequestContext, bytes | bytearray, int, ErrorCode], bytes | FrameChunks | None]
