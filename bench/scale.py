@@ -2,7 +2,8 @@
 with ``min.insync.replicas=2``, judged by confluent-kafka (librdkafka). Every figure is printed
 beside its peer measured in the same run, with the goal and the machine's load average.
 
-Data path, per partition count (``--partitions``, default 1,000 and 4,000; a fresh cluster each):
+Data path, per partition count (``--partitions``, default 1,000 and 4,000; a fresh cluster each,
+with the heartbeat, session and Raft timing of ``conf/broker-1.properties``):
 
 1. **idle CPU**: the RF 3 topic of N partitions (3N replicas) is created and every ISR is full;
    the CPU % of each broker process over ``--idle-s`` seconds of no client traffic
@@ -81,6 +82,24 @@ COLUMNS = ["figure", "partitions", "ours", "peer (same run)", "ratio", "goal", "
 def _load() -> str:
     one, five, _ = os.getloadavg()
     return f"load {one:.1f}/{five:.1f}"
+
+
+#: Timing keys read from conf/broker-1.properties (the issue's set-up: 3 brokers from conf/).
+CONF_TIMING_KEYS = (
+    "broker.heartbeat.interval.ms",
+    "broker.session.timeout.ms",
+    "controller.quorum.election.timeout.ms",
+)
+
+
+def _conf_timing() -> dict[str, str]:
+    """The heartbeat, session and Raft timing of ``conf/broker-1.properties`` (Kafka's defaults),
+    instead of LocalCluster's test timing (heartbeats 8x as often, the Raft leader's
+    AppendEntries 2x as often)."""
+    conf = Path(__file__).resolve().parent.parent / "conf" / "broker-1.properties"
+    pairs = (line.split("=", 1) for line in conf.read_text().splitlines() if "=" in line)
+    values = {k.strip(): v.strip() for k, v in pairs if not k.lstrip().startswith("#")}
+    return {key: values[key] for key in CONF_TIMING_KEYS}
 
 
 def _cluster(data_dir: str, extra: dict[str, str] | None = None) -> LocalCluster:
@@ -219,7 +238,7 @@ def measure_data_path(partitions: int, records: int, max_run_s: float, idle_s: f
     rows: list[list[str]] = []
     suffix = uuid.uuid4().hex[:6]
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as data_dir:
-        cluster = _cluster(data_dir)
+        cluster = _cluster(data_dir, _conf_timing())
         try:
             spread3 = f"spread-rf3-{suffix}"
             created_s = _create(cluster, spread3, partitions, 3)
@@ -235,7 +254,7 @@ def measure_data_path(partitions: int, records: int, max_run_s: float, idle_s: f
                     " / ".join(f"{cpu[n]:.1f}" for n in sorted(cpu)),
                     None,
                     f"<= {GOAL_IDLE_CPU_PCT:g} at 4,000",
-                    f"{_load()}; {3 * partitions:,} replicas, {idle_s:.0f} s window; peer column: each broker",
+                    f"{_load()}; {3 * partitions:,} replicas, {idle_s:.0f} s window, conf/ timing; peer column: each broker",
                 )
             )
             six3, six1, spread1 = f"six-rf3-{suffix}", f"six-rf1-{suffix}", f"spread-rf1-{suffix}"

@@ -24,8 +24,12 @@ the port is bound to the CONTROLLER listener's host only.
 
 Raft timing (from ``controller.quorum.election.timeout.ms`` = T, default 1000): election timeout
 random in [T, 2T]; the leader sends AppendEntries every T/5; a leader that hears from no majority
-for 2 x 2T steps down; connection retries every T/2 (at most 1 s). Log compaction (snapshot +
-journal truncation) every 2000 entries or 300 s, so heartbeats never grow the log without bound.
+for 2 x 2T steps down; connection retries every T/2 (at most 1 s). The Raft thread wakes for
+each message and each proposed command, else every T/10 (at most 0.1 s) to check those
+deadlines (pysyncobj's default, 0.05 s, doubles an idle node's wake-ups). Log compaction (snapshot +
+journal truncation) every 2000 entries or 3600 s (Kafka's
+``metadata.log.max.snapshot.interval.ms``), so heartbeats never grow the log without bound and
+an idle cluster does not re-serialize its whole image every few minutes.
 """
 
 from __future__ import annotations
@@ -135,13 +139,14 @@ class QuorumSettings:
             raftMinTimeout=t,
             raftMaxTimeout=2 * t,
             appendEntriesPeriod=t / 5,
+            autoTickPeriod=min(t / 10, 0.1),
             connectionTimeout=max(3 * t, 1.0),
             connectionRetryTime=min(t / 2, 1.0),
             leaderFallbackTimeout=4 * t,
             appendEntriesUseBatch=False,
             commandsWaitLeader=True,
             logCompactionMinEntries=2000,
-            logCompactionMinTime=300,
+            logCompactionMinTime=3600,
             useFork=False,
             dynamicMembershipChange=False,
             tcp_keepalive=(16, 3, 5),
