@@ -111,6 +111,10 @@ class Partition:
         self.pending_isr: tuple[int, ...] | None = None
         self.remote_replicas: dict[int, Replica] = {}
         self.leader_epoch_start_offset: int | None = None
+        #: called with this partition when its ISR may need the leader's attention (its
+        #: assignment changed, the leader's log grew past the ISR, a follower fetched below
+        #: the log end): ISR expiration visits only such partitions (ReplicaManager).
+        self.isr_watcher: Callable[[Partition], None] | None = None
 
     # -- identity / state ------------------------------------------------------------------
     @property
@@ -206,6 +210,8 @@ class Partition:
         self.replicas = tuple(registration.replicas)
         self.isr = tuple(registration.isr)
         self.pending_isr = None
+        if self.isr_watcher is not None:
+            self.isr_watcher(self)
         remote = [b for b in self.replicas if b != self.local_broker_id]
         for broker_id in list(self.remote_replicas):
             if broker_id not in remote:
@@ -271,6 +277,8 @@ class Partition:
             )
         info = self.log.append_as_leader(batch, self.leader_epoch, origin)
         self.maybe_increment_leader_hw(self.time_ms())
+        if self.isr_watcher is not None and len(self.isr) > 1:
+            self.isr_watcher(self)
         return info
 
     def maybe_increment_leader_hw(self, now_ms: int | None = None) -> bool:
@@ -333,6 +341,8 @@ class Partition:
         now = self.time_ms() if now_ms is None else now_ms
         old_leo = replica.log_end_offset
         replica.update_fetch_state(fetch_offset, log_start_offset, now, self.log.log_end_offset)
+        if self.isr_watcher is not None and fetch_offset < self.log.log_end_offset:
+            self.isr_watcher(self)
         if replica.log_end_offset != old_leo or replica_id not in self.isr:
             return self.maybe_increment_leader_hw(now)
         return False
@@ -352,6 +362,17 @@ class Partition:
             and leo >= self.leader_epoch_start_offset
             and self.isr_eligible(replica_id)
         )
+
+    def isr_settled(self) -> bool:
+        """True when ISR expiration has nothing to watch here: not the leader, or the ISR is
+        every replica, none of it in flight, and every follower in it at the log end offset
+        (it stays caught up until the log grows)."""
+        if not self.is_leader:
+            return True
+        if self.pending_isr is not None or len(self.isr) < len(self.replicas):
+            return False
+        leo = self.log.log_end_offset
+        return all(r.log_end_offset == leo for b, r in self.remote_replicas.items() if b in self.isr)
 
     def out_of_sync_replicas(self, now_ms: int | None = None) -> list[int]:
         """Followers in the ISR that are not caught up within ``replica.lag.time.max.ms``

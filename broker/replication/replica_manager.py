@@ -128,6 +128,9 @@ class ReplicaManager:
         self.urp_warn_after_ms = max(2 * self.replica_lag_time_max_ms, 10_000)
         self._urp_since_ms: dict[TopicPartitionKey, int] = {}
         self._urp_warned_ms: dict[TopicPartitionKey, int] = {}
+        #: partitions ISR expiration must look at (Partition.isr_watcher): a round costs in
+        #: proportion to the partitions whose ISR or log changed, not to those hosted.
+        self._isr_watch: set[TopicPartitionKey] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._shrink_task: asyncio.Task[None] | None = None
 
@@ -211,8 +214,15 @@ class ReplicaManager:
             isr_eligible=self._isr_eligible,
             time_ms=self.time_ms,
         )
-        self._partitions[(topic, index)] = p
+        self._register(p)
         return p
+
+    def _register(self, p: Partition) -> None:
+        p.isr_watcher = self._watch_isr
+        self._partitions[p.key] = p
+
+    def _watch_isr(self, p: Partition) -> None:
+        self._isr_watch.add(p.key)
 
     def apply_delta(self, image: MetadataImage, delta: MetadataDelta) -> None:
         """Apply committed partition changes (KRaft ``ReplicaManager.applyDelta``): leaders
@@ -485,10 +495,13 @@ class ReplicaManager:
         self._complete_delayed(p.key)
 
     def maybe_shrink_isr(self) -> None:
-        """One ISR-expiration round (Kafka's ``maybeShrinkIsr``)."""
+        """One ISR-expiration round (Kafka's ``maybeShrinkIsr``) over the watched partitions:
+        a follower leaves the ISR only after the leader's log grew past it (or it fetched below
+        the log end, or the assignment changed), each of which puts the partition in the watch."""
         now = self.time_ms()
-        for p in list(self._partitions.values()):
-            if not p.is_leader:
+        for key in list(self._isr_watch):
+            p = self._partitions.get(key)
+            if p is None or not p.is_leader:
                 continue
             out = p.out_of_sync_replicas(now)
             if out:
@@ -509,7 +522,12 @@ class ReplicaManager:
         warned about in this round."""
         now = self.time_ms()
         warned: list[TopicPartitionKey] = []
-        for key, p in list(self._partitions.items()):
+        for key in list(self._isr_watch | self._urp_since_ms.keys()):
+            p = self._partitions.get(key)
+            if p is None:  # no longer hosted here
+                self._urp_since_ms.pop(key, None)
+                self._urp_warned_ms.pop(key, None)
+                continue
             if not p.is_leader or len(p.isr) >= len(p.replicas):
                 if self._urp_since_ms.pop(key, None) is not None and self._urp_warned_ms.pop(key, 0):
                     logger.warning(
@@ -549,5 +567,14 @@ class ReplicaManager:
             try:
                 self.maybe_shrink_isr()
                 self.check_under_replicated()
+                self._forget_settled()
             except Exception:
                 logger.exception("ISR expiration failed")
+
+    def _forget_settled(self) -> None:
+        """Drop from the ISR watch the partitions with nothing left to watch
+        (``Partition.isr_settled``); a change puts them back."""
+        for key in list(self._isr_watch):
+            p = self._partitions.get(key)
+            if p is None or p.isr_settled():
+                self._isr_watch.discard(key)

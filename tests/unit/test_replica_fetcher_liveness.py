@@ -218,8 +218,8 @@ def test_an_under_replicated_partition_that_does_not_heal_is_logged_loudly(
         config, 1, None, None, image=lambda: None, controller=lambda: None, time_ms=lambda: now[0]
     )  # type: ignore[arg-type]
     leader = _partition(tmp_path, 1)
+    manager._register(leader)
     leader.make_leader(PartitionRegistration(0, (1, 2, 3), (1, 2), 1, 5, 5))
-    manager._partitions[KEY] = leader
     assert manager.urp_warn_after_ms == 10_000
     with caplog.at_level(logging.WARNING, logger="broker.replication.replica_manager"):
         assert manager.check_under_replicated() == []  # just became under-replicated
@@ -235,3 +235,73 @@ def test_an_under_replicated_partition_that_does_not_heal_is_logged_loudly(
         leader.make_leader(PartitionRegistration(0, (1, 2, 3), (1, 2, 3), 1, 5, 6))
         assert manager.check_under_replicated() == []
         assert "healed" in caplog.text
+
+
+def _isr_expiration_rounds(path: Path, count: int, visits: list[tuple[str, int]]) -> None:
+    from broker.config import KafkaConfig
+    from broker.replication.replica_manager import ReplicaManager
+
+    now = [1_000_000]
+    config = KafkaConfig(
+        {
+            "node.id": "1",
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": str(path),
+            "replica.lag.time.max.ms": "2000",
+        }
+    )
+    manager = ReplicaManager(
+        config, 1, None, None, image=lambda: None, controller=lambda: None, time_ms=lambda: now[0]
+    )  # type: ignore[arg-type]
+    shrunk: list[tuple[tuple[str, int], tuple[int, ...]]] = []
+    manager._alter_isr = lambda p, isr, reason: shrunk.append((p.key, isr))  # type: ignore[method-assign]
+    leaders = []
+    for i in range(count):
+        log = UnifiedLog(path / f"t-{i}", LogConfig())
+        p = Partition("t", i, None, 1, log, replica_lag_time_max_ms=2000, time_ms=lambda: now[0])
+        manager._register(p)
+        p.make_leader(PartitionRegistration(i, (1, 2, 3), (1, 2, 3), 1, 1, 1))
+        for follower in (2, 3):
+            p.update_follower_fetch_state(follower, 0, 0)
+        leaders.append(p)
+
+    def round_() -> None:
+        visits.clear()
+        manager.maybe_shrink_isr()
+        manager.check_under_replicated()
+        manager._forget_settled()
+
+    round_()
+    assert len(visits) == count  # the new leaderships: each looked at once
+    round_()
+    assert visits == []
+    leaders[3].append_records_to_leader(_batch(), required_acks=1)
+    round_()
+    assert visits == [("t", 3)] and shrunk == []
+    leaders[3].update_follower_fetch_state(2, 1, 0)  # broker 2 catches up, 3 does not
+    now[0] += 2_001
+    round_()
+    assert visits == [("t", 3)] and shrunk == [(("t", 3), (1, 2))]
+    leaders[3].update_follower_fetch_state(3, 1, 0)
+    round_()
+    round_()
+    assert visits == []
+
+
+def test_isr_expiration_visits_only_partitions_whose_log_or_isr_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ISR expiration costs in proportion to what changed, not to the partitions led here
+    (issue #19): with 10 or 200 partitions, once every follower fetched to the log end a round
+    visits none; an append visits that partition until its followers catch up; a follower that
+    stays behind past replica.lag.time.max.ms still leaves the ISR."""
+    visits: list[tuple[str, int]] = []
+    out_of_sync = Partition.out_of_sync_replicas
+
+    def counting(self: Partition, now_ms: int | None = None) -> list[int]:
+        visits.append(self.key)
+        return out_of_sync(self, now_ms)
+
+    monkeypatch.setattr(Partition, "out_of_sync_replicas", counting)
+    for count in (10, 200):
+        _isr_expiration_rounds(tmp_path / str(count), count, visits)
