@@ -140,9 +140,19 @@ class EventLoopMonitor:
         self._handle = loop.call_at(self._expected, self._tick)
 
     def _watch(self) -> None:
-        """Watchdog thread: one WARNING with the loop's stack per stall episode."""
+        """Watchdog thread: one WARNING with the loop's stack per stall episode. It sleeps
+        until the moment the last tick would become a stall (a healthy loop wakes it about
+        once per threshold, not at a fixed short period), and polls every quarter threshold
+        (at most 0.1 s) while an episode lasts."""
         period = max(min(self.stall_threshold_s / 4, 0.1), 0.005)
-        while not self._stop.wait(period):
+        while True:
+            if self._episode_started is not None:
+                wait = period
+            else:
+                due = self._last_tick + self.interval_s + self.stall_threshold_s
+                wait = max(due - time.monotonic(), 0.005)
+            if self._stop.wait(wait):
+                return
             silent = time.monotonic() - self._last_tick - self.interval_s
             if silent <= self.stall_threshold_s or self._episode_started is not None:
                 continue

@@ -13,6 +13,7 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
+import operator
 import os
 import shutil
 import time
@@ -448,24 +449,24 @@ class LogManager:
 
     def checkpoint_recovery_points(self) -> None:
         """Write ``recovery-point-offset-checkpoint`` in each log dir (no fsync)."""
-        self._write_checkpoint(RECOVERY_POINT_CHECKPOINT_FILE, lambda log: log.recovery_point, sync=False)
+        self._write_checkpoint(RECOVERY_POINT_CHECKPOINT_FILE, "recovery_point", sync=False)
 
     def checkpoint_log_start_offsets(self) -> None:
         """Write ``log-start-offset-checkpoint`` in each log dir (no fsync)."""
-        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT_FILE, lambda log: log.log_start_offset, sync=False)
+        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT_FILE, "log_start_offset", sync=False)
 
     def checkpoint_high_watermarks(self) -> None:
         """Write ``replication-offset-checkpoint`` (high watermarks) in each log dir (no fsync);
         Kafka's ReplicaManager does this every 5 s."""
-        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT_FILE, lambda log: log.high_watermark, sync=False)
+        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT_FILE, "high_watermark", sync=False)
 
     def _write_checkpoints(self, *, sync: bool) -> None:
-        self._write_checkpoint(RECOVERY_POINT_CHECKPOINT_FILE, lambda log: log.recovery_point, sync=sync)
-        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT_FILE, lambda log: log.log_start_offset, sync=sync)
-        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT_FILE, lambda log: log.high_watermark, sync=sync)
+        self._write_checkpoint(RECOVERY_POINT_CHECKPOINT_FILE, "recovery_point", sync=sync)
+        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT_FILE, "log_start_offset", sync=sync)
+        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT_FILE, "high_watermark", sync=sync)
 
-    def _write_checkpoint(self, file_name: str, value: Callable[[UnifiedLog], int], *, sync: bool) -> None:
-        """Snapshot ``value`` of every log of each online log dir here (on the caller's thread);
+    def _write_checkpoint(self, file_name: str, field: str, *, sync: bool) -> None:
+        """Snapshot ``log.<field>`` of every log of each online log dir here (on the caller's thread);
         with ``sync`` write and fsync the file now, else write it on the file-writer thread in
         submission order (Kafka's ``OffsetCheckpointFile`` writes run on the scheduler's
         threads, never on a request path), so a periodic checkpoint of thousands of partitions
@@ -474,13 +475,21 @@ class LogManager:
         for log_dir in self.log_dirs:
             if log_dir in self.offline_log_dirs:
                 continue
-            offsets = {key: value(log) for key, log in self._logs.items() if self._log_dir_of[key] == log_dir}
+            offsets = self._offsets_in(log_dir, field)
             written = (file_name, log_dir)
             if sync:
                 write_offset_checkpoint(log_dir / file_name, offsets, sync=True)
                 self._checkpointed[written] = offsets
             elif self._checkpointed.get(written) != offsets:
                 self._write_later(functools.partial(self._write_offset_checkpoint, written, offsets))
+
+    def _offsets_in(self, log_dir: Path, field: str) -> dict[TopicPartitionKey, int]:
+        """{key: ``log.<field>``} of the logs in ``log_dir`` (every log when there is one dir)."""
+        value = operator.attrgetter(field)
+        if len(self.log_dirs) == 1:
+            return {key: value(log) for key, log in self._logs.items()}
+        dir_of = self._log_dir_of
+        return {key: value(log) for key, log in self._logs.items() if dir_of[key] is log_dir}
 
     def _write_offset_checkpoint(
         self, written: tuple[str, Path], offsets: dict[TopicPartitionKey, int]
