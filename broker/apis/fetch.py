@@ -28,7 +28,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -42,9 +41,16 @@ from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode, TopicAuthorizationFailedError
+from spark_kafkalite.protocol.fetch_response_encode import (
+    NO_DIVERGING_EPOCH,
+    EpochEndOffset,
+    FetchPartitionResult,
+    FetchResponseData,
+    FetchTopicResult,
+)
 
 if TYPE_CHECKING:
-    from broker.apis.kio_types import FetchRequest, FetchResponse
+    from broker.apis.kio_types import FetchRequest
 
 __all__ = ["handle_fetch", "fetch_error_response"]
 
@@ -63,13 +69,10 @@ def _read_all(
     cls: type[Any],
     denied: set[str],
     pending: set[tuple[str, int]],
-) -> tuple[list[Any], int, bool]:
+) -> tuple[list[FetchTopicResult], int, bool]:
     """One pass over the requested partitions: (topic responses, bytes read, any error);
     partitions of ``denied`` topics answer TOPIC_AUTHORIZATION_FAILED without a read. Adds to
     ``pending`` each partition with more to give than it returned (``LogReadResult.pending``)."""
-    topic_cls = nested(cls, "FetchableTopicResponse")
-    partition_cls = nested(cls, "PartitionData")
-    aborted_cls = nested(partition_cls, "AbortedTransaction")
     replica_id = request.replica_id
     is_consumer = replica_id < 0
     read_committed = is_consumer and request.isolation_level == 1
@@ -114,10 +117,7 @@ def _read_all(
                 log_start = result.log_start_offset
                 records = result.info.records
                 if result.info.aborted_transactions:
-                    aborted = tuple(
-                        aborted_cls(producer_id=t.producer_id, first_offset=t.first_offset)
-                        for t in result.info.aborted_transactions
-                    )
+                    aborted = tuple(result.info.aborted_transactions)  # producer_id, first_offset
                 if result.pending:
                     pending.add((topic, index))
                 diverging = result.diverging_epoch
@@ -142,75 +142,50 @@ def _read_all(
                 limit_bytes = max(0, limit_bytes - size)
                 total += size
             partitions_out.append(
-                build(
-                    partition_cls,
-                    partition_index=index,
-                    error_code=code,
-                    high_watermark=high_watermark,
-                    last_stable_offset=last_stable,
-                    log_start_offset=log_start,
-                    aborted_transactions=aborted,
-                    preferred_read_replica=-1,
-                    records=records,
-                    **_diverging_field(partition_cls, diverging),
+                FetchPartitionResult(
+                    index,
+                    code,
+                    high_watermark,
+                    last_stable,
+                    log_start,
+                    aborted,
+                    records,
+                    NO_DIVERGING_EPOCH if diverging is None else EpochEndOffset(*diverging),
                 )
             )
-        topics_out.append(topic_cls(topic=topic, partitions=tuple(partitions_out)))
+        topics_out.append(FetchTopicResult(topic, tuple(partitions_out)))
     return topics_out, total, any_error
 
 
-async def _load_deferred(ctx: BrokerContext, topics_out: list[Any]) -> list[Any]:
-    """``topics_out`` with every :class:`~broker.log.file_slices.DeferredRecords` read into
-    bytes on the request worker pool (``num.io.threads``), all concurrently: a 100 MB fetch
+async def _load_deferred(ctx: BrokerContext, topics_out: list[FetchTopicResult]) -> None:
+    """Read every :class:`~broker.log.file_slices.DeferredRecords` of ``topics_out`` into bytes
+    on the request worker pool (``num.io.threads``), all concurrently, in place: a 100 MB fetch
     holds the event loop for its batch headers only (Kafka's network threads send
     ``FileRecords`` from the files; its request threads never copy them either)."""
     deferred = [
-        (t, n, pd)
-        for t, topic in enumerate(topics_out)
-        for n, pd in enumerate(topic.partitions)
-        if isinstance(pd.records, DeferredRecords)
+        pd for topic in topics_out for pd in topic.partitions if isinstance(pd.records, DeferredRecords)
     ]
     if not deferred:
-        return topics_out
+        return
     loop = asyncio.get_running_loop()
     loaded = await asyncio.gather(
-        *(loop.run_in_executor(ctx.request_workers, pd.records.load) for _t, _n, pd in deferred)
+        *(loop.run_in_executor(ctx.request_workers, pd.records.load) for pd in deferred)
     )
-    partitions = {t: list(topics_out[t].partitions) for t, _n, _pd in deferred}
-    for (t, n, pd), data in zip(deferred, loaded, strict=True):
-        partitions[t][n] = dataclasses.replace(pd, records=data)
-    return [
-        dataclasses.replace(topic, partitions=tuple(partitions[t])) if t in partitions else topic
-        for t, topic in enumerate(topics_out)
-    ]
+    for pd, data in zip(deferred, loaded, strict=True):
+        pd.records = data
 
 
-def _diverging_field(partition_cls: type[Any], diverging: tuple[int, int] | None) -> dict[str, Any]:
-    """``diverging_epoch`` (Fetch v12+ tagged field) for a follower whose log diverges."""
-    if diverging is None:
-        return {}
-    return {
-        "diverging_epoch": nested(partition_cls, "EpochEndOffset")(
-            epoch=diverging[0], end_offset=diverging[1]
-        )
-    }
-
-
-async def handle_fetch(ctx: BrokerContext, rctx: RequestContext, request: FetchRequest) -> FetchResponse:
-    """Handle a FetchRequest; may wait up to ``max_wait`` in the fetch purgatory."""
-    cls = response_class(ApiKey.FETCH, rctx.api_version)
+async def handle_fetch(ctx: BrokerContext, rctx: RequestContext, request: FetchRequest) -> FetchResponseData:
+    """Handle a FetchRequest; may wait up to ``max_wait`` in the fetch purgatory. The answer is
+    a :class:`FetchResponseData` (no kio entity per partition)."""
+    version = rctx.api_version
+    cls = response_class(ApiKey.FETCH, version)
     # KIP-227 (broker/replication/fetch_session_cache.py): an incremental fetch reads the
     # partitions of its session that are marked (named, changed or pending; request_view) and
     # answers only the changed ones; while parked it is woken by a change to any of them.
     session_context = fetch_session_cache_for(ctx).new_context(rctx.api_version, request)
     if session_context.error_code != ErrorCode.none:
-        return build(
-            cls,
-            throttle_time=ZERO_DURATION,
-            error_code=session_context.error_code,
-            session_id=0,
-            responses=(),
-        )
+        return FetchResponseData(version, session_context.error_code, 0, ())
     max_wait_s = max(0.0, request.max_wait.total_seconds())
     deadline = time.monotonic() + max_wait_s
     while True:
@@ -228,17 +203,11 @@ async def handle_fetch(ctx: BrokerContext, rctx: RequestContext, request: FetchR
         if not await session_context.wait(ctx.fetch_purgatory, keys, remaining):
             break  # expired with no change to any partition read: that read is the answer
         session_context.refresh_view()
-    topics_out = await _load_deferred(ctx, topics_out)
+    await _load_deferred(ctx, topics_out)
     error_code, response_session_id, topics_out = session_context.update_and_generate_response(
         topics_out, pending
     )
-    return build(
-        cls,
-        throttle_time=ZERO_DURATION,
-        error_code=error_code,
-        session_id=response_session_id,
-        responses=tuple(topics_out),
-    )
+    return FetchResponseData(version, error_code, response_session_id, tuple(topics_out))
 
 
 def _denied_topics(ctx: BrokerContext, rctx: RequestContext, request: Any) -> set[str]:

@@ -124,6 +124,11 @@ class LogSegment:
         self._next_offset: int | None = base_offset if self._size == 0 else None
         self._max_timestamp_ms, self._offset_of_max_timestamp = self.time_index.last_entry
         self._first_batch_timestamp_ms: int | None = None
+        #: (base offset, position) of the last append: a read from there on (a follower or
+        #: consumer at the log end) starts its header scan at that position, not at the offset
+        #: index entry up to ``index.interval.bytes`` before it; (-1, 0) when unknown.
+        self._tail_offset = -1
+        self._tail_position = 0
         self.rebuilt_indexes = False
         if self._size and (
             missing_index
@@ -302,6 +307,7 @@ class LogSegment:
                 os.ftruncate(self._fd, position)
             raise
         self._size += size_bytes
+        self._tail_offset, self._tail_position = first_offset, position
         interval = self.config.index_interval_bytes
         if batches is None:
             if max_timestamp_ms is None:
@@ -347,6 +353,9 @@ class LogSegment:
         """(position, header) of the first batch whose last offset is >= ``offset``, or None
         (Kafka's ``LogSegment.translateOffset``). Starts at the index entry for ``offset``."""
         _, pos = self.index.lookup(offset)
+        if 0 <= self._tail_offset <= offset:
+            # batches before the last append all end below its base offset
+            pos = max(pos, self._tail_position)
         # The target is usually within ~index_interval_bytes of the index entry.
         chunk = min(_SCAN_CHUNK_BYTES, self.config.index_interval_bytes + 4 * 1024)
         for p, header in self._iter_headers(max(pos, starting_position), chunk):
@@ -554,6 +563,7 @@ class LogSegment:
             logger.warning("segment %s: truncating %d bytes at position %d", self.log_path, truncated, valid)
             os.ftruncate(self._fd, valid)
             self._size = valid
+        self._tail_offset, self._tail_position = -1, 0
         self._next_offset = next_offset
         self._finish_rebuild()
         return truncated
@@ -568,6 +578,7 @@ class LogSegment:
         removed = self._size - position
         os.ftruncate(self._fd, position)
         self._size = position
+        self._tail_offset, self._tail_position = -1, 0
         self.index.truncate_to(offset)
         self.index.truncate_to_position(position)
         self.time_index.truncate_to(offset)

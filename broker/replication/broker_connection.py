@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from broker.network.channel_builders import InterBrokerSecurity
@@ -80,39 +81,69 @@ class BrokerConnection:
             BrokerConnectionError: connect/send/receive failed or timed out (the connection is
                 closed).
         """
+        return await self.send_encoded(
+            lambda correlation_id: encode_request(request, correlation_id, self.client_id),
+            lambda frame: decode_response(request.__api_key__, request.__version__, frame),
+            type(request).__name__,
+            timeout_ms,
+        )
+
+    async def send_encoded(
+        self,
+        encode: Callable[[int], bytes],
+        decode: Callable[[bytes], tuple[int, Any]],
+        what: str,
+        timeout_ms: int | None = None,
+    ) -> Any:
+        """:meth:`send` with a hand-written codec: ``encode(correlation_id)`` gives the request
+        frame (size prefix included), ``decode(frame)`` the (correlation id, response) of the
+        response frame without its size prefix. ``what`` names the request in errors.
+
+        Raises:
+            BrokerConnectionError: as :meth:`send`.
+        """
         timeout_s = (self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
         try:
-            return await asyncio.wait_for(self._exchange(request), timeout_s)
+            return await asyncio.wait_for(self._exchange(encode, decode), timeout_s)
         except (OSError, EOFError, asyncio.IncompleteReadError, TimeoutError) as exc:
             await self.close()
-            raise BrokerConnectionError(
-                f"request {type(request).__name__} to {self.host}:{self.port} failed: {exc!r}"
-            ) from exc
+            raise BrokerConnectionError(f"request {what} to {self.host}:{self.port} failed: {exc!r}") from exc
         except asyncio.CancelledError:
             await self.close()
             raise
         except Exception as exc:  # malformed response (KafkaError from decoding, ...)
             await self.close()
             raise BrokerConnectionError(
-                f"bad response to {type(request).__name__} from {self.host}:{self.port}: {exc!r}"
+                f"bad response to {what} from {self.host}:{self.port}: {exc!r}"
             ) from exc
 
-    async def _exchange(self, request: Any) -> Any:
+    async def _exchange(
+        self, encode: Callable[[int], bytes], decode: Callable[[bytes], tuple[int, Any]]
+    ) -> Any:
         if not self.connected:
             await self._connect()
-        return await self._round_trip(request)
+        return await self._round_trip_frames(encode, decode)
 
     async def _round_trip(self, request: Any) -> Any:
+        """One kio request and its response on the open connection (SASL authentication)."""
+        return await self._round_trip_frames(
+            lambda correlation_id: encode_request(request, correlation_id, self.client_id),
+            lambda frame: decode_response(request.__api_key__, request.__version__, frame),
+        )
+
+    async def _round_trip_frames(
+        self, encode: Callable[[int], bytes], decode: Callable[[bytes], tuple[int, Any]]
+    ) -> Any:
         assert self._reader is not None and self._writer is not None
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         correlation_id = self._correlation_id
-        self._writer.write(encode_request(request, correlation_id, self.client_id))
+        self._writer.write(encode(correlation_id))
         await self._writer.drain()
         size = SIZE_PREFIX.unpack(await self._reader.readexactly(4))[0]
         if not 0 < size <= _MAX_RESPONSE_BYTES:
             raise EOFError(f"invalid response size {size}")
         frame = await self._reader.readexactly(size)
-        got_id, response = decode_response(request.__api_key__, request.__version__, frame)
+        got_id, response = decode(frame)
         if got_id != correlation_id:
             raise EOFError(f"correlation id {got_id} != {correlation_id}")
         return response

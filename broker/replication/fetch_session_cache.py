@@ -80,17 +80,18 @@ def _now_ms() -> float:
 
 class CachedPartition:
     """One partition of a session: the fetcher's last request parameters and the last response
-    values sent for it (Kafka ``CachedPartition``)."""
+    values sent for it (Kafka ``CachedPartition``). Its request fields have the names of a
+    request ``FetchPartition``, so an incremental read lists the cached partitions themselves."""
 
     __slots__ = (
         "topic",
         "partition",
         "topic_id",
         "fetch_offset",
-        "max_bytes",
+        "partition_max_bytes",
         "current_leader_epoch",
         "last_fetched_epoch",
-        "fetcher_log_start_offset",
+        "log_start_offset",
         "high_watermark",
         "last_stable_offset",
         "local_log_start_offset",
@@ -108,10 +109,10 @@ class CachedPartition:
     def update_request_params(self, fp: Any) -> None:
         """Take a request's ``FetchPartition`` fields (an added or resent partition)."""
         self.fetch_offset = int(fp.fetch_offset)
-        self.max_bytes = int(fp.partition_max_bytes)
+        self.partition_max_bytes = int(fp.partition_max_bytes)
         self.current_leader_epoch = int(getattr(fp, "current_leader_epoch", -1))
         self.last_fetched_epoch = int(getattr(fp, "last_fetched_epoch", -1))
-        self.fetcher_log_start_offset = int(getattr(fp, "log_start_offset", -1))
+        self.log_start_offset = int(getattr(fp, "log_start_offset", -1))
 
     def maybe_update_response_data(self, pd: Any, update: bool) -> bool:
         """Whether partition response ``pd`` must be sent in an incremental response; with
@@ -143,35 +144,11 @@ class CachedPartition:
             must = True
         return must
 
-    def as_fetch_partition(self) -> _FetchPartitionView:
-        return _FetchPartitionView(
-            partition=self.partition,
-            current_leader_epoch=self.current_leader_epoch,
-            fetch_offset=self.fetch_offset,
-            last_fetched_epoch=self.last_fetched_epoch,
-            log_start_offset=self.fetcher_log_start_offset,
-            partition_max_bytes=self.max_bytes,
-            topic_id=self.topic_id,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class _FetchPartitionView:
-    """Looks like a request ``FetchPartition`` (what the fetch handler reads)."""
-
-    partition: int
-    current_leader_epoch: int
-    fetch_offset: int
-    last_fetched_epoch: int
-    log_start_offset: int
-    partition_max_bytes: int
-    topic_id: Any = None
-
 
 @dataclass(frozen=True, slots=True)
 class _FetchTopicView:
     topic: str
-    partitions: tuple[_FetchPartitionView, ...]
+    partitions: tuple[CachedPartition, ...]
     topic_id: Any = None
 
 
@@ -397,12 +374,12 @@ class IncrementalFetchContext(FetchContext):
         """The view lists the session's marked partitions (not all of them)."""
         session = self.session
         self._stamps = dict(session.marked)
-        by_topic: dict[str, list[_FetchPartitionView]] = {}
+        by_topic: dict[str, list[CachedPartition]] = {}
         partitions = session.partitions
         for key in self._stamps:
             cp = partitions.get(key)
             if cp is not None:
-                by_topic.setdefault(key[0], []).append(cp.as_fetch_partition())
+                by_topic.setdefault(key[0], []).append(cp)
         self.request_view = _RequestView(
             self._request, tuple(_FetchTopicView(t, tuple(ps)) for t, ps in by_topic.items())
         )

@@ -33,9 +33,15 @@ from typing import TYPE_CHECKING, Any
 from broker.network.channel_builders import InterBrokerSecurity
 from broker.replication.broker_connection import BrokerConnection, BrokerConnectionError
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
-from spark_kafkalite.protocol.entities import build, ms_duration, nested
+from spark_kafkalite.protocol.entities import build, nested
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError, needs_metadata_refresh
-from spark_kafkalite.protocol.fetch_session import FetchSessionHandler, PartitionFetchData
+from spark_kafkalite.protocol.fetch_session import FetchRequestData, FetchSessionHandler, PartitionFetchData
+from spark_kafkalite.protocol.replica_fetch_codec import (
+    REPLICA_FETCH_VERSION,
+    ReplicaFetchPartition,
+    decode_replica_fetch_response,
+    encode_replica_fetch_request,
+)
 from spark_kafkalite.protocol.types import TopicPartitionKey
 
 if TYPE_CHECKING:
@@ -46,7 +52,7 @@ __all__ = ["ReplicaFetcher", "FetcherSettings", "PartitionFetchState", "truncati
 
 logger = logging.getLogger(__name__)
 
-FETCH_VERSION = 12
+FETCH_VERSION = REPLICA_FETCH_VERSION
 LIST_OFFSETS_VERSION = 7
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -275,10 +281,13 @@ class ReplicaFetcher:
             self._changed.update(removed)
             await asyncio.sleep(self.settings.backoff_ms / 1000)
             return
-        request, request_data = self._build_request(updates, removed)
+        encode, request_data = self._build_request(updates, removed)
         try:
-            response = await connection.send(
-                request, self.settings.socket_timeout_ms + self.settings.max_wait_ms
+            response = await connection.send_encoded(
+                encode,
+                decode_replica_fetch_response,
+                "Fetch",
+                self.settings.socket_timeout_ms + self.settings.max_wait_ms,
             )
         except BrokerConnectionError as exc:
             logger.info("%s: fetch failed: %s", self.name, exc)
@@ -318,43 +327,47 @@ class ReplicaFetcher:
 
     def _build_request(
         self, updates: dict[TopicPartitionKey, PartitionFetchData], removed: list[Any]
-    ) -> tuple[Any, Any]:
+    ) -> tuple[Callable[[int], bytes], FetchRequestData]:
+        """(``encode(correlation_id) -> frame`` of the next FetchRequest v12, its session data);
+        the request is written by :func:`encode_replica_fetch_request`, no kio entity per
+        partition."""
         data = self._session.build_changes(self._wanted, updates, removed)
-        req_cls = request_class(ApiKey.FETCH, FETCH_VERSION)
-        topic_cls = nested(req_cls, "FetchTopic")
-        part_cls = nested(req_cls, "FetchPartition")
-        forgotten_cls = nested(req_cls, "ForgottenTopic")
-        by_topic: dict[str, list[Any]] = {}
+        by_topic: dict[str, list[ReplicaFetchPartition]] = {}
         for (topic, index), pdata in data.to_send.items():
-            by_topic.setdefault(topic, []).append(
-                part_cls(
-                    partition=index,
-                    current_leader_epoch=pdata.current_leader_epoch,
-                    fetch_offset=pdata.fetch_offset,
-                    last_fetched_epoch=pdata.last_fetched_epoch,
-                    log_start_offset=pdata.log_start_offset,
-                    partition_max_bytes=pdata.max_bytes,
+            partitions = by_topic.get(topic)
+            if partitions is None:
+                partitions = by_topic[topic] = []
+            partitions.append(
+                ReplicaFetchPartition(
+                    index,
+                    pdata.current_leader_epoch,
+                    pdata.fetch_offset,
+                    pdata.last_fetched_epoch,
+                    pdata.log_start_offset,
+                    pdata.max_bytes,
                 )
             )
         forgotten: dict[str, list[int]] = {}
         for topic, index in data.to_forget:
             forgotten.setdefault(topic, []).append(index)
-        request = build(
-            req_cls,
-            replica_id=self.node_id,
-            max_wait=ms_duration(self.settings.max_wait_ms),
-            min_bytes=self.settings.min_bytes,
-            max_bytes=self.settings.response_max_bytes,
-            isolation_level=0,
-            session_id=data.session_id,
-            session_epoch=data.epoch,
-            topics=tuple(topic_cls(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
-            forgotten_topics_data=tuple(
-                forgotten_cls(topic=t, partitions=tuple(ps)) for t, ps in forgotten.items()
-            ),
-            rack_id="",
-        )
-        return request, data
+        settings = self.settings
+        client_id = self._connection.client_id if self._connection is not None else self.name
+
+        def encode(correlation_id: int) -> bytes:
+            return encode_replica_fetch_request(
+                correlation_id,
+                client_id,
+                replica_id=self.node_id,
+                max_wait_ms=settings.max_wait_ms,
+                min_bytes=settings.min_bytes,
+                max_bytes=settings.response_max_bytes,
+                session_id=data.session_id,
+                session_epoch=data.epoch,
+                topics=by_topic,
+                forgotten=forgotten,
+            )
+
+        return encode, data
 
     # -- responses -------------------------------------------------------------------------------
     async def _process_partition(

@@ -14,16 +14,32 @@ compact strings, arrays and records, a tagged-field section after every struct (
 tags 0 ``diverging_epoch``, 1 ``current_leader``, 2 ``snapshot_id``, each written only when it
 differs from its default), and response header v1.
 
+The broker's fetch handler answers with :class:`FetchResponseData` of :class:`FetchTopicResult`
+and :class:`FetchPartitionResult`: the same fields as plain slots, without a kio entity per
+partition (whose ``__init__`` checks every field's type: a follower fetch from a leader of
+thousands of partitions answers hundreds per response); the encoder takes either.
+
 Record sets of at least 64 KiB are not copied: they are chunks of their own in the returned
 :data:`~spark_kafkalite.protocol.framing.FrameChunks` (Kafka sends ``FileRecords`` the same way).
 """
 
 from __future__ import annotations
 
+import datetime
 import struct
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
-__all__ = ["FETCH_RESPONSE_MIN_VERSION", "FETCH_RESPONSE_MAX_VERSION", "encode_fetch_response"]
+__all__ = [
+    "FETCH_RESPONSE_MIN_VERSION",
+    "FETCH_RESPONSE_MAX_VERSION",
+    "AbortedTransaction",
+    "EpochEndOffset",
+    "FetchPartitionResult",
+    "FetchResponseData",
+    "FetchTopicResult",
+    "encode_fetch_response",
+]
 
 FETCH_RESPONSE_MIN_VERSION = 4
 FETCH_RESPONSE_MAX_VERSION = 12
@@ -41,6 +57,105 @@ _LEADER = struct.Struct(">iiB")  # tag 1: leader_id, leader_epoch, no tags
 _SNAPSHOT = struct.Struct(">qiB")  # tag 2: end_offset, epoch, no tags
 
 
+class AbortedTransaction(NamedTuple):
+    """``FetchResponse.AbortedTransaction``."""
+
+    producer_id: int
+    first_offset: int
+
+
+class EpochEndOffset(NamedTuple):
+    """``FetchResponse.EpochEndOffset`` (KIP-595 ``DivergingEpoch``; (-1, -1): none)."""
+
+    epoch: int = -1
+    end_offset: int = -1
+
+
+class _LeaderIdAndEpoch(NamedTuple):
+    leader_id: int = -1
+    leader_epoch: int = -1
+
+
+class _SnapshotId(NamedTuple):
+    end_offset: int = -1
+    epoch: int = -1
+
+
+NO_DIVERGING_EPOCH = EpochEndOffset()
+
+
+class FetchPartitionResult:
+    """Kafka's ``FetchResponseData.PartitionData`` without kio's entity machinery.
+
+    ``aborted_transactions``: None (read_uncommitted) or objects with ``producer_id`` and
+    ``first_offset``; ``diverging_epoch``: :data:`NO_DIVERGING_EPOCH` unless the leader reports
+    a divergence (v12+); ``records``: bytes-like, None for null (assignable: the fetch handler
+    replaces a deferred read by its bytes). The broker never sends ``current_leader`` or
+    ``snapshot_id``."""
+
+    __slots__ = (
+        "partition_index",
+        "error_code",
+        "high_watermark",
+        "last_stable_offset",
+        "log_start_offset",
+        "aborted_transactions",
+        "records",
+        "diverging_epoch",
+        "preferred_read_replica",
+    )
+    current_leader = _LeaderIdAndEpoch()
+    snapshot_id = _SnapshotId()
+
+    def __init__(
+        self,
+        partition_index: int,
+        error_code: int,
+        high_watermark: int,
+        last_stable_offset: int,
+        log_start_offset: int,
+        aborted_transactions: Any,
+        records: Any,
+        diverging_epoch: EpochEndOffset = NO_DIVERGING_EPOCH,
+        preferred_read_replica: int = -1,
+    ) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.high_watermark = high_watermark
+        self.last_stable_offset = last_stable_offset
+        self.log_start_offset = log_start_offset
+        self.aborted_transactions = aborted_transactions
+        self.records = records
+        self.diverging_epoch = diverging_epoch
+        self.preferred_read_replica = preferred_read_replica
+
+    def __repr__(self) -> str:
+        size = None if self.records is None else len(self.records)
+        return (
+            f"FetchPartitionResult({self.partition_index}, error={self.error_code}, hw={self.high_watermark}, "
+            f"lso={self.last_stable_offset}, log_start={self.log_start_offset}, records={size} bytes)"
+        )
+
+
+@dataclass(slots=True)
+class FetchTopicResult:
+    """Kafka's ``FetchResponseData.FetchableTopicResponse``."""
+
+    topic: str
+    partitions: tuple[FetchPartitionResult, ...]
+
+
+@dataclass(slots=True)
+class FetchResponseData:
+    """Kafka's ``FetchResponseData`` (``version``: the request's api version)."""
+
+    version: int
+    error_code: int
+    session_id: int
+    responses: tuple[FetchTopicResult, ...]
+    throttle_time: datetime.timedelta = datetime.timedelta(0)
+
+
 def _uvarint(out: bytearray, value: int) -> None:
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -55,13 +170,14 @@ def _millis(value: Any) -> int:
 
 
 def encode_fetch_response(response: Any, correlation_id: int) -> list[bytes | bytearray | memoryview]:
-    """The response frame (size prefix included) of a kio ``FetchResponse`` v4-v12, as chunks
-    whose concatenation is the frame (the first one a bytearray).
+    """The response frame (size prefix included) of a kio ``FetchResponse`` v4-v12 or a
+    :class:`FetchResponseData`, as chunks whose concatenation is the frame (the first one a
+    bytearray).
 
     Raises:
         ValueError: the version is outside v4-v12, or a topic name is too long.
     """
-    version = response.__version__
+    version = response.version if isinstance(response, FetchResponseData) else response.__version__
     if not FETCH_RESPONSE_MIN_VERSION <= version <= FETCH_RESPONSE_MAX_VERSION:
         raise ValueError(f"FetchResponse v{version} is not encoded here (v4-v12 only)")
     flexible = version >= 12
