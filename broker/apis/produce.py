@@ -245,6 +245,7 @@ async def handle_produce(
     checked: list[tuple[tuple[str, int], Any, BatchHeader | Exception | None]] = []
     deferred: list[tuple[int, Any, _BatchLimits]] = []
     order: list[tuple[str, list[int]]] = []
+    limits_by_config: dict[int, _BatchLimits] = {}  # the request's LogConfigs stay alive meanwhile
     for topic_data in request.topic_data:
         topic: str = topic_data.name
         indexes: list[int] = []
@@ -263,13 +264,15 @@ async def handle_produce(
             try:
                 _registration, log = ctx.leader_log(topic, index)
                 log_config = log.config
-                limits = _BatchLimits(
-                    log_config.max_message_bytes,
-                    version,
-                    log_config.message_timestamp_before_max_ms,
-                    log_config.message_timestamp_after_max_ms,
-                    max_uncompressed_bytes,
-                )
+                limits = limits_by_config.get(id(log_config))
+                if limits is None:  # once per topic config, not per partition
+                    limits = limits_by_config[id(log_config)] = _BatchLimits(
+                        log_config.max_message_bytes,
+                        version,
+                        log_config.message_timestamp_before_max_ms,
+                        log_config.message_timestamp_after_max_ms,
+                        max_uncompressed_bytes,
+                    )
                 state = _check_on_loop(records, limits)
                 if state is None:
                     deferred.append((len(checked), records, limits))
