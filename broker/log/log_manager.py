@@ -114,6 +114,8 @@ class LogManager:
         #: (checkpoint file, log dir) -> the offsets last written there: an unchanged
         #: checkpoint is not rewritten.
         self._checkpointed: dict[tuple[str, Path], dict[TopicPartitionKey, int]] = {}
+        #: a high watermark changed (or a log came or went) since the last HW checkpoint
+        self._high_watermarks_changed = True
         self.had_clean_shutdown = True
         self.offline_log_dirs: set[Path] = set()
         self._started = False
@@ -167,6 +169,7 @@ class LogManager:
                     write_later=self._write_later,
                     delete_later=self._delete_later,
                     on_unflushed=self._note_unflushed,
+                    on_high_watermark_changed=self._note_high_watermark_changed,
                 )
                 self._log_dir_of[key] = log_dir
                 self._logs_in_dir[log_dir] = self._logs_in_dir.get(log_dir, 0) + 1
@@ -261,8 +264,10 @@ class LogManager:
             write_later=self._write_later,
             delete_later=self._delete_later,
             on_unflushed=self._note_unflushed,
+            on_high_watermark_changed=self._note_high_watermark_changed,
         )
         self._logs[key] = log
+        self._high_watermarks_changed = True
         self._log_dir_of[key] = log_dir
         self._logs_in_dir[log_dir] = self._logs_in_dir.get(log_dir, 0) + 1
         logger.debug("created log %s (topic id %s) in %s", log.dir.name, topic_id, log_dir)
@@ -270,6 +275,9 @@ class LogManager:
 
     def _note_unflushed(self, log: UnifiedLog) -> None:
         self._unflushed.add((log.topic, log.partition))
+
+    def _note_high_watermark_changed(self) -> None:
+        self._high_watermarks_changed = True
 
     def _write_later(self, write: Callable[[], None]) -> None:
         """Run ``write`` (the fsyncs that make a just-replaced ``partition.metadata`` or
@@ -324,6 +332,7 @@ class LogManager:
         key = (topic, partition)
         log = self._logs.pop(key, None)
         log_dir = self._log_dir_of.pop(key, None)
+        self._high_watermarks_changed = True
         if log_dir is not None:
             self._logs_in_dir[log_dir] -= 1
         if log is None:
@@ -457,7 +466,11 @@ class LogManager:
 
     def checkpoint_high_watermarks(self) -> None:
         """Write ``replication-offset-checkpoint`` (high watermarks) in each log dir (no fsync);
-        Kafka's ReplicaManager does this every 5 s."""
+        Kafka's ReplicaManager does this every 5 s. Nothing is done (not even a snapshot) when
+        no high watermark changed and no log came or went since the last call."""
+        if not self._high_watermarks_changed:
+            return
+        self._high_watermarks_changed = False
         self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT_FILE, "high_watermark", sync=False)
 
     def _write_checkpoints(self, *, sync: bool) -> None:
@@ -497,5 +510,10 @@ class LogManager:
         """File-writer thread: write the checkpoint, then remember what the file holds."""
         file_name, log_dir = written
         self._checkpointed.pop(written, None)  # unknown while being replaced
-        write_offset_checkpoint(log_dir / file_name, offsets)
+        try:
+            write_offset_checkpoint(log_dir / file_name, offsets)
+        except OSError:
+            if file_name == REPLICATION_OFFSET_CHECKPOINT_FILE:
+                self._high_watermarks_changed = True  # retried at the next pass
+            raise
         self._checkpointed[written] = offsets

@@ -105,7 +105,9 @@ class UnifiedLog:
     compaction) ``delay_ms`` later off the event loop; None: the files are unlinked at once.
     ``on_unflushed(log)`` is called after a roll or an append leaves data that a background
     flush must make durable (:meth:`awaits_background_flush`), so the log manager's flush pass
-    visits only such logs, not every log it holds.
+    visits only such logs, not every log it holds. ``on_high_watermark_changed()`` is called
+    after each change of ``high_watermark``, so an unchanged high-watermark checkpoint costs
+    nothing.
 
     Raises (on construction):
         ValueError: ``dir`` is not named ``<topic>-<partition>``.
@@ -126,11 +128,13 @@ class UnifiedLog:
         write_later: Callable[[Callable[[], None]], None] | None = None,
         delete_later: Callable[[int, Callable[[], None]], None] | None = None,
         on_unflushed: Callable[[UnifiedLog], None] | None = None,
+        on_high_watermark_changed: Callable[[], None] | None = None,
     ) -> None:
         self.time_ms: Callable[[], int] = time_ms or _wall_clock_ms
         self._write_later = write_later
         self._delete_later = delete_later
         self._on_unflushed = on_unflushed
+        self._on_high_watermark_changed = on_high_watermark_changed
         self.dir = Path(dir)
         parsed = parse_topic_partition_dir(self.dir.name)
         if parsed is None:
@@ -248,7 +252,10 @@ class UnifiedLog:
     def update_high_watermark(self, offset: int) -> int:
         """Set ``high_watermark`` to ``offset`` clamped to [log_start_offset, log_end_offset];
         returns the new value."""
+        old = self.high_watermark
         self.high_watermark = max(self.log_start_offset, min(offset, self.log_end_offset))
+        if self.high_watermark != old and self._on_high_watermark_changed is not None:
+            self._on_high_watermark_changed()
         self.producer_state.on_high_watermark_updated(self.high_watermark)  # transaction hook
         return self.high_watermark
 
@@ -691,6 +698,8 @@ class UnifiedLog:
         self._add_segment(LogSegment.open(self.dir, offset, self.config, self.time_ms()))
         self.log_start_offset = self.log_end_offset = self.recovery_point = offset
         self.high_watermark = offset
+        if self._on_high_watermark_changed is not None:
+            self._on_high_watermark_changed()
         self.leader_epoch_cache.clear()  # replication hook
         self.producer_state.truncate_fully_and_start_at(offset)  # idempotence hook
 

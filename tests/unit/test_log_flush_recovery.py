@@ -144,8 +144,16 @@ def test_idle_periodic_passes_cost_nothing_however_many_logs(
             mgr.checkpoint_log_start_offsets()
         mgr.flush_file_writes()
         assert writes == []
+        snapshots: list[str] = []
+        offsets_in = mgr._offsets_in
+        mgr._offsets_in = lambda log_dir, field, seen=snapshots, read=offsets_in: (  # type: ignore[method-assign]
+            seen.append(field) or read(log_dir, field)
+        )
+        mgr.checkpoint_high_watermarks()
+        assert snapshots == []  # no high watermark moved: not even a snapshot
         logs[1].update_high_watermark(3)
         mgr.checkpoint_high_watermarks()
+        assert snapshots == ["high_watermark"]
         mgr.checkpoint_recovery_points()
         mgr.flush_file_writes()
         assert writes == [REPLICATION_OFFSET_CHECKPOINT_FILE]
