@@ -43,13 +43,22 @@ def has_field(cls: type[Any], name: str) -> bool:
 def build(cls: type[Any], **fields: Any) -> Any:
     """``cls(**fields)`` with the fields ``cls`` does not declare dropped; an ``int`` given for a
     ``timedelta_i32`` field (e.g. ``session_timeout``) is taken as milliseconds."""
-    names, timedeltas = _field_info(cls)
-    kwargs = {k: v for k, v in fields.items() if k in names}
-    for name in timedeltas:
-        value = kwargs.get(name)
+    drop, durations = _build_plan(cls, tuple(fields))
+    for name in drop:
+        del fields[name]
+    for name in durations:
+        value = fields[name]
         if isinstance(value, int):
-            kwargs[name] = ms_duration(value)
-    return cls(**kwargs)
+            fields[name] = ms_duration(value)
+    return cls(**fields)
+
+
+@class_cache
+def _build_plan(cls: type[Any], keys: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(keys ``cls`` does not declare, keys that are ``timedelta_i32`` fields) for one call
+    site's keyword names (a handler builds the same shape thousands of times a second)."""
+    names, timedeltas = _field_info(cls)
+    return tuple(k for k in keys if k not in names), tuple(k for k in keys if k in timedeltas)
 
 
 @class_cache
