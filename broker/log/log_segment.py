@@ -312,11 +312,15 @@ class LogSegment:
         if batches is None:
             if max_timestamp_ms is None:
                 max_timestamp_ms = read_header(records).max_timestamp
+            if position == 0:  # the segment's first batch: no pread of it at the next roll check
+                self._first_batch_timestamp_ms = max_timestamp_ms
             self._track_max_timestamp(max_timestamp_ms, last_offset)
             if self._bytes_since_last_index_entry > interval:
                 self._maybe_index(last_offset, position)
             self._bytes_since_last_index_entry += size_bytes
         else:
+            if position == 0 and batches:
+                self._first_batch_timestamp_ms = batches[0][1].max_timestamp
             for rel_pos, header in batches:
                 self._track_max_timestamp(header.max_timestamp, header.last_offset)
                 if self._bytes_since_last_index_entry > interval:

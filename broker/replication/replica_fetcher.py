@@ -303,7 +303,9 @@ class ReplicaFetcher:
             for pd in topic_response.partitions:
                 key = (topic_response.topic, pd.partition_index)
                 self._changed.add(key)
-                await self._process_partition(key, pd, request_data.session_partitions.get(key))
+                out_of_range = self._process_partition_now(key, pd, request_data.session_partitions.get(key))
+                if out_of_range is not None:
+                    await self._handle_out_of_range(*out_of_range)
 
     async def _connect(self) -> BrokerConnection | None:
         if self._connection is not None and self._connection.connected:
@@ -373,28 +375,39 @@ class ReplicaFetcher:
     async def _process_partition(
         self, key: TopicPartitionKey, pd: Any, sent: PartitionFetchData | None
     ) -> None:
+        out_of_range = self._process_partition_now(key, pd, sent)
+        if out_of_range is not None:
+            await self._handle_out_of_range(*out_of_range)
+
+    def _process_partition_now(
+        self, key: TopicPartitionKey, pd: Any, sent: PartitionFetchData | None
+    ) -> tuple[Partition, PartitionFetchState] | None:
+        """The synchronous part of handling one partition of a response (no coroutine per
+        partition); returns what ``_handle_out_of_range`` must handle (OFFSET_OUT_OF_RANGE), else
+        None."""
         state = self.partitions.get(key)
         partition = self._lookup(key)
         if state is None or partition is None or partition.is_leader or sent is None:
-            return  # removed meanwhile
+            return None  # removed meanwhile
         if partition.leader_epoch != state.leader_epoch or partition.log.log_end_offset != sent.fetch_offset:
-            return  # the partition changed (new epoch, truncation) while the fetch was in flight
+            return None  # the partition changed (new epoch, truncation) while the fetch was in flight
         code = pd.error_code
         if code == ErrorCode.none:
             diverging = getattr(pd, "diverging_epoch", None)
             if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
                 self._truncate_on_diverging(partition, diverging.epoch, diverging.end_offset, state)
-                return
+                return None
             state.last_diverging = None
             self._append(partition, pd)
         elif code == ErrorCode.offset_out_of_range:
-            await self._handle_out_of_range(partition, state)
+            return partition, state
         elif needs_metadata_refresh(code):
             logger.debug("%s: %s-%d: %s; backing off", self.name, key[0], key[1], ErrorCode(code).name)
             state.delayed_until = time.monotonic() + self.settings.epoch_error_backoff_ms / 1000
         else:
             logger.warning("%s: %s-%d: fetch error %s", self.name, key[0], key[1], ErrorCode(code).name)
             state.delayed_until = time.monotonic() + self.settings.backoff_ms / 1000
+        return None
 
     def _append(self, partition: Partition, pd: Any) -> None:
         log = partition.log
