@@ -48,11 +48,13 @@ from spark_kafkalite.protocol.fetch_response_encode import (
     FetchResponseData,
     FetchTopicResult,
 )
+from spark_kafkalite.protocol.framing import decode_request_body
+from spark_kafkalite.protocol.replica_fetch_codec import decode_fetch_request_v12_fast
 
 if TYPE_CHECKING:
     from broker.apis.kio_types import FetchRequest
 
-__all__ = ["handle_fetch", "fetch_error_response"]
+__all__ = ["FETCH_DECODERS", "handle_fetch", "fetch_error_response"]
 
 _EMPTY = b""
 
@@ -60,6 +62,20 @@ _EMPTY = b""
 #: thread reads them (:func:`_load_deferred`); smaller reads stay inline on the event loop
 #: (a thread hand-off costs more than a ``pread`` of that size from the page cache).
 DEFER_READ_ABOVE_BYTES = 1 << 20
+
+
+def _decode_fetch_v12(frame: bytes | bytearray | memoryview, offset: int) -> Any:
+    """The hand-written decoder of what replica fetchers send (no kio entity per partition);
+    any body it does not accept as plain and well-formed goes through the bounded scan + kio,
+    which raises the same errors as for every other API (issue #14)."""
+    request = decode_fetch_request_v12_fast(frame, offset)
+    if request is None:
+        return decode_request_body(ApiKey.FETCH, 12, frame, offset)
+    return request
+
+
+FETCH_DECODERS: dict[int, Any] = {12: _decode_fetch_v12}
+"""FetchRequest body decoders for ``ApiSpec.decoders`` (v12: the replica fetchers' version)."""
 
 
 def _read_all(

@@ -45,7 +45,7 @@ from broker.apis.describe_transactions import (
 )
 from broker.apis.elect_leaders import elect_leaders_error_response, handle_elect_leaders
 from broker.apis.end_txn import end_txn_error_response, handle_end_txn
-from broker.apis.fetch import fetch_error_response, handle_fetch
+from broker.apis.fetch import FETCH_DECODERS, fetch_error_response, handle_fetch
 from broker.apis.find_coordinator import find_coordinator_error_response, handle_find_coordinator
 from broker.apis.heartbeat import handle_heartbeat, heartbeat_error_response
 from broker.apis.incremental_alter_configs import (
@@ -165,6 +165,7 @@ DEFAULT_APIS: tuple[ApiSpec, ...] = (
         handle_fetch,
         fetch_error_response,
         encoders=dict.fromkeys(range(4, 13), encode_fetch_response),
+        decoders=FETCH_DECODERS,
     ),
     ApiSpec(
         ApiKey.LIST_OFFSETS,

@@ -4,6 +4,8 @@ kio's generic ones (unit tests compare them on generated messages):
 * :func:`encode_replica_fetch_request`: the FetchRequest v12 a follower sends (Kafka's
   ``ReplicaFetcherThread``: ``replica_id`` = the follower, isolation level 0, no rack, no
   ``cluster_id``);
+* :func:`decode_fetch_request_v12_fast`: that request on the leader (a fast path: anything but a
+  plain well-formed body goes to the bounded scan + kio);
 * :func:`decode_replica_fetch_response`: the FetchResponse v12 it receives, as the
   :class:`~spark_kafkalite.protocol.fetch_response_encode.FetchResponseData` the leader's
   handler builds, record sets as views of the frame (never copied), every length and count
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import datetime
 import struct
+from typing import NamedTuple
 
 from spark_kafkalite.protocol.errors import InvalidRequestError
 from spark_kafkalite.protocol.fetch_response_encode import (
@@ -42,6 +45,8 @@ from spark_kafkalite.protocol.framing import read_unsigned_varint
 
 __all__ = [
     "REPLICA_FETCH_VERSION",
+    "FetchRequestV12",
+    "decode_fetch_request_v12_fast",
     "ReplicaFetchPartition",
     "decode_replica_fetch_response",
     "encode_replica_fetch_request",
@@ -260,4 +265,148 @@ def decode_replica_fetch_response(frame: bytes | bytearray | memoryview) -> tupl
         session_id,
         tuple(topics),
         datetime.timedelta(milliseconds=throttle_ms),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# leader: the FetchRequest v12 body a fetcher sends
+
+
+class FetchTopic(NamedTuple):
+    """``FetchRequest.FetchTopic`` (v12: by name)."""
+
+    topic: str
+    partitions: tuple[ReplicaFetchPartition, ...]
+
+
+class ForgottenTopic(NamedTuple):
+    """``FetchRequest.ForgottenTopic``."""
+
+    topic: str
+    partitions: tuple[int, ...]
+
+
+class FetchRequestV12(NamedTuple):
+    """``FetchRequestData`` v12 with the field names of kio's entity (``max_wait`` a timedelta)."""
+
+    replica_id: int
+    max_wait: datetime.timedelta
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int
+    session_id: int
+    session_epoch: int
+    topics: tuple[FetchTopic, ...]
+    forgotten_topics_data: tuple[ForgottenTopic, ...]
+    rack_id: str
+
+
+class _Fallback(Exception):
+    """The body needs the general (bounded scan + kio) decoder."""
+
+
+def _fast_uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        if pos >= end:
+            raise _Fallback
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 28:
+            raise _Fallback
+
+
+def _fast_string(buf: memoryview, pos: int, end: int) -> tuple[str, int]:
+    n, pos = _fast_uvarint(buf, pos, end)
+    n -= 1
+    if n < 0 or pos + n > end:
+        raise _Fallback
+    return str(buf[pos : pos + n], "utf-8"), pos + n
+
+
+def _no_tags(buf: memoryview, pos: int, end: int) -> int:
+    tags, pos = _fast_uvarint(buf, pos, end)
+    if tags:
+        raise _Fallback
+    return pos
+
+
+def decode_fetch_request_v12_fast(
+    frame: bytes | bytearray | memoryview, offset: int
+) -> FetchRequestV12 | None:
+    """Decode a FetchRequest v12 body at ``offset`` of ``frame``; ``None`` when it is not a plain
+    well-formed request (a truncation, a null array, invalid UTF-8, any tagged field such as
+    ``cluster_id``, trailing bytes...): the caller then decodes through the bounded scan + kio,
+    which gives every unusual body that path's errors and hostile-input guarantees (issue #14).
+    Every loop reads at least one byte per element, bounds-checked."""
+    buf = memoryview(frame)
+    end = len(buf)
+    pos = offset
+    try:
+        if pos + _REQUEST_TOP.size > end:
+            raise _Fallback
+        replica_id, max_wait_ms, min_bytes, max_bytes, isolation, session_id, epoch = (
+            _REQUEST_TOP.unpack_from(buf, pos)
+        )
+        pos += _REQUEST_TOP.size
+        count, pos = _fast_uvarint(buf, pos, end)
+        if count == 0:
+            raise _Fallback
+        topics = []
+        unpack_partition = _REQUEST_PARTITION.unpack_from
+        size = _REQUEST_PARTITION.size
+        for _ in range(count - 1):
+            name, pos = _fast_string(buf, pos, end)
+            n, pos = _fast_uvarint(buf, pos, end)
+            if n == 0:
+                raise _Fallback
+            partitions = []
+            for _ in range(n - 1):
+                if pos + size > end:
+                    raise _Fallback
+                index, leader_epoch, fetch_offset, last_epoch, log_start, max_part, tags = unpack_partition(
+                    buf, pos
+                )
+                if tags:
+                    raise _Fallback
+                pos += size
+                partitions.append(
+                    ReplicaFetchPartition(index, leader_epoch, fetch_offset, last_epoch, log_start, max_part)
+                )
+            pos = _no_tags(buf, pos, end)
+            topics.append(FetchTopic(name, tuple(partitions)))
+        count, pos = _fast_uvarint(buf, pos, end)
+        if count == 0:
+            raise _Fallback
+        forgotten = []
+        for _ in range(count - 1):
+            name, pos = _fast_string(buf, pos, end)
+            n, pos = _fast_uvarint(buf, pos, end)
+            if n == 0 or pos + 4 * (n - 1) > end:
+                raise _Fallback
+            indexes = struct.unpack_from(f">{n - 1}i", buf, pos)
+            pos += 4 * (n - 1)
+            pos = _no_tags(buf, pos, end)
+            forgotten.append(ForgottenTopic(name, indexes))
+        rack_id, pos = _fast_string(buf, pos, end)
+        pos = _no_tags(buf, pos, end)
+        if pos != end:
+            raise _Fallback
+    except (_Fallback, UnicodeDecodeError):
+        return None
+    return FetchRequestV12(
+        replica_id,
+        datetime.timedelta(milliseconds=max_wait_ms),
+        min_bytes,
+        max_bytes,
+        isolation,
+        session_id,
+        epoch,
+        tuple(topics),
+        tuple(forgotten),
+        rack_id,
     )

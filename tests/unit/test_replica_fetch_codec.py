@@ -24,10 +24,16 @@ from spark_kafkalite.protocol.fetch_response_encode import (
     FetchTopicResult,
     encode_fetch_response,
 )
-from spark_kafkalite.protocol.framing import decode_response, encode_request, encode_response
+from spark_kafkalite.protocol.framing import (
+    decode_request_body,
+    decode_response,
+    encode_request,
+    encode_response,
+)
 from spark_kafkalite.protocol.replica_fetch_codec import (
     REPLICA_FETCH_VERSION,
     ReplicaFetchPartition,
+    decode_fetch_request_v12_fast,
     decode_replica_fetch_response,
     encode_replica_fetch_request,
 )
@@ -111,7 +117,7 @@ def _kio(
     return build(cls, throttle_time=datetime.timedelta(0), responses=tuple(topics), **top)
 
 
-@settings(max_examples=examples(80), deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(data=st.data(), version=st.sampled_from(VERSIONS), correlation_id=_i32)
 def test_light_response_encodes_like_kio(data: st.DataObject, version: int, correlation_id: int) -> None:
     error_code = (
@@ -243,7 +249,7 @@ def test_replica_fetch_request_matches_kio(
     assert frame == kio
 
 
-@settings(max_examples=examples(60), deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(data=st.data(), correlation_id=_i32)
 def test_replica_fetch_response_decodes_like_kio(data: st.DataObject, correlation_id: int) -> None:
     """Every field kio decodes from a v12 frame, with records as views of the frame; every
@@ -298,3 +304,81 @@ def test_replica_fetch_response_decodes_like_kio(data: st.DataObject, correlatio
     for cut in range(0, len(frame), max(1, len(frame) // 40)):
         with pytest.raises(InvalidRequestError):
             decode_replica_fetch_response(frame[:cut])
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    topics=st.dictionaries(_names, _partition_rows, max_size=3),
+    forgotten=st.dictionaries(_names, st.lists(_i32, max_size=3), max_size=2),
+    replica_id=st.integers(-1, 2**31 - 1),
+    session_id=_i32,
+    epoch=_i32,
+)
+def test_fetch_request_v12_decodes_like_kio(
+    topics: dict[str, list[tuple[int, ...]]],
+    forgotten: dict[str, list[int]],
+    replica_id: int,
+    session_id: int,
+    epoch: int,
+) -> None:
+    """The leader's fast decoder reads kio's fields from a v12 body; any truncation, trailing
+    byte or tagged field (``cluster_id``) makes it hand the body to the general decoder (None)."""
+    entity = _kio_fetch_request(replica_id, session_id, epoch, topics, forgotten)
+    frame = encode_request(entity, 1, "c")[4:]
+    offset = 2 + 2 + 4 + 2 + 1 + 1  # api key, version, correlation id, client id "c", header tags
+    expected = decode_request_body(ApiKey.FETCH, REPLICA_FETCH_VERSION, frame, offset)
+    got = decode_fetch_request_v12_fast(frame, offset)
+    assert got is not None
+    for name in (
+        "replica_id",
+        "max_wait",
+        "min_bytes",
+        "max_bytes",
+        "isolation_level",
+        "session_id",
+        "session_epoch",
+        "rack_id",
+    ):
+        assert getattr(got, name) == getattr(expected, name), name
+    assert [
+        (
+            t.topic,
+            [
+                (
+                    p.partition,
+                    p.current_leader_epoch,
+                    p.fetch_offset,
+                    p.last_fetched_epoch,
+                    p.log_start_offset,
+                    p.partition_max_bytes,
+                )
+                for p in t.partitions
+            ],
+        )
+        for t in got.topics
+    ] == [
+        (
+            t.topic,
+            [
+                (
+                    p.partition,
+                    p.current_leader_epoch,
+                    p.fetch_offset,
+                    p.last_fetched_epoch,
+                    p.log_start_offset,
+                    p.partition_max_bytes,
+                )
+                for p in t.partitions
+            ],
+        )
+        for t in expected.topics  # type: ignore[attr-defined]
+    ]
+    assert [(t.topic, tuple(t.partitions)) for t in got.forgotten_topics_data] == [
+        (t.topic, tuple(t.partitions))
+        for t in expected.forgotten_topics_data  # type: ignore[attr-defined]
+    ]
+    assert decode_fetch_request_v12_fast(frame + b"\x00", offset) is None
+    for cut in range(offset, len(frame), max(1, (len(frame) - offset) // 20)):
+        assert decode_fetch_request_v12_fast(frame[:cut], offset) is None
+    with_cluster_id = frame[:-1] + b"\x01\x00\x02\x01\x00"  # tag 0 (cluster_id), 2 bytes: ""
+    assert decode_fetch_request_v12_fast(with_cluster_id, offset) is None
