@@ -258,11 +258,12 @@ class LogCleaner:
 
     def filthiest(self) -> CleaningPlan | None:
         """Kafka's ``grabFilthiestCompactedLog``: the plan with the largest dirty ratio among
-        logs at or above their ``min.cleanable.dirty.ratio``, skipping uncleanable logs (and
-        marking so a log whose planning raises)."""
+        compacted logs (``LogManager.compacted_logs``) at or above their
+        ``min.cleanable.dirty.ratio``, skipping uncleanable logs (and marking so a log whose
+        planning raises)."""
         self._maintain_uncleanable()
         best: CleaningPlan | None = None
-        for log in self.log_manager.all_logs().values():
+        for log in self.log_manager.compacted_logs().values():
             if self.is_uncleanable(log):
                 continue
             try:

@@ -114,6 +114,8 @@ class LogManager:
         #: (checkpoint file, log dir) -> the offsets last written there: an unchanged
         #: checkpoint is not rewritten.
         self._checkpointed: dict[tuple[str, Path], dict[TopicPartitionKey, int]] = {}
+        #: the logs whose config compacts (the log cleaner's candidates)
+        self._compacted: dict[TopicPartitionKey, UnifiedLog] = {}
         #: a high watermark changed (or a log came or went) since the last HW checkpoint
         self._high_watermarks_changed = True
         self.had_clean_shutdown = True
@@ -170,11 +172,11 @@ class LogManager:
                     delete_later=self._delete_later,
                     on_unflushed=self._note_unflushed,
                     on_high_watermark_changed=self._note_high_watermark_changed,
+                    on_config_changed=self._note_config,
                 )
                 self._log_dir_of[key] = log_dir
                 self._logs_in_dir[log_dir] = self._logs_in_dir.get(log_dir, 0) + 1
-                if self._logs[key].log_end_offset > self._logs[key].recovery_point:
-                    self._unflushed.add(key)  # recovered data: flush.ms may apply to it
+                self._note_config(self._logs[key])
             if clean:
                 marker.unlink()
         self._started = True
@@ -200,6 +202,7 @@ class LogManager:
         self._log_dir_of.clear()
         self._unflushed.clear()
         self._checkpointed.clear()
+        self._compacted.clear()
         self._logs_in_dir.clear()
         for log_dir in self.log_dirs:
             if log_dir in self.offline_log_dirs:
@@ -230,15 +233,32 @@ class LogManager:
         for key, log in self._logs.items():
             if key[0] == topic:
                 log.config = config
-                if log.awaits_background_flush():  # e.g. flush.ms newly set
-                    self._unflushed.add(key)
 
     def remove_topic_config(self, topic: str) -> None:
         """Drop the topic's override (its logs go back to the broker default)."""
         if self._topic_configs.pop(topic, None) is not None:
-            for (name, _), log in self._logs.items():
-                if name == topic:
+            for key, log in self._logs.items():
+                if key[0] == topic:
                     log.config = self.config
+
+    def _note_config(self, log: UnifiedLog) -> None:
+        """At each assignment of a log's config (and its creation): keep
+        :meth:`compacted_logs` current, and let the flush pass visit a log whose unflushed data
+        a new ``flush.ms`` now applies to."""
+        key = (log.topic, log.partition)
+        if self._logs.get(key) is not log:  # a log no longer held here
+            return
+        if log.config.compact:
+            self._compacted[key] = log
+        else:
+            self._compacted.pop(key, None)
+        if log.awaits_background_flush():
+            self._unflushed.add(key)
+
+    def compacted_logs(self) -> dict[TopicPartitionKey, UnifiedLog]:
+        """{(topic, partition): log} of the logs whose config compacts (a copy), kept as
+        configs change, so the log cleaner's pass costs nothing per log that never compacts."""
+        return dict(self._compacted)
 
     def get_or_create_log(self, topic: str, partition: int, topic_id: uuid.UUID) -> UnifiedLog:
         """The log of (topic, partition), created empty in the log dir with the fewest logs when
@@ -265,9 +285,11 @@ class LogManager:
             delete_later=self._delete_later,
             on_unflushed=self._note_unflushed,
             on_high_watermark_changed=self._note_high_watermark_changed,
+            on_config_changed=self._note_config,
         )
         self._logs[key] = log
         self._high_watermarks_changed = True
+        self._note_config(log)
         self._log_dir_of[key] = log_dir
         self._logs_in_dir[log_dir] = self._logs_in_dir.get(log_dir, 0) + 1
         logger.debug("created log %s (topic id %s) in %s", log.dir.name, topic_id, log_dir)
@@ -333,6 +355,7 @@ class LogManager:
         log = self._logs.pop(key, None)
         log_dir = self._log_dir_of.pop(key, None)
         self._high_watermarks_changed = True
+        self._compacted.pop(key, None)
         if log_dir is not None:
             self._logs_in_dir[log_dir] -= 1
         if log is None:

@@ -107,7 +107,7 @@ class UnifiedLog:
     flush must make durable (:meth:`awaits_background_flush`), so the log manager's flush pass
     visits only such logs, not every log it holds. ``on_high_watermark_changed()`` is called
     after each change of ``high_watermark``, so an unchanged high-watermark checkpoint costs
-    nothing.
+    nothing; ``on_config_changed(log)`` after each assignment of ``config``.
 
     Raises (on construction):
         ValueError: ``dir`` is not named ``<topic>-<partition>``.
@@ -129,12 +129,14 @@ class UnifiedLog:
         delete_later: Callable[[int, Callable[[], None]], None] | None = None,
         on_unflushed: Callable[[UnifiedLog], None] | None = None,
         on_high_watermark_changed: Callable[[], None] | None = None,
+        on_config_changed: Callable[[UnifiedLog], None] | None = None,
     ) -> None:
         self.time_ms: Callable[[], int] = time_ms or _wall_clock_ms
         self._write_later = write_later
         self._delete_later = delete_later
         self._on_unflushed = on_unflushed
         self._on_high_watermark_changed = on_high_watermark_changed
+        self._on_config_changed = on_config_changed
         self.dir = Path(dir)
         parsed = parse_topic_partition_dir(self.dir.name)
         if parsed is None:
@@ -231,6 +233,8 @@ class UnifiedLog:
         self._config = config
         for seg in self.segments:
             seg.config = config
+        if self._on_config_changed is not None:
+            self._on_config_changed(self)
 
     @property
     def active_segment(self) -> LogSegment:

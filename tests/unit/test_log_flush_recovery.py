@@ -105,7 +105,8 @@ def test_idle_periodic_passes_cost_nothing_however_many_logs(
 ) -> None:
     """Periodic log work follows what changed, not the logs held (issue #19): with 10 or 300
     logs the flush pass visits only the log that rolled, then none; a checkpoint whose offsets
-    did not change is not rewritten, one that did is."""
+    did not change is not rewritten (the high-watermark one not even snapshotted), one that did
+    is; the log cleaner's candidates are the compacted logs only."""
     visits: list[str] = []
     flush_target = UnifiedLog.flush_target
 
@@ -160,6 +161,13 @@ def test_idle_periodic_passes_cost_nothing_however_many_logs(
         assert (
             read_offset_checkpoint(tmp_path / str(count) / REPLICATION_OFFSET_CHECKPOINT_FILE)[("t", 1)] == 3
         )
+        # the log cleaner's candidates: compacted logs only
+        assert mgr.compacted_logs() == {}
+        compacted = mgr.get_or_create_log("c", 0, uuid.uuid4())
+        mgr.update_topic_config("c", LogConfig(cleanup_policy=("compact",)))
+        assert mgr.compacted_logs() == {("c", 0): compacted}
+        mgr.remove_topic_config("c")
+        assert mgr.compacted_logs() == {}
         mgr.shutdown()
 
 
