@@ -72,7 +72,9 @@ def load_segments(
     for entry in os.scandir(directory):
         name = entry.name
         if name.endswith((".tmp", DELETED_SUFFIX, CLEANED_SUFFIX)):
-            os.unlink(entry.path)
+            # deleteIfExists, as Kafka's LogLoader: a delayed delete (file.delete.delay.ms) of
+            # this process may remove a .deleted file between the scan and this unlink
+            Path(entry.path).unlink(missing_ok=True)
     complete_interrupted_swaps(directory)
     bases: set[int] = set()
     for entry in os.scandir(directory):
@@ -86,7 +88,7 @@ def load_segments(
             and parsed[1] in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
             and parsed[0] not in bases
         ):
-            os.unlink(entry.path)
+            Path(entry.path).unlink(missing_ok=True)
     out = LoadedSegments()
     segments = out.segments
     for base in sorted(bases):
