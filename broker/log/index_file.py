@@ -52,6 +52,8 @@ class IndexFile:
         path: the index file (created when missing).
         base_offset: the segment's base offset.
         max_entries: ``is_full`` at this many entries.
+        load: False for the index of a segment being created: the file is known not to exist
+            and is not read.
 
     Attributes:
         was_trimmed: loading dropped invalid trailing bytes (the segment rebuilds the index).
@@ -65,8 +67,8 @@ class IndexFile:
     #: ``array`` typecode of the value column.
     VALUE_TYPECODE: ClassVar[str]
 
-    def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
-        self.path = Path(path)
+    def __init__(self, path: Path, base_offset: int, max_entries: int, load: bool = True) -> None:
+        self.path = path if isinstance(path, Path) else Path(path)
         self._fd = -1  # opens on the first write: rolled segments hold no descriptor
         self._dirty = False
         self.base_offset = base_offset
@@ -77,8 +79,9 @@ class IndexFile:
         #: the file exists: it is created with the segment's first data (``create``) or entry,
         #: not with an empty segment (Kafka's ``LazyIndex``), so creating thousands of empty
         #: partitions costs no index files
-        self.on_disk = True
-        self._load()
+        self.on_disk = load
+        if load:
+            self._load()
 
     # -- subclass hooks --------------------------------------------------------------------
 

@@ -276,8 +276,14 @@ class LogManager:
             return log
         candidates = [d for d in self.log_dirs if d not in self.offline_log_dirs] or self.log_dirs
         log_dir = min(candidates, key=lambda d: self._logs_in_dir.get(d, 0))
+        path = log_dir / topic_partition_dir_name(topic, partition)
+        try:  # a new directory is empty: the log is created without reading anything
+            os.mkdir(path)
+            created = True
+        except FileExistsError:  # left by an earlier incarnation: loaded as on startup
+            created = False
         log = UnifiedLog(
-            log_dir / topic_partition_dir_name(topic, partition),
+            path,
             self.config_for(topic),
             topic_id=topic_id,
             time_ms=self.time_ms,
@@ -286,6 +292,7 @@ class LogManager:
             on_unflushed=self._note_unflushed,
             on_high_watermark_changed=self._note_high_watermark_changed,
             on_config_changed=self._note_config,
+            created=created,
         )
         self._logs[key] = log
         self._high_watermarks_changed = True

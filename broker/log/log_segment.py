@@ -104,21 +104,25 @@ class LogSegment:
         config: LogConfig,
         created_ms: int | None = None,
         file_suffix: str = "",
+        new: bool = False,
     ) -> None:
         self.base_offset = base_offset
         self.config = config
         self.created_ms = int(time.time() * 1000) if created_ms is None else created_ms
-        self.log_path = Path(log_dir) / (log_file_name(base_offset) + file_suffix)
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self._size = os.fstat(self._fd).st_size
-        index_path = Path(log_dir) / (index_file_name(base_offset) + file_suffix)
-        time_index_path = Path(log_dir) / (time_index_file_name(base_offset) + file_suffix)
-        self.index = OffsetIndex(index_path, base_offset, config.segment_index_bytes)
-        self.time_index = TimeIndex(time_index_path, base_offset, config.segment_index_bytes)
+        log_dir = log_dir if isinstance(log_dir, Path) else Path(log_dir)
+        self.log_path = log_dir / (log_file_name(base_offset) + file_suffix)
+        self._fd = os.open(
+            self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND | (os.O_EXCL if new else 0), 0o644
+        )
+        self._size = 0 if new else os.fstat(self._fd).st_size
+        index_path = log_dir / (index_file_name(base_offset) + file_suffix)
+        time_index_path = log_dir / (time_index_file_name(base_offset) + file_suffix)
+        self.index = OffsetIndex(index_path, base_offset, config.segment_index_bytes, load=not new)
+        self.time_index = TimeIndex(time_index_path, base_offset, config.segment_index_bytes, load=not new)
         missing_index = not self.index.on_disk
         missing_time_index = not self.time_index.on_disk
         self.txn_index = TransactionIndex(
-            Path(log_dir) / (txn_index_file_name(base_offset) + file_suffix), base_offset
+            log_dir / (txn_index_file_name(base_offset) + file_suffix), base_offset, load=not new
         )
         self._bytes_since_last_index_entry = 0
         self._next_offset: int | None = base_offset if self._size == 0 else None
@@ -181,6 +185,15 @@ class LogSegment:
         """Open (or create) the segment with ``base_offset`` in ``log_dir``. ``file_suffix``
         (e.g. ``.cleaned``) is appended to the three file names (the cleaner's output)."""
         return cls(log_dir, base_offset, config, created_ms, file_suffix)
+
+    @classmethod
+    def create(
+        cls, log_dir: Path, base_offset: int, config: LogConfig, created_ms: int | None = None
+    ) -> LogSegment:
+        """A new, empty segment in a directory just created by the caller (no segment files can
+        be there, so none is read): only the ``.log`` file is created; the indexes are created
+        with the first data, as always."""
+        return cls(log_dir, base_offset, config, created_ms, new=True)
 
     @property
     def file_paths(self) -> tuple[Path, ...]:

@@ -39,8 +39,10 @@ class OffsetIndex(IndexFile):
     VALUE_FLOOR: ClassVar[int] = 0
     VALUE_TYPECODE: ClassVar[str] = "i"
 
-    def __init__(self, path: Path, base_offset: int, max_index_size_bytes: int = 10485760) -> None:
-        super().__init__(path, base_offset, max(1, max_index_size_bytes // INDEX_ENTRY_SIZE))
+    def __init__(
+        self, path: Path, base_offset: int, max_index_size_bytes: int = 10485760, load: bool = True
+    ) -> None:
+        super().__init__(path, base_offset, max(1, max_index_size_bytes // INDEX_ENTRY_SIZE), load)
 
     def _decode(self, raw: bytes) -> tuple[array[int], array[int]]:
         entries = array("i")

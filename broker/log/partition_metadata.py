@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
 import uuid
 from pathlib import Path
 
-from broker.atomic_file import write_atomically
+from broker.atomic_file import fsync_dir, write_atomically
 
 __all__ = [
     "PARTITION_METADATA_FILE",
@@ -22,6 +23,7 @@ __all__ = [
     "parse_topic_id",
     "read_partition_metadata",
     "write_partition_metadata",
+    "create_partition_metadata",
 ]
 
 logger = logging.getLogger(__name__)
@@ -77,9 +79,36 @@ def read_partition_metadata(partition_dir: Path) -> uuid.UUID | None:
     return None
 
 
+def create_partition_metadata(partition_dir: Path, topic_id: uuid.UUID, fsync: bool = True) -> Path:
+    """Create ``partition.metadata`` in a directory just created empty (one write, no temporary
+    file: there is no previous version to keep; a file torn by a power loss reads as no topic
+    id, which the metadata then supplies, see :func:`read_partition_metadata`); returns its path.
+
+    Raises:
+        FileExistsError: the file exists.
+    """
+    path = partition_dir / PARTITION_METADATA_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        data = memoryview(_contents(topic_id))
+        while data:
+            data = data[os.write(fd, data) :]
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    if fsync:
+        fsync_dir(partition_dir)
+    return path
+
+
+def _contents(topic_id: uuid.UUID) -> bytes:
+    return f"version: 0\ntopic_id: {format_topic_id(topic_id)}\n".encode()
+
+
 def write_partition_metadata(partition_dir: Path, topic_id: uuid.UUID, fsync: bool = True) -> Path:
     """Atomically (and with ``fsync``, durably) write ``partition.metadata`` (Kafka's
     ``PartitionMetadataFile``); returns its path."""
     path = Path(partition_dir) / PARTITION_METADATA_FILE
-    write_atomically(path, f"version: 0\ntopic_id: {format_topic_id(topic_id)}\n", fsync=fsync)
+    write_atomically(path, _contents(topic_id), fsync=fsync)
     return path

@@ -33,6 +33,7 @@ from .transaction_index import AbortedTxn
 
 __all__ = [
     "load_producer_state",
+    "new_producer_state",
     "reload_producer_state",
     "on_replicated_batches",
     "index_aborted_txn",
@@ -135,18 +136,24 @@ def _load(log: _LogView, manager: ProducerStateManager) -> None:
     )
 
 
-def load_producer_state(log: _LogView) -> ProducerStateManager:
-    """A ``ProducerStateManager`` for a freshly loaded log: newest snapshot + header replay
-    (and the ``.txnindex`` rebuild of segments that need it). ``producer.id.expiration.ms``
-    comes from ``log.config.producer_id_expiration_ms`` when the ``LogConfig`` has it (else 24 h)."""
+def new_producer_state(log: _LogView) -> ProducerStateManager:
+    """An empty ``ProducerStateManager`` for a log just created empty (nothing to load).
+    ``producer.id.expiration.ms`` comes from ``log.config.producer_id_expiration_ms`` when the
+    ``LogConfig`` has it (else 24 h)."""
     config = getattr(log, "config", None)
-    manager = ProducerStateManager(
+    return ProducerStateManager(
         log.dir,
         producer_id_expiration_ms=int(
             getattr(config, "producer_id_expiration_ms", DEFAULT_PRODUCER_ID_EXPIRATION_MS)
         ),
         time_ms=log.time_ms,
     )
+
+
+def load_producer_state(log: _LogView) -> ProducerStateManager:
+    """A ``ProducerStateManager`` for a freshly loaded log: newest snapshot + header replay
+    (and the ``.txnindex`` rebuild of segments that need it)."""
+    manager = new_producer_state(log)
     _load(log, manager)
     return manager
 

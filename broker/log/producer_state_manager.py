@@ -319,7 +319,7 @@ class ProducerStateManager:
         expiration_check_interval_ms: int = DEFAULT_EXPIRATION_CHECK_INTERVAL_MS,
         time_ms: Callable[[], int],
     ) -> None:
-        self.dir = Path(dir)
+        self.dir = dir if isinstance(dir, Path) else Path(dir)
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.expiration_check_interval_ms = expiration_check_interval_ms
         self.time_ms = time_ms

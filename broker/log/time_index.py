@@ -46,8 +46,10 @@ class TimeIndex(IndexFile):
     VALUE_FLOOR: ClassVar[int] = -(2**63)
     VALUE_TYPECODE: ClassVar[str] = "q"
 
-    def __init__(self, path: Path, base_offset: int, max_index_size_bytes: int = 10485760) -> None:
-        super().__init__(path, base_offset, max(2, max_index_size_bytes // TIME_INDEX_ENTRY_SIZE))
+    def __init__(
+        self, path: Path, base_offset: int, max_index_size_bytes: int = 10485760, load: bool = True
+    ) -> None:
+        super().__init__(path, base_offset, max(2, max_index_size_bytes // TIME_INDEX_ENTRY_SIZE), load)
 
     def _decode(self, raw: bytes) -> tuple[array[int], array[int]]:
         timestamps = array("q")

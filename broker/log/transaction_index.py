@@ -49,13 +49,16 @@ class TransactionIndex:
     Args:
         path: the file (need not exist).
         base_offset: the segment's base offset (sanity check of loaded entries).
+        load: False for a segment being created: the file is known not to exist.
     """
 
-    def __init__(self, path: Path, base_offset: int) -> None:
-        self.path = Path(path)
+    def __init__(self, path: Path, base_offset: int, load: bool = True) -> None:
+        self.path = path if isinstance(path, Path) else Path(path)
         self.base_offset = base_offset
         self.entries: list[AbortedTxn] = []
         self.corrupt = False
+        if not load:
+            return
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:

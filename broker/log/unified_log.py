@@ -41,13 +41,14 @@ from spark_kafkalite.protocol.record_batch import (
 from . import producer_state_hooks as producer_state  # idempotence / transaction hooks
 from . import retention
 from .file_slices import DeferredRecords, FileSlice
-from .leader_epoch_cache import LeaderEpochFileCache, load_leader_epoch_cache
+from .leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochFileCache, load_leader_epoch_cache
 from .log_config import LogConfig
 from .log_loader import load_segments
 from .log_results import FetchDataInfo, LogAppendInfo
 from .log_segment import LogSegment, unlink_paths
 from .partition_metadata import (
     PARTITION_METADATA_FILE,
+    create_partition_metadata,
     format_topic_id,
     parse_topic_id,
     parse_topic_partition_dir,
@@ -108,6 +109,8 @@ class UnifiedLog:
     visits only such logs, not every log it holds. ``on_high_watermark_changed()`` is called
     after each change of ``high_watermark``, so an unchanged high-watermark checkpoint costs
     nothing; ``on_config_changed(log)`` after each assignment of ``config``.
+    ``created``: the caller has just created ``dir`` (so it is empty): the log starts empty at
+    offset 0 and nothing is read from disk (``LogManager.get_or_create_log``).
 
     Raises (on construction):
         ValueError: ``dir`` is not named ``<topic>-<partition>``.
@@ -130,6 +133,7 @@ class UnifiedLog:
         on_unflushed: Callable[[UnifiedLog], None] | None = None,
         on_high_watermark_changed: Callable[[], None] | None = None,
         on_config_changed: Callable[[UnifiedLog], None] | None = None,
+        created: bool = False,
     ) -> None:
         self.time_ms: Callable[[], int] = time_ms or _wall_clock_ms
         self._write_later = write_later
@@ -137,7 +141,7 @@ class UnifiedLog:
         self._on_unflushed = on_unflushed
         self._on_high_watermark_changed = on_high_watermark_changed
         self._on_config_changed = on_config_changed
-        self.dir = Path(dir)
+        self.dir = dir if isinstance(dir, Path) else Path(dir)
         parsed = parse_topic_partition_dir(self.dir.name)
         if parsed is None:
             raise ValueError(f"not a partition directory name: {self.dir.name!r}")
@@ -150,6 +154,9 @@ class UnifiedLog:
         self._closed = False
         self.last_flush_ms = self.time_ms()
         self.pending_flush_offset: int | None = None
+        if created:
+            self._create_empty(topic_id)
+            return
         self.dir.mkdir(parents=True, exist_ok=True)
         self.topic_id = self._load_or_write_topic_id(topic_id)
         self._load_segments(recovery_point, log_start_offset, had_clean_shutdown)
@@ -169,6 +176,23 @@ class UnifiedLog:
         self.update_high_watermark(self.log_start_offset if high_watermark is None else high_watermark)
 
     # -- loading ---------------------------------------------------------------------------
+
+    def _create_empty(self, topic_id: uuid.UUID | None) -> None:
+        """The state of a log whose directory the caller has just created (so it is empty):
+        ``partition.metadata`` and an empty active segment at offset 0 are created; nothing is
+        read or scanned (no segments, snapshots, checkpoints or leftovers can be there). A broker
+        creating thousands of partitions pays a few file operations per partition."""
+        self.topic_id = topic_id
+        if topic_id is not None:
+            path = create_partition_metadata(self.dir, topic_id, fsync=self._write_later is None)
+            if self._write_later is not None:
+                self._write_later(functools.partial(fsync_written, path))
+        self._add_segment(LogSegment.create(self.dir, 0, self._config, self.time_ms()))
+        self.log_start_offset = self.log_end_offset = self.recovery_point = 0
+        self.leader_epoch_cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT_FILE)
+        self.leader_epoch_cache.write_later = self._write_later
+        self.producer_state = producer_state.new_producer_state(self)
+        self.high_watermark = 0
 
     def _load_or_write_topic_id(self, topic_id: uuid.UUID | None) -> uuid.UUID | None:
         stored = read_partition_metadata(self.dir)

@@ -204,3 +204,44 @@ def test_unclean_warning_only_when_dir_holds_logs(tmp_path: Path, caplog: pytest
     (log_dir / CLEAN_SHUTDOWN_FILE).unlink()  # as after a crash
     LogManager([log_dir], CONFIG).startup()
     assert "was not shut down cleanly" in caplog.text
+
+
+def test_new_partition_is_created_without_reading_and_a_leftover_dir_is_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition whose directory does not exist is created from nothing: only its ``.log`` and
+    ``partition.metadata`` are written and no segment is loaded or recovered; a directory left
+    on disk under that name (not loaded at startup, e.g. copied in) is loaded, never clobbered."""
+    recovers = count_recover_calls(monkeypatch)
+    opened: list[int] = []
+    original_open = LogSegment.open.__func__  # type: ignore[attr-defined]
+
+    def counting_open(cls: type[LogSegment], *args: object, **kwargs: object) -> LogSegment:
+        opened.append(1)
+        return original_open(cls, *args, **kwargs)
+
+    monkeypatch.setattr(LogSegment, "open", classmethod(counting_open))
+    mgr = LogManager([tmp_path], CONFIG)
+    mgr.startup()
+    tid = uuid.uuid4()
+    log = mgr.get_or_create_log("t", 0, tid)
+    assert (opened, recovers) == ([], [])
+    assert sorted(p.name for p in log.dir.iterdir()) == [log_file_name(0), "partition.metadata"]
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark, log.recovery_point) == (0, 0, 0, 0)
+    assert log.leader_epoch_cache.latest_epoch is None and log.producer_state.producers == {}
+    log.append_as_leader(make_batch(3), 0)
+    assert log.log_end_offset == 3
+    # a directory with data that the manager did not load: get_or_create_log loads it
+    other = LogManager([tmp_path / "elsewhere"], CONFIG)
+    other.startup()
+    other.get_or_create_log("u", 0, tid).append_as_leader(make_batch(2), 0)
+    other.shutdown()
+    (tmp_path / "elsewhere" / "u-0").rename(tmp_path / "u-0")
+    loaded = mgr.get_or_create_log("u", 0, tid)
+    assert loaded.log_end_offset == 2 and opened
+    mgr.shutdown()
+    mgr = LogManager([tmp_path], CONFIG)
+    mgr.startup()
+    assert mgr.topics_on_disk() == {"t": (tid, 1), "u": (tid, 1)}
+    assert mgr.get_log("t", 0).log_end_offset == 3  # type: ignore[union-attr]
+    mgr.shutdown()
