@@ -266,22 +266,17 @@ class KafkaServer:
 
     def _publish_steps(self, image: MetadataImage, delta: MetadataDelta) -> Iterator[None]:
         """Apply ``delta`` (Kafka's ``BrokerMetadataPublisher`` then ``ReplicaManager.applyDelta``),
-        yielding between partitions: the topic config store first, then the logs of created
-        partitions hosted here, then the topic configs of the logs, then leaders / followers / fetchers ``_APPLY_DELTA_CHUNK`` partitions at a
-        time, then the logs of deleted topics. Logs one summary line per delta."""
+        yielding between chunks of partitions: the topic config store and the topic configs
+        first (``TopicMetadataPublisher``), then ``_APPLY_DELTA_CHUNK`` changed partitions at a
+        time (the logs of new partitions hosted here, leaders / followers / fetchers), then the
+        logs of deleted topics. Every broker applies the partitions of a delta in the same
+        order, so a follower starts fetching a new partition about when its leader leads it.
+        Logs one summary line per delta."""
         assert self.ctx is not None and self.log_manager is not None
         started = time.monotonic()
         slices = self._publish_queue.slices
-        if self._topic_publisher is not None:  # the topic config store, before the logs
-            self._topic_publisher.persist(image, delta)
-        created = 0
-        for topic in delta.created_topics:
-            for partition in topic.partitions.values():
-                if partition.leader == self.node_id or self.node_id in partition.replicas:
-                    self.log_manager.get_or_create_log(topic.name, partition.partition, topic.topic_id)
-                    created += 1
-                    yield
-        if self._topic_publisher is not None:  # topic configs + new partitions (CreatePartitions)
+        created = self.log_manager.logs_created
+        if self._topic_publisher is not None:  # before any log of the delta is created
             self._topic_publisher.publish(image, delta)
         changed = delta.changed_partitions
         replica_manager = self.ctx.replica_manager
@@ -293,7 +288,7 @@ class KafkaServer:
                 deleted_topics=delta.deleted_topics if start == 0 else (),
                 changed_partitions=changed[start : start + _APPLY_DELTA_CHUNK],
             )
-            replica_manager.apply_delta(image, chunk)  # leaders / followers, HW, fetchers
+            replica_manager.apply_delta(image, chunk)  # new logs, leaders / followers, HW, fetchers
             yield
         for topic in delta.deleted_topics:
             for partition_index in topic.partitions:
@@ -302,6 +297,7 @@ class KafkaServer:
                 yield
         if delta.deleted_topics and self._group_coordinator is not None:  # their committed offsets go too
             self._group_coordinator.on_topics_deleted({t.name for t in delta.deleted_topics})
+        created = self.log_manager.logs_created - created
         if created or len(changed) > 1 or delta.deleted_topics:
             logger.info(
                 "applied metadata delta: %d log(s) created, %d partition change(s), %d topic(s) "

@@ -16,6 +16,7 @@ import logging
 import operator
 import os
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -78,7 +79,8 @@ class LogManager:
 
     Per-topic configs: ``update_topic_config(topic, LogConfig)`` sets the config of every
     partition log of ``topic`` now and of partitions created or loaded later;
-    ``remove_topic_config(topic)`` goes back to the default.
+    ``remove_topic_config(topic)`` goes back to the default. Both cost the topic's partitions,
+    not every log of the broker (the logs are indexed by topic).
 
     Log dir failures (Kafka's ``LogDirFailureChannel``): ``mark_log_dir_offline`` takes the dir
     of a partition offline after an I/O error; produce refuses logs in offline dirs
@@ -104,9 +106,15 @@ class LogManager:
         self.time_ms: Callable[[], int] = time_ms or (lambda: int(time.time() * 1000))
         self._topic_configs: dict[str, LogConfig] = {}
         self._logs: dict[TopicPartitionKey, UnifiedLog] = {}
+        self._logs_of_topic: dict[str, dict[int, UnifiedLog]] = {}  # topic -> partition -> log
+        #: logs created (not loaded) since startup (a count for logs and tests)
+        self.logs_created = 0
         self._log_dir_of: dict[TopicPartitionKey, Path] = {}
         self._logs_in_dir: dict[Path, int] = {}  # log dir -> logs in it (where new logs go)
         self._file_writer: concurrent.futures.ThreadPoolExecutor | None = None
+        self._writes_lock = threading.Lock()
+        self._writes: list[Callable[[], None]] = []  # queued for the file-writer thread
+        self._writes_draining = False  # a _drain_writes job is submitted and not finished
         self._pending_deletes: set[asyncio.TimerHandle] = set()  # see _delete_later
         #: logs a background flush must visit (UnifiedLog.awaits_background_flush): an idle
         #: broker's flush pass costs nothing however many logs it holds.
@@ -160,7 +168,7 @@ class LogManager:
                     raise KafkaStorageError(
                         f"partition {key[0]}-{key[1]} exists in both {self._log_dir_of[key]} and {log_dir}"
                     )
-                self._logs[key] = UnifiedLog(
+                log = UnifiedLog(
                     Path(entry.path),
                     self.config_for(key[0]),
                     recovery_point=recovery_points.get(key, 0),
@@ -174,9 +182,10 @@ class LogManager:
                     on_high_watermark_changed=self._note_high_watermark_changed,
                     on_config_changed=self._note_config,
                 )
+                self._logs[key] = self._logs_of_topic.setdefault(key[0], {})[key[1]] = log
                 self._log_dir_of[key] = log_dir
                 self._logs_in_dir[log_dir] = self._logs_in_dir.get(log_dir, 0) + 1
-                self._note_config(self._logs[key])
+                self._note_config(log)
             if clean:
                 marker.unlink()
         self._started = True
@@ -199,6 +208,7 @@ class LogManager:
             handle.cancel()
         self._pending_deletes.clear()
         self._logs.clear()
+        self._logs_of_topic.clear()
         self._log_dir_of.clear()
         self._unflushed.clear()
         self._checkpointed.clear()
@@ -230,16 +240,14 @@ class LogManager:
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         """Use ``config`` for every partition log of ``topic`` (existing and future)."""
         self._topic_configs[topic] = config
-        for key, log in self._logs.items():
-            if key[0] == topic:
-                log.config = config
+        for log in self._logs_of_topic.get(topic, {}).values():
+            log.config = config
 
     def remove_topic_config(self, topic: str) -> None:
         """Drop the topic's override (its logs go back to the broker default)."""
         if self._topic_configs.pop(topic, None) is not None:
-            for key, log in self._logs.items():
-                if key[0] == topic:
-                    log.config = self.config
+            for log in self._logs_of_topic.get(topic, {}).values():
+                log.config = self.config
 
     def _note_config(self, log: UnifiedLog) -> None:
         """At each assignment of a log's config (and its creation): keep
@@ -294,7 +302,8 @@ class LogManager:
             on_config_changed=self._note_config,
             created=created,
         )
-        self._logs[key] = log
+        self._logs[key] = self._logs_of_topic.setdefault(topic, {})[partition] = log
+        self.logs_created += created
         self._high_watermarks_changed = True
         self._note_config(log)
         self._log_dir_of[key] = log_dir
@@ -316,10 +325,28 @@ class LogManager:
         leadership of thousands of partitions must not wait for thousands of fsyncs in a row
         (Kafka's ``UnifiedLog`` flushes ``partition.metadata`` from its scheduler,
         "flush-metadata-file"). The files themselves are replaced before this is called, so a
-        killed broker restarts with them; only a power loss within that moment loses them."""
-        if self._file_writer is None:
-            self._file_writer = concurrent.futures.ThreadPoolExecutor(1, "log-file-writer")
-        self._file_writer.submit(self._run_write, write)
+        killed broker restarts with them; only a power loss within that moment loses them.
+        Writes queued while the thread is busy are taken in one batch (one hand-over for the
+        thousands of writes of a large metadata delta, not one each). Thread-safe."""
+        with self._writes_lock:
+            self._writes.append(write)
+            if self._writes_draining:
+                return
+            self._writes_draining = True
+            if self._file_writer is None:
+                self._file_writer = concurrent.futures.ThreadPoolExecutor(1, "log-file-writer")
+            self._file_writer.submit(self._drain_writes)
+
+    def _drain_writes(self) -> None:
+        """The file-writer thread: run the queued writes, in order, until none is left."""
+        while True:
+            with self._writes_lock:
+                batch, self._writes = self._writes, []
+                if not batch:
+                    self._writes_draining = False
+                    return
+            for write in batch:
+                self._run_write(write)
 
     def _delete_later(self, delay_ms: int, delete: Callable[[], None]) -> None:
         """Run ``delete`` (unlinking a removed segment's ``.deleted`` files) on the file-writer
@@ -346,12 +373,13 @@ class LogManager:
             write()
         except FileNotFoundError:  # the partition was deleted meanwhile
             pass
-        except OSError:
+        except Exception:  # noqa: BLE001 - the writes queued behind it still run
             logger.exception("deferred write of a log file failed")
 
     def flush_file_writes(self) -> None:
         """Wait until every deferred file write (:meth:`_write_later`) is done."""
-        writer, self._file_writer = self._file_writer, None
+        with self._writes_lock:
+            writer, self._file_writer = self._file_writer, None
         if writer is not None:
             writer.shutdown(wait=True)
 
@@ -360,6 +388,11 @@ class LogManager:
         a crash mid-delete never leaves a half log behind). Returns False if there was none."""
         key = (topic, partition)
         log = self._logs.pop(key, None)
+        of_topic = self._logs_of_topic.get(topic)
+        if of_topic is not None:
+            of_topic.pop(partition, None)
+            if not of_topic:
+                del self._logs_of_topic[topic]
         log_dir = self._log_dir_of.pop(key, None)
         self._high_watermarks_changed = True
         self._compacted.pop(key, None)

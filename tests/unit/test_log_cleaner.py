@@ -207,6 +207,7 @@ def test_cleaner_matches_model(
         expected = records_of(log)
         for lg in mgr.all_logs().values():
             lg.close()
+        mgr.flush_file_writes()  # the old process is gone: its file writer no longer runs
         again = LogManager([tmp], config, time_ms=clock)
         again.startup()
         assert not again.had_clean_shutdown

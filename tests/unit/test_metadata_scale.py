@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from pathlib import Path
+
+from pytest import MonkeyPatch
 
 from broker.controller.alter_partition_manager import AlterPartitionManager
 from broker.controller.controller_commands import (
@@ -27,6 +30,10 @@ from broker.controller.metadata_image import (
     image_to_records,
 )
 from broker.controller.replication_control import ControllerSettings, CreatableTopicSpec
+from broker.controller.topic_publisher import TopicMetadataPublisher
+from broker.log.log_config import LogConfig
+from broker.log.log_manager import LogManager
+from broker.log.unified_log import UnifiedLog
 from spark_kafkalite.protocol.errors import ErrorCode
 
 SETTINGS = ControllerSettings(default_num_partitions=1, default_replication_factor=3)
@@ -184,3 +191,43 @@ def test_alter_partition_manager_sends_queued_changes_in_one_entry_per_round() -
     assert all(code == ErrorCode.none for code, _ in results)
     # 1,200 changes queued together: 3 entries of at most 500, not 1,200
     assert [len(c.items) for c in commands] == [500, 500, 200]
+
+
+def test_topic_config_change_touches_only_that_topics_logs(tmp_path: Path, monkeypatch: MonkeyPatch) -> None:
+    """TopicMetadataPublisher: a config change of one topic re-configures that topic's logs only
+    (the log manager indexes logs by topic), however many other logs the broker holds; a created
+    topic's logs start with its config."""
+    machine = cluster({"big": 60, "small": 2})
+    manager = LogManager([tmp_path / "logs"], LogConfig())
+    manager.startup()
+    publisher = TopicMetadataPublisher({}, manager, tmp_path / "topic-configs.json")
+    image = machine.image
+    publisher.publish(image, diff_images(MetadataImage("cid", -1), image))
+    for name, topic in image.topics.items():
+        for index in topic.partitions:
+            manager.get_or_create_log(name, index, topic.topic_id)
+    reconfigured: list[str] = []
+    setter = UnifiedLog.config.fset  # type: ignore[attr-defined]
+
+    def counting(log: UnifiedLog, config: LogConfig) -> None:
+        reconfigured.append(log.topic)
+        setter(log, config)
+
+    monkeypatch.setattr(UnifiedLog, "config", UnifiedLog.config.setter(counting))  # type: ignore[attr-defined]
+    walks: list[int] = []
+    all_logs = LogManager.all_logs
+    monkeypatch.setattr(LogManager, "all_logs", lambda self: walks.append(1) or all_logs(self))
+    new_image, delta = image.apply([ConfigRecord(2, "small", "retention.ms", "1234")])
+    publisher.publish(new_image, delta)
+    assert reconfigured == ["small", "small"]
+    assert all(manager.get_log("small", p).config.retention_ms == 1234 for p in (0, 1))  # type: ignore[union-attr]
+    assert manager.get_log("big", 0).config.retention_ms != 1234  # type: ignore[union-attr]
+    created_image, created = new_image.apply(
+        [TopicRecord("third", uuid.uuid4()), ConfigRecord(2, "third", "retention.ms", "99")]
+    )
+    publisher.publish(created_image, created)
+    assert reconfigured == ["small", "small"]  # no log of "third" yet: nothing else touched
+    assert walks == []  # never a walk over every log of the broker
+    third = manager.get_or_create_log("third", 0, created_image.topics["third"].topic_id)
+    assert third.config.retention_ms == 99
+    manager.shutdown()
