@@ -290,6 +290,10 @@ class LogManager:
             created = True
         except FileExistsError:  # left by an earlier incarnation: loaded as on startup
             created = False
+        except FileNotFoundError:  # the log dir itself is missing (not started up)
+            log_dir.mkdir(parents=True, exist_ok=True)
+            os.mkdir(path)
+            created = True
         log = UnifiedLog(
             path,
             self.config_for(topic),
