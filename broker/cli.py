@@ -19,7 +19,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from broker.config import ConfigError, KafkaConfig
 from broker.malloc_tuning import tune_malloc
@@ -28,6 +28,13 @@ from broker.security.scram_control import ScramUpsertion, parse_add_scram
 __all__ = ["main", "run"]
 
 logger = logging.getLogger("broker")
+
+try:  # libuv's event loop: cheaper sockets and transports than asyncio's selector loop
+    import uvloop
+except ImportError:  # no uvloop for this platform (Windows): asyncio's default loop
+    _LOOP_FACTORY: Callable[[], asyncio.AbstractEventLoop] | None = None
+else:
+    _LOOP_FACTORY = uvloop.new_event_loop
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -81,6 +88,7 @@ async def run(
     from broker.server import KafkaServer, StartupError
 
     loop = asyncio.get_running_loop()
+    logger.info("event loop: %s.%s", type(loop).__module__, type(loop).__qualname__)
     stop = asyncio.Event()
     if hasattr(signal, "SIGXFSZ"):
         # A write past RLIMIT_FSIZE must fail with EFBIG (-> KAFKA_STORAGE_ERROR), not kill us.
@@ -141,6 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if applied := tune_malloc():
         logger.info("malloc thresholds: %s", applied)
     try:
-        return asyncio.run(run(config, exit_with_parent=args.exit_with_parent, add_scram=add_scram))
+        with asyncio.Runner(loop_factory=_LOOP_FACTORY) as runner:
+            return runner.run(run(config, exit_with_parent=args.exit_with_parent, add_scram=add_scram))
     except KeyboardInterrupt:
         return 0
