@@ -4,6 +4,7 @@ LocalCluster contract."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -108,6 +109,10 @@ def test_node_id_mismatch_with_meta_properties(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+def _uvloop_installed() -> bool:
+    return importlib.util.find_spec("uvloop") is not None
+
+
 def test_local_cluster_contract(tmp_path: Path) -> None:
     assert spark_kafkalite.LocalCluster is LocalCluster
     with pytest.raises(ValueError, match="at least one broker"):
@@ -124,6 +129,9 @@ def test_local_cluster_contract(tmp_path: Path) -> None:
             "listeners": {"PLAINTEXT": cluster.bootstrap_servers},
         }
         assert cluster.is_running(1)
+        # the broker process runs on uvloop wherever it is installed (pyproject: not on Windows)
+        loop_line = "event loop: uvloop.Loop" if _uvloop_installed() else "event loop: asyncio."
+        assert loop_line in (data_dir / "broker-1.log").read_text(encoding="utf-8")
         cluster.kill(1)
         assert not cluster.is_running(1)
         cluster.restart(1)
