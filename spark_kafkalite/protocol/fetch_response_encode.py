@@ -30,6 +30,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from spark_kafkalite.protocol.byte_utils import write_unsigned_varint
+
 __all__ = [
     "FETCH_RESPONSE_MIN_VERSION",
     "FETCH_RESPONSE_MAX_VERSION",
@@ -156,13 +158,6 @@ class FetchResponseData:
     throttle_time: datetime.timedelta = datetime.timedelta(0)
 
 
-def _uvarint(out: bytearray, value: int) -> None:
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
 def _millis(value: Any) -> int:
     if hasattr(value, "total_seconds"):
         return round(value.total_seconds() * 1000)
@@ -194,13 +189,13 @@ def encode_fetch_response(response: Any, correlation_id: int) -> list[bytes | by
     partition_struct = _PARTITION_V5 if version >= 5 else _PARTITION_V4
     topics = response.responses
     if flexible:
-        _uvarint(out, len(topics) + 1)
+        write_unsigned_varint(out, len(topics) + 1)
     else:
         out += _I32.pack(len(topics))
     for topic in topics:
         name = topic.topic.encode()
         if flexible:
-            _uvarint(out, len(name) + 1)
+            write_unsigned_varint(out, len(name) + 1)
         else:
             if len(name) > 0x7FFF:
                 raise ValueError(f"topic name of {len(name)} bytes is too long for an int16 length")
@@ -208,7 +203,7 @@ def encode_fetch_response(response: Any, correlation_id: int) -> list[bytes | by
         out += name
         partitions = topic.partitions
         if flexible:
-            _uvarint(out, len(partitions) + 1)
+            write_unsigned_varint(out, len(partitions) + 1)
         else:
             out += _I32.pack(len(partitions))
         for p in partitions:
@@ -232,7 +227,7 @@ def encode_fetch_response(response: Any, correlation_id: int) -> list[bytes | by
                     out += b"\xff\xff\xff\xff"
             else:
                 if flexible:
-                    _uvarint(out, len(aborted) + 1)
+                    write_unsigned_varint(out, len(aborted) + 1)
                 else:
                     out += _I32.pack(len(aborted))
                 for t in aborted:
@@ -250,7 +245,7 @@ def encode_fetch_response(response: Any, correlation_id: int) -> list[bytes | by
             else:
                 size = len(records)
                 if flexible:
-                    _uvarint(out, size + 1)
+                    write_unsigned_varint(out, size + 1)
                 else:
                     out += _I32.pack(size)
                 if size >= _BY_REFERENCE_MIN_BYTES:

@@ -23,6 +23,8 @@ from __future__ import annotations
 import struct
 from typing import Any, NamedTuple
 
+from spark_kafkalite.protocol.byte_utils import FastPathMiss, read_unsigned_varint_fast
+
 __all__ = [
     "PRODUCE_MIN_FAST_VERSION",
     "PartitionProduceData",
@@ -67,58 +69,39 @@ class ProduceRequest(NamedTuple):
     topic_data: tuple[TopicProduceData, ...]
 
 
-class _Fallback(Exception):
-    """The body needs the general (scan + kio) decoder."""
-
-
-def _uvarint(buf: Any, pos: int, end: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if pos >= end:
-            raise _Fallback
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 28:
-            raise _Fallback
-
-
 def _decode(frame: Any, pos: int, version: int) -> ProduceRequest:
     buf = memoryview(frame)
     end = len(buf)
     if version >= _FIRST_FLEXIBLE_VERSION:
-        n, pos = _uvarint(buf, pos, end)
+        n, pos = read_unsigned_varint_fast(buf, pos, end)
         n -= 1
     else:
         if pos + 2 > end:
-            raise _Fallback
+            raise FastPathMiss
         n = _I16.unpack_from(buf, pos)[0]
         pos += 2
     if n >= 0:
         if pos + n > end:
-            raise _Fallback
+            raise FastPathMiss
         transactional_id: str | None = str(buf[pos : pos + n], "utf-8")
         pos += n
     elif n == -1:
         transactional_id = None
     else:
-        raise _Fallback
+        raise FastPathMiss
     if pos + 6 > end:
-        raise _Fallback
+        raise FastPathMiss
     acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, pos)
     pos += 6
     if version >= _FIRST_FLEXIBLE_VERSION:
         topics, pos = _decode_topics_flexible(buf, pos, end)
-        tags, pos = _uvarint(buf, pos, end)
+        tags, pos = read_unsigned_varint_fast(buf, pos, end)
         if tags:
-            raise _Fallback
+            raise FastPathMiss
     else:
         topics, pos = _decode_topics_classic(buf, pos, end)
     if pos != end:
-        raise _Fallback
+        raise FastPathMiss
     return ProduceRequest(transactional_id, acks, timeout_ms, topics)
 
 
@@ -126,43 +109,43 @@ def _decode_topics_classic(buf: memoryview, pos: int, end: int) -> tuple[tuple[T
     unpack_i16 = _I16.unpack_from
     unpack_i32 = _I32.unpack_from
     if pos + 4 > end:
-        raise _Fallback
+        raise FastPathMiss
     topic_count = unpack_i32(buf, pos)[0]
     pos += 4
     if topic_count < 0:
-        raise _Fallback
+        raise FastPathMiss
     topics = []
     for _ in range(topic_count):
         if pos + 2 > end:
-            raise _Fallback
+            raise FastPathMiss
         n = unpack_i16(buf, pos)[0]
         pos += 2
         if n < 0 or pos + n > end:
-            raise _Fallback
+            raise FastPathMiss
         name = str(buf[pos : pos + n], "utf-8")
         pos += n
         if pos + 4 > end:
-            raise _Fallback
+            raise FastPathMiss
         partition_count = unpack_i32(buf, pos)[0]
         pos += 4
         if partition_count < 0:
-            raise _Fallback
+            raise FastPathMiss
         partitions = []
         for _ in range(partition_count):
             if pos + 8 > end:
-                raise _Fallback
+                raise FastPathMiss
             index = unpack_i32(buf, pos)[0]
             size = unpack_i32(buf, pos + 4)[0]
             pos += 8
             if size >= 0:
                 if pos + size > end:
-                    raise _Fallback
+                    raise FastPathMiss
                 records = buf[pos : pos + size]
                 pos += size
             elif size == -1:
                 records = None
             else:
-                raise _Fallback
+                raise FastPathMiss
             partitions.append(PartitionProduceData(index, records))
         topics.append(TopicProduceData(name, tuple(partitions)))
     return tuple(topics), pos
@@ -170,42 +153,42 @@ def _decode_topics_classic(buf: memoryview, pos: int, end: int) -> tuple[tuple[T
 
 def _decode_topics_flexible(buf: memoryview, pos: int, end: int) -> tuple[tuple[TopicProduceData, ...], int]:
     unpack_i32 = _I32.unpack_from
-    topic_count, pos = _uvarint(buf, pos, end)
+    topic_count, pos = read_unsigned_varint_fast(buf, pos, end)
     if topic_count == 0:  # null array
-        raise _Fallback
+        raise FastPathMiss
     topics = []
     for _ in range(topic_count - 1):
-        n, pos = _uvarint(buf, pos, end)
+        n, pos = read_unsigned_varint_fast(buf, pos, end)
         n -= 1
         if n < 0 or pos + n > end:
-            raise _Fallback
+            raise FastPathMiss
         name = str(buf[pos : pos + n], "utf-8")
         pos += n
-        partition_count, pos = _uvarint(buf, pos, end)
+        partition_count, pos = read_unsigned_varint_fast(buf, pos, end)
         if partition_count == 0:
-            raise _Fallback
+            raise FastPathMiss
         partitions = []
         for _ in range(partition_count - 1):
             if pos + 4 > end:
-                raise _Fallback
+                raise FastPathMiss
             index = unpack_i32(buf, pos)[0]
             pos += 4
-            size, pos = _uvarint(buf, pos, end)
+            size, pos = read_unsigned_varint_fast(buf, pos, end)
             size -= 1
             if size < 0:
                 records = None
             else:
                 if pos + size > end:
-                    raise _Fallback
+                    raise FastPathMiss
                 records = buf[pos : pos + size]
                 pos += size
-            tags, pos = _uvarint(buf, pos, end)
+            tags, pos = read_unsigned_varint_fast(buf, pos, end)
             if tags:
-                raise _Fallback
+                raise FastPathMiss
             partitions.append(PartitionProduceData(index, records))
-        tags, pos = _uvarint(buf, pos, end)
+        tags, pos = read_unsigned_varint_fast(buf, pos, end)
         if tags:
-            raise _Fallback
+            raise FastPathMiss
         topics.append(TopicProduceData(name, tuple(partitions)))
     return tuple(topics), pos
 
@@ -217,5 +200,5 @@ def decode_produce_request_fast(frame: Any, offset: int, version: int) -> Produc
         return None
     try:
         return _decode(frame, offset, version)
-    except (_Fallback, UnicodeDecodeError):
+    except (FastPathMiss, UnicodeDecodeError):
         return None

@@ -20,6 +20,8 @@ import datetime
 import struct
 from typing import Any, NamedTuple
 
+from spark_kafkalite.protocol.byte_utils import write_compact_nullable_string, write_unsigned_varint
+
 __all__ = [
     "PRODUCE_RESPONSE_MAX_VERSION",
     "PRODUCE_RESPONSE_MIN_VERSION",
@@ -74,22 +76,6 @@ class ProduceResponseData(NamedTuple):
     throttle_time: datetime.timedelta = datetime.timedelta(0)
 
 
-def _uvarint(out: bytearray, value: int) -> None:
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
-def _compact_nullable_string(out: bytearray, value: str | None) -> None:
-    if value is None:
-        out.append(0)
-        return
-    data = value.encode()
-    _uvarint(out, len(data) + 1)
-    out += data
-
-
 def _legacy_nullable_string(out: bytearray, value: str | None) -> None:
     if value is None:
         out += b"\xff\xff"
@@ -126,17 +112,17 @@ def encode_produce_response(response: Any, correlation_id: int) -> bytes:
     if flexible:
         out.append(0)  # response header v1: no tagged fields
     partition_struct = _PARTITION_V5 if version >= 5 else _PARTITION_V3
-    string = _compact_nullable_string if flexible else _legacy_nullable_string
+    string = write_compact_nullable_string if flexible else _legacy_nullable_string
     topics = response.responses
     if flexible:
-        _uvarint(out, len(topics) + 1)
+        write_unsigned_varint(out, len(topics) + 1)
     else:
         out += _I32.pack(len(topics))
     for topic in topics:
         string(out, topic.name)
         partitions = topic.partition_responses
         if flexible:
-            _uvarint(out, len(partitions) + 1)
+            write_unsigned_varint(out, len(partitions) + 1)
         else:
             out += _I32.pack(len(partitions))
         for p in partitions:
@@ -152,7 +138,7 @@ def encode_produce_response(response: Any, correlation_id: int) -> bytes:
             if version >= 8:
                 errors = p.record_errors
                 if flexible:
-                    _uvarint(out, len(errors) + 1)
+                    write_unsigned_varint(out, len(errors) + 1)
                 else:
                     out += _I32.pack(len(errors))
                 for error in errors:

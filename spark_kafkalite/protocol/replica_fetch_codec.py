@@ -32,6 +32,12 @@ import datetime
 import struct
 from typing import NamedTuple
 
+from spark_kafkalite.protocol.byte_utils import (
+    FastPathMiss,
+    read_unsigned_varint_fast,
+    write_compact_string,
+    write_unsigned_varint,
+)
 from spark_kafkalite.protocol.errors import InvalidRequestError
 from spark_kafkalite.protocol.fetch_response_encode import (
     NO_DIVERGING_EPOCH,
@@ -55,13 +61,6 @@ __all__ = [
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _ABORTED = struct.Struct(">qq")
-
-
-def _uvarint(out: bytearray, value: int) -> None:
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
 
 
 REPLICA_FETCH_VERSION = 12
@@ -105,12 +104,6 @@ class ReplicaFetchPartition:
         self.partition_max_bytes = partition_max_bytes
 
 
-def _compact_string(out: bytearray, value: str) -> None:
-    data = value.encode()
-    _uvarint(out, len(data) + 1)
-    out += data
-
-
 def encode_replica_fetch_request(
     correlation_id: int,
     client_id: str,
@@ -139,11 +132,11 @@ def encode_replica_fetch_request(
     out += client
     out.append(0)  # request header v2: no tagged fields
     out += _REQUEST_TOP.pack(replica_id, max_wait_ms, min_bytes, max_bytes, 0, session_id, session_epoch)
-    _uvarint(out, len(topics) + 1)
+    write_unsigned_varint(out, len(topics) + 1)
     pack_partition = _REQUEST_PARTITION.pack
     for topic, partitions in topics.items():
-        _compact_string(out, topic)
-        _uvarint(out, len(partitions) + 1)
+        write_compact_string(out, topic)
+        write_unsigned_varint(out, len(partitions) + 1)
         for p in partitions:
             out += pack_partition(
                 p.partition,
@@ -155,14 +148,14 @@ def encode_replica_fetch_request(
                 0,
             )
         out.append(0)
-    _uvarint(out, len(forgotten) + 1)
+    write_unsigned_varint(out, len(forgotten) + 1)
     for topic, indexes in forgotten.items():
-        _compact_string(out, topic)
-        _uvarint(out, len(indexes) + 1)
+        write_compact_string(out, topic)
+        write_unsigned_varint(out, len(indexes) + 1)
         for index in indexes:
             out += _I32.pack(index)
         out.append(0)
-    _compact_string(out, rack_id)
+    write_compact_string(out, rack_id)
     out.append(0)
     struct.pack_into(">i", out, 0, len(out) - 4)
     return bytes(out)
@@ -301,37 +294,18 @@ class FetchRequestV12(NamedTuple):
     rack_id: str
 
 
-class _Fallback(Exception):
-    """The body needs the general (bounded scan + kio) decoder."""
-
-
-def _fast_uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if pos >= end:
-            raise _Fallback
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 28:
-            raise _Fallback
-
-
 def _fast_string(buf: memoryview, pos: int, end: int) -> tuple[str, int]:
-    n, pos = _fast_uvarint(buf, pos, end)
+    n, pos = read_unsigned_varint_fast(buf, pos, end)
     n -= 1
     if n < 0 or pos + n > end:
-        raise _Fallback
+        raise FastPathMiss
     return str(buf[pos : pos + n], "utf-8"), pos + n
 
 
 def _no_tags(buf: memoryview, pos: int, end: int) -> int:
-    tags, pos = _fast_uvarint(buf, pos, end)
+    tags, pos = read_unsigned_varint_fast(buf, pos, end)
     if tags:
-        raise _Fallback
+        raise FastPathMiss
     return pos
 
 
@@ -348,46 +322,46 @@ def decode_fetch_request_v12_fast(
     pos = offset
     try:
         if pos + _REQUEST_TOP.size > end:
-            raise _Fallback
+            raise FastPathMiss
         replica_id, max_wait_ms, min_bytes, max_bytes, isolation, session_id, epoch = (
             _REQUEST_TOP.unpack_from(buf, pos)
         )
         pos += _REQUEST_TOP.size
-        count, pos = _fast_uvarint(buf, pos, end)
+        count, pos = read_unsigned_varint_fast(buf, pos, end)
         if count == 0:
-            raise _Fallback
+            raise FastPathMiss
         topics = []
         unpack_partition = _REQUEST_PARTITION.unpack_from
         size = _REQUEST_PARTITION.size
         for _ in range(count - 1):
             name, pos = _fast_string(buf, pos, end)
-            n, pos = _fast_uvarint(buf, pos, end)
+            n, pos = read_unsigned_varint_fast(buf, pos, end)
             if n == 0:
-                raise _Fallback
+                raise FastPathMiss
             partitions = []
             for _ in range(n - 1):
                 if pos + size > end:
-                    raise _Fallback
+                    raise FastPathMiss
                 index, leader_epoch, fetch_offset, last_epoch, log_start, max_part, tags = unpack_partition(
                     buf, pos
                 )
                 if tags:
-                    raise _Fallback
+                    raise FastPathMiss
                 pos += size
                 partitions.append(
                     ReplicaFetchPartition(index, leader_epoch, fetch_offset, last_epoch, log_start, max_part)
                 )
             pos = _no_tags(buf, pos, end)
             topics.append(FetchTopic(name, tuple(partitions)))
-        count, pos = _fast_uvarint(buf, pos, end)
+        count, pos = read_unsigned_varint_fast(buf, pos, end)
         if count == 0:
-            raise _Fallback
+            raise FastPathMiss
         forgotten = []
         for _ in range(count - 1):
             name, pos = _fast_string(buf, pos, end)
-            n, pos = _fast_uvarint(buf, pos, end)
+            n, pos = read_unsigned_varint_fast(buf, pos, end)
             if n == 0 or pos + 4 * (n - 1) > end:
-                raise _Fallback
+                raise FastPathMiss
             indexes = struct.unpack_from(f">{n - 1}i", buf, pos)
             pos += 4 * (n - 1)
             pos = _no_tags(buf, pos, end)
@@ -395,8 +369,8 @@ def decode_fetch_request_v12_fast(
         rack_id, pos = _fast_string(buf, pos, end)
         pos = _no_tags(buf, pos, end)
         if pos != end:
-            raise _Fallback
-    except (_Fallback, UnicodeDecodeError):
+            raise FastPathMiss
+    except (FastPathMiss, UnicodeDecodeError):
         return None
     return FetchRequestV12(
         replica_id,
