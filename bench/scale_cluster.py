@@ -10,7 +10,8 @@ with ``min.insync.replicas=2``; measured in order:
 * **create**: CreateTopics sent (confluent-kafka ``AdminClient``) -> every running broker's
   Metadata shows every partition with a leader and an ISR of 3 (goal <= 10 s at 4,000);
 * **metadata**: p50 of a full Metadata request (all topics) answered by one broker, timed as
-  librdkafka's ``list_topics()`` round trip (goal <= 15 ms at 4,000);
+  librdkafka's ``list_topics()`` round trip (goal <= 15 ms at 4,000), and beside it the same
+  request's round trip on a raw socket (the broker's share, without the client's parsing);
 * **idle CPU**: CPU % of each broker process over a quiet window (shared goal <= 2 %);
 * **failover**: ``kill -9`` of the broker leading the most partitions -> a surviving broker's
   Metadata shows every partition led by a live broker (goal: session timeout + 2 s);
@@ -27,7 +28,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import statistics
+import struct
 import tempfile
 import time
 import uuid
@@ -41,6 +44,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from rich.table import Table
 
 from spark_kafkalite.local_cluster import MULTI_NODE_DEFAULTS, LocalCluster
+from spark_kafkalite.protocol.api_keys import ApiKey, request_class
+from spark_kafkalite.protocol.entities import build
+from spark_kafkalite.protocol.framing import encode_request
 
 #: Timing keys of conf/broker-{1,2,3}.properties.
 CONF_TIMING = {
@@ -104,6 +110,30 @@ def _wait(
                 f"{topic}: condition not met within {timeout_s:.0f} s; (leader, ISR size) seen: {summary}"
             )
         time.sleep(0.1)
+
+
+def _raw_metadata_ms(address: str, requests: int) -> list[float]:
+    """Round-trip times (ms) of a full Metadata v12 request (all topics) on one connection: the
+    broker's own share of a Metadata request, without any client's parsing of the answer."""
+    host, port = address.rsplit(":", 1)
+    request = build(
+        request_class(ApiKey.METADATA, 12),
+        topics=None,
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    times_ms = []
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        for correlation_id in range(requests):
+            frame = encode_request(request, correlation_id=correlation_id, client_id="bench-scale")
+            t0 = time.perf_counter()
+            sock.sendall(frame)
+            (size,) = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))
+            body = sock.recv(size, socket.MSG_WAITALL)
+            times_ms.append((time.perf_counter() - t0) * 1000)
+            if len(body) != size:
+                raise RuntimeError(f"Metadata answer cut short: {len(body)} of {size} bytes")
+    return times_ms
 
 
 def _all_led_full(partitions: int, not_leader: int = -1) -> Callable[[dict[int, tuple[int, int]]], bool]:
@@ -218,6 +248,17 @@ def measure(
                     f"{statistics.median(times_ms):.1f}",
                     f"<= {GOAL_METADATA_P50_MS_AT_4000:.0f} at 4,000",
                     f"{_load()}; min {min(times_ms):.1f}",
+                ],
+            )
+            raw_ms = _raw_metadata_ms(cluster.broker_address(1), METADATA_REQUESTS)
+            _add(
+                rows,
+                [
+                    "full Metadata v12 round trip on a raw socket (the broker's share), ms",
+                    str(partitions),
+                    f"{statistics.median(raw_ms):.2f}",
+                    "-",
+                    f"{_load()}; p50 beside librdkafka's list_topics above, which also parses the answer",
                 ],
             )
             # -- idle CPU
