@@ -112,6 +112,22 @@ def _wait(
         time.sleep(0.1)
 
 
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    """``size`` bytes from ``sock``.
+
+    Raises:
+        ConnectionError: the broker closed the connection first.
+    """
+    chunks, left = [], size
+    while left:
+        chunk = sock.recv(min(left, 1 << 20))
+        if not chunk:
+            raise ConnectionError(f"connection closed with {left} of {size} bytes unread")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
 def _raw_metadata_ms(address: str, requests: int) -> list[float]:
     """Round-trip times (ms) of a full Metadata v12 request (all topics) on one connection: the
     broker's own share of a Metadata request, without any client's parsing of the answer."""
@@ -128,11 +144,9 @@ def _raw_metadata_ms(address: str, requests: int) -> list[float]:
             frame = encode_request(request, correlation_id=correlation_id, client_id="bench-scale")
             t0 = time.perf_counter()
             sock.sendall(frame)
-            (size,) = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))
-            body = sock.recv(size, socket.MSG_WAITALL)
+            (size,) = struct.unpack(">i", _recv_exactly(sock, 4))
+            _recv_exactly(sock, size)
             times_ms.append((time.perf_counter() - t0) * 1000)
-            if len(body) != size:
-                raise RuntimeError(f"Metadata answer cut short: {len(body)} of {size} bytes")
     return times_ms
 
 
