@@ -14,6 +14,7 @@ from typing import Any
 __all__ = [
     "FastPathMiss",
     "read_unsigned_varint_fast",
+    "write_array_length",
     "write_compact_nullable_string",
     "write_compact_string",
     "write_unsigned_varint",
@@ -32,6 +33,15 @@ def write_unsigned_varint(out: bytearray, value: int) -> None:
         out.append((value & 0x7F) | 0x80)
         value >>= 7
     out.append(value)
+
+
+def write_array_length(out: bytearray, count: int, flexible: bool) -> None:
+    """Append an array's element count: KIP-482 compact (count + 1 as an unsigned varint) in a
+    flexible version, a big-endian int32 before it."""
+    if flexible:
+        write_unsigned_varint(out, count + 1)
+    else:
+        out += count.to_bytes(4, "big", signed=True)
 
 
 def write_compact_string(out: bytearray, value: str) -> None:

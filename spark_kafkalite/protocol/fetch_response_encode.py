@@ -30,7 +30,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from spark_kafkalite.protocol.byte_utils import write_unsigned_varint
+from spark_kafkalite.protocol.byte_utils import write_array_length, write_unsigned_varint
 
 __all__ = [
     "FETCH_RESPONSE_MIN_VERSION",
@@ -188,10 +188,7 @@ def encode_fetch_response(response: Any, correlation_id: int) -> list[bytes | by
         out += _I32.pack(throttle)
     partition_struct = _PARTITION_V5 if version >= 5 else _PARTITION_V4
     topics = response.responses
-    if flexible:
-        write_unsigned_varint(out, len(topics) + 1)
-    else:
-        out += _I32.pack(len(topics))
+    write_array_length(out, len(topics), flexible)
     for topic in topics:
         name = topic.topic.encode()
         if flexible:
@@ -202,10 +199,7 @@ def encode_fetch_response(response: Any, correlation_id: int) -> list[bytes | by
             out += _I16.pack(len(name))
         out += name
         partitions = topic.partitions
-        if flexible:
-            write_unsigned_varint(out, len(partitions) + 1)
-        else:
-            out += _I32.pack(len(partitions))
+        write_array_length(out, len(partitions), flexible)
         for p in partitions:
             if version >= 5:
                 out += partition_struct.pack(
@@ -226,10 +220,7 @@ def encode_fetch_response(response: Any, correlation_id: int) -> list[bytes | by
                 else:
                     out += b"\xff\xff\xff\xff"
             else:
-                if flexible:
-                    write_unsigned_varint(out, len(aborted) + 1)
-                else:
-                    out += _I32.pack(len(aborted))
+                write_array_length(out, len(aborted), flexible)
                 for t in aborted:
                     out += _ABORTED.pack(t.producer_id, t.first_offset)
                     if flexible:

@@ -20,7 +20,10 @@ import datetime
 import struct
 from typing import Any, NamedTuple
 
-from spark_kafkalite.protocol.byte_utils import write_compact_nullable_string, write_unsigned_varint
+from spark_kafkalite.protocol.byte_utils import (
+    write_array_length,
+    write_compact_nullable_string,
+)
 
 __all__ = [
     "PRODUCE_RESPONSE_MAX_VERSION",
@@ -114,17 +117,11 @@ def encode_produce_response(response: Any, correlation_id: int) -> bytes:
     partition_struct = _PARTITION_V5 if version >= 5 else _PARTITION_V3
     string = write_compact_nullable_string if flexible else _legacy_nullable_string
     topics = response.responses
-    if flexible:
-        write_unsigned_varint(out, len(topics) + 1)
-    else:
-        out += _I32.pack(len(topics))
+    write_array_length(out, len(topics), flexible)
     for topic in topics:
         string(out, topic.name)
         partitions = topic.partition_responses
-        if flexible:
-            write_unsigned_varint(out, len(partitions) + 1)
-        else:
-            out += _I32.pack(len(partitions))
+        write_array_length(out, len(partitions), flexible)
         for p in partitions:
             fields: tuple[int, ...] = (
                 int(p.index),
@@ -137,10 +134,7 @@ def encode_produce_response(response: Any, correlation_id: int) -> bytes:
             out += partition_struct.pack(*fields)
             if version >= 8:
                 errors = p.record_errors
-                if flexible:
-                    write_unsigned_varint(out, len(errors) + 1)
-                else:
-                    out += _I32.pack(len(errors))
+                write_array_length(out, len(errors), flexible)
                 for error in errors:
                     out += _I32.pack(int(error.batch_index))
                     string(out, error.batch_index_error_message)
