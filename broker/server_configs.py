@@ -396,18 +396,30 @@ _define(
     "producer.purgatory.purge.interval.requests", "int", 1000, "Produce purgatory purge interval" + _UNUSED
 )
 
-# --- replication (no effect on a single node yet) ----------------------------------------------
-_define("replica.lag.time.max.ms", "long", 30000, "ISR lag time" + _UNUSED, at_least(0))
-_define("replica.fetch.max.bytes", "int", 1048576, "Replica fetch partition bytes" + _UNUSED, at_least(0))
-_define("replica.fetch.min.bytes", "int", 1, "Replica fetch min bytes" + _UNUSED, at_least(0))
-_define("replica.fetch.wait.max.ms", "int", 500, "Replica fetch wait" + _UNUSED, at_least(0))
+# --- replication (read by ReplicaManager and its ReplicaFetcherManager) -------------------------
 _define(
-    "replica.fetch.response.max.bytes", "int", 10485760, "Replica fetch response bytes" + _UNUSED, at_least(0)
+    "replica.lag.time.max.ms",
+    "long",
+    30000,
+    "A follower not caught up to the leader's log end for this long leaves the ISR.",
+    at_least(0),
 )
-_define("replica.fetch.backoff.ms", "int", 1000, "Replica fetch backoff" + _UNUSED, at_least(0))
-_define("replica.socket.timeout.ms", "int", 30000, "Replica socket timeout" + _UNUSED)
+_define("replica.fetch.max.bytes", "int", 1048576, "Bytes a follower fetch asks per partition.", at_least(0))
+_define(
+    "replica.fetch.min.bytes", "int", 1, "Bytes a follower fetch waits for before the answer.", at_least(0)
+)
+_define("replica.fetch.wait.max.ms", "int", 500, "Longest a follower fetch waits at the leader.", at_least(0))
+_define(
+    "replica.fetch.response.max.bytes",
+    "int",
+    10485760,
+    "Bytes a follower fetch asks for in total.",
+    at_least(0),
+)
+_define("replica.fetch.backoff.ms", "int", 1000, "Pause of a fetcher after a failed fetch.", at_least(0))
+_define("replica.socket.timeout.ms", "int", 30000, "Timeout of a follower fetch request.")
 _define("replica.high.watermark.checkpoint.interval.ms", "long", 5000, "HW checkpoint interval.", at_least(1))
-_define("num.replica.fetchers", "int", 1, "Replica fetcher threads" + _UNUSED, at_least(1))
+_define("num.replica.fetchers", "int", 1, "Fetchers (one connection each) per source broker.", at_least(1))
 _define(
     "auto.leader.rebalance.enable",
     "boolean",
