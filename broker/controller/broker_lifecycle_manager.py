@@ -5,8 +5,10 @@ commands (``submit``).
 * :meth:`register_broker` at startup (retries until a quorum answers; the answer is the broker
   epoch), then :meth:`wait_unfenced` (heartbeats until the controller unfences this broker, i.e.
   it has caught up with the metadata log) -- only then does the broker serve clients;
-* a heartbeat every ``broker.heartbeat.interval.ms`` (a STALE_BROKER_EPOCH answer means this
-  incarnation was fenced out: register again);
+* a heartbeat every ``broker.heartbeat.interval.ms``, answered by the active controller from
+  memory (``send_heartbeat``, no log entry); when it says this broker is fenced (its session
+  expired), a heartbeat command through the log unfences it once caught up; a STALE_BROKER_EPOCH
+  answer means this incarnation was fenced out: register again;
 * :meth:`controlled_shutdown` on SIGTERM: a heartbeat with ``want_shutdown`` moves this broker's
   leaderships away (and fences it) before the process exits; bounded when the quorum is gone.
 """
@@ -44,6 +46,9 @@ class BrokerLifecycleManager:
         node_id: this broker.
         submit: ``await submit(command, timeout_s)`` -> the command's result once committed;
             raises :class:`ControllerUnavailable` when the quorum does not answer in time.
+        send_heartbeat: ``await send_heartbeat(node_id, broker_epoch, metadata_offset)`` -> the
+            active controller's in-memory :class:`HeartbeatResult`; raises
+            :class:`ControllerUnavailable` when no active controller answers in time.
         broker_image: the broker's applied metadata image (its offset goes in heartbeats).
         request_timeout_s: how long one command may wait for its commit.
         heartbeat_interval_s: ``broker.heartbeat.interval.ms`` in seconds.
@@ -57,6 +62,7 @@ class BrokerLifecycleManager:
         self,
         node_id: int,
         submit: Callable[[Command, float | None], Awaitable[Any]],
+        send_heartbeat: Callable[[int, int, int], Awaitable[HeartbeatResult]],
         broker_image: Callable[[], MetadataImage],
         *,
         request_timeout_s: float,
@@ -64,6 +70,7 @@ class BrokerLifecycleManager:
     ) -> None:
         self.node_id = node_id
         self._submit = submit
+        self._send_heartbeat = send_heartbeat
         self._broker_image = broker_image
         self.request_timeout_s = request_timeout_s
         self.heartbeat_interval_s = heartbeat_interval_s
@@ -129,6 +136,20 @@ class BrokerLifecycleManager:
         result = await self._submit(command, timeout_s)
         if not isinstance(result, HeartbeatResult):
             return HeartbeatResult(ErrorCode.unknown_server_error)
+        return self._note(result)
+
+    async def session_heartbeat(self) -> HeartbeatResult:
+        """One heartbeat answered by the active controller from memory; when it has this broker
+        fenced (not shutting down), a heartbeat through the log follows (it unfences a caught-up
+        broker). Raises ControllerUnavailable when no controller answers."""
+        result = self._note(
+            await self._send_heartbeat(self.node_id, self.broker_epoch, self._broker_image().offset)
+        )
+        if result.error == ErrorCode.none and result.is_fenced and not result.should_shutdown:
+            return await self.heartbeat()
+        return result
+
+    def _note(self, result: HeartbeatResult) -> HeartbeatResult:
         if result.error == ErrorCode.none:
             if self.fenced != result.is_fenced:
                 logger.info("broker %d is now %s", self.node_id, "fenced" if result.is_fenced else "unfenced")
@@ -182,7 +203,7 @@ class BrokerLifecycleManager:
             if self._shutting_down:
                 return
             try:
-                result = await self.heartbeat()
+                result = await self.session_heartbeat()
             except ControllerUnavailable as exc:
                 logger.debug("heartbeat of broker %d failed: %s", self.node_id, exc)
                 continue

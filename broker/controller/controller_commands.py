@@ -304,6 +304,18 @@ class MetadataStateMachine:
         raise TypeError(f"unknown controller command {cmd!r}")
 
     # -- heartbeats ------------------------------------------------------------------------------
+    def heartbeat_state(self, node_id: int, epoch: int, metadata_offset: int) -> HeartbeatResult:
+        """The answer to a heartbeat that changes nothing (Kafka's active controller answers those
+        from ``BrokerHeartbeatManager`` without writing the log): STALE_BROKER_EPOCH for another
+        incarnation, else the broker's fenced / shutdown state. Read-only."""
+        broker = self.image.brokers.get(node_id)
+        if broker is None or broker.epoch != epoch:
+            return HeartbeatResult(ErrorCode.stale_broker_epoch)
+        caught_up = metadata_offset >= broker.epoch
+        if self.shutdown_epochs.get(node_id) == epoch:
+            return HeartbeatResult(ErrorCode.none, caught_up, True, True)
+        return HeartbeatResult(ErrorCode.none, caught_up, broker.fenced)
+
     def _heartbeat(self, settings: ControllerSettings, cmd: HeartbeatCmd) -> tuple[list[MetadataRecord], Any]:
         image = self.image
         broker = image.brokers.get(cmd.node_id)

@@ -30,13 +30,21 @@ deadlines (pysyncobj's default, 0.05 s, doubles an idle node's wake-ups). Log co
 journal truncation) every 2000 entries or 3600 s (Kafka's
 ``metadata.log.max.snapshot.interval.ms``), so heartbeats never grow the log without bound and
 an idle cluster does not re-serialize its whole image every few minutes.
+
+Broker heartbeats are not log entries (Kafka's active controller keeps them in
+``BrokerHeartbeatManager``, in memory): :meth:`MetadataQuorum.send_heartbeat` carries one over the
+same authenticated Raft connections as a request/response pair outside the log, answered by the
+leader from its state machine (``on_heartbeat``, pysyncobj thread); only the state changes it
+implies (unfence, fence on session expiry, controlled shutdown) are proposed as commands.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import socket
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -58,6 +66,75 @@ _SNAPSHOT_VERSION = 1
 RecordsListener = Callable[[list[MetadataRecord]], None]
 ResetListener = Callable[[MetadataImage], None]
 ResultCallback = Callable[[Any, int], None]
+#: (node id, broker epoch, metadata offset) -> the answer, on the leader's pysyncobj thread
+HeartbeatHandler = Callable[[tuple[int, int, int]], Any]
+
+_HEARTBEAT = "kafkalite_broker_heartbeat"
+_HEARTBEAT_RESPONSE = "kafkalite_broker_heartbeat_response"
+
+
+class _RaftNode(SyncObj):  # type: ignore[misc]
+    """pysyncobj's node plus one request/response pair outside the log: a broker heartbeat sent
+    to the Raft leader and answered there from memory (``handler``). Requests leave from the
+    pysyncobj thread (its transport is not thread-safe): :meth:`send_heartbeat` queues them and
+    wakes that thread; ``callback`` gets the answer, or None when no leader answered."""
+
+    def __init__(
+        self,
+        self_address: str,
+        partners: list[str],
+        conf: SyncObjConf,
+        consumers: list[Any],
+        handler: HeartbeatHandler,
+    ) -> None:
+        self._handler = handler
+        self._outbox: deque[tuple[int, tuple[int, int, int]]] = deque()
+        self._waiters: dict[int, Callable[[Any], None]] = {}
+        self._request_ids = itertools.count(1)
+        super().__init__(self_address, partners, conf=conf, consumers=consumers)
+        self.addOnTickCallback(self._send_queued)
+
+    def send_heartbeat(self, request: tuple[int, int, int], callback: Callable[[Any], None]) -> int:
+        """Queue ``request`` for the leader; returns its id (for :meth:`forget`)."""
+        request_id = next(self._request_ids)
+        self._waiters[request_id] = callback
+        self._outbox.append((request_id, request))
+        self._SyncObj__pipeNotifier.notify()
+        return request_id
+
+    def forget(self, request_id: int) -> None:
+        """Drop the callback of a request nobody waits for any more."""
+        self._waiters.pop(request_id, None)
+
+    def _answer(self, request: tuple[int, int, int]) -> Any:
+        return self._handler(request) if self._isLeader() else None
+
+    def _deliver(self, request_id: int, answer: Any) -> None:
+        callback = self._waiters.pop(request_id, None)
+        if callback is not None:
+            callback(answer)
+
+    def _send_queued(self) -> None:
+        while self._outbox:
+            request_id, request = self._outbox.popleft()
+            if self._isLeader():
+                self._deliver(request_id, self._answer(request))
+                continue
+            leader = self._getLeader()
+            message = {"type": _HEARTBEAT, "request_id": request_id, "request": request}
+            if leader is None or not self._SyncObj__transport.send(leader, message):
+                self._deliver(request_id, None)
+
+    def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:
+        kind = message.get("type") if isinstance(message, dict) else None
+        if kind == _HEARTBEAT:
+            answer = {"type": _HEARTBEAT_RESPONSE, "request_id": message["request_id"]}
+            answer["answer"] = self._answer(message["request"])
+            self._SyncObj__transport.send(node, answer)
+        elif kind == _HEARTBEAT_RESPONSE:
+            self._deliver(message["request_id"], message["answer"])
+        else:
+            SyncObj._SyncObj__onMessageReceived(self, node, message)
 
 
 class _MetadataLog(SyncObjConsumer):  # type: ignore[misc]
@@ -167,6 +244,8 @@ class MetadataQuorum:
         on_executed: called (pysyncobj thread) with every committed command (liveness tracking).
         on_state_change: called (pysyncobj thread) with True when this node becomes the leader,
             False when it stops being the leader.
+        on_heartbeat: answers a broker heartbeat ``(node id, broker epoch, metadata offset)``
+            while this node is the leader (pysyncobj thread; None: no answer).
         bind_address: (host, port) the Raft port binds (the CONTROLLER listener) when it is not
             this node's voter entry (the address the other voters dial, e.g. a proxy in front).
     """
@@ -183,8 +262,10 @@ class MetadataQuorum:
         on_executed: Callable[[Any], None],
         on_state_change: Callable[[bool], None],
         bind_address: tuple[str, int] | None = None,
+        on_heartbeat: HeartbeatHandler | None = None,
     ) -> None:
         self.node_id = node_id
+        self._on_heartbeat: HeartbeatHandler = on_heartbeat or (lambda request: None)
         self.voters = dict(voters)
         self.bind_address = bind_address or self.voters[node_id]
         self.metadata_dir = metadata_dir
@@ -192,7 +273,7 @@ class MetadataQuorum:
         self._log = _MetadataLog(cluster_id, on_records, on_reset, on_executed)
         self._settings = settings
         self._on_state_change = on_state_change
-        self._sync: SyncObj | None = None
+        self._sync: _RaftNode | None = None
         self._lock = threading.Lock()
 
     def start(self) -> None:
@@ -218,7 +299,7 @@ class MetadataQuorum:
             bindRetryTime=0.5,
             **self._settings.conf_kwargs,
         )
-        self._sync = SyncObj(self_address, partners, conf=conf, consumers=[self._log])
+        self._sync = _RaftNode(self_address, partners, conf, [self._log], self._on_heartbeat)
         logger.info(
             "controller quorum node %d at %s, voters %s, journal in %s",
             self.node_id,
@@ -237,6 +318,11 @@ class MetadataQuorum:
                 logger.exception("stopping the controller quorum failed")
 
     # -- state -------------------------------------------------------------------------------
+    @property
+    def machine(self) -> MetadataStateMachine:
+        """The state machine (read it on the pysyncobj thread, e.g. in ``on_heartbeat``)."""
+        return self._log.machine
+
     @property
     def image(self) -> MetadataImage:
         """The state machine's image (read-only view; updated on the pysyncobj thread)."""
@@ -280,3 +366,20 @@ class MetadataQuorum:
             callback(None, 2)  # MISSING_LEADER
             return
         self._log.execute(settings, command, callback=callback)
+
+    def send_heartbeat(self, request: tuple[int, int, int], callback: Callable[[Any], None]) -> int:
+        """Send a broker heartbeat ``(node id, broker epoch, metadata offset)`` to the Raft leader,
+        outside the log; ``callback`` gets (pysyncobj thread) the leader's ``on_heartbeat`` answer,
+        or None when there is no leader or it could not be reached. Returns a request id for
+        :meth:`forget_heartbeat`."""
+        sync = self._sync
+        if sync is None:
+            callback(None)
+            return 0
+        return int(sync.send_heartbeat(request, callback))
+
+    def forget_heartbeat(self, request_id: int) -> None:
+        """Drop the callback of a heartbeat whose caller stopped waiting."""
+        sync = self._sync
+        if sync is not None:
+            sync.forget(request_id)

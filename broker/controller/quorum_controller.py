@@ -23,15 +23,19 @@ create partitions, alter configs, ``alter_partition``, ``allocate_producer_ids``
 * :meth:`controlled_shutdown` on SIGTERM: a heartbeat with ``want_shutdown`` moves this broker's
   leaderships away before it exits (bounded wait when the quorum is gone).
 
-On the active controller only (the Raft leader): broker sessions are tracked in memory (time of
-the last committed heartbeat of each broker; a new active controller grants every broker a fresh
-``broker.session.timeout.ms``) and an expired broker is fenced (``FenceBrokerCmd``: its
-leaderships move, it leaves the ISRs). With ``auto.leader.rebalance.enable`` it periodically runs
+On the active controller only (the Raft leader): broker sessions are tracked in memory, as in
+Kafka's ``BrokerHeartbeatManager``: heartbeats reach it outside the log
+(:meth:`~broker.controller.quorum.MetadataQuorum.send_heartbeat`) and are answered from its state
+machine, recording the time of each broker's last contact; a new active controller starts every
+broker's session clock when it becomes active (a broker that died with the previous controller
+is fenced one ``broker.session.timeout.ms`` after the election). An expired broker is fenced
+(``FenceBrokerCmd``, a log entry: its leaderships move, it leaves the ISRs). With ``auto.leader.rebalance.enable`` it periodically runs
 preferred-leader election for brokers leading less than
 ``(100 - leader.imbalance.per.broker.percentage)`` % of their preferred partitions.
 
-Heartbeats go through the Raft log (about one entry per broker every 2 s); pysyncobj's log
-compaction (snapshots) keeps the journal bounded.
+Only state changes go through the Raft log (registration, unfencing, fencing, controlled
+shutdown), so an idle cluster appends nothing; pysyncobj's log compaction (snapshots) keeps the
+journal bounded.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ from broker.controller.controller_commands import (
     ElectLeadersCmd,
     FenceBrokerCmd,
     HeartbeatCmd,
+    HeartbeatResult,
     MetadataStateMachine,
     RegisterBrokerCmd,
 )
@@ -161,6 +166,7 @@ class QuorumController:
         self.lifecycle = BrokerLifecycleManager(
             node_id,
             self._submit,
+            self._send_heartbeat,
             broker_image,
             request_timeout_s=self.request_timeout_s,
             heartbeat_interval_s=self.heartbeat_interval_s,
@@ -177,6 +183,7 @@ class QuorumController:
             self._on_executed,
             self._on_state_change,
             bind_address,
+            on_heartbeat=self._answer_heartbeat,
         )
 
     # -- pysyncobj thread -> event loop ---------------------------------------------------------
@@ -203,20 +210,26 @@ class QuorumController:
 
     def _on_state_change(self, leader: bool) -> None:
         if leader:
-            # Heartbeats are replicated commands, so this node applied every broker's heartbeats
-            # as a follower and its clocks are current: keep them, so a broker that died with
-            # the previous controller is fenced one session after its last heartbeat, not one
-            # session after this election (Kafka's BrokerHeartbeatManager restarts every clock
-            # on activation; that costs a failover the election time again). Brokers get at
-            # least half a session from now to reach this controller.
+            # Kafka's BrokerHeartbeatManager: heartbeats live in the active controller's memory,
+            # so a new one knows no broker's last contact and starts every session clock now.
             now = time.monotonic()
+            self._last_heartbeat.clear()
             self._leader_since = now
-            self._fence_after = now + self.session_timeout_s / 2
+            self._fence_after = now
             self._fencing.clear()
             logger.info("node %d is now the active controller (term %d)", self.node_id, self.quorum.term)
         else:
             self._leader_since = None
             logger.info("node %d is no longer the active controller", self.node_id)
+
+    def _answer_heartbeat(self, request: tuple[int, int, int]) -> tuple[int, bool, bool, bool]:
+        """A broker heartbeat at the active controller (pysyncobj thread): answered from the state
+        machine, and the broker's session clock restarted when it is the registered incarnation."""
+        node_id, epoch, metadata_offset = request
+        result = self.quorum.machine.heartbeat_state(node_id, epoch, metadata_offset)
+        if result.error == ErrorCode.none:
+            self._last_heartbeat[node_id] = time.monotonic()
+        return int(result.error), result.is_caught_up, result.is_fenced, result.should_shutdown
 
     # -- lifecycle ------------------------------------------------------------------------------
     @property
@@ -297,6 +310,34 @@ class QuorumController:
             raise ControllerUnavailable(
                 f"the controller quorum did not commit {type(command).__name__} in time (no active controller?)"
             ) from None
+
+    async def _send_heartbeat(self, node_id: int, epoch: int, metadata_offset: int) -> HeartbeatResult:
+        """A heartbeat answered by the active controller from memory (no log entry).
+
+        Raises:
+            ControllerUnavailable: no active controller answered within the request timeout.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+
+        def done(answer: Any) -> None:
+            def resolve() -> None:
+                if not future.done():
+                    future.set_result(answer)
+
+            with contextlib.suppress(RuntimeError):  # loop closed: nobody waits any more
+                loop.call_soon_threadsafe(resolve)
+
+        request_id = self.quorum.send_heartbeat((node_id, epoch, metadata_offset), done)
+        try:
+            answer = await asyncio.wait_for(future, self.request_timeout_s)
+        except TimeoutError:
+            self.quorum.forget_heartbeat(request_id)
+            raise ControllerUnavailable("no active controller answered the heartbeat in time") from None
+        if answer is None:
+            raise ControllerUnavailable("no active controller to answer the heartbeat")
+        error, caught_up, fenced, shutdown = answer
+        return HeartbeatResult(ErrorCode(error), caught_up, fenced, shutdown)
 
     # -- topics ---------------------------------------------------------------------------------
     def _control(self) -> ReplicationControl:

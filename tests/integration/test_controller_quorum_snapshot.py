@@ -43,7 +43,20 @@ class Node:
             self.resets.append,
             lambda command: None,
             lambda leader: None,
+            on_heartbeat=lambda request: self.quorum.machine.heartbeat_state(*request).is_fenced,
         )
+
+    def heartbeat(self, request: tuple[int, int, int]) -> Any:
+        done = threading.Event()
+        box: list[Any] = []
+
+        def callback(answer: Any) -> None:
+            box.append(answer)
+            done.set()
+
+        self.quorum.send_heartbeat(request, callback)
+        assert done.wait(10.0)
+        return box[0]
 
     def propose(self, command: Any, timeout_s: float = 10.0) -> Any:
         done = threading.Event()
@@ -87,6 +100,12 @@ def test_commands_replicate_compact_and_recover(tmp_path: Path) -> None:
         assert code == 0 and epoch == 0
         result = nodes[follower].propose(HeartbeatCmd(1, epoch, 1))
         assert not result.is_fenced
+        # a heartbeat outside the log: the leader answers it from memory, no entry is appended
+        leader = nodes[leaders.pop()].quorum
+        index = leader.status()["commit_idx"]
+        assert [nodes[n].heartbeat((1, epoch, 1)) for n in (1, 2, 3)] == [False, False, False]
+        assert nodes[follower].heartbeat((1, epoch + 1, 1)) is True  # stale epoch: fenced
+        assert leader.status()["commit_idx"] == index
         for i in range(12):  # enough entries to trigger compaction on every node
             [outcome] = nodes[(i % 3) + 1].propose(
                 CreateTopicsCmd((CreatableTopicSpec(f"t{i}", 1, 1),), (uuid.uuid4(),), i)

@@ -11,6 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from broker.controller import quorum_controller as qc
+from broker.controller.controller_commands import MetadataStateMachine
+from spark_kafkalite.protocol.errors import ErrorCode
 
 
 class _Clock:
@@ -66,12 +68,13 @@ def test_normal_ticks_and_short_delays_keep_checking(monkeypatch: pytest.MonkeyP
     assert controller._fence_after == 0.0  # type: ignore[attr-defined]
 
 
-def test_a_new_controller_fences_a_broker_one_session_after_its_last_applied_heartbeat(
+def test_a_new_controller_starts_every_session_clock_when_it_becomes_active(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Broker 1 died with the previous controller (last heartbeat applied at 999.3); broker 2
-    heartbeats on; this node becomes active at 1000.0 (session 2 s): broker 1 is fenced at
-    ~1001.3 instead of 1002.0 + (one session after the election), broker 2 never."""
+    """Kafka's BrokerHeartbeatManager: heartbeats live in the active controller's memory, so a
+    new one (active at 1000.0, session 2 s) fences broker 1, which died with the previous
+    controller, one session after its election, whatever the clocks it held before; broker 2,
+    whose heartbeats it answers, is never fenced, nor is a heartbeat of a stale epoch counted."""
     clock = _Clock()
     monkeypatch.setattr(qc.time, "monotonic", lambda: clock.now)
     fenced: list[tuple[int, float]] = []
@@ -79,9 +82,11 @@ def test_a_new_controller_fences_a_broker_one_session_after_its_last_applied_hea
     controller.session_timeout_s = 2.0  # type: ignore[misc]
     controller.node_id = 3  # type: ignore[misc]
     controller._fencing = {}
-    controller._last_heartbeat = {1: 999.3, 2: 999.9}
+    controller._last_heartbeat = {1: 999.9, 2: 999.9}  # stale: from an earlier term
     brokers = {1: SimpleNamespace(fenced=False, epoch=7), 2: SimpleNamespace(fenced=False, epoch=8)}
-    controller.quorum = SimpleNamespace(is_leader=True, term=4, image=SimpleNamespace(brokers=brokers))  # type: ignore[assignment]
+    image = SimpleNamespace(brokers=brokers)
+    machine = MetadataStateMachine(image)  # type: ignore[arg-type]
+    controller.quorum = SimpleNamespace(is_leader=True, term=4, image=image, machine=machine)  # type: ignore[assignment]
 
     async def submit(command: object) -> None:
         fenced.append((command.node_id, clock.now))  # type: ignore[attr-defined]
@@ -89,8 +94,9 @@ def test_a_new_controller_fences_a_broker_one_session_after_its_last_applied_hea
 
     controller._submit = submit  # type: ignore[method-assign,assignment]
     controller._on_state_change(True)
-    for now in (1000.5, 1000.9, 1001.4, 1001.8):
+    for now in (1000.5, 1001.4, 1001.9, 1002.1, 1002.6):
         clock.now = now
-        controller._last_heartbeat[2] = now - 0.2  # broker 2 reached the new controller
+        assert controller._answer_heartbeat((2, 8, 8)) == (0, True, False, False)
+        assert controller._answer_heartbeat((1, 6, 0))[0] == ErrorCode.stale_broker_epoch
         asyncio.run(controller._fence_expired_brokers())
-    assert fenced == [(1, 1001.4)]
+    assert fenced == [(1, 1002.1)]
