@@ -35,6 +35,7 @@ Control path: when ``bench/scale_cluster.py`` is present its ``measure(partition
 Everything runs on 127.0.0.1; brokers are killed and their data dirs removed at the end.
 
     python bench/scale.py [--partitions 1000,4000] [--records 200000] [--connections 1000] [--quick]
+    python bench/scale.py --no-data --no-control   # the clients run only
 """
 
 from __future__ import annotations
@@ -656,6 +657,9 @@ def main() -> None:
     parser.add_argument("--probe-s", type=float, default=10.0)
     parser.add_argument("--no-control", action="store_true", help="skip bench/scale_cluster.py")
     parser.add_argument("--no-clients", action="store_true", help="skip the many-connections run")
+    parser.add_argument(
+        "--no-data", action="store_true", help="skip the data-path runs (idle CPU, spread, RF)"
+    )
     parser.add_argument("--quick", action="store_true", help="1,000 partitions, shorter runs (~3 min)")
     args = parser.parse_args()
     if args.quick:
@@ -665,7 +669,7 @@ def main() -> None:
     started = time.monotonic()
     console.print(f"[dim]{machine_summary()}; {_load()} at the start[/dim]")
     rows: list[list[str]] = []
-    for n in partitions:
+    for n in [] if args.no_data else partitions:
         console.print(f"[dim]data path, {n:,} partitions ...[/dim]")
         rows.extend(measure_data_path(n, args.records, args.max_run_s, args.idle_s))
     if rows:
