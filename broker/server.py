@@ -57,6 +57,7 @@ from broker.coordinator.group.service import GroupCoordinatorService
 from broker.coordinator.producer_id_manager import PRODUCER_ID_BLOCK_FILE
 from broker.coordinator.transaction.service import TransactionCoordinatorService
 from broker.event_loop_monitor import EventLoopMonitor
+from broker.gc_pauses import GcPauseStats
 from broker.log.dir_lock import LogDirLockError, LogDirLocks
 from broker.log.log_cleaner import LogCleaner
 from broker.log.log_config import LogConfig
@@ -222,6 +223,8 @@ class KafkaServer:
         self._transaction_coordinator: TransactionCoordinatorService | None = None
         #: the event loop's lag and stalls (see broker.event_loop_monitor); started by startup()
         self.loop_monitor = EventLoopMonitor(config["kafkalite.event.loop.stall.threshold.ms"])
+        #: the cyclic collector's pauses (see broker.gc_pauses), written with the loop's figures
+        self.gc_pauses = GcPauseStats()
         self._loop_lag_file = config.log_dirs[0] / LOOP_LAG_FILE
 
     # -- metadata -------------------------------------------------------------------------------
@@ -316,6 +319,7 @@ class KafkaServer:
         started = time.monotonic()
         logger.info("starting broker node %d with config:\n%s", self.node_id, config.describe())
         self.loop_monitor.start()
+        self.gc_pauses.install()
         try:
             self._dir_locks.acquire(config.log_dirs)
         except LogDirLockError as exc:
@@ -550,7 +554,7 @@ class KafkaServer:
         status``) every few seconds while they change."""
         written: dict[str, Any] | None = None
         while True:
-            figures = self.loop_monitor.stats.snapshot()
+            figures = {**self.loop_monitor.stats.snapshot(), "gc": self.gc_pauses.snapshot()}
             if figures != written:
                 try:
                     write_atomically(self._loop_lag_file, json.dumps(figures), fsync=False)
@@ -592,6 +596,7 @@ class KafkaServer:
         if self.ctx is not None:
             self.ctx.request_workers.shutdown(wait=False, cancel_futures=True)
         self.loop_monitor.stop()
+        self.gc_pauses.uninstall()
         if self._dir_locks.held:
             # Only the owner of the log dirs may touch their files (another broker may hold them).
             with contextlib.suppress(OSError):
