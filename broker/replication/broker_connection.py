@@ -104,7 +104,9 @@ class BrokerConnection:
         """
         timeout_s = (self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
         try:
-            return await asyncio.wait_for(self._exchange(encode, decode), timeout_s)
+            # a timeout scope, not wait_for: no task per request, no extra loop turn per answer
+            async with asyncio.timeout(timeout_s):
+                return await self._exchange(encode, decode)
         except (OSError, EOFError, asyncio.IncompleteReadError, TimeoutError) as exc:
             await self.close()
             raise BrokerConnectionError(f"request {what} to {self.host}:{self.port} failed: {exc!r}") from exc

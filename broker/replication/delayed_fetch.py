@@ -19,6 +19,13 @@ wait behind all of them. An expired wait therefore joins a FIFO of expirations, 
 :data:`EXPIRATIONS_PER_LOOP_TURN` are resolved per loop turn (the event loop polls its sockets
 between turns), so new requests interleave with an expiry burst instead of queueing behind it.
 A notification still wakes its waiters at once.
+
+A high-watermark move alone wakes consumers' fetches only: a follower's ``DelayedFetch``
+completes on bytes up to the log end offset (``FetchIsolation.LOG_END``), which a HW move does
+not add, so Kafka's ``tryComplete`` leaves it parked. The follower learns the new HW with its
+next records, or when its fetch expires after ``replica.fetch.wait.max.ms``. Waking it anyway
+would cost the leader a read and a re-park of every other follower's fetch each time an
+``acks=all`` batch is acknowledged.
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ class PartitionChangeListener(Protocol):
     """Told of every partition whose log, high watermark, log start offset or leadership
     changed (the same events that wake parked fetches)."""
 
-    def partition_changed(self, key: TopicPartitionKey) -> None: ...
+    def partition_changed(self, key: TopicPartitionKey, wake_followers: bool = True) -> None: ...
 
     def wake_all(self) -> None: ...
 
@@ -57,6 +64,8 @@ class FetchPurgatory:
 
     def __init__(self, expirations_per_turn: int = EXPIRATIONS_PER_LOOP_TURN) -> None:
         self._watchers: dict[TopicPartitionKey, set[asyncio.Future[bool]]] = {}
+        #: parked followers' fetches (woken by :meth:`notify`, not by :meth:`notify_high_watermark`)
+        self._follower_watchers: dict[TopicPartitionKey, set[asyncio.Future[bool]]] = {}
         self._listeners: list[PartitionChangeListener] = []
         self._expirations_per_turn = max(1, expirations_per_turn)
         self._expired: deque[asyncio.Future[bool]] = deque()
@@ -68,30 +77,32 @@ class FetchPurgatory:
 
     @property
     def num_watched_keys(self) -> int:
-        return len(self._watchers)
+        return len(self._watchers.keys() | self._follower_watchers.keys())
 
-    async def wait(self, keys: Iterable[TopicPartitionKey], timeout_s: float) -> bool:
+    async def wait(self, keys: Iterable[TopicPartitionKey], timeout_s: float, follower: bool = False) -> bool:
         """Wait until one of ``keys`` is notified or ``timeout_s`` elapses (then, in a burst of
-        expirations, for its turn: see the module docstring).
+        expirations, for its turn: see the module docstring); a ``follower``'s fetch is not
+        woken by a high-watermark move alone (see the module docstring).
 
         Returns: True if woken by a notification, False on timeout.
         """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bool] = loop.create_future()
         watched = list(keys)
+        watchers = self._follower_watchers if follower else self._watchers
         for key in watched:
-            self._watchers.setdefault(key, set()).add(future)
+            watchers.setdefault(key, set()).add(future)
         timer = loop.call_later(max(0.0, timeout_s), self._expire, loop, future)
         try:
             return bool(await future)
         finally:
             timer.cancel()
             for key in watched:
-                waiters = self._watchers.get(key)
+                waiters = watchers.get(key)
                 if waiters is not None:
                     waiters.discard(future)
                     if not waiters:
-                        del self._watchers[key]
+                        del watchers[key]
 
     def _expire(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[bool]) -> None:
         """Timer callback: queue ``future`` for the reaper, which resolves it in its turn."""
@@ -119,20 +130,33 @@ class FetchPurgatory:
             self._reaping = False
 
     def notify(self, key: TopicPartitionKey) -> None:
-        """Wake every fetch watching ``key`` (after an append, HW move or deletion)."""
+        """Wake every fetch watching ``key`` (after an append, a leadership, ISR or log start
+        change, a deletion)."""
         for listener in self._listeners:
             listener.partition_changed(key)
-        waiters = self._watchers.pop(key, None)
-        if waiters:
-            for future in waiters:
-                _resolve(future, True)
+        _resolve_all(self._watchers.pop(key, None))
+        _resolve_all(self._follower_watchers.pop(key, None))
+
+    def notify_high_watermark(self, key: TopicPartitionKey) -> None:
+        """The high watermark of ``key`` moved and nothing else changed: wake the consumers'
+        fetches watching it; followers' fetches stay parked (the listeners mark the partition
+        so that their next response carries the new HW)."""
+        for listener in self._listeners:
+            listener.partition_changed(key, False)
+        _resolve_all(self._watchers.pop(key, None))
 
     def notify_all(self) -> None:
         """Wake every parked fetch (shutdown)."""
-        for key in list(self._watchers):
+        for key in list(self._watchers.keys() | self._follower_watchers.keys()):
             self.notify(key)
         for listener in self._listeners:
             listener.wake_all()
+
+
+def _resolve_all(futures: set[asyncio.Future[bool]] | None) -> None:
+    if futures:
+        for future in futures:
+            _resolve(future, True)
 
 
 def _resolve(future: asyncio.Future[bool], value: bool) -> None:

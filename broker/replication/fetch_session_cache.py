@@ -282,6 +282,8 @@ class FetchContext:
 
     def __init__(self, request: Any) -> None:
         self.request_view: Any = request
+        #: a follower's fetch (``replica_id`` >= 0): not woken by a high-watermark move alone
+        self.follower: bool = request.replica_id >= 0
 
     def update_and_generate_response(
         self, topics: list[Any], pending: Collection[TopicPartitionKey] = ()
@@ -299,7 +301,7 @@ class FetchContext:
 
         Returns: False when nothing that was read can have changed (timed out with no
         notification: the previous read is still the answer), True otherwise."""
-        return bool(await purgatory.wait(keys, timeout_s))
+        return bool(await purgatory.wait(keys, timeout_s, self.follower))
 
 
 class SessionlessFetchContext(FetchContext):
@@ -544,10 +546,12 @@ class FetchSessionCache:
 
     # -------------------------------------------------------------- changes
 
-    def partition_changed(self, key: TopicPartitionKey) -> None:
+    def partition_changed(self, key: TopicPartitionKey, wake_followers: bool = True) -> None:
         """Mark ``key`` in every session holding it and wake their parked fetches (called by
         ``FetchPurgatory.notify``: appends, high watermark and log start moves, leadership
-        changes, deletions)."""
+        changes, deletions). ``wake_followers`` False (a high-watermark move alone): a
+        follower (privileged) session is marked, so its next response carries the new HW, but
+        its parked fetch keeps waiting for records (Kafka's ``DelayedFetch`` for a follower)."""
         holders = self._holders.get(key)
         if not holders:
             return
@@ -556,7 +560,7 @@ class FetchSessionCache:
             session = self._sessions.get(session_id)
             if session is not None:
                 session.marked[key] = self._stamp
-                if session.waiter is not None:
+                if session.waiter is not None and (wake_followers or not session.privileged):
                     _resolve(session.waiter, True)
 
     def wake_all(self) -> None:

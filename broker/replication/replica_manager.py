@@ -288,6 +288,13 @@ class ReplicaManager:
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.notify(key)
 
+    def _complete_delayed_on_high_watermark(self, key: TopicPartitionKey) -> None:
+        """:meth:`_complete_delayed` after a follower's fetch moved the HW of ``key`` (and
+        nothing else): the parked produces and consumers' fetches; followers' fetches wait
+        for records (``FetchPurgatory.notify_high_watermark``)."""
+        self.produce_purgatory.check_and_complete(key)
+        self.fetch_purgatory.notify_high_watermark(key)
+
     # -- lifecycle -------------------------------------------------------------------------
     def startup(self) -> None:
         """Start the ISR-expiration task (every ``replica.lag.time.max.ms / 2``)."""
@@ -429,7 +436,7 @@ class ReplicaManager:
         )
         if is_follower and result.diverging_epoch is None:
             if p.update_follower_fetch_state(replica_id, fetch_offset, log_start_offset):
-                self._complete_delayed(p.key)
+                self._complete_delayed_on_high_watermark(p.key)
             result.high_watermark = p.high_watermark
             result.last_stable_offset = p.log.last_stable_offset
             if p.isr_expansion_candidate(replica_id):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from broker.replication.delayed_fetch import FetchPurgatory
 from broker.replication.fetch_session_cache import (
     FetchSessionCache,
     FullFetchContext,
@@ -207,6 +209,43 @@ def test_marks_follow_changes_not_session_size() -> None:
     ctx = cache.new_context(12, req(sid, 13, replica_id=2))
     ctx.update_and_generate_response(read(ctx))
     assert cache.get(sid).marked == {}
+
+
+def test_a_high_watermark_move_wakes_consumers_not_followers() -> None:
+    """Kafka's DelayedFetch: a follower's parked fetch completes on bytes up to the log end, so
+    a HW move alone (``notify_high_watermark``) wakes the consumers' fetches only, in a session
+    or not; the follower's session is still marked (its next response carries the HW) and an
+    append (``notify``) wakes everyone."""
+
+    async def scenario() -> None:
+        cache = FetchSessionCache(10)
+        purgatory = FetchPurgatory()
+        purgatory.add_change_listener(cache)
+        key = ("a", 0)
+        follower_sid = open_session(cache, {key: 0}, replica_id=2)
+        consumer_sid = open_session(cache, {key: 0})
+        follower = cache.new_context(12, req(follower_sid, 1, replica_id=2))
+        consumer = cache.new_context(12, req(consumer_sid, 1))
+        sessionless_follower = cache.new_context(12, req(0, -1, {key: 0}, replica_id=3))
+        parked = {
+            name: asyncio.ensure_future(ctx.wait(purgatory, [key], 5.0))
+            for name, ctx in (
+                ("follower", follower),
+                ("consumer", consumer),
+                ("sessionless follower", sessionless_follower),
+            )
+        }
+        await asyncio.sleep(0)
+        purgatory.notify_high_watermark(key)
+        await asyncio.sleep(0)
+        assert {name for name, task in parked.items() if task.done()} == {"consumer"}
+        assert key in cache.get(follower_sid).marked
+        purgatory.notify(key)
+        await asyncio.sleep(0)
+        assert all(task.done() and task.result() for task in parked.values())
+        assert purgatory.num_watched_keys == 0
+
+    asyncio.run(scenario())
 
 
 def test_errors_are_always_sent_and_reset_cached_hw() -> None:
