@@ -346,6 +346,7 @@ def _fetch_frame(topic: str, partition: int, correlation_id: int) -> bytes:
 _SIZE = struct.Struct(">i")
 _CORRELATION_ID = struct.Struct(">i")
 _CORRELATION_ID_OFFSET = 8  # size (4), api_key (2), api_version (2), then the correlation id
+_GOLDEN_RATIO_STEP = 0.6180339887498949
 
 
 class _Load:
@@ -442,7 +443,12 @@ class _LoadDriver:
         ).start()
         tasks = []
         for i, target in enumerate(self.targets):
-            tasks.append(asyncio.create_task(self._client(*target)))
+            # Each connection's own phase within the second (golden-ratio steps: spread evenly
+            # over any subset, e.g. the consumers of one broker), as independent clients have.
+            # One phase per partition would start its 13-20 connections in lock-step: their
+            # long polls would expire, and their produces arrive, as one burst each time.
+            phase_s = (i * _GOLDEN_RATIO_STEP) % 1.0
+            tasks.append(asyncio.create_task(self._client(*target, phase_s)))
             if i % 50 == 49:
                 await asyncio.sleep(0.05)  # ramp up (the accept queue is finite)
         while not stop.is_set():
@@ -461,7 +467,9 @@ class _LoadDriver:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _client(self, host: str, port: int, kind: str, topic: str, partition: int) -> None:
+    async def _client(
+        self, host: str, port: int, kind: str, topic: str, partition: int, phase_s: float
+    ) -> None:
         try:
             reader, writer = await asyncio.open_connection(host, port)
         except OSError:
@@ -476,7 +484,7 @@ class _LoadDriver:
         frame = bytearray(template)
         correlation_id = 0
         try:
-            await asyncio.sleep(hash((kind, partition, port)) % 1000 / 1000)  # spread the phases
+            await asyncio.sleep(phase_s)
             while True:
                 correlation_id += 1
                 _CORRELATION_ID.pack_into(frame, _CORRELATION_ID_OFFSET, correlation_id)
