@@ -36,6 +36,7 @@ Everything runs on 127.0.0.1; brokers are killed and their data dirs removed at 
 
     python bench/scale.py [--partitions 1000,4000] [--records 200000] [--connections 1000] [--quick]
     python bench/scale.py --no-data --no-control   # the clients run only
+    python bench/scale.py --six-only               # the 6-partition RF 3 / RF 1 pair only (~1 min)
 """
 
 from __future__ import annotations
@@ -298,6 +299,43 @@ def measure_data_path(partitions: int, records: int, max_run_s: float, idle_s: f
                 f"{_load()}; same producer, {rate[ours].records:,} / {rate[peer].records:,} records",
             )
         )
+    return rows
+
+
+def measure_six(records: int, max_run_s: float, rounds: int = 2) -> list[list[str]]:
+    """The 6-partition RF 3 ``acks=all`` / RF 1 ``acks=1`` pair alone, alternated ``rounds``
+    times on one fresh cluster, with the brokers' CPU per MB produced beside each rate."""
+    rows: list[list[str]] = []
+    suffix = uuid.uuid4().hex[:6]
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as data_dir:
+        cluster = _cluster(data_dir, _conf_timing())
+        try:
+            six3, six1 = f"six-rf3-{suffix}", f"six-rf1-{suffix}"
+            _create(cluster, six3, 6, 3)
+            _create(cluster, six1, 6, 1)
+            pids = [pid for pid in (cluster.pid(n) for n in cluster.node_ids) if pid is not None]
+            for _ in range(rounds):
+                rate: dict[str, Rate] = {}
+                cpu_per_mb: dict[str, float] = {}
+                for name, topic, acks_all in (("rf3", six3, True), ("rf1", six1, False)):
+                    before = sum(_cpu_s(pid) for pid in pids)
+                    rate[name] = _produce(cluster, topic, 6, acks_all, records, max_run_s)
+                    megabytes = rate[name].records * len(VALUE) / 1e6
+                    cpu_per_mb[name] = (sum(_cpu_s(pid) for pid in pids) - before) / megabytes
+                rows.append(
+                    _row(
+                        "RF 3 acks=all / RF 1 acks=1, 6 partitions, records/s",
+                        6,
+                        f"{rate['rf3'].per_s:,.0f}",
+                        f"{rate['rf1'].per_s:,.0f}",
+                        rate["rf3"].per_s / rate["rf1"].per_s,
+                        f">= {GOAL_RF3_OVER_RF1:g}x",
+                        f"{_load()}; brokers' CPU {cpu_per_mb['rf3']:.3f} / {cpu_per_mb['rf1']:.3f} s per MB "
+                        f"of values (warm-up included)",
+                    )
+                )
+        finally:
+            cluster.stop()
     return rows
 
 
@@ -669,7 +707,19 @@ def main() -> None:
         "--no-data", action="store_true", help="skip the data-path runs (idle CPU, spread, RF)"
     )
     parser.add_argument("--quick", action="store_true", help="1,000 partitions, shorter runs (~3 min)")
+    parser.add_argument(
+        "--six-only",
+        action="store_true",
+        help="only the 6-partition RF 3 acks=all / RF 1 acks=1 pair, twice (no idle, spread, clients, control)",
+    )
     args = parser.parse_args()
+    if args.six_only:
+        console.print(f"[dim]{machine_summary()}; {_load()} at the start[/dim]")
+        print_rows(
+            "RF 3 vs RF 1, 6 partitions: 3 brokers, min.insync.replicas=2, same producer",
+            measure_six(args.records, args.max_run_s),
+        )
+        return
     if args.quick:
         args.partitions, args.records, args.max_run_s, args.idle_s = "1000", 100_000, 8.0, 8.0
         args.probe_s, args.no_control = 5.0, True
