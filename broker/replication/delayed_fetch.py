@@ -17,8 +17,9 @@ started together (1,000 clients reconnecting, or answered in one burst) time out
 loop turn: each then reads and answers its fetch, and a request that arrived meanwhile would
 wait behind all of them. An expired wait therefore joins a FIFO of expirations, of which at most
 :data:`EXPIRATIONS_PER_LOOP_TURN` are resolved per loop turn (the event loop polls its sockets
-between turns), so new requests interleave with an expiry burst instead of queueing behind it.
-A notification still wakes its waiters at once.
+between turns), so new requests interleave with an expiry burst instead of queueing behind it;
+none waits more than :data:`MAX_EXPIRY_LAG_S` for its turn. A notification still wakes its
+waiters at once.
 
 A high-watermark move alone wakes consumers' fetches only: a follower's ``DelayedFetch``
 completes on bytes up to the log end offset (``FetchIsolation.LOG_END``), which a HW move does
@@ -37,13 +38,18 @@ from typing import Protocol
 
 from spark_kafkalite.protocol.types import TopicPartitionKey
 
-__all__ = ["FetchPurgatory", "PartitionChangeListener", "EXPIRATIONS_PER_LOOP_TURN"]
+__all__ = ["FetchPurgatory", "PartitionChangeListener", "EXPIRATIONS_PER_LOOP_TURN", "MAX_EXPIRY_LAG_S"]
 
 EXPIRATIONS_PER_LOOP_TURN = 4
 """Expired waits resolved per event-loop turn (each then reads and answers its fetch, ~0.3 ms of
 CPU for an empty partition): a request arriving during an expiry burst waits behind at most this
-many, not the whole burst. The burst's last fetch is answered no later than before (the same
-work, interleaved with the sockets' polls)."""
+many, not the whole burst. On an idle loop a turn takes microseconds, so a burst still drains at
+once in wall-clock terms."""
+
+MAX_EXPIRY_LAG_S = 0.02
+"""An expired wait is resolved at most this long after its timer fired, however many are queued:
+on a loop saturated with other work (turns of tens of ms) the pace above would otherwise let
+expirations fall behind without bound; past this lag they are resolved as before, all at once."""
 
 
 class PartitionChangeListener(Protocol):
@@ -60,16 +66,22 @@ class FetchPurgatory:
 
     Args:
         expirations_per_turn: expired waits resolved per loop turn (see the module docstring).
+        max_expiry_lag_s: the longest an expired wait is queued for its turn.
     """
 
-    def __init__(self, expirations_per_turn: int = EXPIRATIONS_PER_LOOP_TURN) -> None:
+    def __init__(
+        self,
+        expirations_per_turn: int = EXPIRATIONS_PER_LOOP_TURN,
+        max_expiry_lag_s: float = MAX_EXPIRY_LAG_S,
+    ) -> None:
         self._watchers: dict[TopicPartitionKey, set[asyncio.Future[bool]]] = {}
         #: parked followers' fetches (woken by :meth:`notify`, not by :meth:`notify_high_watermark`)
         self._follower_watchers: dict[TopicPartitionKey, set[asyncio.Future[bool]]] = {}
         self._listeners: list[PartitionChangeListener] = []
         self._expirations_per_turn = max(1, expirations_per_turn)
-        self._expired: deque[asyncio.Future[bool]] = deque()
+        self._expired: deque[tuple[float, asyncio.Future[bool]]] = deque()  # (timer fired, wait)
         self._reaping = False
+        self._max_expiry_lag_s = max_expiry_lag_s
 
     def add_change_listener(self, listener: PartitionChangeListener) -> None:
         """Pass every later :meth:`notify` / :meth:`notify_all` to ``listener`` too."""
@@ -108,19 +120,20 @@ class FetchPurgatory:
         """Timer callback: queue ``future`` for the reaper, which resolves it in its turn."""
         if future.done():
             return
-        self._expired.append(future)
+        self._expired.append((loop.time(), future))
         if not self._reaping:
             self._reaping = True
             loop.call_soon(self._reap, loop)
 
     def _reap(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Resolve at most ``expirations_per_turn`` queued expirations (False: timed out), and
-        come back on the next loop turn while some remain (a notified or cancelled wait is
-        skipped)."""
+        """Resolve (False: timed out) at most ``expirations_per_turn`` queued expirations, and
+        any queued longer than ``max_expiry_lag_s``; come back on the next loop turn while
+        some remain (a notified or cancelled wait is skipped)."""
         expired = self._expired
+        overdue_before = loop.time() - self._max_expiry_lag_s
         resolved = 0
-        while expired and resolved < self._expirations_per_turn:
-            future = expired.popleft()
+        while expired and (resolved < self._expirations_per_turn or expired[0][0] <= overdue_before):
+            _fired, future = expired.popleft()
             if not future.done():
                 future.set_result(False)
                 resolved += 1
