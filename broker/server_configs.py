@@ -205,7 +205,9 @@ _define(
     200,
     "kafkalite-only (Kafka's network and request threads have no single loop to stall): the "
     "broker's event loop not running callbacks for longer than this many ms is a stall, logged "
-    "once per episode as a WARNING with the stack of the code holding the loop.",
+    "once per episode as a WARNING with the stack of the code holding the loop. The loop is "
+    "probed every this many ms (within 50-250 ms), so a stall longer than this plus that period is "
+    "always seen.",
     at_least(1),
 )
 _define(
