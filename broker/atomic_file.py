@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["write_atomically", "fsync_dir", "fsync_written"]
+__all__ = ["write_atomically", "fsync_dir", "fsync_file", "fsync_written"]
 
 
 def fsync_dir(path: Path) -> None:
@@ -27,19 +27,25 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def fsync_written(path: Path) -> None:
-    """Make a file written with ``write_atomically(..., fsync=False)`` durable later: fsync it
-    and its directory (a no-op when it was removed meanwhile)."""
-    path = Path(path)
+def fsync_file(path: Path) -> bool:
+    """fsync one file; False (nothing done) when it was removed meanwhile."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
-        return
+        return False
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
-    fsync_dir(path.parent)
+    return True
+
+
+def fsync_written(path: Path) -> None:
+    """Make a file written with ``write_atomically(..., fsync=False)`` durable later: fsync it
+    and its directory (a no-op when it was removed meanwhile)."""
+    path = Path(path)
+    if fsync_file(path):
+        fsync_dir(path.parent)
 
 
 def write_atomically(

@@ -242,3 +242,39 @@ def test_corrupt_or_missing_indexes_are_rebuilt(tmp_path: Path, damage: str) -> 
 
 def offsets_of_read(log: UnifiedLog, offset: int) -> list[int]:
     return [o for b in decode_batches(log.read(offset, 300).records) for o in b.offsets]
+
+
+def test_new_logs_fsync_each_partition_directory_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new log's partition.metadata and leader-epoch-checkpoint are fsynced on the file-writer
+    thread with their directory fsynced once per batch, not once per file (issue #19)."""
+    from broker import atomic_file
+
+    fsynced: list[str] = []
+    fsync_file, fsync_dir = atomic_file.fsync_file, atomic_file.fsync_dir
+
+    def counting_file(path: Path) -> bool:
+        fsynced.append(Path(path).name)
+        return fsync_file(path)
+
+    def counting_dir(path: Path) -> None:
+        fsynced.append(Path(path).name + "/")
+        fsync_dir(path)
+
+    monkeypatch.setattr(log_manager_module, "fsync_file", counting_file)
+    monkeypatch.setattr(log_manager_module, "fsync_dir", counting_dir)
+    mgr = LogManager([tmp_path], CONFIG, time_ms=Clock())
+    mgr.startup()
+    topic_id = uuid.uuid4()
+    mgr._writes_draining = True  # as while the writer is busy: the jobs queue up as one batch
+    for p in range(3):
+        mgr.get_or_create_log("t", p, topic_id).leader_epoch_cache.assign(0, 0)
+    mgr._writes_draining = False
+    mgr._write_later(lambda: None)
+    mgr.flush_file_writes()
+    dirs = [name for name in fsynced if name.endswith("/")]
+    assert sorted(dirs) == ["t-0/", "t-1/", "t-2/"]
+    assert sorted(n for n in fsynced if not n.endswith("/")) == sorted(
+        ["partition.metadata", "leader-epoch-checkpoint"] * 3
+    )
