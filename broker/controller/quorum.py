@@ -36,9 +36,10 @@ an idle cluster does not re-serialize its whole image every few minutes.
 
 Broker heartbeats are not log entries (Kafka's active controller keeps them in
 ``BrokerHeartbeatManager``, in memory): :meth:`MetadataQuorum.send_heartbeat` carries one over the
-same authenticated Raft connections as a request/response pair outside the log, answered by the
-leader from its state machine (``on_heartbeat``, pysyncobj thread); only the state changes it
-implies (unfence, fence on session expiry, controlled shutdown) are proposed as commands.
+same authenticated Raft connections, outside the log, to every voter: the leader answers it from
+its state machine and each voter notes the contact (``on_heartbeat``, pysyncobj thread), so a
+newly elected leader knows when each broker was last heard; only the state changes it implies
+(unfence, fence on session expiry, controlled shutdown) are proposed as commands.
 """
 
 from __future__ import annotations
@@ -69,8 +70,9 @@ _SNAPSHOT_VERSION = 1
 RecordsListener = Callable[[list[MetadataRecord]], None]
 ResetListener = Callable[[MetadataImage], None]
 ResultCallback = Callable[[Any, int], None]
-#: (node id, broker epoch, metadata offset) -> the answer, on the leader's pysyncobj thread
-HeartbeatHandler = Callable[[tuple[int, int, int]], Any]
+#: ((node id, broker epoch, metadata offset), this node leads) -> the answer when it leads
+#: (None otherwise); called on every voter's pysyncobj thread
+HeartbeatHandler = Callable[[tuple[int, int, int], bool], Any]
 
 _HEARTBEAT = "kafkalite_broker_heartbeat"
 _HEARTBEAT_RESPONSE = "kafkalite_broker_heartbeat_response"
@@ -90,9 +92,11 @@ def _store_commit_index_on_change(journal: Any) -> None:
 
 class _RaftNode(SyncObj):  # type: ignore[misc]
     """pysyncobj's node plus one request/response pair outside the log: a broker heartbeat sent
-    to the Raft leader and answered there from memory (``handler``). Requests leave from the
-    pysyncobj thread (its transport is not thread-safe): :meth:`send_heartbeat` queues them and
-    wakes that thread; ``callback`` gets the answer, or None when no leader answered."""
+    to the Raft leader and answered there from memory (``handler``), and sent to the other
+    voters without an answer (each keeps the broker's session clock, so a new leader knows when
+    every broker last reached the quorum). Requests leave from the pysyncobj thread (its
+    transport is not thread-safe): :meth:`send_heartbeat` queues them and wakes that thread;
+    ``callback`` gets the answer, or None when no leader answered."""
 
     def __init__(
         self,
@@ -123,7 +127,7 @@ class _RaftNode(SyncObj):  # type: ignore[misc]
         self._waiters.pop(request_id, None)
 
     def _answer(self, request: tuple[int, int, int]) -> Any:
-        return self._handler(request) if self._isLeader() else None
+        return self._handler(request, bool(self._isLeader()))
 
     def _deliver(self, request_id: int, answer: Any) -> None:
         callback = self._waiters.pop(request_id, None)
@@ -131,22 +135,32 @@ class _RaftNode(SyncObj):  # type: ignore[misc]
             callback(answer)
 
     def _send_queued(self) -> None:
+        transport = self._SyncObj__transport
         while self._outbox:
             request_id, request = self._outbox.popleft()
+            answer = self._answer(request)  # this voter's own clock, and the answer if it leads
+            leader = None if self._isLeader() else self._getLeader()
+            for node in self._SyncObj__otherNodes:  # the other voters keep the clock too
+                if node != leader:
+                    transport.send(node, {"type": _HEARTBEAT, "request": request})
             if self._isLeader():
-                self._deliver(request_id, self._answer(request))
+                self._deliver(request_id, answer)
                 continue
-            leader = self._getLeader()
             message = {"type": _HEARTBEAT, "request_id": request_id, "request": request}
-            if leader is None or not self._SyncObj__transport.send(leader, message):
+            if leader is None or not transport.send(leader, message):
                 self._deliver(request_id, None)
 
     def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:
         kind = message.get("type") if isinstance(message, dict) else None
         if kind == _HEARTBEAT:
-            answer = {"type": _HEARTBEAT_RESPONSE, "request_id": message["request_id"]}
-            answer["answer"] = self._answer(message["request"])
-            self._SyncObj__transport.send(node, answer)
+            answer = self._answer(message["request"])
+            if "request_id" in message:
+                response = {
+                    "type": _HEARTBEAT_RESPONSE,
+                    "request_id": message["request_id"],
+                    "answer": answer,
+                }
+                self._SyncObj__transport.send(node, response)
         elif kind == _HEARTBEAT_RESPONSE:
             self._deliver(message["request_id"], message["answer"])
         else:
@@ -260,8 +274,9 @@ class MetadataQuorum:
         on_executed: called (pysyncobj thread) with every committed command (liveness tracking).
         on_state_change: called (pysyncobj thread) with True when this node becomes the leader,
             False when it stops being the leader.
-        on_heartbeat: answers a broker heartbeat ``(node id, broker epoch, metadata offset)``
-            while this node is the leader (pysyncobj thread; None: no answer).
+        on_heartbeat: ``on_heartbeat((node id, broker epoch, metadata offset), leads)`` for every
+            broker heartbeat this voter receives (pysyncobj thread); returns the answer when
+            ``leads``, else None.
         bind_address: (host, port) the Raft port binds (the CONTROLLER listener) when it is not
             this node's voter entry (the address the other voters dial, e.g. a proxy in front).
     """
@@ -281,7 +296,7 @@ class MetadataQuorum:
         on_heartbeat: HeartbeatHandler | None = None,
     ) -> None:
         self.node_id = node_id
-        self._on_heartbeat: HeartbeatHandler = on_heartbeat or (lambda request: None)
+        self._on_heartbeat: HeartbeatHandler = on_heartbeat or (lambda request, leads: None)
         self.voters = dict(voters)
         self.bind_address = bind_address or self.voters[node_id]
         self.metadata_dir = metadata_dir
@@ -384,7 +399,7 @@ class MetadataQuorum:
         self._log.execute(settings, command, callback=callback)
 
     def send_heartbeat(self, request: tuple[int, int, int], callback: Callable[[Any], None]) -> int:
-        """Send a broker heartbeat ``(node id, broker epoch, metadata offset)`` to the Raft leader,
+        """Send a broker heartbeat ``(node id, broker epoch, metadata offset)`` to every voter,
         outside the log; ``callback`` gets (pysyncobj thread) the leader's ``on_heartbeat`` answer,
         or None when there is no leader or it could not be reached. Returns a request id for
         :meth:`forget_heartbeat`."""

@@ -26,10 +26,11 @@ create partitions, alter configs, ``alter_partition``, ``allocate_producer_ids``
 On the active controller only (the Raft leader): broker sessions are tracked in memory, as in
 Kafka's ``BrokerHeartbeatManager``: heartbeats reach it outside the log
 (:meth:`~broker.controller.quorum.MetadataQuorum.send_heartbeat`) and are answered from its state
-machine, recording the time of each broker's last contact; a new active controller starts every
-broker's session clock when it becomes active (a broker that died with the previous controller
-is fenced one ``broker.session.timeout.ms`` after the election). An expired broker is fenced
-(``FenceBrokerCmd``, a log entry: its leaderships move, it leaves the ISRs). With ``auto.leader.rebalance.enable`` it periodically runs
+machine. They also reach the other voters, which note each broker's last contact, so a new
+active controller keeps those clocks (a broker that died with the previous controller is fenced
+one ``broker.session.timeout.ms`` after its last heartbeat; every broker gets at least half a
+session after the election). An expired broker is fenced (``FenceBrokerCmd``, a log entry: its
+leaderships move, it leaves the ISRs). With ``auto.leader.rebalance.enable`` it periodically runs
 preferred-leader election for brokers leading less than
 ``(100 - leader.imbalance.per.broker.percentage)`` % of their preferred partitions.
 
@@ -210,25 +211,34 @@ class QuorumController:
 
     def _on_state_change(self, leader: bool) -> None:
         if leader:
-            # Kafka's BrokerHeartbeatManager: heartbeats live in the active controller's memory,
-            # so a new one knows no broker's last contact and starts every session clock now.
+            # Every voter notes the heartbeats it receives (they reach all voters, outside the
+            # log), so this node's clocks are current: keep them, and a broker that died with
+            # the previous controller is fenced one session after its last heartbeat, not one
+            # session after this election (Kafka's BrokerHeartbeatManager, which only the
+            # active controller feeds, restarts every clock on activation; that costs a
+            # failover the election time again). Brokers get at least half a session from now
+            # to reach this controller.
             now = time.monotonic()
-            self._last_heartbeat.clear()
             self._leader_since = now
-            self._fence_after = now
+            self._fence_after = now + self.session_timeout_s / 2
             self._fencing.clear()
             logger.info("node %d is now the active controller (term %d)", self.node_id, self.quorum.term)
         else:
             self._leader_since = None
             logger.info("node %d is no longer the active controller", self.node_id)
 
-    def _answer_heartbeat(self, request: tuple[int, int, int]) -> tuple[int, bool, bool, bool]:
-        """A broker heartbeat at the active controller (pysyncobj thread): answered from the state
-        machine, and the broker's session clock restarted when it is the registered incarnation."""
+    def _answer_heartbeat(
+        self, request: tuple[int, int, int], active: bool
+    ) -> tuple[int, bool, bool, bool] | None:
+        """A broker heartbeat at this voter (pysyncobj thread): the broker's session clock
+        restarts when it is the registered incarnation; the active controller answers it from
+        the state machine."""
         node_id, epoch, metadata_offset = request
         result = self.quorum.machine.heartbeat_state(node_id, epoch, metadata_offset)
         if result.error == ErrorCode.none:
             self._last_heartbeat[node_id] = time.monotonic()
+        if not active:
+            return None
         return int(result.error), result.is_caught_up, result.is_fenced, result.should_shutdown
 
     # -- lifecycle ------------------------------------------------------------------------------

@@ -43,8 +43,13 @@ class Node:
             self.resets.append,
             lambda command: None,
             lambda leader: None,
-            on_heartbeat=lambda request: self.quorum.machine.heartbeat_state(*request).is_fenced,
+            on_heartbeat=self._on_heartbeat,
         )
+        self.heard: list[tuple[int, int, int]] = []
+
+    def _on_heartbeat(self, request: tuple[int, int, int], leads: bool) -> Any:
+        self.heard.append(request)
+        return self.quorum.machine.heartbeat_state(*request).is_fenced if leads else None
 
     def heartbeat(self, request: tuple[int, int, int]) -> Any:
         done = threading.Event()
@@ -106,6 +111,8 @@ def test_commands_replicate_compact_and_recover(tmp_path: Path) -> None:
         assert [nodes[n].heartbeat((1, epoch, 1)) for n in (1, 2, 3)] == [False, False, False]
         assert nodes[follower].heartbeat((1, epoch + 1, 1)) is True  # stale epoch: fenced
         assert leader.status()["commit_idx"] == index
+        # every voter heard every heartbeat (a new leader knows each broker's last contact)
+        wait(lambda: all(len(n.heard) == 4 for n in nodes.values()))
         for i in range(12):  # enough entries to trigger compaction on every node
             [outcome] = nodes[(i % 3) + 1].propose(
                 CreateTopicsCmd((CreatableTopicSpec(f"t{i}", 1, 1),), (uuid.uuid4(),), i)

@@ -68,13 +68,14 @@ def test_normal_ticks_and_short_delays_keep_checking(monkeypatch: pytest.MonkeyP
     assert controller._fence_after == 0.0  # type: ignore[attr-defined]
 
 
-def test_a_new_controller_starts_every_session_clock_when_it_becomes_active(
+def test_a_new_controller_fences_a_broker_one_session_after_its_last_heartbeat(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Kafka's BrokerHeartbeatManager: heartbeats live in the active controller's memory, so a
-    new one (active at 1000.0, session 2 s) fences broker 1, which died with the previous
-    controller, one session after its election, whatever the clocks it held before; broker 2,
-    whose heartbeats it answers, is never fenced, nor is a heartbeat of a stale epoch counted."""
+    """Heartbeats reach every voter outside the log, and each voter notes them. Broker 1 died
+    with the previous controller (its last heartbeat reached this voter at 999.3); broker 2
+    heartbeats on; this node becomes active at 1000.0 (session 2 s): broker 1 is fenced at
+    ~1001.3 instead of 1002.0+ (one session after the election), broker 2 never, and a
+    heartbeat of a stale epoch does not count."""
     clock = _Clock()
     monkeypatch.setattr(qc.time, "monotonic", lambda: clock.now)
     fenced: list[tuple[int, float]] = []
@@ -82,7 +83,7 @@ def test_a_new_controller_starts_every_session_clock_when_it_becomes_active(
     controller.session_timeout_s = 2.0  # type: ignore[misc]
     controller.node_id = 3  # type: ignore[misc]
     controller._fencing = {}
-    controller._last_heartbeat = {1: 999.9, 2: 999.9}  # stale: from an earlier term
+    controller._last_heartbeat = {}
     brokers = {1: SimpleNamespace(fenced=False, epoch=7), 2: SimpleNamespace(fenced=False, epoch=8)}
     image = SimpleNamespace(brokers=brokers)
     machine = MetadataStateMachine(image)  # type: ignore[arg-type]
@@ -93,10 +94,15 @@ def test_a_new_controller_starts_every_session_clock_when_it_becomes_active(
         brokers[command.node_id].fenced = True  # type: ignore[attr-defined]  # as the commit does
 
     controller._submit = submit  # type: ignore[method-assign,assignment]
+    clock.now = 999.3
+    assert controller._answer_heartbeat((1, 7, 7), False) is None  # heard as a follower
+    clock.now = 999.9
+    assert controller._answer_heartbeat((2, 8, 8), False) is None
+    clock.now = 1000.0
     controller._on_state_change(True)
-    for now in (1000.5, 1001.4, 1001.9, 1002.1, 1002.6):
+    for now in (1000.5, 1000.9, 1001.4, 1001.8):
         clock.now = now
-        assert controller._answer_heartbeat((2, 8, 8)) == (0, True, False, False)
-        assert controller._answer_heartbeat((1, 6, 0))[0] == ErrorCode.stale_broker_epoch
+        assert controller._answer_heartbeat((2, 8, 8), True) == (0, True, False, False)
+        assert controller._answer_heartbeat((1, 6, 0), True)[0] == ErrorCode.stale_broker_epoch  # type: ignore[index]
         asyncio.run(controller._fence_expired_brokers())
-    assert fenced == [(1, 1002.1)]
+    assert fenced == [(1, 1001.4)]
