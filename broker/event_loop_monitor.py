@@ -9,9 +9,12 @@ any CPU-heavy step on it stalls them all (Kafka keeps such work off its network 
   every other callback saw at that moment, into :class:`LoopLagStats` (a histogram and the
   maximum), and marks the loop as alive;
 - a watchdog thread that, when the loop has not ticked for more than
-  ``kafkalite.event.loop.stall.threshold.ms``, takes the loop thread's Python stack from
-  ``sys._current_frames()`` and logs it once per stall episode (a WARNING naming the code that
-  holds the loop), then logs the stall's length when the loop runs again.
+  ``kafkalite.event.loop.stall.threshold.ms``, takes the loop thread's Python stack with
+  ``faulthandler.dump_traceback`` and logs it once per stall episode (a WARNING naming the code
+  that holds the loop), then logs the stall's length when the loop runs again. faulthandler
+  reads the running thread's frames in C without creating frame objects; building frame objects
+  of another running thread (``sys._current_frames()`` and ``f_back``) can crash CPython 3.11
+  (python/cpython#99110, #111363).
 
 The figures are served by :meth:`LoopLagStats.snapshot` (a JSON-able dict) and written to the
 broker's first log dir as ``loop-lag.json`` every few seconds (``kafkalite cluster status``
@@ -22,11 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import faulthandler
 import logging
-import sys
+import re
+import tempfile
 import threading
 import time
-import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +42,33 @@ LAG_BUCKETS_MS: tuple[float, ...] = (1, 5, 10, 25, 50, 100, 200, 500, 1000, 5000
 """Upper bounds (ms, inclusive) of the lag histogram; a last bucket counts everything above."""
 
 _STACK_LIMIT = 40  # innermost frames kept of a stalled loop's stack
+_THREAD_ID = re.compile(r"0x[0-9a-fA-F]+")
+
+
+def thread_stack(thread_id: int, limit: int = _STACK_LIMIT) -> str:
+    """The Python stack of thread ``thread_id`` (a ``threading.get_ident()`` value) as
+    ``faulthandler`` prints it: a ``Thread 0x... (most recent call first):`` line, then at most
+    ``limit`` ``File "...", line N in function`` lines, innermost first. Empty when the thread
+    has no Python frame or does not exist.
+
+    Safe to call from another thread while ``thread_id`` runs: faulthandler walks the frames in
+    C under the GIL without creating frame objects."""
+    with tempfile.TemporaryFile() as out:
+        faulthandler.dump_traceback(out, all_threads=True)
+        out.seek(0)
+        text = out.read().decode("utf-8", "replace")
+    block: list[str] = []
+    for line in text.splitlines():
+        if line.startswith(("Thread 0x", "Current thread 0x")):
+            if block:
+                break
+            match = _THREAD_ID.search(line)
+            if match is not None and int(match.group(0), 16) == thread_id:
+                block.append(line)
+        elif block and line.strip():
+            if len(block) <= limit:
+                block.append(line)
+    return "\n".join(block) + "\n" if block else ""
 
 
 @dataclass
@@ -161,9 +192,7 @@ class EventLoopMonitor:
             silent = time.monotonic() - self._last_tick - self.interval_s
             if silent <= self.stall_threshold_s or self._episode_started is not None:
                 continue
-            frame = sys._current_frames().get(self._loop_thread_id)
-            stack = "".join(traceback.format_stack(frame, limit=_STACK_LIMIT)) if frame is not None else ""
-            del frame
+            stack = thread_stack(self._loop_thread_id)
             self._episode_started = time.monotonic()
             self.stats.stall_episodes += 1
             self.stats.last_stall_stack = stack
