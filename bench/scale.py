@@ -12,6 +12,10 @@ with the heartbeat, session and Raft timing of ``conf/broker-1.properties``):
 2. **spread vs 6 partitions**: an idempotent ``acks=all`` producer (100-byte records, records
    assigned round-robin to every partition) into the N-partition topic, beside the same producer
    into a 6-partition RF 3 topic of the same cluster (goal >= 0.5x at 1,000, >= 0.3x at 4,000).
+   Beside it, what bounds that ratio: the records per ProduceRequest (librdkafka sends one
+   partition's batch per request, and its ``queue.buffering.max.messages`` of 100,000 spread
+   over N partitions leaves ~100,000 / N records per batch) and the CPU the three brokers spend
+   per ProduceRequest (its append, the followers' fetches and the acks=all completion).
 3. **RF 3 vs RF 1**: the same producer shape with ``acks=1`` (not idempotent) into RF 1 topics of
    N and of 6 partitions: RF 3 ``acks=all`` over RF 1 ``acks=1`` (goal >= 0.5x, Kafka's
    replication benchmark measured 0.51x).
@@ -185,10 +189,55 @@ def _producer(cluster: LocalCluster, acks_all: bool, **extra: Any) -> Producer:
 class Rate:
     records: int
     seconds: float
+    #: ProduceRequests librdkafka sent meanwhile (its statistics' per-broker ``req.Produce``) and
+    #: the CPU seconds of every broker process meanwhile (0 when unknown)
+    requests: int = 0
+    broker_cpu_s: float = 0.0
 
     @property
     def per_s(self) -> float:
         return self.records / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def records_per_request(self) -> float:
+        return self.records / self.requests if self.requests else 0.0
+
+    @property
+    def cpu_ms_per_request(self) -> float:
+        return 1000 * self.broker_cpu_s / self.requests if self.requests else 0.0
+
+
+class _ProduceRequests:
+    """ProduceRequests sent so far by one librdkafka producer, from its statistics callback
+    (``statistics.interval.ms``): the sum of every broker's ``req.Produce``. A report is kept
+    as text and parsed only when asked for (it names every partition: megabytes at 4,000)."""
+
+    INTERVAL_MS = 1000
+
+    def __init__(self) -> None:
+        self.last = ""
+        self.updates = 0
+
+    def on_stats(self, stats_json: str) -> None:
+        self.last = stats_json
+        self.updates += 1
+
+    def fresh(self, producer: Producer) -> int:
+        """The count from a report emitted after this call (waits up to one interval); -1 if
+        none came. Call it with nothing in flight."""
+        seen = self.updates
+        deadline = time.monotonic() + 5 * self.INTERVAL_MS / 1000
+        while self.updates <= seen and time.monotonic() < deadline:
+            producer.poll(0.05)
+        if self.updates <= seen:
+            return -1
+        brokers = json.loads(self.last).get("brokers", {})
+        return sum(int(b.get("req", {}).get("Produce", 0)) for b in brokers.values())
+
+
+def _brokers_cpu_s(cluster: LocalCluster) -> float:
+    pids = [cluster.pid(n) for n in cluster.node_ids]
+    return sum(_cpu_s(p) for p in pids if p is not None)
 
 
 def _produce(
@@ -196,7 +245,12 @@ def _produce(
 ) -> Rate:
     """Warm up, then produce round-robin over every partition until ``records`` are sent or
     ``max_s`` passed; flush. Raises RuntimeError if any record failed or stayed unflushed."""
-    producer = _producer(cluster, acks_all)
+    requests = _ProduceRequests()
+    producer = _producer(
+        cluster,
+        acks_all,
+        **{"statistics.interval.ms": _ProduceRequests.INTERVAL_MS, "stats_cb": requests.on_stats},
+    )
     failed: list[str] = []
 
     def on_delivery(err: Any, _msg: Any) -> None:
@@ -207,6 +261,8 @@ def _produce(
         _send(producer, topic, i % partitions, on_delivery)
     if producer.flush(WAIT_S):
         raise RuntimeError(f"{topic}: warm-up not flushed")
+    requests_before = requests.fresh(producer)
+    cpu_before = _brokers_cpu_s(cluster)
     sent = 0
     start = time.perf_counter()
     deadline = start + max_s
@@ -219,9 +275,12 @@ def _produce(
                 break
     remaining = producer.flush(WAIT_S)
     elapsed = time.perf_counter() - start
+    cpu_s = _brokers_cpu_s(cluster) - cpu_before
     if remaining or failed:
         raise RuntimeError(f"{topic}: {remaining} unflushed, {len(failed)} failed (e.g. {failed[:2]})")
-    return Rate(sent, elapsed)
+    requests_after = requests.fresh(producer)
+    sent_requests = requests_after - requests_before if min(requests_before, requests_after) >= 0 else 0
+    return Rate(sent, elapsed, sent_requests, cpu_s)
 
 
 def _send(producer: Producer, topic: str, partition: int, cb: Any) -> None:
@@ -285,6 +344,19 @@ def measure_data_path(partitions: int, records: int, max_run_s: float, idle_s: f
             rate["spread3"].per_s / rate["six3"].per_s,
             "-" if goal is None else f">= {goal:g}x",
             f"{_load()}; RF 3, min.insync.replicas=2; {rate['spread3'].records:,} / {rate['six3'].records:,} records",
+        )
+    )
+    spread, six = rate["spread3"], rate["six3"]
+    rows.append(
+        _row(
+            "acks=all idempotent: records per ProduceRequest, spread over N / into 6 partitions",
+            partitions,
+            f"{spread.records_per_request:,.1f}",
+            f"{six.records_per_request:,.1f}",
+            spread.records_per_request / six.records_per_request if six.records_per_request else None,
+            "-",
+            f"librdkafka's statistics; broker CPU per ProduceRequest (3 brokers): {spread.cpu_ms_per_request:.1f} / "
+            f"{six.cpu_ms_per_request:.1f} ms; {spread.requests:,} / {six.requests:,} requests",
         )
     )
     for shape, ours, peer in ((f"{partitions:,}", "spread3", "spread1"), ("6", "six3", "six1")):
