@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["write_atomically", "fsync_dir", "fsync_file", "fsync_written"]
+__all__ = ["write_atomically", "write_new", "fsync_dir", "fsync_file", "fsync_written"]
 
 
 def fsync_dir(path: Path) -> None:
@@ -46,6 +46,23 @@ def fsync_written(path: Path) -> None:
     path = Path(path)
     if fsync_file(path):
         fsync_dir(path.parent)
+
+
+def write_new(path: Path, data: bytes) -> None:
+    """Create ``path`` with ``data`` in one write, no temporary file and no fsync (for a file
+    known not to exist, in a directory just created: there is no previous version to keep, and
+    a file torn by a power loss is read as a damaged one, which its reader tolerates).
+
+    Raises:
+        FileExistsError: the file exists.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
 
 
 def write_atomically(

@@ -551,13 +551,16 @@ class KafkaServer:
 
     async def _loop_lag_file_loop(self) -> None:
         """Rewrite ``loop-lag.json`` (the event loop's lag figures, for ``kafkalite cluster
-        status``) every few seconds while they change."""
+        status``) every few seconds while they change, off the event loop (a file replace waits
+        for the file system's journal: a second or more while thousands of new logs are fsynced)."""
         written: dict[str, Any] | None = None
         while True:
             figures = {**self.loop_monitor.stats.snapshot(), "gc": self.gc_pauses.snapshot()}
             if figures != written:
                 try:
-                    write_atomically(self._loop_lag_file, json.dumps(figures), fsync=False)
+                    await asyncio.to_thread(
+                        write_atomically, self._loop_lag_file, json.dumps(figures), fsync=False
+                    )
                     written = figures
                 except OSError as exc:
                     logger.debug("cannot write %s: %s", self._loop_lag_file, exc)

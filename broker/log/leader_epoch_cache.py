@@ -22,7 +22,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from broker.atomic_file import fsync_written, write_atomically
+from broker.atomic_file import fsync_written, write_atomically, write_new
 
 __all__ = [
     "LeaderEpochFileCache",
@@ -64,6 +64,9 @@ class LeaderEpochFileCache:
     def __init__(self, path: Path | None, entries: Iterable[tuple[int, int]] = ()) -> None:
         self.path = path
         self.write_later: Callable[[Callable[[], None]], None] | None = None
+        #: the file is known not to exist (a log just created in an empty directory): the first
+        #: :meth:`flush` creates it in place instead of writing a temporary file and renaming it
+        self.absent = False
         self._epochs: list[int] = []
         self._offsets: list[int] = []
         for epoch, offset in entries:
@@ -105,6 +108,17 @@ class LeaderEpochFileCache:
         body = [str(_VERSION), str(len(self._epochs))]
         body += [f"{e} {o}" for e, o in zip(self._epochs, self._offsets, strict=True)]
         text = "\n".join(body) + "\n"
+        if self.absent and self.write_later is not None:
+            self.absent = False
+            try:  # the first write of a new log's file: created in place, no rename
+                write_new(self.path, text.encode())
+            except FileExistsError:
+                pass
+            except FileNotFoundError:  # the partition directory was deleted meanwhile
+                return
+            else:
+                self.write_later(functools.partial(fsync_written, self.path))
+                return
         if (
             _write_checkpoint(self.path, text, fsync=self.write_later is None)
             and self.write_later is not None

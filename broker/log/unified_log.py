@@ -191,6 +191,7 @@ class UnifiedLog:
         self.log_start_offset = self.log_end_offset = self.recovery_point = 0
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT_FILE)
         self.leader_epoch_cache.write_later = self._write_later
+        self.leader_epoch_cache.absent = True
         self.producer_state = producer_state.new_producer_state(self)
         self.high_watermark = 0
 
