@@ -12,10 +12,15 @@ at segment rolls) pass ``fsync=False``: still atomic, not yet durable.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 from pathlib import Path
 
-__all__ = ["write_atomically", "write_new", "fsync_dir", "fsync_file", "fsync_written"]
+__all__ = ["write_atomically", "write_new", "fsync_dir", "fsync_file", "fsync_written", "sync_file_system"]
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+_syncfs = getattr(_libc, "syncfs", None)  # Linux >= 2.6.39, glibc >= 2.14
 
 
 def fsync_dir(path: Path) -> None:
@@ -38,6 +43,23 @@ def fsync_file(path: Path) -> bool:
     finally:
         os.close(fd)
     return True
+
+
+def sync_file_system(directory: Path) -> bool:
+    """Make every write to the file system holding ``directory`` durable with one ``syncfs(2)``
+    (one journal commit, where fsyncs of N files commit up to N times). False when the platform
+    has no ``syncfs``, the directory is gone, or the call failed: the caller then fsyncs its
+    files one by one."""
+    if _syncfs is None:
+        return False
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        return int(_syncfs(fd)) == 0
+    finally:
+        os.close(fd)
 
 
 def fsync_written(path: Path) -> None:

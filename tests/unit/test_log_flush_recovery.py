@@ -278,3 +278,37 @@ def test_new_logs_fsync_each_partition_directory_once(
     assert sorted(n for n in fsynced if not n.endswith("/")) == sorted(
         ["partition.metadata", "leader-epoch-checkpoint"] * 3
     )
+
+
+def test_many_new_logs_are_made_durable_by_one_syncfs_before_the_next_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From _SYNCFS_MIN_FILES files waiting together on, one syncfs of their file system replaces
+    their fsyncs (a CreateTopics of thousands of partitions costs a few journal commits, not two
+    per log), and it runs before the write queued after them (issue #19)."""
+    from broker import atomic_file
+
+    events: list[str] = []
+    sync_file_system = atomic_file.sync_file_system
+
+    def counting_syncfs(directory: Path) -> bool:
+        events.append("syncfs")
+        return sync_file_system(directory)
+
+    monkeypatch.setattr(log_manager_module, "sync_file_system", counting_syncfs)
+    monkeypatch.setattr(log_manager_module, "fsync_file", lambda path: events.append("fsync") or True)
+    monkeypatch.setattr(log_manager_module, "fsync_dir", lambda path: events.append("fsync dir"))
+    mgr = LogManager([tmp_path], CONFIG, time_ms=Clock())
+    mgr.startup()
+    topic_id = uuid.uuid4()
+    partitions = log_manager_module._SYNCFS_MIN_FILES
+    mgr._writes_draining = True  # as while the writer is busy: the jobs queue up as one batch
+    for p in range(partitions):
+        mgr.get_or_create_log("t", p, topic_id).leader_epoch_cache.assign(0, 0)
+    mgr._write_later(lambda: events.append("next write"))
+    mgr._writes_draining = False
+    mgr._write_later(lambda: None)
+    mgr.flush_file_writes()
+    assert events == ["syncfs", "next write"]
+    assert atomic_file.sync_file_system(tmp_path) is True  # the real call succeeds here
+    assert atomic_file.sync_file_system(tmp_path / "missing") is False
