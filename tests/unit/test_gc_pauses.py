@@ -35,7 +35,8 @@ def test_the_frozen_start_up_heap_is_skipped_by_later_full_collections() -> None
         frozen, full_collection_ms = freeze_startup_heap()
         assert frozen >= len(survivors)
         assert full_collection_ms > 0.0
-        assert gc.get_freeze_count() == frozen
+        # frozen objects freed since (other threads of this test process) leave the count
+        assert len(survivors) <= gc.get_freeze_count() <= frozen
         assert len(gc.get_objects(2)) < frozen  # what a full collection still traverses
     finally:
         gc.unfreeze()  # this test process is not a broker
