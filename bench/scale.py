@@ -25,7 +25,8 @@ whichever ends first, and flushes; every record must be acknowledged.
 
 Clients (``--connections``, default 1,000, on a fresh cluster): a probe producer (idempotent,
 ``acks=all``, ``linger.ms=0``, one record every 10 ms into a 6-partition RF 3 topic) measures its
-produce latency (librdkafka's ``msg.latency()``) alone, then while that many raw connections
+produce latency (librdkafka's ``msg.latency()``, read in the delivery callback, which is
+served by polling until the next send) alone, then while that many raw connections
 (driven by a child process, sending pre-encoded frames) stay busy: 40 % producers (one ``acks=1`` Produce of one record per second each, to the leader
 of their partition) and 60 % consumers (long-poll Fetch, ``max_wait_ms`` 500, of an empty
 partition, sessionless). Goal: p99 with the connections <= 2x p99 alone, and each broker's peak
@@ -635,8 +636,12 @@ def _probe(cluster: LocalCluster, topic: str, seconds: float) -> list[float]:
     while time.monotonic() - start < seconds:
         producer.produce(topic, VALUE, partition=i % 6, on_delivery=on_delivery)
         i += 1
-        producer.poll(0)
-        time.sleep(max(0.0, start + i * 0.01 - time.monotonic()))
+        # msg.latency() is taken when the delivery callback runs (librdkafka's
+        # rd_kafka_message_latency: now - enqueue time), so the callbacks must be served as soon
+        # as their reports arrive: poll until the next send rather than sleep (a sleep would
+        # round every latency up to the 10 ms send period)
+        while (wait_s := start + i * 0.01 - time.monotonic()) > 0:
+            producer.poll(wait_s)
     if producer.flush(60) or failed:
         raise RuntimeError(f"probe: records failed or unflushed (e.g. {failed[:2]})")
     return latencies

@@ -3,9 +3,11 @@
 Structure (as in Kafka): an *acceptor* per listener accepts connections (waiting while
 ``max.connections`` is reached, see :mod:`broker.network.connection_quotas`) and hands each one
 to a *processor* coroutine that reads size-prefixed frames, parses the request header and passes
-the frame to the request handler (``KafkaApis``). Exactly one request per connection is in
-flight: the next frame is read only after the previous response was written (Kafka mutes the
-channel until the response is sent), so responses go out in request order.
+the frame to the request handler (``KafkaApis``). One request per connection is handled at a
+time, in arrival order, and responses go out in request order: the next frame is read only after
+the previous response was written (Kafka mutes the channel until the response is sent), except
+past a Produce request parked waiting for its replicas, which a following Produce may overtake
+into the log only after it appended (:mod:`broker.network.in_flight_produces`).
 
 Resource limits (Kafka's keys):
 
@@ -52,11 +54,12 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from broker.config import Endpoint
 from broker.network.channel_builders import ListenerSecurity
 from broker.network.connection_quotas import ConnectionQuotas, TooManyConnectionsError
+from broker.network.in_flight_produces import MAX_IN_FLIGHT_PRODUCES, InFlightProduces
 from broker.network.memory_pool import MemoryPool
 from broker.network.request_context import CloseConnection, RequestContext
 from broker.security.principal import ssl_principal
@@ -67,6 +70,7 @@ from broker.security.sasl_server_authenticator import (
     SaslServerAuthenticator,
 )
 from spark_kafkalite.protocol.acl import ANONYMOUS_PRINCIPAL
+from spark_kafkalite.protocol.api_keys import ApiKey
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError
 from spark_kafkalite.protocol.framing import FrameChunks, RequestHeaderInfo, decode_request_header
 
@@ -402,58 +406,128 @@ class SocketServer:
         handler = self.handler
         writer = conn.writer
         idle_s = self.connections_max_idle_ms / 1000.0 if self.connections_max_idle_ms >= 0 else None
-        while not self._stopping:
-            frame = await self._read_frame(reader, conn)
-            if frame is None:
-                return
-            size = len(frame)
-            try:
-                try:
-                    await self._request_slots.acquire()  # queued.max.requests
-                    conn.slots = self._request_slots
-                    now = time.monotonic()
-                    conn.last_active_s = now
-                    if conn.authenticator is not None:
-                        response = await self._authenticate(conn, frame)
+        in_flight = InFlightProduces(writer, conn.connection_id)
+        try:
+            while not self._stopping:
+                if in_flight:  # reading on past parked Produce requests (see in_flight_produces)
+                    await in_flight.wait_below(MAX_IN_FLIGHT_PRODUCES)
+                    if writer.transport.get_write_buffer_size():
+                        async with asyncio.timeout(idle_s):  # a client that never reads is dropped
+                            await writer.drain()
+                frame = await self._read_frame(reader, conn)
+                if frame is None or writer.is_closing():
+                    return
+                response = await self._handle(handler, conn, frame, in_flight)
+                if response is not None:
+                    chunks = (
+                        response if isinstance(response, list) else (response,)
+                    )  # FrameChunks: by reference
+                    del response
+                    if any(len(chunk) > _LARGE_FRAME_BYTES for chunk in chunks):
+                        async with asyncio.timeout(idle_s):  # a client that never reads is dropped
+                            await _write_large(writer, chunks)
                     else:
-                        try:
-                            header, body_offset = decode_request_header(frame)
-                        except KafkaError as exc:
-                            logger.warning(
-                                "closing connection %s: bad request header: %s", conn.connection_id, exc
-                            )
-                            return
-                        context = RequestContext(
-                            header,
-                            conn.connection_id,
-                            conn.client_host,
-                            conn.listener_name,
-                            now,
-                            conn.principal,
-                            conn.release_slot,
-                        )
-                        response = await handler(context, frame, body_offset)
-                finally:
-                    conn.release_slot()
-                    del frame
-                    self.memory_pool.release(size)
-            except SaslAuthenticationFailed as exc:  # answered after the slot and buffer are free
-                await self._fail_authentication(conn, exc)
-            if response is not None:
-                chunks = response if isinstance(response, list) else (response,)  # FrameChunks: by reference
-                del response
-                if any(len(chunk) > _LARGE_FRAME_BYTES for chunk in chunks):
-                    async with asyncio.timeout(idle_s):  # a client that never reads is dropped
-                        await _write_large(writer, chunks)
-                else:
-                    for chunk in chunks:
-                        writer.write(chunk)
-                del chunks
-                if writer.transport.get_write_buffer_size():  # all sent at once: nothing to wait for
-                    async with asyncio.timeout(idle_s):  # a client that never reads is dropped
-                        await writer.drain()
-            conn.busy = False
-            conn.last_active_s = time.monotonic()
+                        for chunk in chunks:
+                            writer.write(chunk)
+                    del chunks
+                    if writer.transport.get_write_buffer_size():  # all sent at once: nothing to wait for
+                        async with asyncio.timeout(idle_s):  # a client that never reads is dropped
+                            await writer.drain()
+                conn.busy = False
+                conn.last_active_s = time.monotonic()
+        finally:
+            in_flight.cancel()
+
+    async def _handle(
+        self,
+        handler: RequestHandler,
+        conn: _Connection,
+        frame: bytes | bytearray,
+        in_flight: InFlightProduces,
+    ) -> bytes | FrameChunks | None:
+        """Handle one frame; its response to write now, or None (no response, or a Produce
+        request left to ``in_flight`` to answer in order)."""
+        size = len(frame)
+        header: RequestHeaderInfo | None = None
+        try:
+            if conn.authenticator is None:
+                try:
+                    header, body_offset = decode_request_header(frame)
+                except KafkaError as exc:
+                    logger.warning("closing connection %s: bad request header: %s", conn.connection_id, exc)
+                    raise CloseConnection(str(exc)) from None
+                if in_flight and header.api_key != ApiKey.PRODUCE:
+                    await in_flight.wait_below(1)  # answered after every Produce before it
+            await self._request_slots.acquire()  # queued.max.requests
+        except BaseException:
+            self.memory_pool.release(size)
+            raise
+        conn.slots = self._request_slots
+        now = time.monotonic()
+        conn.last_active_s = now
+        if header is not None and header.api_key == ApiKey.PRODUCE:
+            return await self._handle_produce(handler, conn, frame, header, body_offset, now, in_flight)
+        try:
+            try:
+                if header is None:
+                    return await self._authenticate(conn, frame)
+                context = RequestContext(
+                    header,
+                    conn.connection_id,
+                    conn.client_host,
+                    conn.listener_name,
+                    now,
+                    conn.principal,
+                    conn.release_slot,
+                )
+                return await handler(context, frame, body_offset)
+            finally:
+                conn.release_slot()
+                del frame
+                self.memory_pool.release(size)
+        except SaslAuthenticationFailed as exc:  # answered after the slot and buffer are free
+            await self._fail_authentication(conn, exc)
+
+    async def _handle_produce(
+        self,
+        handler: RequestHandler,
+        conn: _Connection,
+        frame: bytes | bytearray,
+        header: RequestHeaderInfo,
+        body_offset: int,
+        now: float,
+        in_flight: InFlightProduces,
+    ) -> bytes | FrameChunks | None:
+        """A Produce request, handled until it is answered or parks waiting for its replicas;
+        a parked one (and one finished behind parked ones) goes to ``in_flight``."""
+        loop = asyncio.get_running_loop()
+        size = len(frame)
+        settled: asyncio.Future[None] = loop.create_future()
+
+        def parked() -> None:
+            if not settled.done():
+                conn.release_slot()
+                settled.set_result(None)
+
+        context = RequestContext(
+            header, conn.connection_id, conn.client_host, conn.listener_name, now, conn.principal, parked
+        )
+        task: asyncio.Future[bytes | FrameChunks | None] = asyncio.ensure_future(
+            handler(context, frame, body_offset)
+        )
+        del frame
+        task.add_done_callback(functools.partial(_produce_done, self.memory_pool, size, settled))
+        try:
+            await settled
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            conn.release_slot()
+        if task.done() and not in_flight:
+            return task.result()
+        in_flight.add(task)
+        return None
 
     async def _authenticate(self, conn: _Connection, frame: bytes | bytearray) -> bytes | FrameChunks | None:
         """One frame of a connection still authenticating (see the module docstring).
@@ -589,6 +663,15 @@ async def _write_large(writer: asyncio.StreamWriter, chunks: FrameChunks | tuple
         for start in range(0, len(view), _LARGE_FRAME_BYTES):
             writer.write(view[start : start + _LARGE_FRAME_BYTES])
             await writer.drain()
+
+
+def _produce_done(
+    pool: MemoryPool, size: int, settled: asyncio.Future[None], _task: asyncio.Future[Any]
+) -> None:
+    """A Produce request's handler finished: its frame's bytes go back to the pool."""
+    pool.release(size)
+    if not settled.done():
+        settled.set_result(None)
 
 
 def _release_slot(quotas: ConnectionQuotas, client_host: str, _task: asyncio.Task[None]) -> None:
