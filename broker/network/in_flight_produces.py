@@ -27,8 +27,11 @@ The parked requests' frames stay counted in ``queued.max.request.bytes`` until t
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from broker.network.request_context import CloseConnection
 from spark_kafkalite.protocol.framing import FrameChunks
@@ -48,8 +51,8 @@ Response = bytes | FrameChunks | None
 class InFlightProduces:
     """The parked Produce requests of one connection, answered in request order.
 
-    Each added task is a Produce request's handler (returning its response frame, a list of
-    chunks, or None for ``acks=0``). When the oldest finishes, its response and those of any
+    :meth:`handle` runs a Produce request's handler (returning its response frame, a list of
+    chunks, or None for ``acks=0``) and keeps it here if it parks. When the oldest finishes, its response and those of any
     finished requests after it are written at once (Produce responses are small: no
     backpressure wait is needed per response; the connection's processor drains the transport
     before reading its next frame).
@@ -72,10 +75,51 @@ class InFlightProduces:
     def __len__(self) -> int:
         return len(self._queue)
 
-    def add(self, task: asyncio.Future[Response]) -> None:
-        """Queue a parked (or, behind parked ones, finished) Produce request's handler."""
+    async def handle(
+        self,
+        start: Callable[[Callable[[], None]], Awaitable[Response]],
+        release_slot: Callable[[], None],
+        release_frame: Callable[[], None],
+    ) -> Response:
+        """Run one Produce request until it is answered or parks waiting for its replicas.
+
+        Args:
+            start: ``start(parked)`` -> the request's handler, given ``parked`` as its
+                ``RequestContext.release_slot`` (the produce purgatory calls it on parking).
+            release_slot: frees the request's ``queued.max.requests`` slot (on parking or
+                when it finished, whichever comes first).
+            release_frame: returns the frame's bytes to ``queued.max.request.bytes`` once
+                the handler finished.
+
+        Returns:
+            the response to write now when the request finished without parking and no
+            earlier Produce waits; otherwise None (this object writes it later, in order).
+
+        Raises:
+            whatever the handler raised, when it finished without parking and no earlier
+            Produce waits (``CloseConnection`` among them).
+        """
+        settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def parked() -> None:
+            if not settled.done():
+                release_slot()
+                settled.set_result(None)
+
+        task: asyncio.Future[Response] = asyncio.ensure_future(start(parked))
+        task.add_done_callback(functools.partial(_finished, release_frame, settled))
+        try:
+            await settled
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            release_slot()
+        if task.done() and not self._queue:
+            return task.result()
         self._queue.append(task)
         task.add_done_callback(self._answer_finished)
+        return None
 
     async def wait_below(self, count: int) -> None:
         """Return once fewer than ``count`` requests wait (``count=1``: all answered)."""
@@ -113,3 +157,11 @@ class InFlightProduces:
                 writer.writelines(response)
             else:
                 writer.write(response)
+
+
+def _finished(
+    release_frame: Callable[[], None], settled: asyncio.Future[None], _task: asyncio.Future[Any]
+) -> None:
+    release_frame()
+    if not settled.done():
+        settled.set_result(None)

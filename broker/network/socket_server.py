@@ -54,7 +54,7 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from broker.config import Endpoint
 from broker.network.channel_builders import ListenerSecurity
@@ -466,7 +466,23 @@ class SocketServer:
         now = time.monotonic()
         conn.last_active_s = now
         if header is not None and header.api_key == ApiKey.PRODUCE:
-            return await self._handle_produce(handler, conn, frame, header, body_offset, now, in_flight)
+            produce_header, produce_frame, offset = header, frame, body_offset
+
+            def start(parked: Callable[[], None]) -> Awaitable[bytes | FrameChunks | None]:
+                context = RequestContext(
+                    produce_header,
+                    conn.connection_id,
+                    conn.client_host,
+                    conn.listener_name,
+                    now,
+                    conn.principal,
+                    parked,
+                )
+                return handler(context, produce_frame, offset)
+
+            return await in_flight.handle(
+                start, conn.release_slot, functools.partial(self.memory_pool.release, size)
+            )
         try:
             try:
                 if header is None:
@@ -487,47 +503,6 @@ class SocketServer:
                 self.memory_pool.release(size)
         except SaslAuthenticationFailed as exc:  # answered after the slot and buffer are free
             await self._fail_authentication(conn, exc)
-
-    async def _handle_produce(
-        self,
-        handler: RequestHandler,
-        conn: _Connection,
-        frame: bytes | bytearray,
-        header: RequestHeaderInfo,
-        body_offset: int,
-        now: float,
-        in_flight: InFlightProduces,
-    ) -> bytes | FrameChunks | None:
-        """A Produce request, handled until it is answered or parks waiting for its replicas;
-        a parked one (and one finished behind parked ones) goes to ``in_flight``."""
-        loop = asyncio.get_running_loop()
-        size = len(frame)
-        settled: asyncio.Future[None] = loop.create_future()
-
-        def parked() -> None:
-            if not settled.done():
-                conn.release_slot()
-                settled.set_result(None)
-
-        context = RequestContext(
-            header, conn.connection_id, conn.client_host, conn.listener_name, now, conn.principal, parked
-        )
-        task: asyncio.Future[bytes | FrameChunks | None] = asyncio.ensure_future(
-            handler(context, frame, body_offset)
-        )
-        del frame
-        task.add_done_callback(functools.partial(_produce_done, self.memory_pool, size, settled))
-        try:
-            await settled
-        except asyncio.CancelledError:
-            task.cancel()
-            raise
-        finally:
-            conn.release_slot()
-        if task.done() and not in_flight:
-            return task.result()
-        in_flight.add(task)
-        return None
 
     async def _authenticate(self, conn: _Connection, frame: bytes | bytearray) -> bytes | FrameChunks | None:
         """One frame of a connection still authenticating (see the module docstring).
@@ -663,15 +638,6 @@ async def _write_large(writer: asyncio.StreamWriter, chunks: FrameChunks | tuple
         for start in range(0, len(view), _LARGE_FRAME_BYTES):
             writer.write(view[start : start + _LARGE_FRAME_BYTES])
             await writer.drain()
-
-
-def _produce_done(
-    pool: MemoryPool, size: int, settled: asyncio.Future[None], _task: asyncio.Future[Any]
-) -> None:
-    """A Produce request's handler finished: its frame's bytes go back to the pool."""
-    pool.release(size)
-    if not settled.done():
-        settled.set_result(None)
 
 
 def _release_slot(quotas: ConnectionQuotas, client_host: str, _task: asyncio.Task[None]) -> None:
