@@ -11,6 +11,7 @@ import pytest
 
 from broker.replication.delayed_fetch import FetchPurgatory
 from broker.replication.fetch_session_cache import (
+    FOLLOWER_WAKE_YIELD_TURNS,
     FetchSessionCache,
     FullFetchContext,
     IncrementalFetchContext,
@@ -113,6 +114,12 @@ def read(context: Any, data: dict[tuple[str, int], PD] | None = None) -> list[TR
 
 def keys(topics: list[TR]) -> set[tuple[str, int]]:
     return {(t.topic, p.partition_index) for t in topics for p in t.partitions}
+
+
+async def _turns(count: int) -> None:
+    """Let the event loop run ``count`` turns."""
+    for _ in range(count):
+        await asyncio.sleep(0)
 
 
 def open_session(cache: FetchSessionCache, parts: dict[tuple[str, int], int], replica_id: int = -1) -> int:
@@ -237,11 +244,11 @@ def test_a_high_watermark_move_wakes_consumers_not_followers() -> None:
         }
         await asyncio.sleep(0)
         purgatory.notify_high_watermark(key)
-        await asyncio.sleep(0)
+        await _turns(FOLLOWER_WAKE_YIELD_TURNS + 2)  # a woken follower's fetch yields first
         assert {name for name, task in parked.items() if task.done()} == {"consumer"}
         assert key in cache.get(follower_sid).marked
         purgatory.notify(key)
-        await asyncio.sleep(0)
+        await _turns(FOLLOWER_WAKE_YIELD_TURNS + 2)
         assert all(task.done() and task.result() for task in parked.values())
         assert purgatory.num_watched_keys == 0
 
