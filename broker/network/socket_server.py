@@ -5,9 +5,10 @@ Structure (as in Kafka): an *acceptor* per listener accepts connections (waiting
 to a *processor* coroutine that reads size-prefixed frames, parses the request header and passes
 the frame to the request handler (``KafkaApis``). One request per connection is handled at a
 time, in arrival order, and responses go out in request order: the next frame is read only after
-the previous response was written (Kafka mutes the channel until the response is sent), except
-past a Produce request parked waiting for its replicas, which a following Produce may overtake
-into the log only after it appended (:mod:`broker.network.in_flight_produces`).
+the previous response was written (Kafka mutes the channel until the response is sent). The one
+exception: once a Produce request has appended and parked waiting for its replicas, a following
+Produce is read and appended while it waits; their responses still go out in request order
+(:mod:`broker.network.in_flight_produces`).
 
 Resource limits (Kafka's keys):
 
