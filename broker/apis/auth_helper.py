@@ -11,7 +11,13 @@ from collections.abc import Iterable
 
 from broker.apis.context import BrokerContext
 from broker.network.request_context import RequestContext
-from spark_kafkalite.protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
+from spark_kafkalite.protocol.acl import (
+    CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
+    AclOperation,
+    ResourceType,
+    operations_bitfield,
+)
 from spark_kafkalite.protocol.configs import ConfigResourceType
 from spark_kafkalite.protocol.errors import (
     ClusterAuthorizationFailedError,
@@ -28,6 +34,8 @@ __all__ = [
     "authorize_any",
     "config_resource_error",
     "acl_api_error",
+    "authorized_operations",
+    "cluster_authorized_operations",
 ]
 
 
@@ -44,6 +52,32 @@ def authorize(
 def authorize_cluster(ctx: BrokerContext, rctx: RequestContext, operation: AclOperation) -> bool:
     """:func:`authorize` on the cluster resource (``kafka-cluster``)."""
     return authorize(ctx, rctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def authorized_operations(
+    ctx: BrokerContext, rctx: RequestContext, resource_type: ResourceType, name: str
+) -> int:
+    """KIP-430 bitfield of the operations the principal may perform on one resource
+    (``AuthHelper.authorizedOperations``): every operation the resource type supports
+    (:data:`~spark_kafkalite.protocol.acl.SUPPORTED_OPERATIONS`) without an authorizer, else
+    those the authorizer allows (with its implications: READ allows DESCRIBE, and so on)."""
+    supported = SUPPORTED_OPERATIONS[resource_type]
+    authorizer = ctx.authorizer
+    if authorizer is None:
+        return operations_bitfield(supported)
+    principal, host = rctx.principal, rctx.client_host
+    return operations_bitfield(
+        op for op in supported if authorizer.authorize(principal, host, op, resource_type, name)
+    )
+
+
+def cluster_authorized_operations(ctx: BrokerContext, rctx: RequestContext) -> int:
+    """KIP-430 ``cluster_authorized_operations`` of Metadata and DescribeCluster when the
+    request asks for it (``KafkaApis``): 0 without DESCRIBE on the cluster, else
+    :func:`authorized_operations` of the cluster."""
+    if not authorize_cluster(ctx, rctx, AclOperation.DESCRIBE):
+        return 0
+    return authorized_operations(ctx, rctx, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 def acl_api_error(ctx: BrokerContext, rctx: RequestContext, operation: AclOperation) -> KafkaError | None:

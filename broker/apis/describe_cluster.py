@@ -1,12 +1,16 @@
 """DescribeCluster (key 60), v0-v1 (KIP-700; ``KafkaApis.handleDescribeCluster``): the live
 brokers (registered, unfenced) with their endpoints on the listener the request came in on, the
 cluster id and the active controller. v1 ``endpoint_type`` 1 = brokers; 2 (controllers) is
-UNSUPPORTED_ENDPOINT_TYPE (our controllers speak Raft, not the Kafka protocol)."""
+UNSUPPORTED_ENDPOINT_TYPE (our controllers speak Raft, not the Kafka protocol).
+``include_cluster_authorized_operations`` (KIP-430) fills ``cluster_authorized_operations`` with
+the bitfield of the operations the principal may perform on the cluster (0 without DESCRIBE on
+it); otherwise it is INT32_MIN."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.auth_helper import cluster_authorized_operations
 from broker.apis.context import BrokerContext
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
@@ -49,7 +53,11 @@ async def handle_describe_cluster(
         cluster_id=image.cluster_id,
         controller_id=ctx.controller.controller_id,
         brokers=tuple(brokers),
-        cluster_authorized_operations=_NO_AUTHORIZED_OPERATIONS,
+        cluster_authorized_operations=(
+            cluster_authorized_operations(ctx, rctx)
+            if request.include_cluster_authorized_operations
+            else _NO_AUTHORIZED_OPERATIONS
+        ),
     )
 
 

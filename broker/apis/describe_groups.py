@@ -1,15 +1,16 @@
 """DescribeGroups (key 15), v0-5 (``KafkaApis.handleDescribeGroupsRequest``).
 
 A group unknown here is described as state ``Dead`` with no error (as Kafka's classic
-coordinator); member metadata and assignments are filled only for a Stable group. v3+
-authorized operations are not computed (INT32_MIN, "not requested / unknown").
+coordinator); member metadata and assignments are filled only for a Stable group. v3+: when the
+request sets ``include_authorized_operations`` (KIP-430), each group described without error
+carries the bitfield of the operations the principal may perform on it; otherwise INT32_MIN.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.apis.auth_helper import authorize
+from broker.apis.auth_helper import authorize, authorized_operations
 from broker.apis.context import BrokerContext
 from broker.coordinator.group.api_support import INT32_MIN, coordinator_of
 from broker.coordinator.group.group_offset_manager import GroupSummary
@@ -35,6 +36,7 @@ async def handle_describe_groups(
     group_cls = nested(cls, "DescribedGroup")
     member_cls = nested(cls, "DescribedGroupMember")
     coordinator = coordinator_of(ctx)
+    with_operations = bool(getattr(request, "include_authorized_operations", False))
     described = []
     for group_id in request.groups:
         if authorize(ctx, rctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
@@ -61,7 +63,11 @@ async def handle_describe_groups(
                     )
                     for m in summary.members
                 ),
-                authorized_operations=INT32_MIN,
+                authorized_operations=(
+                    authorized_operations(ctx, rctx, ResourceType.GROUP, group_id)
+                    if with_operations and not error
+                    else INT32_MIN
+                ),
             )
         )
     return build(cls, throttle_time=ZERO_DURATION, groups=tuple(described))

@@ -14,6 +14,10 @@
   topics answer ``TOPIC_AUTHORIZATION_FAILED`` with the zero topic id whether they exist or not
   (by id: with the id). Auto-creation also needs CREATE on the cluster or on the topic, else
   ``TOPIC_AUTHORIZATION_FAILED``.
+* KIP-430 (v8+): when the request sets ``include_topic_authorized_operations``, each topic entry
+  other than an authorization failure or an unknown topic id carries the bitfield of the
+  operations the principal may perform on it; ``include_cluster_authorized_operations`` (v8-v10)
+  fills the cluster's (0 without DESCRIBE on the cluster). Otherwise both stay INT32_MIN.
 """
 
 from __future__ import annotations
@@ -22,7 +26,13 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from broker.apis.auth_helper import authorize, authorize_cluster, authorized_names
+from broker.apis.auth_helper import (
+    authorize,
+    authorize_cluster,
+    authorized_names,
+    authorized_operations,
+    cluster_authorized_operations,
+)
 from broker.apis.context import BrokerContext
 from broker.apis.metadata_cache import NO_AUTHORIZED_OPERATIONS
 from broker.controller.single_node_controller import CreatableTopicSpec, validate_topic_name
@@ -31,7 +41,11 @@ from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
-from spark_kafkalite.protocol.metadata_response import MetadataResponseParts, encode_struct
+from spark_kafkalite.protocol.metadata_response import (
+    MetadataResponseParts,
+    encode_struct,
+    with_topic_authorized_operations,
+)
 
 if TYPE_CHECKING:
     from broker.apis.kio_types import MetadataRequest
@@ -106,11 +120,26 @@ async def handle_metadata(
         bool(getattr(request, "allow_auto_topic_creation", True)) and ctx.config.auto_create_topics_enable
     )
     cache = ctx.metadata_cache
+    with_operations = bool(getattr(request, "include_topic_authorized_operations", False))
+    flexible = bool(nested(cls, "MetadataResponseTopic").__flexible__)
+
+    def described(entry: bytes, name: str) -> bytes:
+        """``entry`` with the topic's authorized operations when the request asks for them."""
+        if not with_operations:
+            return entry
+        operations = authorized_operations(ctx, rctx, ResourceType.TOPIC, name)
+        return with_topic_authorized_operations(entry, flexible, operations)
+
     topics_out: list[bytes] = []
     if requested is None:
         image = ctx.image
         visible = authorized_names(ctx, rctx, AclOperation.DESCRIBE, ResourceType.TOPIC, image.topics)
-        topics_out = cache.all_topics(cls, image, visible)
+        if with_operations:
+            topics_out = [
+                described(cache.topic_bytes(cls, image.topics[n], image), n) for n in sorted(visible)
+            ]
+        else:
+            topics_out = cache.all_topics(cls, image, visible)
     else:
         to_create: list[str] = []
         seen: set[str] = set()
@@ -124,7 +153,7 @@ async def handle_metadata(
                 elif not authorize(ctx, rctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name):
                     topics_out.append(_error_entry(cls, None, ErrorCode.topic_authorization_failed, topic_id))
                 else:
-                    topics_out.append(cache.topic_bytes(cls, topic, ctx.image))
+                    topics_out.append(described(cache.topic_bytes(cls, topic, ctx.image), topic.name))
                 continue
             if name in seen:
                 continue
@@ -133,9 +162,9 @@ async def handle_metadata(
             if not authorize(ctx, rctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
                 topics_out.append(_error_entry(cls, name, ErrorCode.topic_authorization_failed))
             elif topic is not None:
-                topics_out.append(cache.topic_bytes(cls, topic, ctx.image))
+                topics_out.append(described(cache.topic_bytes(cls, topic, ctx.image), name))
             elif validate_topic_name(name) is not None:
-                topics_out.append(_error_entry(cls, name, ErrorCode.invalid_topic_exception))
+                topics_out.append(described(_error_entry(cls, name, ErrorCode.invalid_topic_exception), name))
             elif (name == "__consumer_offsets" or allow_auto_create) and not (
                 may_create_any or authorize(ctx, rctx, AclOperation.CREATE, ResourceType.TOPIC, name)
             ):
@@ -143,11 +172,13 @@ async def handle_metadata(
             elif name == "__consumer_offsets" and ctx.group_coordinator_service is not None:
                 # The internal topic gets its own partitions/RF/compaction (Kafka's AutoTopicCreationManager).
                 await ctx.group_coordinator_service.ensure_offsets_topic()
-                topics_out.append(_error_entry(cls, name, ErrorCode.leader_not_available))
+                topics_out.append(described(_error_entry(cls, name, ErrorCode.leader_not_available), name))
             elif allow_auto_create:
                 to_create.append(name)
             else:
-                topics_out.append(_error_entry(cls, name, ErrorCode.unknown_topic_or_partition))
+                topics_out.append(
+                    described(_error_entry(cls, name, ErrorCode.unknown_topic_or_partition), name)
+                )
         if to_create:
             outcomes = await ctx.controller.create_topics([CreatableTopicSpec(name) for name in to_create])
             for outcome in outcomes:
@@ -159,7 +190,7 @@ async def handle_metadata(
                     logger.info("auto-created topic %s (%d partitions)", outcome.name, outcome.num_partitions)
                 else:
                     code = ErrorCode(outcome.error.error_code)
-                topics_out.append(_error_entry(cls, outcome.name, code))
+                topics_out.append(described(_error_entry(cls, outcome.name, code), outcome.name))
     head = build(
         cls,
         throttle_time=ZERO_DURATION,
@@ -167,7 +198,11 @@ async def handle_metadata(
         cluster_id=ctx.image.cluster_id,
         controller_id=ctx.controller.controller_id,
         topics=(),
-        cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+        cluster_authorized_operations=(
+            cluster_authorized_operations(ctx, rctx)
+            if version <= 10 and getattr(request, "include_cluster_authorized_operations", False)
+            else NO_AUTHORIZED_OPERATIONS
+        ),
     )
     return MetadataResponseParts(head, topics_out)
 

@@ -15,6 +15,7 @@ and the broker's handlers alike.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -30,6 +31,8 @@ __all__ = [
     "WILDCARD_PRINCIPAL",
     "WILDCARD_HOST",
     "ANONYMOUS_PRINCIPAL",
+    "SUPPORTED_OPERATIONS",
+    "operations_bitfield",
 ]
 
 #: The cluster resource's only name (``Resource.CLUSTER_NAME``).
@@ -288,3 +291,41 @@ def _wire_values(acl: AclBinding | AclBindingFilter) -> tuple[Any, ...]:
         int(acl.operation),
         int(acl.permission_type),
     )
+
+
+#: The operations each resource type has (Kafka's ``AclEntry.supportedOperations``): what
+#: KIP-430 ``*_authorized_operations`` fields report when no authorizer is configured.
+SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
+    ResourceType.TOPIC: (
+        AclOperation.READ,
+        AclOperation.WRITE,
+        AclOperation.CREATE,
+        AclOperation.DESCRIBE,
+        AclOperation.DELETE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE),
+    ResourceType.CLUSTER: (
+        AclOperation.CREATE,
+        AclOperation.CLUSTER_ACTION,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+        AclOperation.IDEMPOTENT_WRITE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE,
+    ),
+    ResourceType.TRANSACTIONAL_ID: (AclOperation.DESCRIBE, AclOperation.WRITE),
+    ResourceType.DELEGATION_TOKEN: (AclOperation.DESCRIBE,),
+    ResourceType.USER: (AclOperation.CREATE_TOKENS, AclOperation.DESCRIBE_TOKENS),
+}
+
+
+def operations_bitfield(operations: Iterable[AclOperation]) -> int:
+    """KIP-430's int32 bitfield of ``operations``: bit ``code`` set for each operation
+    (Kafka's ``Utils.to32BitField``); e.g. READ and DESCRIBE -> ``1 << 3 | 1 << 8``."""
+    field = 0
+    for operation in operations:
+        field |= 1 << int(operation)
+    return field

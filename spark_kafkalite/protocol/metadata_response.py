@@ -28,7 +28,13 @@ from kio.serial import entity_writer
 
 from spark_kafkalite.protocol.framing import SIZE_PREFIX, encode_response
 
-__all__ = ["MetadataResponseParts", "encode_struct", "encode_metadata_response", "metadata_topic_bytes"]
+__all__ = [
+    "MetadataResponseParts",
+    "encode_struct",
+    "encode_metadata_response",
+    "metadata_topic_bytes",
+    "with_topic_authorized_operations",
+]
 
 _I32 = struct.Struct(">i")
 
@@ -67,6 +73,14 @@ def metadata_topic_bytes(topic: Any, partitions: Sequence[bytes]) -> bytes:
     flexible = bool(cls.__flexible__)
     suffix = (4 if cls.__version__ >= 8 else 0) + (1 if flexible else 0)
     return b"".join(_splice(encode_struct(topic), flexible, suffix, partitions))
+
+
+def with_topic_authorized_operations(entry: bytes, flexible: bool, operations: int) -> bytes:
+    """An encoded ``MetadataResponseTopic`` (v8+, as :func:`metadata_topic_bytes` returns it)
+    with its closing ``topic_authorized_operations`` int32 replaced by ``operations`` (the
+    KIP-430 bitfield); the cached entry's other bytes are reused as they are."""
+    end = len(entry) - (1 if flexible else 0)
+    return b"".join((entry[: end - 4], _I32.pack(operations), entry[end:]))
 
 
 @dataclass(frozen=True, slots=True)

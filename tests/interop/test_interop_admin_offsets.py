@@ -9,6 +9,7 @@ import confluent_kafka
 import kafka
 import kafka.errors
 import pytest
+from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 from peers import ck_create_topic, ck_produce, make_messages
 
@@ -93,6 +94,37 @@ def test_confluent_admin_create_describe_delete(bootstrap_servers: str, unique_t
     assert unique_topic not in admin.list_topics(timeout=10).topics
     missing = _ck_error(admin.delete_topics([unique_topic])[unique_topic])
     assert missing is not None and missing.code() == confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+def test_confluent_authorized_operations_without_authorizer(
+    bootstrap_servers: str, unique_topic: str
+) -> None:
+    """KIP-430 with no authorizer: every operation the resource type has (``AclEntry``)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    ck_create_topic(bootstrap_servers, unique_topic, 1)
+    plain = admin.describe_topics(TopicCollection([unique_topic]))[unique_topic].result(15)
+    assert plain.authorized_operations is None  # not asked: INT32_MIN, "unknown"
+    described = admin.describe_topics(TopicCollection([unique_topic]), include_authorized_operations=True)
+    assert {op.name for op in described[unique_topic].result(15).authorized_operations} == {
+        "READ",
+        "WRITE",
+        "CREATE",
+        "DESCRIBE",
+        "DELETE",
+        "ALTER",
+        "DESCRIBE_CONFIGS",
+        "ALTER_CONFIGS",
+    }
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(15)
+    assert {op.name for op in cluster.authorized_operations} == {
+        "CREATE",
+        "CLUSTER_ACTION",
+        "DESCRIBE_CONFIGS",
+        "ALTER_CONFIGS",
+        "IDEMPOTENT_WRITE",
+        "ALTER",
+        "DESCRIBE",
+    }
 
 
 def test_kafka_python_admin(bootstrap_servers: str, unique_topic: str) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import confluent_kafka
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -200,3 +200,33 @@ def test_admin_apis(secured: str) -> None:
         ResourceType.TOPIC, "x", ResourcePatternType.LITERAL, AclOperation.READ, AclPermissionType.ALLOW
     )
     assert _error(admin.create_acls([new])[new]) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_authorized_operations(secured: str) -> None:
+    """KIP-430: Metadata, DescribeCluster and DescribeGroups report the operations the ACLs
+    allow User:ANONYMOUS (READ and WRITE imply DESCRIBE; nothing on the cluster gives 0)."""
+    admin = AdminClient({"bootstrap.servers": secured})
+    topics = admin.describe_topics(TopicCollection(["ok-t", "ro", "wo"]), include_authorized_operations=True)
+    ops = {name: set(future.result(15).authorized_operations) for name, future in topics.items()}
+    assert ops == {
+        "ok-t": {
+            AclOperation.READ,
+            AclOperation.WRITE,
+            AclOperation.CREATE,
+            AclOperation.DESCRIBE,
+            AclOperation.DELETE,
+            AclOperation.ALTER,
+            AclOperation.DESCRIBE_CONFIGS,
+            AclOperation.ALTER_CONFIGS,
+        },
+        "ro": {AclOperation.READ, AclOperation.DESCRIBE},
+        "wo": {AclOperation.WRITE, AclOperation.DESCRIBE},
+    }
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(15)
+    assert not cluster.authorized_operations
+    groups = admin.describe_consumer_groups(["ok-g"], include_authorized_operations=True)
+    assert set(groups["ok-g"].result(15).authorized_operations) == {
+        AclOperation.READ,
+        AclOperation.DESCRIBE,
+        AclOperation.DELETE,
+    }

@@ -23,6 +23,7 @@ from spark_kafkalite.protocol.metadata_response import (
     encode_metadata_response,
     encode_struct,
     metadata_topic_bytes,
+    with_topic_authorized_operations,
 )
 
 
@@ -48,7 +49,7 @@ def partition_entity(cls: type, index: int) -> object:
     )
 
 
-def topic_entity(cls: type, name: str, partitions: tuple) -> object:
+def topic_entity(cls: type, name: str, partitions: tuple, operations: int = -2147483648) -> object:
     return build(
         nested(cls, "MetadataResponseTopic"),
         error_code=ErrorCode.none,
@@ -56,7 +57,7 @@ def topic_entity(cls: type, name: str, partitions: tuple) -> object:
         topic_id=uuid.UUID(int=5),
         is_internal=False,
         partitions=partitions,
-        topic_authorized_operations=-2147483648,
+        topic_authorized_operations=operations,
     )
 
 
@@ -91,6 +92,17 @@ def test_spliced_response_is_byte_identical_to_kio(version: int, shape: tuple[in
     assert encode_metadata_response(MetadataResponseParts(response(cls, ()), parts), 42) == expected
     # a plain entity (an error response) is encoded as usual
     assert encode_metadata_response(response(cls, tuple(topics)), 42) == expected
+
+
+@pytest.mark.parametrize("version", range(8, 13))
+def test_authorized_operations_patch_matches_kio(version: int) -> None:
+    """KIP-430: replacing the closing int32 of a cached topic entry gives kio's bytes."""
+    cls = response_class(ApiKey.METADATA, version)
+    partitions = tuple(partition_entity(cls, p) for p in range(3))
+    cached = metadata_topic_bytes(topic_entity(cls, "t", ()), [encode_struct(p) for p in partitions])
+    flexible = bool(nested(cls, "MetadataResponseTopic").__flexible__)
+    expected = encode_struct(topic_entity(cls, "t", partitions, operations=0b1000_1000))
+    assert with_topic_authorized_operations(cached, flexible, 0b1000_1000) == expected
 
 
 def test_cache_encodes_each_partition_once_per_change() -> None:
