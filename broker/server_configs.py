@@ -103,6 +103,16 @@ _define(
 )
 _define("broker.rack", "string", None, "Rack of this broker, returned in Metadata responses.")
 _define(
+    "replica.selector.class",
+    "string",
+    None,
+    "KIP-392: how the leader picks the replica a consumer that names its rack (client.rack) should "
+    "read from; unset keeps every consumer on the leader. "
+    "org.apache.kafka.common.replica.RackAwareReplicaSelector: a replica in the consumer's rack "
+    "(broker.rack), the leader if it is one of them.",
+    one_of("org.apache.kafka.common.replica.RackAwareReplicaSelector"),
+)
+_define(
     "metadata.log.dir",
     "string",
     None,

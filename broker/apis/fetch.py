@@ -14,6 +14,10 @@
   for the leader (HW advance, ISR expansion); KIP-320 ``current_leader_epoch`` fences stale
   requests (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH); with ``last_fetched_epoch`` (v12, KIP-595)
   a diverging log gets no records but ``DivergingEpoch`` and the response is sent at once.
+* Fetch from the closest replica (KIP-392, ``broker/replication/replica_selector.py``): a
+  consumer's Fetch v11+ carries its rack (``rack_id``); it may read a partition this broker
+  follows (up to this replica's HW / LSO), and as leader with ``replica.selector.class`` set the
+  broker may answer a partition with no records and ``preferred_read_replica``.
 * Large reads: a partition read of more than ``DEFER_READ_ABOVE_BYTES`` takes its batch bounds
   from the headers on the event loop and its bytes from the file on the request workers
   (``num.io.threads``), so a 100 MB fetch does not hold the loop for a 100 MB ``pread``.
@@ -92,6 +96,8 @@ def _read_all(
     replica_id = request.replica_id
     is_consumer = replica_id < 0
     read_committed = is_consumer and request.isolation_level == 1
+    # KIP-392 client metadata: a consumer's Fetch v11+ may read a follower and be redirected
+    client_rack = request.rack_id if is_consumer and rctx.api_version >= 11 else None
     replica_manager = ctx.replica_manager
     limit_bytes = max(request.max_bytes, 0)
     if is_consumer:  # followers are bounded by their replica.fetch.response.max.bytes only
@@ -108,6 +114,7 @@ def _read_all(
             records: bytes | memoryview | DeferredRecords = _EMPTY
             high_watermark = last_stable = log_start = -1
             diverging = None
+            preferred = -1
             aborted: tuple[Any, ...] | None = () if read_committed else None
             try:
                 if topic in denied:
@@ -127,7 +134,11 @@ def _read_all(
                     min_one_message=min_one_message,
                     isolation_level=1 if read_committed else 0,
                     defer_above=DEFER_READ_ABOVE_BYTES,
+                    client_rack=client_rack,
                 )
+                preferred = result.preferred_read_replica
+                if preferred >= 0:
+                    any_error = True  # answered at once, as on divergence (ReplicaManager.fetchMessages)
                 high_watermark = result.high_watermark
                 last_stable = result.last_stable_offset
                 log_start = result.log_start_offset
@@ -167,6 +178,7 @@ def _read_all(
                     aborted,
                     records,
                     NO_DIVERGING_EPOCH if diverging is None else EpochEndOffset(*diverging),
+                    preferred,
                 )
             )
         topics_out.append(FetchTopicResult(topic, tuple(partitions_out)))

@@ -57,6 +57,8 @@ class LogReadResult:
             from this log (Fetch v12 ``DivergingEpoch``), else None.
         pending: the fetcher has more to get here than this read returned (set by
             ``ReplicaManager.read_for_fetch``; a fetch session keeps such a partition marked).
+        preferred_read_replica: KIP-392: the broker the consumer should read from instead
+            (no records were read), else -1.
     """
 
     info: FetchDataInfo
@@ -66,6 +68,7 @@ class LogReadResult:
     diverging_epoch: tuple[int, int] | None = None
     last_stable_offset: int = -1
     pending: bool = False
+    preferred_read_replica: int = -1
 
 
 class Partition:
@@ -400,18 +403,24 @@ class Partition:
         min_one_message: bool = True,
         isolation_level: int = 0,
         defer_above: int | None = None,
+        fetch_only_from_leader: bool = True,
     ) -> LogReadResult:
         """Read as leader (Kafka's ``Partition.fetchRecords`` / ``readRecords``): followers up
         to the LEO, consumers up to the HW, or with ``isolation_level`` 1 (read_committed) up to
         the last stable offset with the aborted transactions of the range read
         (``FetchIsolation.TXN_COMMITTED``). With ``last_fetched_epoch`` (Fetch v12+) a
         divergence from this log returns no records and the ``diverging_epoch`` to truncate to.
+        ``fetch_only_from_leader`` False (a consumer's fetch with KIP-392 client metadata) reads
+        this replica whether it leads or follows, up to its own HW / LSO.
 
         Raises:
             NotLeaderOrFollowerError, FencedLeaderEpochError, UnknownLeaderEpochError,
             OffsetOutOfRangeError.
         """
-        self.check_leader(current_leader_epoch)
+        if fetch_only_from_leader:
+            self.check_leader(current_leader_epoch)
+        else:
+            self.check_current_leader_epoch(current_leader_epoch)
         log = self.log
         hw = log.high_watermark
         lso = log.last_stable_offset

@@ -120,7 +120,8 @@ class ReplicaFetcher:
             from the current metadata (resolved on every connect).
         partition_lookup: ``fn(key) -> Partition | None`` (the ReplicaManager's).
         settings: fetch configs.
-        on_appended: ``fn(partition)`` after each append / truncation (for metrics and waiters).
+        on_appended: ``fn(partition)`` after an append that moved the follower's HW, and after
+            a truncation: consumers reading this replica (KIP-392) wait for those.
     """
 
     def __init__(
@@ -428,12 +429,12 @@ class ReplicaFetcher:
                 if state is not None:
                     state.delayed_until = time.monotonic() + self.settings.backoff_ms / 1000
                 return
-        partition.update_follower_high_watermark(pd.high_watermark)
+        high_watermark_moved = partition.update_follower_high_watermark(pd.high_watermark)
         leader_start = pd.log_start_offset
         if leader_start > log.log_start_offset:
             with contextlib.suppress(KafkaError):
                 log.maybe_increment_log_start_offset(min(leader_start, log.high_watermark))
-        if self._on_appended is not None:
+        if high_watermark_moved and self._on_appended is not None:
             self._on_appended(partition)
 
     def _truncate_on_diverging(

@@ -27,11 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from broker.cluster.partition import LogReadResult, Partition
 from broker.errors import error_code_for, error_message_for
+from broker.log.log_results import FetchDataInfo
 from broker.log.producer_state_manager import AppendOrigin
 from broker.replication.append_order import AppendOrder, AppendTicket
 from broker.replication.delayed_produce import DelayedProduce, ProducePurgatory
 from broker.replication.replica_fetcher import FetcherSettings
 from broker.replication.replica_fetcher_manager import ReplicaFetcherManager
+from broker.replication.replica_selector import preferred_read_replica
 from spark_kafkalite.protocol.errors import (
     ErrorCode,
     InvalidTopicError,
@@ -103,6 +105,8 @@ class ReplicaManager:
         self._controller = controller
         self.time_ms: Callable[[], int] = time_ms or _now_ms
         self.replica_lag_time_max_ms = int(config["replica.lag.time.max.ms"])
+        #: KIP-392: ``replica.selector.class`` is set (its one value: the rack-aware selector)
+        self._replica_selector_enabled = config["replica.selector.class"] is not None
         self._partitions: dict[TopicPartitionKey, Partition] = {}
         self._listeners: list[LeadershipListener] = []
         self.produce_purgatory = ProducePurgatory(self._partitions.get)
@@ -122,6 +126,8 @@ class ReplicaManager:
             ),
             self.broker_endpoint,
             self._partitions.get,
+            # KIP-392: consumers' fetches parked on a follower wait for its HW
+            lambda partition: fetch_purgatory.notify_high_watermark(partition.key),
         )
         self._isr_retry_at_ms: dict[TopicPartitionKey, int] = {}
         #: an under-replicated partition led here is logged as a WARNING after this long.
@@ -413,6 +419,7 @@ class ReplicaManager:
         min_one_message: bool = True,
         isolation_level: int = 0,
         defer_above: int | None = None,
+        client_rack: str | None = None,
     ) -> LogReadResult:
         """Read one partition for a Fetch (Kafka's ``readFromLog`` + follower fetch-state
         update). ``defer_above``: see ``UnifiedLog.read``. ``replica_id >= 0`` is a follower: reads up to the LEO, records its fetch
@@ -420,11 +427,48 @@ class ReplicaManager:
         Consumers read up to the HW, or the LSO with ``isolation_level`` 1 (read_committed).
         ``result.pending`` says whether the fetcher has more to get here (see LogReadResult).
 
+        ``client_rack`` (a consumer's Fetch v11+ ``rack_id``; None before v11) is KIP-392's
+        client metadata: with it a consumer may read a replica that follows, and the leader,
+        with ``replica.selector.class`` set, may answer with no records and the
+        ``preferred_read_replica`` to read from instead (``broker/replication/replica_selector.py``).
+        On a follower, an offset past its log end is an empty read when the consumer sent no
+        leader epoch (it may be there on stale metadata; KAFKA-14274), else OFFSET_OUT_OF_RANGE.
+
         Raises:
             KafkaError subclasses (mapped to the partition's error code by the caller).
         """
-        p = self.leader_partition(topic, index, current_leader_epoch)
         is_follower = replica_id >= 0
+        if is_follower or client_rack is None:
+            p = self.leader_partition(topic, index, current_leader_epoch)
+        else:
+            p = self._consumer_readable_partition(topic, index)
+            if p.is_leader and self._replica_selector_enabled:
+                preferred = preferred_read_replica(
+                    p, client_rack, fetch_offset, self._broker_rack, self.time_ms()
+                )
+                if preferred is not None:
+                    p.check_current_leader_epoch(current_leader_epoch)
+                    log = p.log
+                    return LogReadResult(
+                        FetchDataInfo(b""),
+                        log.high_watermark,
+                        log.log_start_offset,
+                        log.log_end_offset,
+                        None,
+                        log.last_stable_offset,
+                        preferred_read_replica=preferred,
+                    )
+            if not p.is_leader:
+                return self._read_as_follower_for_consumer(
+                    p,
+                    fetch_offset,
+                    max_bytes,
+                    current_leader_epoch,
+                    min_one_message,
+                    isolation_level,
+                    defer_above,
+                )
+            p.check_current_leader_epoch(current_leader_epoch)
         result = p.read_records(
             fetch_offset,
             max_bytes,
@@ -447,6 +491,61 @@ class ReplicaManager:
             bound = result.last_stable_offset if isolation_level == 1 else result.high_watermark
             result.pending = fetch_offset < bound
         return result
+
+    def _consumer_readable_partition(self, topic: str, index: int) -> Partition:
+        """The local replica a consumer with KIP-392 client metadata may read, leader or
+        follower (Kafka's ``localLogWithEpochOrThrow`` with ``requireLeader`` false).
+
+        Raises:
+            UnknownTopicOrPartitionError, NotLeaderOrFollowerError (no local replica).
+        """
+        p = self._partitions.get((topic, index))
+        if p is None:
+            return self.leader_partition(topic, index)  # raises the error naming why
+        return p
+
+    def _read_as_follower_for_consumer(
+        self,
+        p: Partition,
+        fetch_offset: int,
+        max_bytes: int,
+        current_leader_epoch: int,
+        min_one_message: bool,
+        isolation_level: int,
+        defer_above: int | None,
+    ) -> LogReadResult:
+        """A consumer's read of a partition this broker follows (KIP-392), up to its own HW or
+        LSO."""
+        log = p.log
+        if current_leader_epoch < 0 and fetch_offset > log.log_end_offset:
+            return LogReadResult(
+                FetchDataInfo(b""),
+                log.high_watermark,
+                log.log_start_offset,
+                log.log_end_offset,
+                None,
+                log.last_stable_offset,
+            )
+        result = p.read_records(
+            fetch_offset,
+            max_bytes,
+            is_follower=False,
+            current_leader_epoch=current_leader_epoch,
+            min_one_message=min_one_message,
+            isolation_level=isolation_level,
+            defer_above=defer_above,
+            fetch_only_from_leader=False,
+        )
+        bound = result.last_stable_offset if isolation_level == 1 else result.high_watermark
+        result.pending = fetch_offset < bound
+        return result
+
+    def _broker_rack(self, broker_id: int) -> tuple[bool, str | None]:
+        """(registered, ``broker.rack``) of ``broker_id`` from the metadata image."""
+        registration = self._image().brokers.get(broker_id)
+        if registration is None or registration.fenced:
+            return False, None
+        return True, registration.rack
 
     # -- ISR changes ---------------------------------------------------------------------------
     def _alter_isr(self, p: Partition, new_isr: tuple[int, ...], reason: str) -> None:

@@ -78,6 +78,7 @@ class CompletedFetch:
         "batch_item",
         "pending_item",
         "aborted_transactions",
+        "preferred_read_replica",
     )
 
     def __init__(
@@ -90,6 +91,7 @@ class CompletedFetch:
         last_stable_offset: int,
         records: bytes | memoryview | None,
         aborted_transactions: AbortedTransactions | None = None,
+        preferred_read_replica: int = -1,
     ) -> None:
         self.tp = tp
         self.fetch_offset = fetch_offset
@@ -112,3 +114,5 @@ class CompletedFetch:
         self.pending_item: tuple[int, BatchHeader] | None = None
         # read_committed only: the response's AbortedTransactions (None under read_uncommitted)
         self.aborted_transactions = aborted_transactions
+        # KIP-392: the replica the leader says to read from (-1: keep reading here)
+        self.preferred_read_replica = preferred_read_replica

@@ -90,6 +90,10 @@ class Fetcher:
         self._check_crcs = bool(config["check.crcs"])
         self._isolation_level = isolation_level_id(config["isolation.level"])
         self._request_timeout_ms = int(config["request.timeout.ms"])
+        # KIP-392: sent as the Fetch's rack_id (v11+); a preferred read replica the leader names
+        # is used until the metadata would age out (Java: metadata.max.age.ms)
+        self._client_rack = str(config.get("client.rack") or "")
+        self._preferred_replica_ttl_ms = float(config.get("metadata.max.age.ms", 300000))
         self._completed: deque[CompletedFetch] = deque()
         self._next_in_line: CompletedFetch | None = None
         self._nodes_with_pending: set[int] = set()
@@ -148,6 +152,7 @@ class Fetcher:
         and reassigns the consumer); the caller's next ``poll`` fetches them."""
         cluster = self._metadata.fetch()
         buffered = self._buffered_fetches()
+        now = now_ms()
         by_node: dict[int, dict[TopicPartition, PartitionFetchData]] = {}
         for tp in self._subscriptions.fetchable_partitions():
             fetch_offset = self._subscriptions.position(tp)
@@ -166,7 +171,7 @@ class Fetcher:
                 self._metadata.add_topics(tp.topic)
                 self._metadata.request_update()
                 continue
-            node = pm.leader
+            node = self._select_read_replica(tp, pm.leader, pm.offline_replicas, cluster.nodes, now)
             if node in self._nodes_with_pending or self._client.is_unavailable(node):
                 continue
             assert fetch_offset is not None
@@ -188,6 +193,28 @@ class Fetcher:
             future.add_callback(functools.partial(self._on_fetch_response, node=node, data=data))
         return len(by_node)
 
+    def _select_read_replica(
+        self,
+        tp: TopicPartition,
+        leader: int,
+        offline_replicas: tuple[int, ...],
+        nodes: Mapping[int, Any],
+        now: float,
+    ) -> int:
+        """The node to fetch ``tp`` from (Java ``AbstractFetch.selectReadReplica``): its
+        preferred read replica (KIP-392) while that is known, unexpired and online in the
+        metadata, else the leader (and a replica that went offline is forgotten)."""
+        preferred = self._subscriptions.preferred_read_replica(tp, now)
+        if preferred is None:
+            return leader
+        if preferred in nodes and preferred not in offline_replicas:
+            return preferred
+        log.debug(
+            "preferred read replica %s of %s is offline or unknown; reading from the leader", preferred, tp
+        )
+        self._subscriptions.clear_preferred_read_replica(tp)
+        return leader
+
     def _fetch_request(self, data: FetchRequestData, max_wait_ms: int | None = None) -> RequestBuilder:
         by_topic: dict[str, list[tuple[int, PartitionFetchData]]] = {}
         for tp, pd in data.to_send.items():
@@ -195,11 +222,12 @@ class Fetcher:
         forgotten: dict[str, list[int]] = {}
         for tp in data.to_forget:
             forgotten.setdefault(tp[0], []).append(tp[1])
-        min_bytes, max_wait, max_bytes, isolation = (
+        min_bytes, max_wait, max_bytes, isolation, rack = (
             self._min_bytes,
             self._max_wait_ms if max_wait_ms is None else max_wait_ms,
             self._max_bytes,
             self._isolation_level,
+            self._client_rack,
         )
 
         def build(version: int) -> Any:
@@ -241,7 +269,7 @@ class Fetcher:
                 session_epoch=data.epoch,
                 topics=topics,
                 forgotten_topics_data=forgotten_topics,
-                rack_id="",
+                rack_id=rack,
             )
 
         return RequestBuilder(ApiKey.FETCH, build)
@@ -254,6 +282,8 @@ class Fetcher:
             log.debug("fetch from node %s failed: %s", node, exc)
             if session is not None:
                 session.handle_error(exc)  # type: ignore[arg-type]
+            for tp in data.session_partitions:  # Java handleFetchFailure: back to the leaders
+                self._subscriptions.clear_preferred_read_replica(tp)
             if isinstance(exc, (KafkaConnectionError, KafkaTimeoutError)):
                 self._metadata.request_update()
             elif is_authentication_error(exc):  # raised by the consumer's next poll
@@ -291,6 +321,7 @@ class Fetcher:
                         int(pd.last_stable_offset),
                         pd.records,
                         aborted,
+                        int(getattr(pd, "preferred_read_replica", -1)),
                     )
                 )
 
@@ -402,12 +433,18 @@ class Fetcher:
         code = cf.error_code
         if code == ErrorCode.none:
             subs.update_fetch_metadata(tp, cf.high_watermark, cf.log_start_offset, cf.last_stable_offset)
+            if cf.preferred_read_replica >= 0:  # KIP-392: read from there from now on
+                log.debug("reading %s from its preferred read replica %s", tp, cf.preferred_read_replica)
+                subs.update_preferred_read_replica(
+                    tp, cf.preferred_read_replica, now_ms() + self._preferred_replica_ttl_ms
+                )
             if not cf.records:
                 return False
             cf.headers_iter = iter_batch_headers(cf.records)
             return True
         if needs_metadata_refresh(code):
             log.debug("fetch for %s: %s; refreshing metadata", tp, error_for_code(code))
+            subs.clear_preferred_read_replica(tp)
             self._metadata.request_update()
             return False
         if code in _RETRY_ERRORS:
@@ -416,6 +453,15 @@ class Fetcher:
             )
             return False
         if code == ErrorCode.offset_out_of_range:
+            cleared = subs.clear_preferred_read_replica(tp)
+            if cleared is not None:  # a follower that is behind: ask the leader (Java FetchCollector)
+                log.debug(
+                    "fetch of %s at %s from replica %s is out of range there; back to the leader",
+                    tp,
+                    cf.fetch_offset,
+                    cleared,
+                )
+                return False
             if subs.default_reset_strategy is OffsetResetStrategy.NONE:
                 err = OffsetOutOfRangeError(
                     f"fetch position {cf.fetch_offset} is out of range for partition {tp.topic}-{tp.partition}"

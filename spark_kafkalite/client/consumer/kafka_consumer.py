@@ -53,6 +53,7 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
     "max.poll.records": 500,
     "check.crcs": True,
     "isolation.level": "read_uncommitted",
+    "client.rack": "",
     "exclude.internal.topics": True,
     "allow.auto.create.topics": False,
     **GROUP_DEFAULTS,  # group.instance.id, session/heartbeat/poll timeouts, auto-commit, assignors
@@ -75,7 +76,9 @@ class KafkaConsumer:
     ``fetch.max.wait.ms`` (500), ``fetch.max.bytes`` (50 MiB), ``max.partition.fetch.bytes``
     (1 MiB), ``max.poll.records`` (500), ``request.timeout.ms`` (30000),
     ``default.api.timeout.ms`` (60000, for blocking lookups), ``client.id``,
-    ``allow.auto.create.topics`` (false here, unlike Java: reading never creates topics).
+    ``allow.auto.create.topics`` (false here, unlike Java: reading never creates topics),
+    ``client.rack`` (KIP-392: the consumer's rack; with the brokers' ``broker.rack`` and
+    ``replica.selector.class`` set, it reads from a replica in its rack).
 
     Raises:
         InvalidConfigError: a bad setting.

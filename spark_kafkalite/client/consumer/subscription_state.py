@@ -61,6 +61,8 @@ class TopicPartitionState:
         "awaiting_validation",
         "validation_in_flight",
         "next_validation_attempt_ms",
+        "preferred_read_replica",
+        "preferred_read_replica_expire_ms",
     )
 
     def __init__(self) -> None:
@@ -77,6 +79,9 @@ class TopicPartitionState:
         self.awaiting_validation = False
         self.validation_in_flight = False
         self.next_validation_attempt_ms = 0.0
+        #: KIP-392: the replica the leader told us to read from, until the expiry (ms)
+        self.preferred_read_replica: int | None = None
+        self.preferred_read_replica_expire_ms = 0.0
 
     def set_validated_position(self, offset: int, offset_epoch: int | None = None) -> None:
         """A new position that needs no validation (seek, reset, truncation handled)."""
@@ -301,6 +306,34 @@ class SubscriptionState:
 
     def paused_partitions(self) -> set[TopicPartition]:
         return {tp for tp, s in self._assignment.items() if s.paused}
+
+    def update_preferred_read_replica(self, tp: TopicPartition, node_id: int, expire_ms: float) -> None:
+        """KIP-392: read ``tp`` from ``node_id`` until ``expire_ms`` (Java
+        ``SubscriptionState.updatePreferredReadReplica``)."""
+        state = self._assignment.get(tp)
+        if state is not None:
+            state.preferred_read_replica = node_id
+            state.preferred_read_replica_expire_ms = expire_ms
+
+    def preferred_read_replica(self, tp: TopicPartition, now_ms: float) -> int | None:
+        """The replica to read ``tp`` from, None once it expired (then it is cleared) or when
+        there is none (read from the leader)."""
+        state = self._assignment.get(tp)
+        if state is None or state.preferred_read_replica is None:
+            return None
+        if now_ms > state.preferred_read_replica_expire_ms:
+            state.preferred_read_replica = None
+            return None
+        return state.preferred_read_replica
+
+    def clear_preferred_read_replica(self, tp: TopicPartition) -> int | None:
+        """Forget ``tp``'s preferred read replica (back to the leader); returns the one
+        cleared, if any."""
+        state = self._assignment.get(tp)
+        if state is None or state.preferred_read_replica is None:
+            return None
+        cleared, state.preferred_read_replica = state.preferred_read_replica, None
+        return cleared
 
     def update_fetch_metadata(
         self, tp: TopicPartition, high_watermark: int, log_start_offset: int, last_stable_offset: int
