@@ -8,6 +8,11 @@ magic and counts (``INVALID_RECORD``), base offset 0, no control batches, zstd o
 (``INVALID_TIMESTAMP``). Per-topic values come from the partition log's ``LogConfig`` (topic
 override, else the broker default). Produce does not auto-create topics.
 
+Per-record errors (KIP-467, :mod:`broker.log.log_validator`): a batch rejected for some of its
+records (a timestamp out of range; a keyless record on a compacted topic, found by the log's
+append) is refused whole, and from v8 the partition's response lists those records in
+``record_errors`` (``batch_index``, message) with the batch's message in ``error_message``.
+
 Storage faults (Kafka's ``LogDirFailureChannel``): an ``OSError`` while appending (ENOSPC, EFBIG,
 EACCES, EROFS, EIO, ...) marks the partition's log dir offline and answers
 ``KAFKA_STORAGE_ERROR``; later produces to any log in that dir get ``KAFKA_STORAGE_ERROR`` without
@@ -41,6 +46,7 @@ from broker.apis.auth_helper import authorize, authorized_names
 from broker.apis.context import BrokerContext
 from broker.config import LONG_MAX
 from broker.errors import error_code_for, error_message_for
+from broker.log.log_validator import raise_record_errors, record_errors_of
 from broker.network.request_context import CloseConnection, RequestContext
 from broker.replication.append_order import AppendTicket
 from spark_kafkalite.protocol.acl import AclOperation, ResourceType
@@ -52,6 +58,7 @@ from spark_kafkalite.protocol.errors import (
     InvalidTimestampError,
     KafkaError,
     MessageTooLargeError,
+    RecordError,
     UnsupportedCompressionTypeError,
 )
 from spark_kafkalite.protocol.framing import decode_request_body
@@ -102,14 +109,20 @@ def validate_produce_batch(
     timestamp_before_max_ms: int = LONG_MAX,
     timestamp_after_max_ms: int = LONG_MAX,
     max_uncompressed_bytes: int = 2**31 - 1,
+    topic_partition: str = "",
+    compacted: bool = False,
 ) -> BatchHeader:
     """Check that ``records`` is exactly one valid client RecordBatch v2 whose records section
     decompresses to at most ``max_uncompressed_bytes`` (``kafkalite.message.max.uncompressed.bytes``;
-    streamed through, never inflated whole).
+    streamed through, never inflated whole). ``topic_partition`` (``"<topic>-<partition>"``) and
+    ``compacted`` (the topic's ``cleanup.policy`` has ``compact``) shape the per-record errors.
 
     Raises:
         InvalidRecordError, MessageTooLargeError, CorruptRecordError,
-        UnsupportedCompressionTypeError, InvalidTimestampError.
+        UnsupportedCompressionTypeError: the batch as a whole.
+        InvalidTimestampError: a CreateTime out of range; ``record_errors`` (KIP-467) names each
+            such record and, on a compacted topic, each keyless one
+            (:func:`~broker.log.log_validator.raise_record_errors`).
     """
     if not records:
         raise InvalidRecordError("Produce requests must have exactly one record batch, got none")
@@ -141,9 +154,21 @@ def validate_produce_batch(
             header.base_timestamp < now_ms - timestamp_before_max_ms
             or header.max_timestamp > now_ms + timestamp_after_max_ms
         ):
-            raise InvalidTimestampError(
-                f"Timestamps [{header.base_timestamp}, {header.max_timestamp}] are out of range "
-                f"(log.message.timestamp.before/after.max.ms around {now_ms})"
+            # KIP-467: name the records out of range (and, on a compacted topic, the keyless
+            # ones), as Kafka's LogValidator does; the records are decoded only on this path.
+            raise_record_errors(
+                record_errors_of(
+                    records,
+                    topic_partition,
+                    compacted=compacted,
+                    now_ms=now_ms,
+                    timestamp_before_max_ms=timestamp_before_max_ms,
+                    timestamp_after_max_ms=timestamp_after_max_ms,
+                )
+            )
+            raise InvalidTimestampError(  # the header's timestamps disagree with its records'
+                f"Timestamps [{header.base_timestamp}, {header.max_timestamp}] of the batch header are out of "
+                f"range (log.message.timestamp.before/after.max.ms around {now_ms})"
             )
     return header
 
@@ -167,8 +192,9 @@ class _BatchLimits:
     timestamp_before_max_ms: int
     timestamp_after_max_ms: int
     max_uncompressed_bytes: int
+    compacted: bool
 
-    def validate(self, records: Any, max_uncompressed_bytes: int) -> BatchHeader:
+    def validate(self, records: Any, max_uncompressed_bytes: int, topic_partition: str) -> BatchHeader:
         return validate_produce_batch(
             records,
             message_max_bytes=self.message_max_bytes,
@@ -176,10 +202,12 @@ class _BatchLimits:
             timestamp_before_max_ms=self.timestamp_before_max_ms,
             timestamp_after_max_ms=self.timestamp_after_max_ms,
             max_uncompressed_bytes=max_uncompressed_bytes,
+            topic_partition=topic_partition,
+            compacted=self.compacted,
         )
 
 
-def _check_on_loop(records: Any, limits: _BatchLimits) -> BatchHeader | None:
+def _check_on_loop(records: Any, limits: _BatchLimits, topic_partition: str) -> BatchHeader | None:
     """Validate a small batch here; None when it is too large for the event loop (more than
     :data:`INLINE_BATCH_BYTES` on the wire or :data:`INLINE_UNCOMPRESSED_BYTES` decompressed).
 
@@ -190,20 +218,20 @@ def _check_on_loop(records: Any, limits: _BatchLimits) -> BatchHeader | None:
         return None
     bound = limits.max_uncompressed_bytes
     if bound <= INLINE_UNCOMPRESSED_BYTES:
-        return limits.validate(records, bound)
+        return limits.validate(records, bound, topic_partition)
     try:
-        return limits.validate(records, INLINE_UNCOMPRESSED_BYTES)
+        return limits.validate(records, INLINE_UNCOMPRESSED_BYTES, topic_partition)
     except MessageTooLargeError:
         return None  # over the loop's share (or over message.max.bytes): the worker decides
 
 
-def _check_on_worker(batches: list[tuple[Any, _BatchLimits]]) -> list[BatchHeader | Exception]:
+def _check_on_worker(batches: list[tuple[Any, _BatchLimits, str]]) -> list[BatchHeader | Exception]:
     """Worker-thread part: validate each batch with its full limits (the codecs and CRC-32C
     release the GIL); each result is the header or the error the batch raised."""
     out: list[BatchHeader | Exception] = []
-    for records, limits in batches:
+    for records, limits, topic_partition in batches:
         try:
-            out.append(limits.validate(records, limits.max_uncompressed_bytes))
+            out.append(limits.validate(records, limits.max_uncompressed_bytes, topic_partition))
         except Exception as exc:  # noqa: BLE001 - mapped to the partition's error code on the loop
             out.append(exc)
     return out
@@ -238,12 +266,13 @@ async def handle_produce(
         names: list[str] = [t.name for t in request.topic_data]
         denied = set(names) - authorized_names(ctx, rctx, AclOperation.WRITE, ResourceType.TOPIC, names)
     max_uncompressed_bytes = ctx.config["kafkalite.message.max.uncompressed.bytes"]
-    # (topic, index) -> (error code, base offset, log start offset, message, log append time ms)
-    outcomes: dict[tuple[str, int], tuple[ErrorCode, int, int, str | None, int]] = {}
+    # (topic, index) -> (error code, base offset, log start offset, message, log append time ms,
+    # record errors)
+    outcomes: dict[tuple[str, int], tuple[ErrorCode, int, int, str | None, int, tuple[RecordError, ...]]] = {}
     # Each partition's batch, checked in request order: the header, the error, or None while a
     # worker thread checks it (too large for the event loop, see _check_on_loop).
     checked: list[tuple[tuple[str, int], Any, BatchHeader | Exception | None]] = []
-    deferred: list[tuple[int, Any, _BatchLimits]] = []
+    deferred: list[tuple[int, Any, _BatchLimits, str]] = []
     order: list[tuple[str, list[int]]] = []
     limits_by_config: dict[int, _BatchLimits] = {}  # the request's LogConfigs stay alive meanwhile
     for topic_data in request.topic_data:
@@ -254,10 +283,10 @@ async def handle_produce(
             indexes.append(index)
             key = (topic, index)
             if acks not in (0, 1, -1):
-                outcomes[key] = (ErrorCode.invalid_required_acks, -1, -1, None, -1)
+                outcomes[key] = (ErrorCode.invalid_required_acks, -1, -1, None, -1, ())
                 continue
             if topic in denied:
-                outcomes[key] = (ErrorCode.topic_authorization_failed, -1, -1, None, -1)
+                outcomes[key] = (ErrorCode.topic_authorization_failed, -1, -1, None, -1, ())
                 continue
             records = partition_data.records
             state: BatchHeader | Exception | None
@@ -272,10 +301,12 @@ async def handle_produce(
                         log_config.message_timestamp_before_max_ms,
                         log_config.message_timestamp_after_max_ms,
                         max_uncompressed_bytes,
+                        log_config.compact,
                     )
-                state = _check_on_loop(records, limits)
+                topic_partition = f"{topic}-{index}"
+                state = _check_on_loop(records, limits, topic_partition)
                 if state is None:
-                    deferred.append((len(checked), records, limits))
+                    deferred.append((len(checked), records, limits, topic_partition))
             except Exception as exc:  # noqa: BLE001 - mapped to a wire error code below
                 state = exc
             checked.append((key, records, state))
@@ -289,12 +320,14 @@ async def handle_produce(
         )
         try:
             states = await asyncio.get_running_loop().run_in_executor(
-                ctx.request_workers, _check_on_worker, [(records, limits) for _i, records, limits in deferred]
+                ctx.request_workers,
+                _check_on_worker,
+                [(records, limits, tp) for _i, records, limits, tp in deferred],
             )
         except BaseException:
             ticket.release()
             raise
-        for (position, _records, _limits), state in zip(deferred, states, strict=True):
+        for (position, _records, _limits, _tp), state in zip(deferred, states, strict=True):
             key, records, _none = checked[position]
             checked[position] = (key, records, state)
     try:
@@ -316,7 +349,8 @@ async def handle_produce(
                 code = error_code_for(exc, f"Produce v{version} to {topic}-{index} from {rctx.connection_id}")
                 if isinstance(exc, KafkaError):
                     logger.debug("produce to %s-%d failed: %s", topic, index, exc)
-                outcomes[key] = (code, -1, -1, error_message_for(exc), -1)
+                record_errors = exc.record_errors if isinstance(exc, KafkaError) else ()
+                outcomes[key] = (code, -1, -1, error_message_for(exc), -1, record_errors)
         if transactional_without_id:
             if acks == 0:
                 raise CloseConnection("acks=0 produce request failed")
@@ -337,6 +371,7 @@ async def handle_produce(
                     result.log_start_offset,
                     result.error_message,
                     result.log_append_time_ms,
+                    result.record_errors,
                 )
     finally:
         if ticket is not None:
@@ -351,10 +386,17 @@ async def handle_produce(
     for topic, indexes in order:
         partitions_out = []
         for index in indexes:
-            code, base_offset, log_start_offset, message, append_time = outcomes[(topic, index)]
+            code, base_offset, log_start_offset, message, append_time, record_errors = outcomes[
+                (topic, index)
+            ]
             partitions_out.append(
                 ProducePartitionResult(
-                    index, code, base_offset, log_start_offset, message if code != ErrorCode.none else None
+                    index,
+                    code,
+                    base_offset,
+                    log_start_offset,
+                    message if code != ErrorCode.none else None,
+                    record_errors,
                 )
             )
         topics_out.append(ProduceTopicResult(topic, tuple(partitions_out)))

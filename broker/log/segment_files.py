@@ -23,7 +23,6 @@ from spark_kafkalite.protocol.record_batch import (
     MAGIC_V2,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
-    decode_batch,
     read_header,
 )
 
@@ -48,7 +47,6 @@ __all__ = [
     "iter_file_headers",
     "validate_stored_batch",
     "validated_stored_batches",
-    "check_keys_for_compaction",
     "scan_valid_batches",
     "file_next_offset",
 ]
@@ -211,21 +209,6 @@ def validated_stored_batches(
         batches.append((pos, header))
         pos += size
     return batches, pos
-
-
-def check_keys_for_compaction(batch: bytes | bytearray | memoryview, log_name: str) -> None:
-    """Kafka's ``LogValidator.validateKey``: every record written to a compacted topic needs
-    a key (decodes the batch; only called for compacted topics).
-
-    Raises:
-        InvalidRecordError: a record has no key.
-    """
-    if read_header(batch).is_control:
-        return
-    if any(key is None for key in decode_batch(batch, verify_crc=False).keys):
-        raise InvalidRecordError(
-            f"Compacted topic cannot accept message without key in topic partition {log_name}."
-        )
 
 
 def scan_valid_batches(

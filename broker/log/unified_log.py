@@ -46,6 +46,7 @@ from .log_config import LogConfig
 from .log_loader import load_segments
 from .log_results import FetchDataInfo, LogAppendInfo
 from .log_segment import LogSegment, unlink_paths
+from .log_validator import check_keys_for_compaction
 from .partition_metadata import (
     PARTITION_METADATA_FILE,
     create_partition_metadata,
@@ -57,7 +58,7 @@ from .partition_metadata import (
     write_partition_metadata,
 )
 from .producer_state_manager import AppendOrigin
-from .segment_files import check_keys_for_compaction, validated_stored_batches
+from .segment_files import validated_stored_batches
 from .segment_swap import commit_swap
 from .timestamp_lookup import TimestampLookup
 from .transaction_index import AbortedTxn
@@ -342,8 +343,9 @@ class UnifiedLog:
         ``LogValidator``). Rolls a new segment first when the batch would overflow the active one.
 
         Raises:
-            InvalidRecordError: a client control batch, a malformed marker, a keyless record on
-                a compacted topic, a bad sequence.
+            InvalidRecordError: a client control batch, a malformed marker, a bad sequence; a
+                keyless record on a compacted topic (with ``record_errors`` naming each one,
+                KIP-467: :func:`~broker.log.log_validator.check_keys_for_compaction`).
             InvalidProducerEpochError, OutOfOrderSequenceNumberError, InvalidTxnStateError,
             TransactionCoordinatorFencedError: producer-state checks.
         """

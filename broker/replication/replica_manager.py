@@ -37,8 +37,10 @@ from broker.replication.replica_selector import preferred_read_replica
 from spark_kafkalite.protocol.errors import (
     ErrorCode,
     InvalidTopicError,
+    KafkaError,
     KafkaStorageError,
     NotLeaderOrFollowerError,
+    RecordError,
     UnknownTopicOrPartitionError,
 )
 from spark_kafkalite.protocol.types import TopicPartitionKey
@@ -68,6 +70,7 @@ class PartitionAppendResult:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    record_errors: tuple[RecordError, ...] = ()  # KIP-467: the records that failed validation
 
 
 def _now_ms() -> int:
@@ -385,7 +388,9 @@ class ReplicaManager:
                 self._complete_delayed(key)
             except Exception as exc:  # noqa: BLE001 - per-partition wire error
                 results[key] = PartitionAppendResult(
-                    error_code_for(exc, f"append to {topic}-{index}"), error_message=error_message_for(exc)
+                    error_code_for(exc, f"append to {topic}-{index}"),
+                    error_message=error_message_for(exc),
+                    record_errors=exc.record_errors if isinstance(exc, KafkaError) else (),
                 )
         return results, required
 

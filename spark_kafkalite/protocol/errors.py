@@ -11,7 +11,7 @@ probably wrong" used by the producer, the consumer and the broker's replica fetc
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -20,12 +20,29 @@ __all__ = [
     "KafkaError",
     "KafkaConnectionError",
     "KafkaTimeoutError",
+    "RecordError",
     "CorruptRecordError",
     "METADATA_REFRESH_ERRORS",
     "needs_metadata_refresh",
     "error_for_code",
     "raise_for_error_code",
 ]
+
+
+class RecordError(NamedTuple):
+    """One record a broker rejected inside a produced batch (KIP-467; Kafka's
+    ``ProduceResponse.RecordError``, on the wire ``ProduceResponseData.BatchIndexAndErrorMessage``
+    of ProduceResponse v8+): the record's index in its batch (0-based) and why (None: see the
+    partition's ``error_message``)."""
+
+    batch_index: int
+    batch_index_error_message: str | None = None
+
+    def __str__(self) -> str:
+        """Kafka's ``RecordError.toString``: ``RecordError(batchIndex=3, message='...')``."""
+        message = self.batch_index_error_message
+        shown = "null" if message is None else f"'{message}'"
+        return f"RecordError(batchIndex={self.batch_index}, message={shown})"
 
 
 class KafkaError(Exception):
@@ -37,6 +54,8 @@ class KafkaError(Exception):
     Attributes:
         error_code: the Kafka wire error code (``-1`` for client-side errors without one).
         retriable: whether Kafka classifies the error as retriable (``RetriableException``).
+        record_errors: the records of a produced batch that caused the error (KIP-467, Kafka's
+            ``RecordValidationException.recordErrors``); empty for any other error.
     """
 
     error_code: int = ErrorCode.unknown_server_error.value
@@ -53,8 +72,12 @@ class KafkaError(Exception):
             cls.__doc__ = f"Kafka error {code.name.upper()} ({int(code)})."
         KafkaError._by_code[int(code)] = cls
 
-    def __init__(self, message: str | None = None) -> None:
+    record_errors: tuple[RecordError, ...] = ()
+
+    def __init__(self, message: str | None = None, *, record_errors: tuple[RecordError, ...] = ()) -> None:
         self.message = message
+        if record_errors:
+            self.record_errors = record_errors
         super().__init__(self._format(message))
 
     def _format(self, message: str | None) -> str:

@@ -12,6 +12,11 @@ log_start_offset int64 (v5+), record_errors [batch_index int32, batch_index_erro
 nullable string] (v8+), error_message nullable string (v8+)]], throttle_time_ms int32 (v1+)``.
 v9 is flexible (KIP-482): compact strings and arrays, an empty tagged-field section after
 every struct, and response header v1 (correlation id + tagged fields).
+
+``record_errors`` and ``error_message`` (KIP-467, v8+) name the records of a rejected batch that
+failed the broker's per-record validation (Kafka's ``LogValidator``: a keyless record on a
+compacted topic, a timestamp out of range) and say why; older versions carry only the
+partition's error code.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from spark_kafkalite.protocol.byte_utils import (
     write_array_length,
     write_compact_nullable_string,
 )
+from spark_kafkalite.protocol.errors import RecordError
 
 __all__ = [
     "PRODUCE_RESPONSE_MAX_VERSION",
@@ -31,6 +37,7 @@ __all__ = [
     "ProducePartitionResult",
     "ProduceResponseData",
     "ProduceTopicResult",
+    "RecordError",
     "encode_produce_response",
 ]
 
@@ -46,21 +53,27 @@ _PARTITION_V5 = struct.Struct(">ihqqq")  # ... + log_start_offset
 
 class ProducePartitionResult:
     """Kafka's ``ProduceResponseData.PartitionProduceResponse`` without kio's entity machinery
-    (the broker answers every produced batch with one; it never sends ``record_errors`` or a
-    ``log_append_time``)."""
+    (the broker answers every produced batch with one; it never sends a ``log_append_time``).
+    ``record_errors``: the rejected records of the batch (KIP-467, written from v8)."""
 
-    __slots__ = ("index", "error_code", "base_offset", "log_start_offset", "error_message")
+    __slots__ = ("index", "error_code", "base_offset", "log_start_offset", "error_message", "record_errors")
     log_append_time: datetime.datetime | None = None
-    record_errors: tuple[Any, ...] = ()
 
     def __init__(
-        self, index: int, error_code: int, base_offset: int, log_start_offset: int, error_message: str | None
+        self,
+        index: int,
+        error_code: int,
+        base_offset: int,
+        log_start_offset: int,
+        error_message: str | None,
+        record_errors: tuple[RecordError, ...] = (),
     ) -> None:
         self.index = index
         self.error_code = error_code
         self.base_offset = base_offset
         self.log_start_offset = log_start_offset
         self.error_message = error_message
+        self.record_errors = record_errors
 
 
 class ProduceTopicResult(NamedTuple):

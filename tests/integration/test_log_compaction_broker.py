@@ -1,6 +1,7 @@
 """Compaction on a real broker: compressed keyed batches from confluent-kafka (all four codecs)
 are compacted in the background; confluent-kafka and kafka-python consumers read the latest
-value per key at the original offsets; keyless records are refused with INVALID_RECORD; a
+value per key at the original offsets; a batch with keyless records is refused with
+INVALID_RECORD and per-record errors (KIP-467), as is one with a timestamp out of range; a
 tombstone produced with an old CreateTime is read by kafka-python after the first clean, with
 its timestamp, and is gone once its KIP-534 delete horizon has passed; a partition whose
 cleaning raises (a batch corrupted on disk) is marked uncleanable and does not starve another.
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import confluent_kafka
 import kafka
@@ -21,7 +22,10 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.server_configs import CONFIG_DEF
+from spark_kafkalite.client import KafkaProducer
+from spark_kafkalite.client.producer.sender import INVALID_DIFFERENT_RECORD_MESSAGE
 from spark_kafkalite.local_cluster import LocalCluster
+from spark_kafkalite.protocol.errors import InvalidRecordError, KafkaError
 from spark_kafkalite.protocol.record_batch import iter_batch_headers
 
 pytestmark = pytest.mark.timeout(90)
@@ -148,20 +152,78 @@ def test_compacted_gzip_lz4_batches_read_by_kafka_python(local: LocalCluster) ->
     assert consume_kp(bootstrap, topic, offset) == got
 
 
-def test_keyless_records_are_refused(local: LocalCluster) -> None:
+def test_keyless_records_fail_per_record(local: LocalCluster) -> None:
+    """KIP-467, as librdkafka's test 0011 ``test_message_single_partition_record_fail`` expects:
+    a batch of 100 records, every tenth without a key, on a compacted topic is refused whole;
+    the broker names the keyless records in ``record_errors``, so confluent-kafka fails those
+    with INVALID_RECORD and the others with _INVALID_DIFFERENT_RECORD. Our producer fails them
+    as Java's ``Sender.failBatch`` does. Then a keyed record is appended at offset 0."""
     bootstrap = local.bootstrap_servers
     topic = "compacted-keyless"
     create_compacted(bootstrap, topic)
-    errors: list[confluent_kafka.KafkaError] = []
-    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all", "retries": 0})
-    producer.produce(topic, value=b"no key", partition=0, on_delivery=lambda err, _msg: errors.append(err))
-    producer.flush(15)
-    producer.produce(
-        topic, key=b"k", value=b"keyed", partition=0, on_delivery=lambda err, _msg: errors.append(err)
+    outcomes: dict[int, int] = {}
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 200, "compression.codec": "lz4"}
     )
-    producer.flush(15)
-    codes = sorted(e.code() if e is not None else 0 for e in errors)
-    assert codes == [0, confluent_kafka.KafkaError.INVALID_RECORD]
+
+    def on_delivery(index: int) -> Callable[[confluent_kafka.KafkaError | None, object], None]:
+        return lambda err, _msg: outcomes.__setitem__(index, err.code() if err is not None else 0)
+
+    for i in range(100):
+        key = None if i % 10 == 0 else b"k%d" % i
+        producer.produce(topic, key=key, value=b"v%d" % i, partition=0, on_delivery=on_delivery(i))
+    assert producer.flush(15) == 0
+    invalid_different = confluent_kafka.KafkaError._INVALID_DIFFERENT_RECORD
+    assert outcomes == {
+        i: confluent_kafka.KafkaError.INVALID_RECORD if i % 10 == 0 else invalid_different for i in range(100)
+    }
+
+    with KafkaProducer({"bootstrap.servers": bootstrap, "linger.ms": 200}) as ours:
+        futures = [ours.send(topic, b"v", key=None if i % 5 == 0 else b"k", partition=0) for i in range(20)]
+        ours.flush()
+        errors = [future.exception(10) for future in futures]
+    for i, error in enumerate(errors):
+        if i % 5 == 0:
+            assert isinstance(error, InvalidRecordError)
+            assert (
+                error.message
+                == f"Compacted topic cannot accept message without key in topic partition {topic}-0."
+            )
+        else:
+            assert type(error) is KafkaError and error.message == INVALID_DIFFERENT_RECORD_MESSAGE
+
+    producer.produce(topic, key=b"k", value=b"keyed", partition=0, on_delivery=on_delivery(100))
+    assert producer.flush(15) == 0
+    assert outcomes[100] == 0
+    assert [(offset, key) for offset, key, _value in consume_ck(bootstrap, topic, 1)] == [(0, b"k")]
+
+
+def test_timestamp_out_of_range_fails_per_record(local: LocalCluster) -> None:
+    """KIP-467 for ``LogValidator.validateTimestamp``: two records two hours ahead of the broker's
+    clock (``message.timestamp.after.max.ms`` is one hour) in a batch of five. librdkafka fails
+    the records named in ``record_errors`` with INVALID_RECORD when there are several (with only
+    one, it gives every record of the batch the partition's error) and the other three with
+    _INVALID_DIFFERENT_RECORD."""
+    bootstrap = local.bootstrap_servers
+    topic = "timestamps-per-record"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=15)
+    outcomes: dict[int, int] = {}
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 200})
+    now_ms = int(time.time() * 1000)
+    for i in range(5):
+        producer.produce(
+            topic,
+            value=b"v",
+            partition=0,
+            timestamp=now_ms + (2 * 3_600_000 if i in (1, 3) else 0),
+            on_delivery=lambda err, _msg, i=i: outcomes.__setitem__(i, err.code() if err is not None else 0),
+        )
+    assert producer.flush(15) == 0
+    invalid_different = confluent_kafka.KafkaError._INVALID_DIFFERENT_RECORD
+    assert outcomes == {
+        i: confluent_kafka.KafkaError.INVALID_RECORD if i in (1, 3) else invalid_different for i in range(5)
+    }
 
 
 def test_old_tombstone_kept_until_its_delete_horizon(local: LocalCluster) -> None:

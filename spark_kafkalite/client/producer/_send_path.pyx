@@ -56,7 +56,7 @@ cdef class RecordCallback:
         if isinstance(future, FutureState):  # done: its batch holds the outcome
             record = <FutureState>future
             batch = record._batch
-            error = batch.error
+            error = batch.error_of(record._index)
             if error is None:
                 base = batch.base_offset
                 log_append_ms = batch.log_append_time_ms

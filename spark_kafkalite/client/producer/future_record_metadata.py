@@ -103,7 +103,7 @@ class FutureRecordMetadata(FutureState, Future):  # type: ignore[type-arg]
 
     def _metadata(self) -> RecordMetadata:
         batch = self._batch
-        error = batch.error
+        error = batch.error_of(self._index)
         if error is not None:
             raise error
         base = batch.base_offset
@@ -132,7 +132,7 @@ class FutureRecordMetadata(FutureState, Future):  # type: ignore[type-arg]
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         self._wait(timeout)
-        return self._batch.error
+        return self._batch.error_of(self._index)  # type: ignore[no-any-return]
 
     def add_done_callback(self, fn: Callable[[Future[RecordMetadata]], object]) -> None:
         batch = self._batch
@@ -185,7 +185,7 @@ def run_callbacks(watchers: list[Any]) -> None:
     for future in watchers:
         record_callback = future._record_callback
         if record_callback is not None:
-            error = future._batch.error
+            error = future._batch.error_of(future._index)
             try:
                 record_callback(None if error is not None else future._metadata(), error)
             except Exception:  # a user callback must not break the I/O thread
@@ -195,14 +195,18 @@ def run_callbacks(watchers: list[Any]) -> None:
 
 
 def complete_plain(
-    futures: list[Future[RecordMetadata]], results: list[RecordMetadata] | None, error: BaseException | None
+    futures: list[Future[RecordMetadata]],
+    results: list[RecordMetadata] | None,
+    error: BaseException | None,
+    error_of: Callable[[int], BaseException | None],
 ) -> None:
-    """The fallback when ``FAST_FUTURES`` is False: resolve plain futures one by one."""
+    """The fallback when ``FAST_FUTURES`` is False: resolve plain futures one by one (record
+    ``i`` failing with ``error_of(i)``)."""
     for i, future in enumerate(futures):
         try:
             if error is None:
                 future.set_result(results[i])  # type: ignore[index]
             else:
-                future.set_exception(error)
+                future.set_exception(error_of(i))
         except InvalidStateError:
             pass

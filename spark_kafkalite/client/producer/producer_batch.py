@@ -70,6 +70,7 @@ class ProducerBatch(BatchState):
         "base_offset",
         "log_append_time_ms",
         "error",
+        "record_errors",
         "watchers",
         "plain_futures",
         "_result",
@@ -108,6 +109,8 @@ class ProducerBatch(BatchState):
         self.base_offset = -1
         self.log_append_time_ms = -1
         self.error: BaseException | None = None
+        # KIP-467: (errors of the records the broker named, error of every other record)
+        self.record_errors: tuple[dict[int, BaseException], BaseException] | None = None
         self.watchers: list[Any] = []  # record futures with callbacks or waiters, in order
         self.plain_futures: list[Future[RecordMetadata]] | None = None if FAST_FUTURES else []
         self._result: Future[int] | None = None
@@ -202,17 +205,38 @@ class ProducerBatch(BatchState):
         batch was already completed (e.g. expired) and nothing was done."""
         return self._finish(base_offset, log_append_time_ms, None)
 
-    def fail(self, exc: BaseException) -> bool:
-        """Fail every record of the batch with ``exc``. Returns False if already completed."""
-        return self._finish(-1, -1, exc)
+    def fail(
+        self,
+        exc: BaseException,
+        record_errors: tuple[dict[int, BaseException], BaseException] | None = None,
+    ) -> bool:
+        """Fail the batch with ``exc`` (Java ``ProducerBatch.completeExceptionally``): every record
+        with ``exc``, or, with ``record_errors`` (KIP-467: ``(errors by index in the batch, error of
+        the other records)``), each record with its own. Returns False if already completed."""
+        return self._finish(-1, -1, exc, record_errors)
 
-    def _finish(self, base_offset: int, log_append_time_ms: int, error: BaseException | None) -> bool:
+    def error_of(self, index: int) -> BaseException | None:
+        """The error of record ``index`` of the batch (None: not failed, or not done yet)."""
+        record_errors = self.record_errors
+        if record_errors is None:
+            return self.error
+        by_index, other = record_errors
+        return by_index.get(index, other)
+
+    def _finish(
+        self,
+        base_offset: int,
+        log_append_time_ms: int,
+        error: BaseException | None,
+        record_errors: tuple[dict[int, BaseException], BaseException] | None = None,
+    ) -> bool:
         with self.condition:
             if self.done:
                 return False
             self.base_offset = base_offset
             self.log_append_time_ms = log_append_time_ms
             self.error = error
+            self.record_errors = record_errors
             self.done = True
             watchers = self.watchers
             if watchers:
@@ -231,7 +255,7 @@ class ProducerBatch(BatchState):
                     )
                     for i, f in enumerate(self.plain_futures)
                 ]
-            complete_plain(self.plain_futures, results, error)
+            complete_plain(self.plain_futures, results, error, self.error_of)
         if watchers:
             run_callbacks(watchers)
         if self._result is not None:

@@ -6,6 +6,9 @@ into one ProduceRequest per node, and poll the network. Per-partition errors tha
 (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, disconnects, timeouts ...) put the batch back for
 another try after ``retry.backoff.ms`` (refreshing metadata when the error says the leader moved),
 as long as ``retries`` and ``delivery.timeout.ms`` allow; other errors fail the records' futures.
+A batch rejected with per-record errors (KIP-467 ``record_errors``, ProduceResponse v8+) is not
+retried: the named records fail with their own error, the others with one saying they were part
+of a batch with an invalid record (:func:`record_exceptions`).
 
 Idempotence (``TransactionManager``): before any data is sent the Sender obtains a producer id
 with InitProducerId from the least loaded node (retrying COORDINATOR_LOAD_IN_PROGRESS,
@@ -32,7 +35,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from spark_kafkalite.client.errors import TransactionAbortedError
@@ -51,6 +54,7 @@ from spark_kafkalite.protocol.entities import build as make
 from spark_kafkalite.protocol.entities import datetime_to_ms, nested
 from spark_kafkalite.protocol.errors import (
     ErrorCode,
+    InvalidRecordError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -59,7 +63,7 @@ from spark_kafkalite.protocol.errors import (
     needs_metadata_refresh,
 )
 
-__all__ = ["Sender"]
+__all__ = ["Sender", "record_exceptions"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +75,36 @@ _INIT_RETRIABLE = {
     ErrorCode.concurrent_transactions,
 }
 _INIT_PRODUCER_ID_MAX_VERSION = 4
+
+
+INVALID_DIFFERENT_RECORD_MESSAGE = (
+    "Failed to append record because it was part of a batch which had one or more invalid records"
+)
+"""Java's message (``Sender.failBatch``) for the records of a rejected batch that the broker did
+not name (librdkafka: ``_INVALID_DIFFERENT_RECORD``)."""
+
+
+def record_exceptions(
+    error_code: int, error_message: str | None, record_errors: Sequence[Any]
+) -> tuple[dict[int, BaseException], BaseException]:
+    """The per-record errors of a batch the broker rejected with ``record_errors`` (KIP-467;
+    Java ``Sender.failBatch`` since KAFKA-8729): each named record fails with
+    ``InvalidRecordError`` carrying its message (else the partition's ``error_message``, else the
+    code's name), or, when the broker named only one record, with the partition's own error
+    (e.g. ``InvalidTimestampError``); every other record fails with a plain ``KafkaError`` saying
+    it was part of a batch with an invalid record.
+
+    ``record_errors``: the response's ``BatchIndexAndErrorMessage`` entries (``batch_index``,
+    ``batch_index_error_message``). Returns (errors by index in the batch, the other records' error).
+    """
+    by_index: dict[int, BaseException] = {}
+    for record_error in record_errors:
+        message = record_error.batch_index_error_message or error_message or error_for_code(error_code).name
+        if len(record_errors) == 1:
+            by_index[int(record_error.batch_index)] = error_for_code(error_code, message)
+        else:
+            by_index[int(record_error.batch_index)] = InvalidRecordError(message)
+    return by_index, KafkaError(INVALID_DIFFERENT_RECORD_MESSAGE)
 
 
 class Sender(threading.Thread):
@@ -295,7 +329,15 @@ class Sender(threading.Thread):
                     )
                 else:
                     message = getattr(p, "error_message", None)
-                    self._complete_batch(answered, error_for_code(p.error_code, message), -1, -1, now)
+                    record_errors = getattr(p, "record_errors", None)
+                    self._complete_batch(
+                        answered,
+                        error_for_code(p.error_code, message),
+                        -1,
+                        -1,
+                        now,
+                        record_exceptions(p.error_code, message, record_errors) if record_errors else None,
+                    )
         for batch in by_tp.values():
             self._complete_batch(batch, KafkaError("partition missing from produce response"), -1, -1, now)
 
@@ -306,6 +348,7 @@ class Sender(threading.Thread):
         base_offset: int,
         log_append_time_ms: int,
         now: float,
+        record_errors: tuple[dict[int, BaseException], BaseException] | None = None,
     ) -> None:
         batch.on_wire = False
         if batch.done:  # expired while in flight
@@ -332,7 +375,7 @@ class Sender(threading.Thread):
             self._metadata.request_update()
         if tm is not None:
             tm.handle_failed_batch(batch, error, expired=False)
-        batch.fail(error)
+        batch.fail(error, record_errors)
         self._accumulator.deallocate(batch)
 
     def _can_retry(self, batch: ProducerBatch, error: KafkaError, now: float) -> bool:
