@@ -23,6 +23,8 @@ Commands::
     kafkalite cluster up [--brokers 3] [--data-dir DIR] | status | down   (spark_kafkalite.cli.cluster)
     kafkalite acls add|list|remove ...                     (see spark_kafkalite.cli.acls)
     kafkalite users add|list|remove ...                    (SCRAM users; spark_kafkalite.cli.users)
+    kafkalite kafka-path [--dir DIR]     (prints a directory whose bin/ holds kafka-topics.sh etc.;
+                                          spark_kafkalite.cli.kafka_tools)
 
 One module per command group: :mod:`.topics`, :mod:`.console` (produce, consume),
 :mod:`.groups`, :mod:`.transactions`, :mod:`.cluster`, :mod:`.acls`, :mod:`.users`; :mod:`.common` holds what they
@@ -45,6 +47,7 @@ from spark_kafkalite.cli.acls import add_acls_parser, cmd_acls
 from spark_kafkalite.cli.cluster import add_cluster_parser, cmd_cluster
 from spark_kafkalite.cli.console import add_consume_parser, add_produce_parser, cmd_consume, cmd_produce
 from spark_kafkalite.cli.groups import add_groups_parser, cmd_groups
+from spark_kafkalite.cli.kafka_tools.kafka_path import add_kafka_path_parser, cmd_kafka_path
 from spark_kafkalite.cli.topics import add_topics_parser, cmd_topics
 from spark_kafkalite.cli.transactions import add_transactions_parser, cmd_transactions
 from spark_kafkalite.cli.users import add_users_parser, cmd_users
@@ -67,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_cluster_parser(commands)  # kafkalite cluster up|status|down
     add_acls_parser(commands)  # kafkalite acls add|list|remove
     add_users_parser(commands)  # kafkalite users add|list|remove (SCRAM)
+    add_kafka_path_parser(commands)  # kafkalite kafka-path: a $KAFKA_PATH with bin/kafka-*.sh
     return parser
 
 
@@ -87,6 +91,8 @@ def _run(args: argparse.Namespace) -> int:
         return cmd_users(args, sys.stdin, sys.stdout)
     if args.command == "cluster":
         return cmd_cluster(args, sys.stdout)
+    if args.command == "kafka-path":
+        return cmd_kafka_path(args)
     return run_demo_command(args)
 
 

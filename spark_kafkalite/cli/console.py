@@ -56,7 +56,13 @@ def add_consume_parser(commands: Any) -> None:
     consume.add_argument("--group", help="consume as a member of this consumer group (commits offsets)")
 
 
-def cmd_produce(args: argparse.Namespace, stdin: TextIO) -> int:
+def cmd_produce(args: argparse.Namespace, stdin: TextIO, report: bool = True) -> int:
+    """Send each line of ``stdin`` as a record (``kafkalite produce`` and
+    ``kafka-console-producer.sh``); ``report`` prints the count on stderr at the end.
+
+    Raises:
+        CliError: a line without the key separator (with ``parse.key=true``) or a failed send.
+    """
     from spark_kafkalite.client import KafkaProducer
 
     props = key_values(args.property, "--property")
@@ -91,11 +97,19 @@ def cmd_produce(args: argparse.Namespace, stdin: TextIO) -> int:
         producer.flush()
     if errors:
         raise CliError(f"failed to send to topic {args.topic}: {errors[0]}")
-    print(f"Produced {sent} records to topic {args.topic}.", file=sys.stderr)
+    if report:
+        print(f"Produced {sent} records to topic {args.topic}.", file=sys.stderr)
     return 0
 
 
 def cmd_consume(args: argparse.Namespace, stdout: TextIO) -> int:
+    """Print records of ``--topic`` to ``stdout`` (``kafkalite consume`` and
+    ``kafka-console-consumer.sh``) until ``--max-messages``, ``--timeout-ms`` without a record,
+    or Ctrl-C; then ``Processed a total of N messages`` on stderr.
+
+    Raises:
+        CliError: the topic or partition does not exist, or a bad ``--offset``.
+    """
     if args.group:
         return consume_with_group(args, stdout)
     from spark_kafkalite.client import KafkaConsumer, TopicPartition

@@ -21,7 +21,14 @@ from typing import Any, TextIO
 
 from spark_kafkalite.cli.common import add_bootstrap, client_config
 
-__all__ = ["add_transactions_parser", "cmd_transactions"]
+__all__ = [
+    "add_transactions_parser",
+    "cmd_transactions",
+    "list_rows",
+    "describe_rows",
+    "LIST_HEADER",
+    "DESCRIBE_HEADER",
+]
 
 
 def add_transactions_parser(commands: Any) -> None:
@@ -54,6 +61,66 @@ def _print_table(out: TextIO, header: list[str], rows: list[list[str]]) -> None:
         out.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n")
 
 
+LIST_HEADER = ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+DESCRIBE_HEADER = [
+    "CoordinatorId",
+    "TransactionalId",
+    "ProducerId",
+    "ProducerEpoch",
+    "TransactionState",
+    "TransactionTimeoutMs",
+    "CurrentTransactionStartTimeMs",
+    "TransactionDurationMs",
+    "TopicPartitions",
+]
+
+
+def list_rows(admin: Any, args: argparse.Namespace) -> list[list[str]]:
+    """Rows of :data:`LIST_HEADER` for ``args.state``, ``args.producer_id`` and
+    ``args.transactional_id_pattern`` (shared with ``kafka-transactions.sh list``)."""
+    listings = admin.list_transactions(
+        args.state, args.producer_id, transactional_id_pattern=args.transactional_id_pattern
+    )
+    coordinators = {
+        t.transactional_id: d.coordinator_id
+        for t in listings
+        for d in admin.describe_transactions([t.transactional_id]).values()
+    }
+    return [
+        [t.transactional_id, str(coordinators.get(t.transactional_id, "")), str(t.producer_id), t.state]
+        for t in listings
+    ]
+
+
+def describe_rows(admin: Any, transactional_ids: list[str]) -> list[list[str]]:
+    """Rows of :data:`DESCRIBE_HEADER`, one per id (shared with ``kafka-transactions.sh
+    describe``).
+
+    Raises:
+        KafkaError: e.g. TRANSACTIONAL_ID_NOT_FOUND for an unknown id.
+    """
+    descriptions = admin.describe_transactions(transactional_ids)
+    now_ms = int(time.time() * 1000)
+    rows = []
+    for tid in transactional_ids:
+        d = descriptions[tid]
+        start = d.transaction_start_time_ms
+        rows.append(
+            [
+                str(d.coordinator_id),
+                tid,
+                str(d.producer_id),
+                str(d.producer_epoch),
+                d.state,
+                str(d.transaction_timeout_ms),
+                str(start) if start is not None else "None",
+                str(now_ms - start) if start is not None else "None",
+                ",".join(f"{tp.topic}-{tp.partition}" for tp in d.topic_partitions),
+            ]
+        )
+    return rows
+
+
 def cmd_transactions(args: argparse.Namespace, out: TextIO) -> int:
     """Run ``kafkalite transactions ACTION``; returns the exit status.
 
@@ -64,54 +131,7 @@ def cmd_transactions(args: argparse.Namespace, out: TextIO) -> int:
 
     with KafkaAdminClient(client_config(args, "kafkalite-cli")) as admin:
         if args.transactions_command == "list":
-            listings = admin.list_transactions(
-                args.state, args.producer_id, transactional_id_pattern=args.transactional_id_pattern
-            )
-            coordinators = {
-                t.transactional_id: d.coordinator_id
-                for t in listings
-                for d in admin.describe_transactions([t.transactional_id]).values()
-            }
-            rows = [
-                [
-                    t.transactional_id,
-                    str(coordinators.get(t.transactional_id, "")),
-                    str(t.producer_id),
-                    t.state,
-                ]
-                for t in listings
-            ]
-            _print_table(out, ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"], rows)
-            return 0
-        descriptions = admin.describe_transactions(args.transactional_id)
-        now_ms = int(time.time() * 1000)
-        rows = []
-        for tid in args.transactional_id:
-            d = descriptions[tid]
-            start = d.transaction_start_time_ms
-            rows.append(
-                [
-                    str(d.coordinator_id),
-                    tid,
-                    str(d.producer_id),
-                    str(d.producer_epoch),
-                    d.state,
-                    str(d.transaction_timeout_ms),
-                    str(start) if start is not None else "None",
-                    str(now_ms - start) if start is not None else "None",
-                    ",".join(f"{tp.topic}-{tp.partition}" for tp in d.topic_partitions),
-                ]
-            )
-        header = [
-            "CoordinatorId",
-            "TransactionalId",
-            "ProducerId",
-            "ProducerEpoch",
-            "TransactionState",
-            "TransactionTimeoutMs",
-            "CurrentTransactionStartTimeMs",
-            "TransactionDurationMs",
-            "TopicPartitions",
-        ]
-        _print_table(out, header, rows)
+            _print_table(out, LIST_HEADER, list_rows(admin, args))
+        else:
+            _print_table(out, DESCRIBE_HEADER, describe_rows(admin, args.transactional_id))
         return 0

@@ -10,6 +10,7 @@ brokers forward them to the controller). Blocking calls on the caller's thread; 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, overload
 
@@ -33,6 +34,7 @@ from spark_kafkalite.client.admin_groups import (
     PartitionLag,
 )
 from spark_kafkalite.client.admin_log_dirs import describe_log_dirs_builder, parse_describe_log_dirs
+from spark_kafkalite.client.admin_records import delete_records_builder, parse_delete_records
 from spark_kafkalite.client.admin_scram import (
     AdminScram,
     ScramCredentialInfo,
@@ -302,6 +304,12 @@ class KafkaAdminClient:
             ]
         return out
 
+    def topic_ids(self, topics: Iterable[str], timeout_ms: float | None = None) -> dict[str, uuid.UUID]:
+        """The topic id (KIP-516) of each named topic that has one (Metadata v10+ brokers)."""
+        names = list(topics)
+        found = self._describe(names, timeout_ms).topic_ids
+        return {name: found[name] for name in names if name in found}
+
     def describe_cluster(self, timeout_ms: float | None = None) -> dict[str, Any]:
         """``{"cluster_id": str | None, "controller_id": int, "brokers": [(node_id, host, port)]}``."""
         cluster = self._describe([], timeout_ms)
@@ -536,6 +544,41 @@ class KafkaAdminClient:
             tp: OffsetAndTimestamp(-1, -1) if value is None else OffsetAndTimestamp(value[0], value[1])
             for tp, value in found.items()
         }
+
+    def delete_records(
+        self, before: Mapping[TopicPartition, int], timeout_ms: float | None = None
+    ) -> dict[TopicPartition, int | KafkaError]:
+        """Delete the records below ``before[tp]`` (-1: below the high watermark) in each
+        partition: one DeleteRecords request per leader (Java ``Admin.deleteRecords``).
+        Returns the new log start offset (low watermark) per partition, or its error
+        (e.g. OffsetOutOfRangeError for an offset above the high watermark).
+
+        Raises:
+            UnknownTopicOrPartitionError: a topic does not exist. KafkaTimeoutError.
+        """
+        query = {TopicPartition(str(tp[0]), int(tp[1])): int(o) for tp, o in before.items()}
+        leaders = {
+            TopicPartition(topic, p.partition): p.leader
+            for topic, parts in self.describe_topics(sorted({tp.topic for tp in query}), timeout_ms).items()
+            for p in parts
+        }
+        by_leader: dict[int, dict[TopicPartition, int]] = {}
+        out: dict[TopicPartition, int | KafkaError] = {}
+        for tp, offset in query.items():
+            leader = leaders.get(tp, -1)
+            if tp not in leaders:
+                out[tp] = error_for_code(ErrorCode.unknown_topic_or_partition, f"{tp.topic}-{tp.partition}")
+            elif leader < 0:
+                out[tp] = error_for_code(ErrorCode.leader_not_available, f"{tp.topic}-{tp.partition}")
+            else:
+                by_leader.setdefault(leader, {})[tp] = offset
+        wait_ms = int(self.config["request.timeout.ms"])
+        for leader, offsets in by_leader.items():
+            response = self._send_any(delete_records_builder(offsets, wait_ms), leader, timeout_ms)
+            for tp, (code, low_watermark) in parse_delete_records(response).items():
+                ok = code == ErrorCode.none
+                out[tp] = low_watermark if ok else error_for_code(code, f"{tp.topic}-{tp.partition}")
+        return out
 
     # -------------------------------------------------------------- lifecycle
 
