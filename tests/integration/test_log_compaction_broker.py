@@ -178,10 +178,21 @@ def test_keyless_records_fail_per_record(local: LocalCluster) -> None:
         i: confluent_kafka.KafkaError.INVALID_RECORD if i % 10 == 0 else invalid_different for i in range(100)
     }
 
+    called_back: dict[int, BaseException | None] = {}
     with KafkaProducer({"bootstrap.servers": bootstrap, "linger.ms": 200}) as ours:
-        futures = [ours.send(topic, b"v", key=None if i % 5 == 0 else b"k", partition=0) for i in range(20)]
+        futures = [
+            ours.send(
+                topic,
+                b"v",
+                key=None if i % 5 == 0 else b"k",
+                partition=0,
+                callback=lambda _metadata, exc, i=i: called_back.__setitem__(i, exc),
+            )
+            for i in range(20)
+        ]
         ours.flush()
         errors = [future.exception(10) for future in futures]
+    assert called_back == dict(enumerate(errors))  # send callbacks see each record's own error
     for i, error in enumerate(errors):
         if i % 5 == 0:
             assert isinstance(error, InvalidRecordError)
