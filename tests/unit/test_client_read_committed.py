@@ -4,7 +4,7 @@ response's AbortedTransactions, Java ``CompletedFetch``'s per-producer rule) and
 never reach the caller and the position moves past them; read_uncommitted returns all data.
 
 Every test runs on ``collect_fetch`` and on ``collect_columns`` (both decode paths; CI runs the
-unit tier again with KAFKALITE_PURE_PYTHON=1 for the pure-Python twins)."""
+unit tests again with KAFKALITE_PURE_PYTHON=1 for the pure-Python twins)."""
 
 from __future__ import annotations
 
