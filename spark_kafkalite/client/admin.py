@@ -34,7 +34,7 @@ from spark_kafkalite.client.admin_groups import (
     PartitionLag,
 )
 from spark_kafkalite.client.admin_log_dirs import describe_log_dirs_builder, parse_describe_log_dirs
-from spark_kafkalite.client.admin_records import delete_records_builder, parse_delete_records
+from spark_kafkalite.client.admin_records import delete_records
 from spark_kafkalite.client.admin_scram import (
     AdminScram,
     ScramCredentialInfo,
@@ -556,29 +556,9 @@ class KafkaAdminClient:
         Raises:
             UnknownTopicOrPartitionError: a topic does not exist. KafkaTimeoutError.
         """
-        query = {TopicPartition(str(tp[0]), int(tp[1])): int(o) for tp, o in before.items()}
-        leaders = {
-            TopicPartition(topic, p.partition): p.leader
-            for topic, parts in self.describe_topics(sorted({tp.topic for tp in query}), timeout_ms).items()
-            for p in parts
-        }
-        by_leader: dict[int, dict[TopicPartition, int]] = {}
-        out: dict[TopicPartition, int | KafkaError] = {}
-        for tp, offset in query.items():
-            leader = leaders.get(tp, -1)
-            if tp not in leaders:
-                out[tp] = error_for_code(ErrorCode.unknown_topic_or_partition, f"{tp.topic}-{tp.partition}")
-            elif leader < 0:
-                out[tp] = error_for_code(ErrorCode.leader_not_available, f"{tp.topic}-{tp.partition}")
-            else:
-                by_leader.setdefault(leader, {})[tp] = offset
-        wait_ms = int(self.config["request.timeout.ms"])
-        for leader, offsets in by_leader.items():
-            response = self._send_any(delete_records_builder(offsets, wait_ms), leader, timeout_ms)
-            for tp, (code, low_watermark) in parse_delete_records(response).items():
-                ok = code == ErrorCode.none
-                out[tp] = low_watermark if ok else error_for_code(code, f"{tp.topic}-{tp.partition}")
-        return out
+        return delete_records(
+            self._send_any, self.describe_topics, before, int(self.config["request.timeout.ms"]), timeout_ms
+        )
 
     # -------------------------------------------------------------- lifecycle
 

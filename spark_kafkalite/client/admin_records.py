@@ -5,7 +5,7 @@ partition leader (Java ``Admin.deleteRecords``, ``DeleteRecordsHandler``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder
@@ -13,8 +13,9 @@ from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build as make
 from spark_kafkalite.protocol.entities import nested
+from spark_kafkalite.protocol.errors import ErrorCode, KafkaError, error_for_code
 
-__all__ = ["delete_records_builder", "parse_delete_records"]
+__all__ = ["delete_records", "delete_records_builder", "parse_delete_records"]
 
 CLIENT_API_VERSIONS.setdefault(ApiKey.DELETE_RECORDS, (0, 2))
 
@@ -53,3 +54,42 @@ def parse_delete_records(response: Any) -> dict[TopicPartition, tuple[int, int]]
         for t in response.topics
         for p in t.partitions
     }
+
+
+def delete_records(
+    send: Callable[[RequestBuilder, int | None, float | None], Any],
+    describe_topics: Callable[[Iterable[str], float | None], Mapping[str, Any]],
+    before: Mapping[TopicPartition, int],
+    wait_ms: int,
+    timeout_ms: float | None,
+) -> dict[TopicPartition, int | KafkaError]:
+    """The body of ``KafkaAdminClient.delete_records``: find each partition's leader with
+    ``describe_topics``, ``send`` one DeleteRecords per leader (``wait_ms`` for followers).
+    Returns the new low watermark per partition, or its error.
+
+    Raises:
+        UnknownTopicOrPartitionError: a topic does not exist. KafkaTimeoutError.
+    """
+    query = {TopicPartition(str(tp[0]), int(tp[1])): int(o) for tp, o in before.items()}
+    leaders = {
+        TopicPartition(topic, p.partition): p.leader
+        for topic, parts in describe_topics(sorted({tp.topic for tp in query}), timeout_ms).items()
+        for p in parts
+    }
+    by_leader: dict[int, dict[TopicPartition, int]] = {}
+    out: dict[TopicPartition, int | KafkaError] = {}
+    for tp, offset in query.items():
+        leader = leaders.get(tp, -1)
+        if tp not in leaders:
+            out[tp] = error_for_code(ErrorCode.unknown_topic_or_partition, f"{tp.topic}-{tp.partition}")
+        elif leader < 0:
+            out[tp] = error_for_code(ErrorCode.leader_not_available, f"{tp.topic}-{tp.partition}")
+        else:
+            by_leader.setdefault(leader, {})[tp] = offset
+    for leader, offsets in by_leader.items():
+        for tp, (code, low_watermark) in parse_delete_records(
+            send(delete_records_builder(offsets, wait_ms), leader, timeout_ms)
+        ).items():
+            ok = code == ErrorCode.none
+            out[tp] = low_watermark if ok else error_for_code(code, f"{tp.topic}-{tp.partition}")
+    return out

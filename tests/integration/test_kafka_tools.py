@@ -356,6 +356,13 @@ def test_console_groups_offsets_and_delete_records(tool: Tool, tmp_path: Path) -
         "",
     )
     assert tool("kafka-get-offsets.sh", "--topic", topic, "--time", "earliest") == (0, f"{topic}:0:2\n", "")
+    offsets.write_text(
+        json.dumps({"partitions": [{"topic": topic, "partition": 0, "offset": 99}], "version": 1})
+    )
+    status, out, _ = tool("kafka-delete-records.sh", "--offset-json-file", str(offsets))
+    assert status == 0 and out.splitlines()[-1].startswith(
+        f"partition: {topic}-0\terror: OFFSET_OUT_OF_RANGE"
+    )
     assert tool("kafka-get-offsets.sh", "--topic", "no-such-topic") == (
         1,
         "",

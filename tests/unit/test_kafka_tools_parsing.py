@@ -68,3 +68,16 @@ def test_usage_errors_read_as_joptsimple_messages() -> None:
     with pytest.raises(UsageError, match="^Cannot parse argument 'x' of option partitions$"):
         parser.parse_tool_args(["--create", "--partitions", "x"])
     assert parser.parse_tool_args(["--create", "--topic=t", "--partitions=3"]).partitions == 3
+
+
+def test_console_scripts_are_the_tools_table() -> None:
+    # pip installs [project.scripts]; `kafkalite kafka-path` writes bin/ from TOOLS: the same nine
+    import tomllib
+    from pathlib import Path
+
+    from spark_kafkalite.cli.kafka_tools import TOOLS
+
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text(encoding="utf-8"))
+    scripts = pyproject["project"]["scripts"]
+    assert {name: target for name, target in scripts.items() if name.startswith("kafka-")} == TOOLS
+    assert len(TOOLS) == 9
