@@ -109,12 +109,12 @@ def validate_produce_batch(
     timestamp_before_max_ms: int = LONG_MAX,
     timestamp_after_max_ms: int = LONG_MAX,
     max_uncompressed_bytes: int = 2**31 - 1,
-    topic_partition: str = "",
+    topic_partition: tuple[str, int] = ("", -1),
     compacted: bool = False,
 ) -> BatchHeader:
     """Check that ``records`` is exactly one valid client RecordBatch v2 whose records section
     decompresses to at most ``max_uncompressed_bytes`` (``kafkalite.message.max.uncompressed.bytes``;
-    streamed through, never inflated whole). ``topic_partition`` (``"<topic>-<partition>"``) and
+    streamed through, never inflated whole). ``topic_partition`` (topic, partition) and
     ``compacted`` (the topic's ``cleanup.policy`` has ``compact``) shape the per-record errors.
 
     Raises:
@@ -159,7 +159,7 @@ def validate_produce_batch(
             raise_record_errors(
                 record_errors_of(
                     records,
-                    topic_partition,
+                    f"{topic_partition[0]}-{topic_partition[1]}",
                     compacted=compacted,
                     now_ms=now_ms,
                     timestamp_before_max_ms=timestamp_before_max_ms,
@@ -194,7 +194,9 @@ class _BatchLimits:
     max_uncompressed_bytes: int
     compacted: bool
 
-    def validate(self, records: Any, max_uncompressed_bytes: int, topic_partition: str) -> BatchHeader:
+    def validate(
+        self, records: Any, max_uncompressed_bytes: int, topic_partition: tuple[str, int]
+    ) -> BatchHeader:
         return validate_produce_batch(
             records,
             message_max_bytes=self.message_max_bytes,
@@ -207,7 +209,9 @@ class _BatchLimits:
         )
 
 
-def _check_on_loop(records: Any, limits: _BatchLimits, topic_partition: str) -> BatchHeader | None:
+def _check_on_loop(
+    records: Any, limits: _BatchLimits, topic_partition: tuple[str, int]
+) -> BatchHeader | None:
     """Validate a small batch here; None when it is too large for the event loop (more than
     :data:`INLINE_BATCH_BYTES` on the wire or :data:`INLINE_UNCOMPRESSED_BYTES` decompressed).
 
@@ -225,7 +229,9 @@ def _check_on_loop(records: Any, limits: _BatchLimits, topic_partition: str) -> 
         return None  # over the loop's share (or over message.max.bytes): the worker decides
 
 
-def _check_on_worker(batches: list[tuple[Any, _BatchLimits, str]]) -> list[BatchHeader | Exception]:
+def _check_on_worker(
+    batches: list[tuple[Any, _BatchLimits, tuple[str, int]]],
+) -> list[BatchHeader | Exception]:
     """Worker-thread part: validate each batch with its full limits (the codecs and CRC-32C
     release the GIL); each result is the header or the error the batch raised."""
     out: list[BatchHeader | Exception] = []
@@ -272,7 +278,7 @@ async def handle_produce(
     # Each partition's batch, checked in request order: the header, the error, or None while a
     # worker thread checks it (too large for the event loop, see _check_on_loop).
     checked: list[tuple[tuple[str, int], Any, BatchHeader | Exception | None]] = []
-    deferred: list[tuple[int, Any, _BatchLimits, str]] = []
+    deferred: list[tuple[int, Any, _BatchLimits, tuple[str, int]]] = []
     order: list[tuple[str, list[int]]] = []
     limits_by_config: dict[int, _BatchLimits] = {}  # the request's LogConfigs stay alive meanwhile
     for topic_data in request.topic_data:
@@ -303,10 +309,9 @@ async def handle_produce(
                         max_uncompressed_bytes,
                         log_config.compact,
                     )
-                topic_partition = f"{topic}-{index}"
-                state = _check_on_loop(records, limits, topic_partition)
+                state = _check_on_loop(records, limits, key)
                 if state is None:
-                    deferred.append((len(checked), records, limits, topic_partition))
+                    deferred.append((len(checked), records, limits, key))
             except Exception as exc:  # noqa: BLE001 - mapped to a wire error code below
                 state = exc
             checked.append((key, records, state))

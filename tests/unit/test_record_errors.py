@@ -93,12 +93,12 @@ def test_produce_validation_names_records_only_for_record_failures() -> None:
     limits = {"message_max_bytes": 1 << 20, "api_version": 9, "timestamp_after_max_ms": HOUR_MS}
     data = batch([(b"k", now), (b"k", now + 2 * HOUR_MS), (b"k", now)])
     with pytest.raises(InvalidTimestampError) as info:
-        validate_produce_batch(data, topic_partition="t-0", **limits)  # type: ignore[arg-type]
+        validate_produce_batch(data, topic_partition=("t", 0), **limits)  # type: ignore[arg-type]
     assert [e.batch_index for e in info.value.record_errors] == [1]
     corrupt = bytearray(batch([(b"k", now), (b"k", now)]))
     corrupt[-1] ^= 1  # a bad CRC fails the batch as a whole
     with pytest.raises(CorruptRecordError) as corrupt_info:
-        validate_produce_batch(bytes(corrupt), topic_partition="t-0", **limits)  # type: ignore[arg-type]
+        validate_produce_batch(bytes(corrupt), topic_partition=("t", 0), **limits)  # type: ignore[arg-type]
     assert corrupt_info.value.record_errors == ()
     assert validate_produce_batch(batch([(b"k", now)]), **limits).records_count == 1  # type: ignore[arg-type]
 
