@@ -51,11 +51,14 @@ from broker.controller.publish_queue import MetadataPublishQueue
 from broker.controller.quorum import METADATA_DIR_NAME
 from broker.controller.quorum_controller import QuorumController
 from broker.controller.replication_control import ControllerSettings
+from broker.controller.resource_config_store import RESOURCE_CONFIGS_FILE
 from broker.controller.single_node_controller import SingleNodeController
+from broker.controller.topic_configs import log_config_for
 from broker.controller.topic_publisher import TopicMetadataPublisher
 from broker.coordinator.group.service import GroupCoordinatorService
 from broker.coordinator.producer_id_manager import PRODUCER_ID_BLOCK_FILE
 from broker.coordinator.transaction.service import TransactionCoordinatorService
+from broker.dynamic_broker_config import DYNAMIC_LOG_CONFIGS, DynamicBrokerConfig
 from broker.event_loop_monitor import EventLoopMonitor
 from broker.gc_pauses import GcPauseStats
 from broker.log.dir_lock import LogDirLockError, LogDirLocks
@@ -267,6 +270,29 @@ class KafkaServer:
         self.ctx.image = image  # the controller's view; the logs follow in publication order
         self._publish_queue.publish(self._publish_steps(image, delta))
 
+    def _apply_dynamic_broker_configs(self, image: MetadataImage, delta: MetadataDelta) -> Iterator[None]:
+        """Take the dynamic broker configs of ``image`` (``DynamicBrokerConfig``); when a broker
+        default of topic configs changed (Kafka's ``DynamicLogConfig.reconfigure``), recompute
+        the default ``LogConfig`` and every existing topic's, ``_APPLY_DELTA_CHUNK`` topics per
+        step (the cost of a broker config change follows the topics; requests pay nothing)."""
+        assert self.log_manager is not None and self._topic_publisher is not None
+        changed = self._dynamic_config.update(image)
+        if not changed:
+            return
+        logger.info("dynamic broker configs changed: %s", sorted(changed))
+        if not changed & DYNAMIC_LOG_CONFIGS:
+            return
+        config = self._dynamic_config.config
+        self.log_manager.config = log_config_from(config)
+        created = {t.name for t in delta.created_topics}
+        names = [n for n in image.topics if n not in created]
+        for start in range(0, len(names), _APPLY_DELTA_CHUNK):
+            for name in names[start : start + _APPLY_DELTA_CHUNK]:
+                self.log_manager.update_topic_config(
+                    name, log_config_for(config.values, image.topic_config(name))
+                )
+            yield
+
     def _publish_steps(self, image: MetadataImage, delta: MetadataDelta) -> Iterator[None]:
         """Apply ``delta`` (Kafka's ``BrokerMetadataPublisher`` then ``ReplicaManager.applyDelta``),
         yielding between chunks of partitions: the topic config store and the topic configs
@@ -279,6 +305,8 @@ class KafkaServer:
         started = time.monotonic()
         slices = self._publish_queue.slices
         created = self.log_manager.logs_created
+        if delta.changed_resource_configs:
+            yield from self._apply_dynamic_broker_configs(image, delta)
         if self._topic_publisher is not None:  # before any log of the delta is created
             self._topic_publisher.publish(image, delta)
         changed = delta.changed_partitions
@@ -329,6 +357,7 @@ class KafkaServer:
             config.log_dirs, self.node_id, quorum_cluster_id(config.quorum_voters) if quorum else None
         )
         self._endpoints_file.unlink(missing_ok=True)
+        self._dynamic_config = DynamicBrokerConfig(config, self.node_id)
         self.log_manager = LogManager(config.log_dirs, log_config_from(config))
         self.log_manager.startup()
         self._topic_publisher = TopicMetadataPublisher.for_broker(config, self.log_manager)
@@ -350,6 +379,7 @@ class KafkaServer:
                 producer_id_block_file=config.log_dirs[0] / PRODUCER_ID_BLOCK_FILE,
                 acls_file=config.metadata_log_dir / ACLS_FILE,
                 scram_file=config.metadata_log_dir / SCRAM_FILE,
+                resource_configs_file=config.metadata_log_dir / RESOURCE_CONFIGS_FILE,
             )
         fetch_purgatory = FetchPurgatory()
         self.log_manager.log_start_listener = fetch_purgatory.notify
@@ -371,6 +401,7 @@ class KafkaServer:
             replica_manager,
             request_workers=ThreadPoolExecutor(config["num.io.threads"], thread_name_prefix="request-worker"),
             metadata_publish_queue=self._publish_queue,
+            dynamic_config=self._dynamic_config,
         )
         self.ctx.authorizer = authorizer_for(config.values, lambda: self._image().acls)
         apis = KafkaApis(self.ctx)

@@ -21,11 +21,13 @@ from broker.config_def import (
     one_of,
 )
 
-__all__ = ["CONFIG_DEF"]
+__all__ = ["CONFIG_DEF", "NO_EFFECT_SUFFIX"]
 
 CONFIG_DEF: dict[str, ConfigKey] = {}
 
-_UNUSED = " (accepted for compatibility; no effect yet)"
+NO_EFFECT_SUFFIX = " (accepted for compatibility; no effect yet)"
+"""The end of the doc of a key the broker accepts without using it."""
+_UNUSED = NO_EFFECT_SUFFIX
 
 
 def _define(name: str, type_: str, default: Any, doc: str, validator: Validator | None = None) -> None:
@@ -587,6 +589,72 @@ _define(
     2147483647,
     "Maximum members of a classic group (GROUP_MAX_SIZE_REACHED beyond).",
     at_least(1),
+)
+# KIP-848 / KIP-932 group coordinator bounds and defaults of the GROUP config resources
+# (Kafka's GroupCoordinatorConfig / ShareGroupConfig); broker.controller.group_configs applies them.
+for _kind in ("consumer", "share"):
+    _define(
+        f"group.{_kind}.session.timeout.ms",
+        "int",
+        45000,
+        f"Default {_kind}.session.timeout.ms of {_kind} groups (a group config overrides it).",
+        at_least(1),
+    )
+    _define(
+        f"group.{_kind}.min.session.timeout.ms",
+        "int",
+        45000,
+        f"Smallest {_kind}.session.timeout.ms a group config may set.",
+        at_least(1),
+    )
+    _define(
+        f"group.{_kind}.max.session.timeout.ms",
+        "int",
+        60000,
+        f"Largest {_kind}.session.timeout.ms a group config may set.",
+        at_least(1),
+    )
+    _define(
+        f"group.{_kind}.heartbeat.interval.ms",
+        "int",
+        5000,
+        f"Default {_kind}.heartbeat.interval.ms of {_kind} groups (a group config overrides it).",
+        at_least(1),
+    )
+    _define(
+        f"group.{_kind}.min.heartbeat.interval.ms",
+        "int",
+        5000,
+        f"Smallest {_kind}.heartbeat.interval.ms a group config may set.",
+        at_least(1),
+    )
+    _define(
+        f"group.{_kind}.max.heartbeat.interval.ms",
+        "int",
+        15000,
+        f"Largest {_kind}.heartbeat.interval.ms a group config may set.",
+        at_least(1),
+    )
+_define(
+    "group.share.record.lock.duration.ms",
+    "int",
+    30000,
+    "Default share.record.lock.duration.ms of share groups (a group config overrides it).",
+    at_least(1000),
+)
+_define(
+    "group.share.min.record.lock.duration.ms",
+    "int",
+    15000,
+    "Smallest share.record.lock.duration.ms a group config may set.",
+    at_least(1000),
+)
+_define(
+    "group.share.max.record.lock.duration.ms",
+    "int",
+    60000,
+    "Largest share.record.lock.duration.ms a group config may set.",
+    at_least(1000),
 )
 _define("producer.id.expiration.ms", "int", 86400000, "Producer id expiration" + _UNUSED, at_least(1))
 _define(

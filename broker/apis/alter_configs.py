@@ -1,10 +1,15 @@
-"""AlterConfigs (key 33), v0-v2 (``ControllerApis.handleLegacyAlterConfigs``): each TOPIC
-resource's entries *replace* the topic's whole override set (keys left out return to their
+"""AlterConfigs (key 33), v0-v2 (``ControllerApis.handleLegacyAlterConfigs``): each TOPIC,
+BROKER or GROUP resource's entries *replace* its whole config set (keys left out return to their
 defaults). ``validate_only`` checks without changing anything.
 
+BROKER resources are dynamic broker configs (:mod:`broker.dynamic_broker_config`): named by this
+broker's id (``ConfigAdminManager.validateResourceNameIsCurrentNodeId``: another id is
+INVALID_REQUEST) or "" for the cluster-wide default. GROUP resources are group configs
+(:mod:`broker.controller.group_configs`).
+
 Per resource: UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG (naming the key), INVALID_REQUEST (a
-resource or key named twice, an unsupported resource type, and BROKER resources: this broker has
-no dynamic broker configs). :func:`alter_resources` is shared with IncrementalAlterConfigs.
+resource or key named twice, an unsupported resource type, a broker key that cannot change
+dynamically). :func:`alter_resources` is shared with IncrementalAlterConfigs.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.apis.auth_helper import config_resource_error
 from broker.apis.context import BrokerContext
-from broker.controller.metadata_image import RESOURCE_TYPE_BROKER, RESOURCE_TYPE_TOPIC
+from broker.controller.metadata_image import RESOURCE_TYPE_BROKER, RESOURCE_TYPE_GROUP, RESOURCE_TYPE_TOPIC
 from broker.errors import error_code_for, error_message_for
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.acl import AclOperation
@@ -25,26 +30,42 @@ from spark_kafkalite.protocol.errors import ErrorCode, InvalidRequestError, Kafk
 if TYPE_CHECKING:
     from broker.apis.kio_types import AlterConfigsRequest, AlterConfigsResponse
 
-__all__ = ["handle_alter_configs", "alter_configs_error_response", "alter_resources"]
+__all__ = ["handle_alter_configs", "alter_configs_error_response", "alter_resources", "broker_resource_error"]
 
 ResourceOutcome = tuple[ErrorCode, str | None]
+
+
+def broker_resource_error(node_id: int, name: str) -> KafkaError | None:
+    """Why a BROKER resource cannot be altered through this broker: it names another broker
+    (``ConfigAdminManager.validateResourceNameIsCurrentNodeId``); None for "" or this broker."""
+    if not name:
+        return None
+    if not name.lstrip("-").isdigit():
+        return InvalidRequestError(f"Node id must be an integer, but it is: {name}")
+    if int(name) != node_id:
+        return InvalidRequestError(f"Unexpected broker id, expected {node_id}, but received {name}")
+    return None
 
 
 async def alter_resources(
     resources: Sequence[Any],
     alter_topics: Callable[[list[Any]], Awaitable[list[KafkaError | None]]],
+    alter_others: Callable[[list[Any]], Awaitable[list[KafkaError | None]]],
     api_name: str,
     denied: Callable[[Any], KafkaError | None],
+    node_id: int,
 ) -> list[ResourceOutcome]:
     """Outcome per request resource, in order. A resource named twice is INVALID_REQUEST, then
     ``denied(resource)`` (the authorization error, or None); allowed TOPIC resources are passed
-    together to ``alter_topics`` (-> one error or None each); everything else is refused."""
+    together to ``alter_topics``, BROKER resources of this broker (or "") and GROUP resources
+    together to ``alter_others`` (-> one error or None each); everything else is refused."""
     counts: dict[tuple[int, str], int] = {}
     for r in resources:
         key = (int(r.resource_type), r.resource_name)
         counts[key] = counts.get(key, 0) + 1
     outcomes: list[ResourceOutcome | None] = [None] * len(resources)
     topic_indexes: list[int] = []
+    other_indexes: list[int] = []
     for i, r in enumerate(resources):
         error: KafkaError | None = None
         if counts[(int(r.resource_type), r.resource_name)] > 1:
@@ -54,18 +75,21 @@ async def alter_resources(
         elif r.resource_type == RESOURCE_TYPE_TOPIC:
             topic_indexes.append(i)
             continue
-        elif r.resource_type == RESOURCE_TYPE_BROKER:
-            keys = ", ".join(sorted(c.name for c in r.configs))
-            error = InvalidRequestError(
-                f"Dynamic broker configs are not supported: set {keys or 'them'} in the broker's "
-                "properties file and restart it"
-            )
+        elif r.resource_type == RESOURCE_TYPE_BROKER and (
+            (error := broker_resource_error(node_id, r.resource_name)) is not None
+        ):
+            pass
+        elif r.resource_type in (RESOURCE_TYPE_BROKER, RESOURCE_TYPE_GROUP):
+            other_indexes.append(i)
+            continue
         else:
             error = InvalidRequestError(f"Unsupported resource type {r.resource_type} for {api_name}")
         outcomes[i] = (error_code_for(error), error_message_for(error))
-    if topic_indexes:
-        errors = await alter_topics([resources[i] for i in topic_indexes])
-        for i, err in zip(topic_indexes, errors, strict=True):
+    for indexes, alter in ((topic_indexes, alter_topics), (other_indexes, alter_others)):
+        if not indexes:
+            continue
+        errors = await alter([resources[i] for i in indexes])
+        for i, err in zip(indexes, errors, strict=True):
             outcomes[i] = (
                 (ErrorCode.none, None) if err is None else (error_code_for(err), error_message_for(err))
             )
@@ -104,13 +128,26 @@ async def handle_alter_configs(
             bool(request.validate_only),
         )
 
+    async def alter_others(other_resources: list[Any]) -> list[KafkaError | None]:
+        return await ctx.controller.alter_resource_configs(
+            [
+                (int(r.resource_type), r.resource_name, [(c.name, c.value) for c in r.configs])
+                for r in other_resources
+            ],
+            False,
+            ctx.config.values,
+            bool(request.validate_only),
+        )
+
     outcomes = await alter_resources(
         request.resources,
         alter_topics,
+        alter_others,
         "AlterConfigs",
         lambda r: config_resource_error(
             ctx, rctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name
         ),
+        ctx.node_id,
     )
     return build_alter_response(ApiKey.ALTER_CONFIGS, rctx.api_version, request.resources, outcomes)
 

@@ -16,6 +16,7 @@ from broker.config import KafkaConfig
 from broker.controller.controller import Controller
 from broker.controller.metadata_image import MetadataImage, PartitionRegistration
 from broker.controller.publish_queue import MetadataPublishQueue
+from broker.dynamic_broker_config import DynamicBrokerConfig
 from broker.replication.delayed_fetch import FetchPurgatory
 from spark_kafkalite.protocol.errors import (
     UnknownTopicOrPartitionError,
@@ -61,6 +62,8 @@ class BrokerContext:
         request_workers: the bounded pool (``num.io.threads``) for CPU-heavy request work that
             releases the GIL (decompression, CRC-32C of large batches), off the event loop.
         metadata_cache: encoded Metadata topic entries per image change.
+        dynamic_config: the dynamic broker configs over ``config`` (the server passes its
+            own; a fresh one, without dynamic configs, when not given).
         metadata_publish_queue: applies committed metadata deltas to the logs and replication
             in order (large ones in slices); ``applied()`` waits for what was published.
     """
@@ -83,6 +86,11 @@ class BrokerContext:
     )
     metadata_cache: MetadataResponseCache = field(default_factory=MetadataResponseCache)
     metadata_publish_queue: MetadataPublishQueue = field(default_factory=MetadataPublishQueue)
+    dynamic_config: DynamicBrokerConfig = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.dynamic_config is None:
+            self.dynamic_config = DynamicBrokerConfig(self.config, self.node_id)
 
     def leader_log(
         self, topic: str, partition: int, current_leader_epoch: int = -1

@@ -77,7 +77,7 @@ async def handle_create_topics(
                         config_source=int(c.source),
                         is_sensitive=c.is_sensitive,
                     )
-                    for c in describe_topic_configs(ctx.config, outcome.configs)
+                    for c in describe_topic_configs(ctx.dynamic_config, outcome.configs)
                 )
             results.append(
                 build(

@@ -1,10 +1,12 @@
 """DescribeConfigs (key 32), v1-v4 (Kafka 4.0's range; ``KafkaApis.handleDescribeConfigsRequest``
 + ``ConfigHelper.describeConfigs``).
 
-Resources: TOPIC (2) -> every topic config with its source (DYNAMIC_TOPIC_CONFIG,
-STATIC_BROKER_CONFIG, DEFAULT_CONFIG), UNKNOWN_TOPIC_OR_PARTITION for a missing topic; BROKER (4)
-named by this broker's id -> its static configs (read-only), "" -> the cluster-wide dynamic
-defaults (none here); other broker ids or resource types -> INVALID_REQUEST. ``configuration_keys``
+Resources (:mod:`broker.apis.config_helper`): TOPIC (2) -> every topic config with its source
+(DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG,
+DEFAULT_CONFIG), UNKNOWN_TOPIC_OR_PARTITION for a missing topic; BROKER (4) named by this broker's
+id -> every broker config with its source, "" -> the cluster-wide dynamic defaults; GROUP (32) ->
+every group config (GROUP_CONFIG or DEFAULT_CONFIG), whether the group exists or not; other
+broker ids or resource types -> INVALID_REQUEST. ``configuration_keys``
 null or empty means every config; unknown keys are skipped. Synonyms only when
 ``include_synonyms``; documentation (v3+) only when ``include_documentation``; ``config_type`` v3+.
 """
@@ -14,9 +16,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from broker.apis.auth_helper import config_resource_error
-from broker.apis.config_helper import DescribedConfig, describe_broker_configs, describe_topic_configs
+from broker.apis.config_helper import (
+    DescribedConfig,
+    describe_broker_configs,
+    describe_broker_default_configs,
+    describe_group_configs,
+    describe_topic_configs,
+)
 from broker.apis.context import BrokerContext
-from broker.controller.metadata_image import RESOURCE_TYPE_BROKER, RESOURCE_TYPE_TOPIC
+from broker.controller.metadata_image import RESOURCE_TYPE_BROKER, RESOURCE_TYPE_GROUP, RESOURCE_TYPE_TOPIC
 from broker.errors import error_code_for, error_message_for
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.acl import AclOperation
@@ -43,22 +51,28 @@ def describe_resource(
     Raises:
         UnknownTopicOrPartitionError: the topic does not exist.
         InvalidTopicError: empty topic name.
-        InvalidRequestError: another broker's id, or an unsupported resource type.
+        InvalidRequestError: another broker's id, an empty group name, or an unsupported
+            resource type.
     """
     if resource_type == RESOURCE_TYPE_TOPIC:
         if not resource_name:
             raise InvalidTopicError("Topic name can't be empty")
         if ctx.image.topic(resource_name) is None:
             raise UnknownTopicOrPartitionError(f"Topic '{resource_name}' does not exist.")
-        return describe_topic_configs(ctx.config, ctx.image.topic_config(resource_name), keys)
+        return describe_topic_configs(ctx.dynamic_config, ctx.image.topic_config(resource_name), keys)
     if resource_type == RESOURCE_TYPE_BROKER:
         if resource_name == "":
-            return []  # cluster-wide dynamic broker defaults: none
+            return describe_broker_default_configs(ctx.dynamic_config, keys)
         if resource_name != str(ctx.node_id):
             raise InvalidRequestError(
                 f"Unexpected broker id, expected {ctx.node_id} or empty string, but received {resource_name}"
             )
-        return describe_broker_configs(ctx.config, keys)
+        return describe_broker_configs(ctx.dynamic_config, keys)
+    if resource_type == RESOURCE_TYPE_GROUP:
+        if not resource_name:
+            raise InvalidRequestError("Group name must not be empty")
+        overrides = ctx.image.resource_config(RESOURCE_TYPE_GROUP, resource_name)
+        return describe_group_configs(overrides, ctx.config.values, keys)
     raise InvalidRequestError(f"Unsupported resource type {resource_type} for DescribeConfigs")
 
 

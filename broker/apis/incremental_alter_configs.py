@@ -1,11 +1,11 @@
 """IncrementalAlterConfigs (key 44), v0-v1 (KIP-339; ``ControllerApis.handleIncrementalAlterConfigs``
 + ``ConfigurationControlManager.incrementalAlterConfigs``).
 
-Per TOPIC resource, each entry is ``(name, op, value)`` with op SET (0), DELETE (1), APPEND (2)
-or SUBTRACT (3); APPEND / SUBTRACT only for LIST configs such as ``cleanup.policy``. The
-resulting override set is validated as a whole (INVALID_CONFIG naming the key) and applied
-atomically per resource; ``validate_only`` checks without changing anything. Errors and
-non-TOPIC resources as in :mod:`broker.apis.alter_configs`.
+Per TOPIC, BROKER or GROUP resource, each entry is ``(name, op, value)`` with op SET (0), DELETE
+(1), APPEND (2) or SUBTRACT (3); APPEND / SUBTRACT only for LIST configs such as
+``cleanup.policy`` / ``log.cleanup.policy``. The resulting config set is validated as a whole
+and applied atomically per resource; ``validate_only`` checks without changing anything. Errors
+and resources as in :mod:`broker.apis.alter_configs`.
 """
 
 from __future__ import annotations
@@ -41,13 +41,30 @@ async def handle_incremental_alter_configs(
             bool(request.validate_only),
         )
 
+    async def alter_others(other_resources: list[Any]) -> list[KafkaError | None]:
+        return await ctx.controller.alter_resource_configs(
+            [
+                (
+                    int(r.resource_type),
+                    r.resource_name,
+                    [(c.name, int(c.config_operation), c.value) for c in r.configs],
+                )
+                for r in other_resources
+            ],
+            True,
+            ctx.config.values,
+            bool(request.validate_only),
+        )
+
     outcomes = await alter_resources(
         request.resources,
         alter_topics,
+        alter_others,
         "IncrementalAlterConfigs",
         lambda r: config_resource_error(
             ctx, rctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name
         ),
+        ctx.node_id,
     )
     return build_alter_response(
         ApiKey.INCREMENTAL_ALTER_CONFIGS, rctx.api_version, request.resources, outcomes

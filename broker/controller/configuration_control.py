@@ -25,10 +25,16 @@ from broker.controller.topic_configs import (
 from spark_kafkalite.protocol.configs import AlterConfigOp
 from spark_kafkalite.protocol.errors import InvalidConfigError, InvalidRequestError
 
-__all__ = ["AlterConfigOp", "incremental_overrides", "legacy_overrides", "config_records"]
+__all__ = [
+    "AlterConfigOp",
+    "incremental_overrides",
+    "legacy_overrides",
+    "config_records",
+    "check_duplicate_keys",
+]
 
 
-def _check_duplicates(names: Sequence[str]) -> None:
+def check_duplicate_keys(names: Sequence[str]) -> None:
     seen: set[str] = set()
     duplicates: set[str] = set()
     for name in names:
@@ -59,7 +65,7 @@ def incremental_overrides(
         InvalidConfigError: an unknown key, APPEND/SUBTRACT on a non-list key, a null value for
             SET/APPEND/SUBTRACT, or an invalid resulting value (the message names the key).
     """
-    _check_duplicates([name for name, _, _ in ops])
+    check_duplicate_keys([name for name, _, _ in ops])
     new = dict(current)
     for name, op_id, value in ops:
         try:
@@ -97,7 +103,7 @@ def legacy_overrides(entries: Sequence[tuple[str, str | None]]) -> dict[str, str
         InvalidRequestError: a key named twice.
         InvalidConfigError: an unknown key, a null value or an invalid value.
     """
-    _check_duplicates([name for name, _ in entries])
+    check_duplicate_keys([name for name, _ in entries])
     return validate_topic_overrides(dict(entries))
 
 

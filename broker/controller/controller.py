@@ -90,6 +90,18 @@ class Controller(Protocol):
         self, resources: Sequence[tuple[str, Sequence[tuple[str, str | None]]]], validate_only: bool = False
     ) -> list[KafkaError | None]: ...
 
+    async def alter_resource_configs(
+        self,
+        changes: Sequence[tuple[int, str, Sequence[tuple[Any, ...]]]],
+        incremental: bool,
+        broker_values: Mapping[str, Any],
+        validate_only: bool = False,
+    ) -> list[KafkaError | None]:
+        """AlterConfigs / IncrementalAlterConfigs of BROKER and GROUP resources: one error (or
+        None) per ``(resource type, name, entries)``
+        (:func:`~broker.controller.resource_configs.alter_resource_configs`)."""
+        ...
+
     async def alter_partition(
         self,
         broker_id: int,

@@ -37,6 +37,7 @@ from broker.controller.replication_control import (
     CreatePartitionsSpec,
     ReplicationControl,
 )
+from broker.controller.resource_configs import alter_resource_configs
 from broker.security import acl_control, scram_control
 from broker.security.scram_control import ScramDeletion, ScramUpsertion
 from spark_kafkalite.protocol.acl import AclBinding, AclBindingFilter
@@ -48,6 +49,7 @@ __all__ = [
     "DeleteTopicsCmd",
     "CreatePartitionsCmd",
     "AlterConfigsCmd",
+    "AlterResourceConfigsCmd",
     "AlterPartitionCmd",
     "AlterPartitionsCmd",
     "AllocateProducerIdsCmd",
@@ -92,6 +94,16 @@ class CreatePartitionsCmd:
 class AlterConfigsCmd:
     incremental: bool
     resources: tuple[tuple[str, tuple[tuple[Any, ...], ...]], ...]
+    broker_values: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class AlterResourceConfigsCmd:
+    """AlterConfigs / IncrementalAlterConfigs of BROKER and GROUP resources
+    (:func:`~broker.controller.resource_configs.alter_resource_configs`)."""
+
+    incremental: bool
+    changes: tuple[tuple[int, str, tuple[tuple[Any, ...], ...]], ...]
     broker_values: Mapping[str, Any]
 
 
@@ -195,6 +207,7 @@ Command = (
     | DeleteTopicsCmd
     | CreatePartitionsCmd
     | AlterConfigsCmd
+    | AlterResourceConfigsCmd
     | AlterPartitionCmd
     | AlterPartitionsCmd
     | AllocateProducerIdsCmd
@@ -286,6 +299,8 @@ class MetadataStateMachine:
             return control.alter_topic_configs(
                 image, cmd.incremental, cmd.resources, cmd.broker_values, False
             )
+        if isinstance(cmd, AlterResourceConfigsCmd):
+            return alter_resource_configs(image, cmd.incremental, cmd.changes, cmd.broker_values, False)
         if isinstance(cmd, AllocateProducerIdsCmd):
             broker = image.brokers.get(cmd.broker_id)
             if broker is None or broker.epoch != cmd.broker_epoch:

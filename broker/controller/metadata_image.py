@@ -43,6 +43,7 @@ __all__ = [
     "diff_images",
     "RESOURCE_TYPE_TOPIC",
     "RESOURCE_TYPE_BROKER",
+    "RESOURCE_TYPE_GROUP",
 ]
 
 #: Config resource types (Kafka's ``ConfigResource.Type`` ids).
@@ -51,6 +52,9 @@ _V = TypeVar("_V")
 
 RESOURCE_TYPE_TOPIC = int(ConfigResourceType.TOPIC)
 RESOURCE_TYPE_BROKER = int(ConfigResourceType.BROKER)
+RESOURCE_TYPE_GROUP = int(ConfigResourceType.GROUP)
+#: Config resource types kept in ``MetadataImage.resource_configs`` (TOPIC has its own map).
+_RESOURCE_CONFIG_TYPES = frozenset({RESOURCE_TYPE_BROKER, RESOURCE_TYPE_GROUP})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -121,7 +125,8 @@ class RemoveTopicRecord:
 @dataclass(frozen=True, slots=True)
 class ConfigRecord:
     """Set (``value`` not None) or remove (``value`` None) one config of a resource (KRaft
-    ``ConfigRecord``). Only TOPIC resources (type 2) are kept in the image so far."""
+    ``ConfigRecord``): TOPIC (2), BROKER (4: name = a broker id, or "" for the cluster-wide
+    default) and GROUP (32: name = a group id) resources."""
 
     resource_type: int
     resource_name: str
@@ -235,6 +240,8 @@ class MetadataDelta:
     changed_partitions: tuple[tuple[str, PartitionRegistration], ...] = ()
     changed_topic_configs: tuple[str, ...] = ()
     changed_brokers: tuple[int, ...] = ()
+    #: (resource type, name) of BROKER / GROUP resources whose configs changed
+    changed_resource_configs: tuple[tuple[int, str], ...] = ()
 
 
 _EMPTY: Mapping = MappingProxyType({})
@@ -260,6 +267,9 @@ class MetadataImage:
         offset: number of records applied so far (the metadata "offset").
         topic_configs: topic name -> its config overrides (key -> canonical string value);
             topics without overrides are absent (KRaft's ``ConfigurationsImage``).
+        resource_configs: (resource type, name) -> configs of BROKER resources (dynamic broker
+            configs: name = a broker id, or "" for the cluster-wide default) and GROUP resources
+            (KIP-848 group configs); resources without configs are absent.
         acls: ACL id -> ACL (KRaft's ``AclsImage``); the mapping object is replaced only when
             an ACL record is applied, so the authorizer can cache an index per mapping.
         scram_credentials: (user, mechanism type id) -> salted SCRAM credential (KRaft's
@@ -277,6 +287,7 @@ class MetadataImage:
     next_producer_id: int = 0
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: _EMPTY)
     scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(default_factory=lambda: _EMPTY)
+    resource_configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
     #: topic id -> name (derived from ``topics`` when not given)
     topic_ids: Mapping[uuid.UUID, str] = field(default=None, compare=False, repr=False)  # type: ignore[arg-type]
 
@@ -310,6 +321,10 @@ class MetadataImage:
         """Config overrides of topic ``name`` (empty when none or unknown)."""
         return self.topic_configs.get(name, _EMPTY)
 
+    def resource_config(self, resource_type: int, name: str) -> Mapping[str, str]:
+        """The configs of a BROKER or GROUP resource (empty when it has none)."""
+        return self.resource_configs.get((resource_type, name), _EMPTY)
+
     def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
         image = self.topics.get(topic)
         if image is None:
@@ -342,6 +357,7 @@ class MetadataImage:
         config_copies: dict[str, dict[str, str]] = {}  # topics whose overrides changed here
         changed_configs: dict[str, None] = {}
         changed_brokers: dict[int, None] = {}
+        resource_copies: dict[tuple[int, str], dict[str, str]] = {}  # BROKER / GROUP resources changed here
         next_producer_id = self.next_producer_id
         acls: dict[uuid.UUID, AclBinding] | None = None  # copied on the first ACL record
         scram: dict[tuple[str, int], ScramCredential] | None = None  # copied on the first SCRAM record
@@ -423,6 +439,15 @@ class MetadataImage:
                     del configs[removed_name]
                 config_copies.pop(removed_name, None)
                 changed_configs.pop(removed_name, None)
+            elif isinstance(record, ConfigRecord) and record.resource_type in _RESOURCE_CONFIG_TYPES:
+                key = (record.resource_type, record.resource_name)
+                entries = resource_copies.get(key)
+                if entries is None:
+                    entries = resource_copies[key] = dict(self.resource_configs.get(key, _EMPTY))
+                if record.value is None:
+                    entries.pop(record.name, None)
+                else:
+                    entries[record.name] = record.value
             elif isinstance(record, ConfigRecord):
                 if record.resource_type != RESOURCE_TYPE_TOPIC:
                     raise ValueError(f"config record for unsupported resource type {record.resource_type}")
@@ -471,6 +496,15 @@ class MetadataImage:
                 else:
                     configs.pop(name, None)
             configs = dict(sorted(configs.items()))
+        resource_configs = self.resource_configs
+        if resource_copies:
+            merged = _mutable(resource_configs)
+            for key, entries in resource_copies.items():
+                if entries:
+                    merged[key] = MappingProxyType(dict(sorted(entries.items())))
+                else:
+                    merged.pop(key, None)
+            resource_configs = MappingProxyType(merged)
         image = replace(
             self,
             brokers=self.brokers if brokers is None else MappingProxyType(brokers),
@@ -481,6 +515,7 @@ class MetadataImage:
             topic_configs=self.topic_configs if configs is None else MappingProxyType(configs),
             acls=self.acls if acls is None else MappingProxyType(acls),
             scram_credentials=self.scram_credentials if scram is None else MappingProxyType(scram),
+            resource_configs=resource_configs,
         )
         new_topics = image.topics
         delta = MetadataDelta(
@@ -489,6 +524,7 @@ class MetadataImage:
             changed_partitions=tuple(changed),
             changed_topic_configs=tuple(t for t in changed_configs if t not in created),
             changed_brokers=tuple(changed_brokers),
+            changed_resource_configs=tuple(resource_copies),
         )
         return image, delta
 
@@ -517,6 +553,8 @@ def image_to_records(image: MetadataImage) -> list[MetadataRecord]:
             )
         for key, value in image.topic_config(name).items():
             records.append(ConfigRecord(RESOURCE_TYPE_TOPIC, name, key, value))
+    for (resource_type, resource_name), entries in sorted(image.resource_configs.items()):
+        records.extend(ConfigRecord(resource_type, resource_name, k, v) for k, v in entries.items())
     if image.next_producer_id:
         records.append(ProducerIdsRecord(-1, -1, image.next_producer_id))
     records.extend(AccessControlEntryRecord(acl_id, acl) for acl_id, acl in image.acls.items())
@@ -550,4 +588,9 @@ def diff_images(old: MetadataImage, new: MetadataImage) -> MetadataDelta:
     brokers = tuple(
         b for b in set(old.brokers) | set(new.brokers) if old.brokers.get(b) != new.brokers.get(b)
     )
-    return MetadataDelta(created, deleted, tuple(changed), configs, tuple(sorted(brokers)))
+    resources = tuple(
+        key
+        for key in sorted(set(old.resource_configs) | set(new.resource_configs))
+        if dict(old.resource_configs.get(key, _EMPTY)) != dict(new.resource_configs.get(key, _EMPTY))
+    )
+    return MetadataDelta(created, deleted, tuple(changed), configs, tuple(sorted(brokers)), resources)

@@ -56,6 +56,7 @@ from broker.controller.controller_commands import (
     AllocateProducerIdsCmd,
     AlterConfigsCmd,
     AlterPartitionCmd,
+    AlterResourceConfigsCmd,
     AlterUserScramCredentialsCmd,
     Command,
     CreateAclsCmd,
@@ -81,6 +82,7 @@ from broker.controller.replication_control import (
     CreateTopicOutcome,
     ReplicationControl,
 )
+from broker.controller.resource_configs import alter_resource_configs
 from broker.security.acl_control import AclDeleteResult
 from broker.security.scram_control import AlterResult, ScramDeletion, ScramUpsertion
 from spark_kafkalite.protocol.acl import AclBinding, AclBindingFilter
@@ -427,6 +429,27 @@ class QuorumController:
         except ControllerUnavailable as exc:
             return [exc for _ in resources]
         return self._or_error(result, lambda err: [err for _ in resources])
+
+    async def alter_resource_configs(
+        self,
+        changes: Sequence[tuple[int, str, Sequence[tuple[Any, ...]]]],
+        incremental: bool,
+        broker_values: Mapping[str, Any],
+        validate_only: bool = False,
+    ) -> list[KafkaError | None]:
+        """AlterConfigs / IncrementalAlterConfigs of BROKER and GROUP resources, committed
+        through the quorum as ``ConfigRecord`` s; one error (or None) per resource."""
+        frozen = tuple((t, n, tuple(tuple(e) for e in entries)) for t, n, entries in changes)
+        if validate_only:
+            return alter_resource_configs(self._broker_image(), incremental, frozen, broker_values, True)[1]
+        values = {
+            k: v for k, v in broker_values.items() if isinstance(v, (str, int, float, bool, list, type(None)))
+        }
+        try:
+            result = await self._submit(AlterResourceConfigsCmd(incremental, frozen, values))
+        except ControllerUnavailable as exc:
+            return [exc for _ in changes]
+        return self._or_error(result, lambda err: [err for _ in changes])
 
     @staticmethod
     def _or_error(result: Any, on_error: Callable[[KafkaError], Any]) -> Any:

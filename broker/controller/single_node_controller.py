@@ -22,6 +22,7 @@ from typing import Any
 from broker.controller.configuration_control import config_records
 from broker.controller.metadata_image import (
     AccessControlEntryRecord,
+    ConfigRecord,
     MetadataImage,
     MetadataRecord,
     PartitionRecord,
@@ -39,6 +40,8 @@ from broker.controller.replication_control import (
     ReplicationControl,
     validate_topic_name,
 )
+from broker.controller.resource_config_store import load_resource_configs, save_resource_configs
+from broker.controller.resource_configs import alter_resource_configs
 from broker.controller.topic_configs import TOPIC_CONFIG_NAMES, validate_topic_overrides
 from broker.security import acl_control
 from broker.security.acl_store import load_acls, save_acls
@@ -84,6 +87,8 @@ class SingleNodeController:
             memory only).
         scram_file: where the SCRAM credentials are persisted
             (:mod:`broker.security.scram_store`; None: in memory only).
+        resource_configs_file: where the BROKER and GROUP resource configs are persisted
+            (:mod:`broker.controller.resource_config_store`; None: in memory only).
     """
 
     def __init__(
@@ -100,6 +105,7 @@ class SingleNodeController:
         producer_id_block_file: Path | None = None,
         acls_file: Path | None = None,
         scram_file: Path | None = None,
+        resource_configs_file: Path | None = None,
     ) -> None:
         self.node_id = node_id
         self._image = image
@@ -112,6 +118,7 @@ class SingleNodeController:
         self.producer_id_block_file = producer_id_block_file
         self.acls_file = acls_file
         self.scram_file = scram_file
+        self.resource_configs_file = resource_configs_file
 
     @property
     def controller_id(self) -> int:
@@ -126,7 +133,7 @@ class SingleNodeController:
 
     async def startup(self, endpoints: Mapping[str, tuple[str, int]], rack: str | None) -> None:
         """Commit the :meth:`bootstrap_records` of this broker and the topics on disk, then the
-        stored ACLs and SCRAM credentials.
+        stored ACLs, SCRAM credentials and BROKER / GROUP resource configs.
 
         Raises:
             OSError: the ACL or SCRAM file cannot be read or is corrupt.
@@ -152,6 +159,23 @@ class SingleNodeController:
             if credentials:
                 self._commit([UserScramCredentialRecord(n, m, c) for (n, m), c in credentials.items()])
                 logger.info("loaded %d SCRAM credential(s) from %s", len(credentials), self.scram_file)
+
+        if self.resource_configs_file is not None:
+            try:
+                configs = load_resource_configs(self.resource_configs_file)
+            except ValueError as exc:
+                raise OSError(str(exc)) from None
+            if configs:
+                self._commit(
+                    [
+                        ConfigRecord(resource_type, name, key, value)
+                        for (resource_type, name), entries in sorted(configs.items())
+                        for key, value in entries.items()
+                    ]
+                )
+                logger.info(
+                    "loaded the configs of %d resource(s) from %s", len(configs), self.resource_configs_file
+                )
 
     def start_background(self) -> None:
         """Nothing runs in the background on one node."""
@@ -292,6 +316,28 @@ class SingleNodeController:
             logger.info(
                 "altered topic configs: %s", sorted({getattr(r, "resource_name", "") for r in records})
             )
+        return results
+
+    async def alter_resource_configs(
+        self,
+        changes: Sequence[tuple[int, str, Sequence[tuple[Any, ...]]]],
+        incremental: bool,
+        broker_values: Mapping[str, Any],
+        validate_only: bool = False,
+    ) -> list[KafkaError | None]:
+        """AlterConfigs / IncrementalAlterConfigs of BROKER and GROUP resources; one error (or
+        None) per resource. The new config set is written to ``resource_configs_file`` before it
+        takes effect."""
+        records, results = alter_resource_configs(
+            self._image(), incremental, changes, broker_values, validate_only
+        )
+        if records:
+            if self.resource_configs_file is not None:
+                save_resource_configs(
+                    self.resource_configs_file, self._image().apply(records)[0].resource_configs
+                )
+            self._commit(records)
+            logger.info("altered the configs of %d resource(s)", sum(r is None for r in results))
         return results
 
     # -- replication (one node: nothing to elect) ----------------------------------------------

@@ -46,7 +46,8 @@ for _key, _range in (
 
 class ConfigResource(NamedTuple):
     """A config resource: ``resource_type`` 2 = TOPIC (name = topic), 4 = BROKER (name = the
-    broker id as a string)."""
+    broker id as a string, or "" for the cluster-wide dynamic default), 32 = GROUP (name = the
+    group id)."""
 
     resource_type: int
     name: str

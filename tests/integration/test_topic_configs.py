@@ -18,6 +18,7 @@ from confluent_kafka.admin import (
     ConfigResource,
     NewPartitions,
     NewTopic,
+    ResourceType,
 )
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType as KpResourceType
@@ -189,21 +190,119 @@ def test_confluent_incremental_and_legacy_alter(cluster: LocalCluster, unique_to
     assert error is not None and error.code() == confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
-def test_confluent_broker_resource_described_but_read_only(cluster: LocalCluster) -> None:
+def _produce_error(producer: confluent_kafka.Producer, topic: str, size: int) -> int | None:
+    outcome: list[confluent_kafka.KafkaError | None] = []
+    producer.produce(topic, b"x" * size, on_delivery=lambda err, _msg: outcome.append(err))
+    producer.flush(15)
+    return None if outcome[0] is None else outcome[0].code()
+
+
+def _wait_produce_error(producer: confluent_kafka.Producer, topic: str, size: int, code: int | None) -> None:
+    """Produce until the broker answers ``code`` (a dynamic config reaches the topics right
+    after the alter returns, as in Kafka)."""
+    deadline = time.monotonic() + 10
+    while _produce_error(producer, topic, size) != code:
+        assert time.monotonic() < deadline, f"produce of {size} bytes never answered {code}"
+        time.sleep(0.05)
+
+
+def test_confluent_dynamic_broker_configs(cluster: LocalCluster, unique_topic: str) -> None:
+    """Kafka's dynamic broker configs: a static key is refused, ``message.max.bytes`` changes
+    what a producer may send without a restart, per broker over the cluster-wide default, and
+    DescribeConfigs reports each level's source."""
     admin = ck_admin(cluster.bootstrap_servers)
-    resource = ConfigResource("broker", "1")
-    entries = admin.describe_configs([resource])[resource].result(timeout=15)
+    ours = KafkaAdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    assert ck_error(admin.create_topics([NewTopic(unique_topic, 1, 1)])[unique_topic]) is None
+    broker = ConfigResource("broker", "1")
+    entries = admin.describe_configs([broker])[broker].result(timeout=15)
     assert entries["num.partitions"].value == "1" and entries["num.partitions"].is_read_only
     assert entries["node.id"].source == STATIC_BROKER
-    assert entries["log.segment.bytes"].source == DEFAULT
-    change = ConfigResource(
+    assert entries["message.max.bytes"].source == DEFAULT and not entries["message.max.bytes"].is_read_only
+
+    def change(name: str, *entries: tuple[str, str | None, AlterConfigOpType]) -> int | None:
+        resource = ConfigResource(
+            "broker",
+            name,
+            incremental_configs=[ConfigEntry(k, v, incremental_operation=op) for k, v, op in entries],
+        )
+        error = ck_error(admin.incremental_alter_configs([resource])[resource])
+        return None if error is None else error.code()
+
+    refused = ConfigResource(
         "broker",
         "1",
         incremental_configs=[ConfigEntry("num.partitions", "3", incremental_operation=AlterConfigOpType.SET)],
     )
-    error = ck_error(admin.incremental_alter_configs([change])[change])
+    error = ck_error(admin.incremental_alter_configs([refused])[refused])
     assert error is not None and error.code() == confluent_kafka.KafkaError.INVALID_REQUEST
-    assert "num.partitions" in error.str()
+    assert error.str() == "Cannot update these configs dynamically: Set(num.partitions)"
+
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 0})
+    try:
+        # confluent-kafka refuses an empty broker name: the cluster-wide default goes through ours
+        ours.incremental_alter_configs({OurResource(4, ""): {"message.max.bytes": "2000"}})
+        _wait_produce_error(producer, unique_topic, 3000, confluent_kafka.KafkaError.MSG_SIZE_TOO_LARGE)
+        default = ours.describe_configs(OurResource(4, ""))
+        assert (default["message.max.bytes"].value, default["message.max.bytes"].source) == (
+            "2000",
+            ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+        )
+        topic_entry = ck_describe(admin, unique_topic)["max.message.bytes"]
+        assert (topic_entry.value, topic_entry.source) == (
+            "2000",
+            int(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        )
+        # this broker's own value wins over the cluster-wide default
+        assert change("1", ("message.max.bytes", "100000", AlterConfigOpType.SET)) is None
+        _wait_produce_error(producer, unique_topic, 3000, None)
+        entry = admin.describe_configs([broker])[broker].result(timeout=15)["message.max.bytes"]
+        assert (entry.value, entry.source) == ("100000", int(ConfigSource.DYNAMIC_BROKER_CONFIG))
+    finally:
+        change("1", ("message.max.bytes", None, AlterConfigOpType.DELETE))
+        ours.incremental_alter_configs({OurResource(4, ""): {"message.max.bytes": None}})
+        ours.close()
+    _wait_produce_error(producer, unique_topic, 3000, None)
+    entry = admin.describe_configs([broker])[broker].result(timeout=15)["message.max.bytes"]
+    assert (entry.value, entry.source) == ("1048588", DEFAULT)
+
+
+def test_confluent_group_configs(cluster: LocalCluster) -> None:
+    """KIP-848 GROUP config resources (type 32): validated against the broker's bounds,
+    described with GROUP_CONFIG / DEFAULT_CONFIG sources, whether the group exists or not."""
+    admin = ck_admin(cluster.bootstrap_servers)
+    group = ConfigResource(ResourceType.GROUP, "configured-group")
+
+    def change(*entries: tuple[str, str | None, AlterConfigOpType]) -> confluent_kafka.KafkaError | None:
+        resource = ConfigResource(
+            ResourceType.GROUP,
+            "configured-group",
+            incremental_configs=[ConfigEntry(k, v, incremental_operation=op) for k, v, op in entries],
+        )
+        return ck_error(admin.incremental_alter_configs([resource])[resource])
+
+    described = admin.describe_configs([group])[group].result(timeout=15)
+    assert (
+        described["consumer.session.timeout.ms"].value,
+        described["consumer.session.timeout.ms"].source,
+    ) == (
+        "45000",
+        DEFAULT,
+    )
+    assert change(("consumer.session.timeout.ms", "50000", AlterConfigOpType.SET)) is None
+    too_long = change(("consumer.session.timeout.ms", "70000", AlterConfigOpType.SET))
+    assert too_long is not None and too_long.code() == confluent_kafka.KafkaError.INVALID_CONFIG
+    assert "group.consumer.max.session.timeout.ms" in too_long.str()
+    unknown = change(("session.timeout.ms", "50000", AlterConfigOpType.SET))
+    assert unknown is not None and unknown.str() == "Unknown group config name: session.timeout.ms"
+    described = admin.describe_configs([group])[group].result(timeout=15)
+    assert (
+        described["consumer.session.timeout.ms"].value,
+        described["consumer.session.timeout.ms"].source,
+    ) == (
+        "50000",
+        int(ConfigSource.GROUP_CONFIG),
+    )
+    assert change(("consumer.session.timeout.ms", None, AlterConfigOpType.DELETE)) is None
 
 
 def test_confluent_create_partitions(cluster: LocalCluster, unique_topic: str) -> None:

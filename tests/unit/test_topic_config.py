@@ -46,6 +46,7 @@ from broker.controller.topic_configs import (
     log_config_for,
     validate_topic_overrides,
 )
+from broker.dynamic_broker_config import DynamicBrokerConfig
 from spark_kafkalite.protocol.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
@@ -312,7 +313,9 @@ def test_store_round_trip_and_corrupt_file(tmp_path: Path) -> None:
 
 def test_describe_topic_sources_and_synonyms() -> None:
     config = broker(log_retention_hours="1")
-    entries = {e.name: e for e in describe_topic_configs(config, {"segment.bytes": "5000"})}
+    entries = {
+        e.name: e for e in describe_topic_configs(DynamicBrokerConfig(config, 1), {"segment.bytes": "5000"})
+    }
     assert set(entries) == set(TOPIC_CONFIG_DEF)
     seg = entries["segment.bytes"]
     assert (seg.value, seg.source, seg.read_only, seg.config_type) == (
@@ -332,14 +335,17 @@ def test_describe_topic_sources_and_synonyms() -> None:
         "delete",
         ConfigSource.DEFAULT_CONFIG,
     )
-    assert [e.name for e in describe_topic_configs(config, {}, ["retention.ms", "nope"])] == ["retention.ms"]
+    names = [
+        e.name for e in describe_topic_configs(DynamicBrokerConfig(config, 1), {}, ["retention.ms", "nope"])
+    ]
+    assert names == ["retention.ms"]
 
 
-def test_describe_broker_is_read_only_static_or_default() -> None:
-    entries = {e.name: e for e in describe_broker_configs(broker(num_partitions="3"))}
+def test_describe_broker_static_or_default() -> None:
+    entries = {e.name: e for e in describe_broker_configs(DynamicBrokerConfig(broker(num_partitions="3"), 1))}
     assert (entries["num.partitions"].value, entries["num.partitions"].source) == (
         "3",
         ConfigSource.STATIC_BROKER_CONFIG,
     )
     assert entries["log.segment.bytes"].source == ConfigSource.DEFAULT_CONFIG
-    assert all(e.read_only for e in entries.values())
+    assert entries["num.partitions"].read_only and not entries["log.segment.bytes"].read_only
