@@ -84,12 +84,14 @@ _FINISHED = re.compile(r"================= Test (\d{4}_\w+) (PASSED|FAILED|SKIPP
 class SuiteTest:
     """One ``_TEST(...)`` entry of ``tests/test.c``: its name (``0011_produce_batch``), number
     (``"0011"``), whether it needs no broker (``TEST_F_LOCAL``) or runs only when named
-    (``TEST_F_MANUAL``), and the scenarios it runs in (``.scenario``, default ``default``)."""
+    (``TEST_F_MANUAL``), the scenarios it runs in (``.scenario``, default ``default``), and whether
+    librdkafka marks it a known issue (``TEST_F_KNOWN_ISSUE``: the runner skips it by default)."""
 
     name: str
     local: bool
     manual: bool
     scenarios: tuple[str, ...]
+    known_issue: bool = False
 
     @property
     def number(self) -> str:
@@ -115,6 +117,7 @@ def parse_test_table(test_c: str) -> list[SuiteTest]:
                 local="TEST_F_LOCAL" in args,
                 manual="TEST_F_MANUAL" in args,
                 scenarios=tuple(scenario.group(1).split(",")) if scenario else ("default",),
+                known_issue=re.search(r"\bTEST_F_KNOWN_ISSUE\b", args) is not None,
             )
         )
     return tests
@@ -150,8 +153,8 @@ def parse_runner_output(output: str, names: Iterable[str], timed_out: bool) -> l
             summary[m["name"]] = (m["state"], float(m["seconds"]), m["extra"].strip())
         elif (m := _FAILED_AT.match(line)) and m["name"] not in first_failure:
             message = lines[i + 1].strip() if i + 1 < len(lines) else ""
-            subtest = f" [{m['subtest']}]" if m["subtest"] else ""
-            first_failure[m["name"]] = f"{m['where']}{subtest}: {message}"
+            subtest = f" (subtest {m['subtest']})" if m["subtest"] else ""
+            first_failure[m["name"]] = f"{m['where']}: {message}{subtest}"
         if m := _RUNNING.search(line):
             started.add(m[1])
         if m := _FINISHED.search(line):
@@ -233,6 +236,16 @@ class Phase:
     numbers: tuple[str, ...]
 
 
+_NEGATIVE_FLAGS = "Filtered due to negative test flags"
+
+
+def explain_skip(test: SuiteTest, reason: str) -> str:
+    """The runner's skip reason, with why for a test it filters out by its flags."""
+    if reason == _NEGATIVE_FLAGS and test.known_issue:
+        return "librdkafka marks it TEST_F_KNOWN_ISSUE: its runner does not run it by default"
+    return reason
+
+
 def plan(tests: list[SuiteTest], numbers: set[str]) -> tuple[list[Phase], dict[str, list[str]]]:
     """The phases and, per ``"<phase label>/<number>"``, the test names that process reports."""
     chosen = [t for t in tests if t.number in numbers and not t.local and not t.manual]
@@ -307,6 +320,7 @@ def run_number(
         env["KAFKA_PATH"] = str(kpath)
     else:
         env.pop("KAFKA_PATH", None)
+    log_dir.mkdir(parents=True, exist_ok=True)
     run_dir = log_dir / f"run-{number}-{phase.scenario}"
     run_dir.mkdir(parents=True, exist_ok=True)
     # stdbuf: the runner prints its summary with stdio and may crash while exiting; line
@@ -336,21 +350,24 @@ def run_phase(
     timeout_s: float,
     jobs: int,
     work_dir: Path,
+    log_dir: Path,
+    tests: list[SuiteTest],
 ) -> list[TestResult]:
-    print(
-        f"\n=== {phase.label}, scenario {phase.scenario}: {len(phase.numbers)} test numbers", flush=True
-    )
+    print(f"\n=== {phase.label}, scenario {phase.scenario}: {len(phase.numbers)} test numbers", flush=True)
+    by_name = {t.name: t for t in tests}
     results: list[TestResult] = []
     lock = threading.Lock()
     with cluster_for(phase, work_dir) as (cluster, conf):
 
         def one(number: str) -> None:
             text, timed_out, seconds = run_number(
-                suite_dir, number, phase, conf, cluster.bootstrap_servers, timeout_s, work_dir / "logs"
+                suite_dir, number, phase, conf, cluster.bootstrap_servers, timeout_s, log_dir
             )
             got = parse_runner_output(text, names[f"{phase.label}/{number}"], timed_out)
             for r in got:
                 r.cluster = phase.label
+                if r.result == "skipped":
+                    r.reason = explain_skip(by_name[r.name], r.reason)
                 if r.result == "hang" and not r.seconds:
                     r.seconds = seconds
             with lock:
@@ -378,13 +395,19 @@ def report(results: list[TestResult], seconds: float) -> None:
 
     order = sorted(results, key=lambda r: r.name)
     rows = [[r.name, r.cluster, r.result, f"{r.seconds:.1f}", _cause(r)[:240]] for r in order]
-    counts = {k: sum(1 for r in results if r.result == k) for k in ("passed", "failed", "skipped", "hang", "not run")}
+    counts = {
+        k: sum(1 for r in results if r.result == k)
+        for k in ("passed", "failed", "skipped", "hang", "not run")
+    }
     title = (
         f"librdkafka {LIBRDKAFKA_TAG} integration tests, full mode, TEST_KAFKA_VERSION={KAFKA_VERSION}, "
         f"KAFKA_PATH {'set' if kafka_path() else 'unset (no bin/kafka-topics.sh)'}"
     )
     columns = ["test", "cluster", "result", "s", "first failure / skip reason"]
-    summary = [[k, str(v)] for k, v in counts.items()] + [["tests", str(len(results))], ["suite s", f"{seconds:.0f}"]]
+    summary = [[k, str(v)] for k, v in counts.items()] + [
+        ["tests", str(len(results))],
+        ["suite s", f"{seconds:.0f}"],
+    ]
     emit_table(f"{title}: totals", ["result", "tests"], summary)
     emit_table(title, columns, rows)
     emit_table(
@@ -396,7 +419,9 @@ def report(results: list[TestResult], seconds: float) -> None:
     print(f"\n{'test':{width}}  {'cluster':24} {'result':8} {'s':>7}  first failure / skip reason")
     for r in order:
         print(f"{r.name:{width}}  {r.cluster:24} {r.result:8} {r.seconds:7.1f}  {_cause(r)[:160]}")
-    print("\n" + ", ".join(f"{k} {v}" for k, v in counts.items()) + f"; {len(results)} tests in {seconds:.0f} s")
+    print(
+        "\n" + ", ".join(f"{k} {v}" for k, v in counts.items()) + f"; {len(results)} tests in {seconds:.0f} s"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -407,7 +432,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="test numbers run at once per cluster")
     parser.add_argument("--build", action="store_true", help="build the runner when it is absent")
     parser.add_argument("--git-dir", type=Path, help="a librdkafka git directory to export the tag from")
-    parser.add_argument("--keep", type=Path, help="keep broker data and per-test logs here")
+    parser.add_argument(
+        "--keep", type=Path, help="keep broker data here (per-test logs: <suite-dir>/logs/<time>/)"
+    )
     args = parser.parse_args(argv)
     suite_dir: Path = args.suite_dir
     if not runner_path(suite_dir).exists():
@@ -419,13 +446,15 @@ def main(argv: list[str] | None = None) -> int:
     phases, names = plan(tests, parse_numbers(args.tests))
     kpath = kafka_path()
     print(f"KAFKA_PATH={kpath}" if kpath else "KAFKA_PATH unset: this checkout has no bin/kafka-topics.sh")
+    log_dir = suite_dir / "logs" / time.strftime("%Y%m%d-%H%M%S")
+    print(f"per-test logs: {log_dir}")
     started = time.monotonic()
     results: list[TestResult] = []
     with contextlib.ExitStack() as stack:
         work_dir = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rdk-suite-")))
         work_dir.mkdir(parents=True, exist_ok=True)
         for phase in phases:
-            results += run_phase(suite_dir, phase, names, args.timeout_s, args.jobs, work_dir)
+            results += run_phase(suite_dir, phase, names, args.timeout_s, args.jobs, work_dir, log_dir, tests)
     report(results, time.monotonic() - started)
     return 0
 
