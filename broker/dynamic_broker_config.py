@@ -24,6 +24,7 @@ the default (DEFAULT_CONFIG).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,6 +42,8 @@ __all__ = [
     "DynamicBrokerConfig",
     "validate_dynamic_broker_configs",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: Broker keys that default a topic config (Kafka's ``DynamicLogConfig.ReconfigurableConfigs``).
 DYNAMIC_LOG_CONFIGS = frozenset(
@@ -131,7 +134,12 @@ class DynamicBrokerConfig:
         changed: set[str] = set()
         for name in DYNAMIC_BROKER_CONFIGS:
             raw = per_broker.get(name, cluster_default.get(name))
-            value = self.static_values[name] if raw is None else CONFIG_DEF[name].parse(raw)
+            value = self.static_values[name]
+            if raw is not None:
+                try:
+                    value = CONFIG_DEF[name].parse(raw)
+                except ConfigError as exc:  # validated when stored; keep the static value
+                    logger.warning("ignoring the dynamic value of %s: %s", name, exc)
             if values[name] != value:
                 values[name] = value
                 changed.add(name)
