@@ -316,6 +316,20 @@ def test_console_groups_offsets_and_delete_records(tool: Tool, tmp_path: Path) -
     )
     assert (status, out, err) == (0, "k1:one\nk2:two\n", "Processed a total of 2 messages\n")
 
+    status, out, err = tool(
+        "kafka-console-consumer.sh",
+        "--topic",
+        topic,
+        "--partition",
+        "0",
+        "--offset",
+        "2",
+        "--max-messages",
+        "1",
+    )
+    assert (status, out, err) == (0, "three\n", "Processed a total of 1 messages\n")
+    status, _, err = tool("kafka-console-consumer.sh", "--topic", topic, "--offset", "2")
+    assert (status, err.splitlines()[0]) == (1, "The partition is required when offset is specified.")
     status, out, err = tool("kafka-consumer-groups.sh", "--describe", "--group", "tools-group")
     assert (status, err) == (0, "\nConsumer group 'tools-group' has no active members.\n")
     assert out.splitlines()[1:] == [
