@@ -41,6 +41,7 @@ from kio.serial._introspect import (
 
 from spark_kafkalite.protocol.class_cache import class_cache
 from spark_kafkalite.protocol.errors import InvalidRequestError
+from spark_kafkalite.protocol.varint import VarintError, read_unsigned_varint
 
 __all__ = [
     "scan_entity",
@@ -95,22 +96,6 @@ class NullInNonNullableFieldError(InvalidRequestError):
 
 class _Truncated(Exception):
     pass
-
-
-def _read_uvarint(buf: Any, pos: int, end: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise _Truncated("truncated unsigned varint")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise _Truncated("unsigned varint longer than 5 bytes")
 
 
 def _field_step(field: dataclasses.Field[Any], flexible: bool, is_tag: bool) -> tuple[Any, ...]:
@@ -176,12 +161,12 @@ def min_entity_bytes(cls: type[Any]) -> int:
 
 
 def _tags(buf: Any, pos: int, end: int, nulls: list[str], tagged: dict[int, Any], where: str) -> int:
-    count, pos = _read_uvarint(buf, pos, end)
+    count, pos = read_unsigned_varint(buf, pos, end)
     if count > end - pos:
         raise _Truncated(f"{where}: {count} tagged fields, {end - pos} bytes left")
     for _ in range(count):
-        tag, pos = _read_uvarint(buf, pos, end)
-        size, pos = _read_uvarint(buf, pos, end)
+        tag, pos = read_unsigned_varint(buf, pos, end)
+        size, pos = read_unsigned_varint(buf, pos, end)
         if size > end - pos:
             raise _Truncated(f"{where}: tagged field {tag} claims {size} bytes, {end - pos} left")
         scan = tagged.get(tag)
@@ -318,7 +303,7 @@ def _compile(name: str, gen: _Gen) -> Any:
 
 
 def _base_env() -> dict[str, Any]:
-    return {"_T": _Truncated, "_uv": _read_uvarint, "_i16": _I16.unpack_from, "_i32": _I32.unpack_from}
+    return {"_T": _Truncated, "_uv": read_unsigned_varint, "_i16": _I16.unpack_from, "_i32": _I32.unpack_from}
 
 
 @class_cache
@@ -372,7 +357,7 @@ def scan_entity(cls: type[Any], buf: bytes | bytearray | memoryview, offset: int
     nulls: list[str] = []
     try:
         end = _scanner(cls)(buf, offset, len(buf), nulls)
-    except _Truncated as exc:
+    except (_Truncated, VarintError) as exc:
         raise InvalidRequestError(f"malformed {cls.__name__} v{cls.__version__}: {exc}") from None
     if nulls:
         raise NullInNonNullableFieldError(

@@ -30,7 +30,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from spark_kafkalite.protocol.byte_utils import write_array_length, write_unsigned_varint
+from spark_kafkalite.protocol.byte_utils import write_array_length
+from spark_kafkalite.protocol.varint import write_unsigned_varint
 
 __all__ = [
     "FETCH_RESPONSE_MIN_VERSION",

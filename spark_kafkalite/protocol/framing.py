@@ -15,6 +15,7 @@ from typing import Any
 
 from kio.serial import entity_reader, entity_writer
 
+from spark_kafkalite.protocol import varint
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class, response_class
 from spark_kafkalite.protocol.bounded_scan import (
     NullInNonNullableFieldError,
@@ -62,19 +63,10 @@ def read_unsigned_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     Raises:
         InvalidRequestError: the buffer ends inside the varint or it is longer than 5 bytes.
     """
-    value = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise InvalidRequestError("truncated unsigned varint")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise InvalidRequestError("unsigned varint too long")
+    try:
+        return varint.read_unsigned_varint(buf, pos, len(buf))
+    except varint.VarintError as exc:
+        raise InvalidRequestError(str(exc)) from None
 
 
 def _skip_tagged_fields(buf: bytes | bytearray | memoryview, pos: int) -> int:

@@ -27,6 +27,7 @@ from typing import Any
 from kio.serial import entity_writer
 
 from spark_kafkalite.protocol.framing import SIZE_PREFIX, encode_response
+from spark_kafkalite.protocol.varint import unsigned_varint_bytes
 
 __all__ = [
     "MetadataResponseParts",
@@ -49,12 +50,7 @@ def encode_struct(entity: Any) -> bytes:
 def _array_prefix(count: int, flexible: bool) -> bytes:
     if not flexible:
         return _I32.pack(count)
-    n, out = count + 1, bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+    return unsigned_varint_bytes(count + 1)
 
 
 def _splice(encoded: bytes, flexible: bool, suffix_bytes: int, items: Sequence[bytes]) -> list[bytes]:

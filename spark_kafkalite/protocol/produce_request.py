@@ -23,7 +23,8 @@ from __future__ import annotations
 import struct
 from typing import Any, NamedTuple
 
-from spark_kafkalite.protocol.byte_utils import FastPathMiss, read_unsigned_varint_fast
+from spark_kafkalite.protocol.byte_utils import FastPathMiss
+from spark_kafkalite.protocol.varint import VarintError, read_unsigned_varint
 
 __all__ = [
     "PRODUCE_MIN_FAST_VERSION",
@@ -73,7 +74,7 @@ def _decode(frame: Any, pos: int, version: int) -> ProduceRequest:
     buf = memoryview(frame)
     end = len(buf)
     if version >= _FIRST_FLEXIBLE_VERSION:
-        n, pos = read_unsigned_varint_fast(buf, pos, end)
+        n, pos = read_unsigned_varint(buf, pos, end)
         n -= 1
     else:
         if pos + 2 > end:
@@ -95,7 +96,7 @@ def _decode(frame: Any, pos: int, version: int) -> ProduceRequest:
     pos += 6
     if version >= _FIRST_FLEXIBLE_VERSION:
         topics, pos = _decode_topics_flexible(buf, pos, end)
-        tags, pos = read_unsigned_varint_fast(buf, pos, end)
+        tags, pos = read_unsigned_varint(buf, pos, end)
         if tags:
             raise FastPathMiss
     else:
@@ -153,18 +154,18 @@ def _decode_topics_classic(buf: memoryview, pos: int, end: int) -> tuple[tuple[T
 
 def _decode_topics_flexible(buf: memoryview, pos: int, end: int) -> tuple[tuple[TopicProduceData, ...], int]:
     unpack_i32 = _I32.unpack_from
-    topic_count, pos = read_unsigned_varint_fast(buf, pos, end)
+    topic_count, pos = read_unsigned_varint(buf, pos, end)
     if topic_count == 0:  # null array
         raise FastPathMiss
     topics = []
     for _ in range(topic_count - 1):
-        n, pos = read_unsigned_varint_fast(buf, pos, end)
+        n, pos = read_unsigned_varint(buf, pos, end)
         n -= 1
         if n < 0 or pos + n > end:
             raise FastPathMiss
         name = str(buf[pos : pos + n], "utf-8")
         pos += n
-        partition_count, pos = read_unsigned_varint_fast(buf, pos, end)
+        partition_count, pos = read_unsigned_varint(buf, pos, end)
         if partition_count == 0:
             raise FastPathMiss
         partitions = []
@@ -173,7 +174,7 @@ def _decode_topics_flexible(buf: memoryview, pos: int, end: int) -> tuple[tuple[
                 raise FastPathMiss
             index = unpack_i32(buf, pos)[0]
             pos += 4
-            size, pos = read_unsigned_varint_fast(buf, pos, end)
+            size, pos = read_unsigned_varint(buf, pos, end)
             size -= 1
             if size < 0:
                 records = None
@@ -182,11 +183,11 @@ def _decode_topics_flexible(buf: memoryview, pos: int, end: int) -> tuple[tuple[
                     raise FastPathMiss
                 records = buf[pos : pos + size]
                 pos += size
-            tags, pos = read_unsigned_varint_fast(buf, pos, end)
+            tags, pos = read_unsigned_varint(buf, pos, end)
             if tags:
                 raise FastPathMiss
             partitions.append(PartitionProduceData(index, records))
-        tags, pos = read_unsigned_varint_fast(buf, pos, end)
+        tags, pos = read_unsigned_varint(buf, pos, end)
         if tags:
             raise FastPathMiss
         topics.append(TopicProduceData(name, tuple(partitions)))
@@ -200,5 +201,5 @@ def decode_produce_request_fast(frame: Any, offset: int, version: int) -> Produc
         return None
     try:
         return _decode(frame, offset, version)
-    except (FastPathMiss, UnicodeDecodeError):
+    except (FastPathMiss, VarintError, UnicodeDecodeError):
         return None

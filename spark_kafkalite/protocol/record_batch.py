@@ -50,7 +50,7 @@ from spark_kafkalite.protocol.compression import (
     iter_decompressed,
 )
 from spark_kafkalite.protocol.errors import CorruptRecordError, InvalidRecordError, MessageTooLargeError
-from spark_kafkalite.protocol.record_decode import read_varint as _read_varint
+from spark_kafkalite.protocol.varint import VarintError, read_varint, write_varint
 
 __all__ = [
     "RECORD_BATCH_OVERHEAD",
@@ -308,7 +308,10 @@ class _RecordWalker:
                 q += 1
             if q >= limit:
                 return n, p
-            length, q = _read_varint(data, p)
+            try:
+                length, q = read_varint(data, p)
+            except VarintError as exc:
+                raise CorruptRecordError(str(exc)) from None
             if length <= 0:
                 raise CorruptRecordError(f"record {n} has invalid length {length}")
             p = q + length
@@ -353,19 +356,11 @@ def assign_offsets(batch: bytearray | memoryview, base_offset: int, partition_le
 # varints (zig-zag for record fields)
 
 
-def _write_varint(out: bytearray, value: int) -> None:
-    v = (value << 1) ^ (value >> 63)
-    while v > 0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-
-
 def _write_nullable_bytes(out: bytearray, data: bytes | None) -> None:
     if data is None:
         out.append(1)  # zig-zag(-1)
     else:
-        _write_varint(out, len(data))
+        write_varint(out, len(data))
         out += data
 
 
@@ -429,15 +424,15 @@ def append_record(
     """Append one length-prefixed Record v2 to ``body`` (Kafka's ``DefaultRecord.writeTo``:
     attributes 0, varint deltas, varint-length key / value / headers, -1 for null)."""
     rec = bytearray(b"\x00")  # record attributes (unused in v2)
-    _write_varint(rec, timestamp_delta)
-    _write_varint(rec, offset_delta)
+    write_varint(rec, timestamp_delta)
+    write_varint(rec, offset_delta)
     _write_nullable_bytes(rec, key)
     _write_nullable_bytes(rec, value)
-    _write_varint(rec, len(headers))
+    write_varint(rec, len(headers))
     for hkey, hvalue in headers:
         _write_nullable_bytes(rec, hkey.encode("utf-8"))
         _write_nullable_bytes(rec, hvalue)
-    _write_varint(body, len(rec))
+    write_varint(body, len(rec))
     body += rec
 
 

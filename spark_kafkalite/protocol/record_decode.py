@@ -14,44 +14,11 @@ from array import array
 from typing import Any
 
 from spark_kafkalite.protocol.errors import CorruptRecordError
+from spark_kafkalite.protocol.varint import VarintError, read_varint, read_varint32
 
 __all__ = ["decode_records", "ColumnBuilder", "read_varint", "walk_records"]
 
 Header = tuple[str, bytes | None]
-
-
-def read_varint(buf: Any, pos: int) -> tuple[int, int]:
-    """Zig-zag varint at ``pos``: (value, position after it)."""
-    b = buf[pos]
-    pos += 1
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos
-    result = b & 0x7F
-    shift = 7
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint too long in record")
-
-
-def _read_length_varint(buf: Any, pos: int) -> tuple[int, int]:
-    """A record's length: a zig-zag *varint* (32 bits, at most 5 bytes, the bits of the 5th byte
-    above 32 dropped: Kafka's ``ByteUtils.readVarint``, which ``DefaultRecord.readFrom`` uses),
-    not a varlong."""
-    result = 0
-    for shift in range(0, 35, 7):
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            result &= 0xFFFFFFFF
-            return (result >> 1) ^ -(result & 1), pos
-    raise CorruptRecordError("varint too long in record")
 
 
 def walk_records(data: Any, p: int, limit: int, count: int, n: int = 0) -> tuple[int, int]:
@@ -64,17 +31,20 @@ def walk_records(data: Any, p: int, limit: int, count: int, n: int = 0) -> tuple
             streaming walker).
         CorruptRecordError: a record length <= 0 or a length varint longer than 5 bytes.
     """
-    while p < limit and n < count:
-        b = data[p]
-        if b < 0x80:
-            length = (b >> 1) ^ -(b & 1)
-            p += 1
-        else:
-            length, p = _read_length_varint(data, p)
-        if length <= 0:
-            raise CorruptRecordError(f"record {n} has invalid length {length}")
-        p += length
-        n += 1
+    try:
+        while p < limit and n < count:
+            b = data[p]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                length, p = read_varint32(data, p)
+            if length <= 0:
+                raise CorruptRecordError(f"record {n} has invalid length {length}")
+            p += length
+            n += 1
+    except VarintError as exc:
+        raise CorruptRecordError(str(exc)) from None
     return n, p
 
 
@@ -161,6 +131,8 @@ def decode_records(
             headers_col.append(hdrs)
     except IndexError as exc:
         raise CorruptRecordError("record batch ends inside a record") from exc
+    except VarintError as exc:
+        raise CorruptRecordError(str(exc)) from None
     except UnicodeDecodeError as exc:
         raise CorruptRecordError("record header key is not valid UTF-8") from exc
     if p != limit:

@@ -32,6 +32,7 @@ from spark_kafkalite.protocol.record_batch import (
     RECORD_BATCH_OVERHEAD,
     compress,
 )
+from spark_kafkalite.protocol.varint import write_varint
 
 __all__ = [
     "MemoryRecordsBuilder",
@@ -61,23 +62,6 @@ class RecordTooLargeError(ValueError):
         self.row = row
         self.size_bytes = size_bytes
         self.limit_bytes = limit_bytes
-
-
-def _varint(out: bytearray, value: int) -> None:
-    v = (value << 1) ^ (value >> 63)
-    while v > 0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-
-
-def _varint_size(value: int) -> int:
-    v = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
-    n = 1
-    while v > 0x7F:
-        v >>= 7
-        n += 1
-    return n
 
 
 def as_bytes(value: Any, what: str) -> bytes | None:
@@ -142,38 +126,38 @@ class MemoryRecordsBuilder:
         elif timestamp_ms > self._max_ts:
             self._max_ts = timestamp_ms
         rec = bytearray(b"\x00")  # attributes
-        _varint(rec, timestamp_ms - self._base_ts)
-        _varint(rec, self._count)
+        write_varint(rec, timestamp_ms - self._base_ts)
+        write_varint(rec, self._count)
         if key is None:
             rec.append(1)
         else:
-            _varint(rec, len(key))
+            write_varint(rec, len(key))
             rec += key
         if value is None:
             rec.append(1)
         else:
-            _varint(rec, len(value))
+            write_varint(rec, len(value))
             rec += value
         if headers:
             items = list(headers)
-            _varint(rec, len(items))
+            write_varint(rec, len(items))
             for hkey, hvalue in items:
                 if not isinstance(hkey, str):
                     raise TypeError(f"header keys must be str, not {type(hkey).__name__}")
                 raw = hkey.encode("utf-8")
-                _varint(rec, len(raw))
+                write_varint(rec, len(raw))
                 rec += raw
                 hv = as_bytes(hvalue, "header value")
                 if hv is None:
                     rec.append(1)
                 else:
-                    _varint(rec, len(hv))
+                    write_varint(rec, len(hv))
                     rec += hv
         else:
             rec.append(0)
         body = self._body
         before = len(body)
-        _varint(body, len(rec))
+        write_varint(body, len(rec))
         body += rec
         self._count += 1
         return len(body) - before

@@ -32,12 +32,7 @@ import datetime
 import struct
 from typing import NamedTuple
 
-from spark_kafkalite.protocol.byte_utils import (
-    FastPathMiss,
-    read_unsigned_varint_fast,
-    write_compact_string,
-    write_unsigned_varint,
-)
+from spark_kafkalite.protocol.byte_utils import FastPathMiss, write_compact_string
 from spark_kafkalite.protocol.errors import InvalidRequestError
 from spark_kafkalite.protocol.fetch_response_encode import (
     NO_DIVERGING_EPOCH,
@@ -47,7 +42,7 @@ from spark_kafkalite.protocol.fetch_response_encode import (
     FetchResponseData,
     FetchTopicResult,
 )
-from spark_kafkalite.protocol.framing import read_unsigned_varint
+from spark_kafkalite.protocol.varint import VarintError, read_unsigned_varint, write_unsigned_varint
 
 __all__ = [
     "REPLICA_FETCH_VERSION",
@@ -179,7 +174,10 @@ class _Reader:
         return pos
 
     def uvarint(self) -> int:
-        value, self.pos = read_unsigned_varint(self.buf, self.pos)
+        try:
+            value, self.pos = read_unsigned_varint(self.buf, self.pos, self.end)
+        except VarintError as exc:
+            raise InvalidRequestError(f"FetchResponse: {exc}") from None
         return value
 
     def count(self) -> int:
@@ -295,7 +293,7 @@ class FetchRequestV12(NamedTuple):
 
 
 def _fast_string(buf: memoryview, pos: int, end: int) -> tuple[str, int]:
-    n, pos = read_unsigned_varint_fast(buf, pos, end)
+    n, pos = read_unsigned_varint(buf, pos, end)
     n -= 1
     if n < 0 or pos + n > end:
         raise FastPathMiss
@@ -303,7 +301,7 @@ def _fast_string(buf: memoryview, pos: int, end: int) -> tuple[str, int]:
 
 
 def _no_tags(buf: memoryview, pos: int, end: int) -> int:
-    tags, pos = read_unsigned_varint_fast(buf, pos, end)
+    tags, pos = read_unsigned_varint(buf, pos, end)
     if tags:
         raise FastPathMiss
     return pos
@@ -327,7 +325,7 @@ def decode_fetch_request_v12_fast(
             _REQUEST_TOP.unpack_from(buf, pos)
         )
         pos += _REQUEST_TOP.size
-        count, pos = read_unsigned_varint_fast(buf, pos, end)
+        count, pos = read_unsigned_varint(buf, pos, end)
         if count == 0:
             raise FastPathMiss
         topics = []
@@ -335,7 +333,7 @@ def decode_fetch_request_v12_fast(
         size = _REQUEST_PARTITION.size
         for _ in range(count - 1):
             name, pos = _fast_string(buf, pos, end)
-            n, pos = read_unsigned_varint_fast(buf, pos, end)
+            n, pos = read_unsigned_varint(buf, pos, end)
             if n == 0:
                 raise FastPathMiss
             partitions = []
@@ -353,13 +351,13 @@ def decode_fetch_request_v12_fast(
                 )
             pos = _no_tags(buf, pos, end)
             topics.append(FetchTopic(name, tuple(partitions)))
-        count, pos = read_unsigned_varint_fast(buf, pos, end)
+        count, pos = read_unsigned_varint(buf, pos, end)
         if count == 0:
             raise FastPathMiss
         forgotten = []
         for _ in range(count - 1):
             name, pos = _fast_string(buf, pos, end)
-            n, pos = read_unsigned_varint_fast(buf, pos, end)
+            n, pos = read_unsigned_varint(buf, pos, end)
             if n == 0 or pos + 4 * (n - 1) > end:
                 raise FastPathMiss
             indexes = struct.unpack_from(f">{n - 1}i", buf, pos)
@@ -370,7 +368,7 @@ def decode_fetch_request_v12_fast(
         pos = _no_tags(buf, pos, end)
         if pos != end:
             raise FastPathMiss
-    except (FastPathMiss, UnicodeDecodeError):
+    except (FastPathMiss, VarintError, UnicodeDecodeError):
         return None
     return FetchRequestV12(
         replica_id,

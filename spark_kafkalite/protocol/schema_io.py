@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import struct
 
+from spark_kafkalite.protocol.varint import VarintError, read_unsigned_varint
+
 __all__ = ["SchemaReader", "write_string", "write_bytes", "I8", "I16", "I32", "I64"]
 
 I8 = struct.Struct(">b")
@@ -104,17 +106,11 @@ class SchemaReader:
         return value
 
     def uvarint(self) -> int:
-        shift = result = 0
-        while True:
-            self._need(1)
-            b = self.buf[self.pos]
-            self.pos += 1
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 35:
-                raise self.error(f"{self.what}: varint too long")
+        try:
+            value, self.pos = read_unsigned_varint(self.buf, self.pos, len(self.buf))
+        except VarintError as exc:
+            raise self.error(f"{self.what} at byte {self.pos}: {exc}") from None
+        return value
 
     def _length(self, classic: struct.Struct) -> int:
         if self.flexible:
