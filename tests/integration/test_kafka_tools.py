@@ -122,18 +122,16 @@ def test_librdkafka_harness_invocations_through_kafka_path(
         f"$KAFKA_PATH/bin/kafka-acls.sh --bootstrap-server {bs} --remove --force --allow-principal 'User:*' "
         f"--operation Describe --allow-host '*' --topic '{denied}'",
     ]
-    # the first two through the shell and the bin/ wrappers (each a Python start, ~0.5-1 s); the
-    # rest in-process with the argv the shell would pass
+    # the first through the shell and its bin/ wrapper (a Python start, ~0.5-1 s on a quiet
+    # machine); the rest in-process with the argv the shell would pass
     env = dict(os.environ, KAFKA_PATH=kafka_path, PYTHONPATH=str(REPO))
-    proc = subprocess.run(
-        ["sh", "-ec", "\n".join(commands[:2])], capture_output=True, text=True, env=env, timeout=90
-    )
+    proc = subprocess.run(["sh", "-ec", commands[0]], capture_output=True, text=True, env=env, timeout=90)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.startswith(f"Created topic {compacted}.\nAdding ACLs for resource `")
-    for command in commands[2:]:
+    assert proc.stdout == f"Created topic {compacted}.\n"
+    for command in commands[1:]:
         script, *argv = shlex.split(command)
         assert tool_main(Path(script).name)(argv) == 0, command
-    assert capsys.readouterr().out.startswith(f"Created topic {grown}.\n")
+    assert f"Created topic {grown}.\n" in capsys.readouterr().out
 
     configs = admin.describe_configs(compacted)
     assert {k: configs[k].value for k in ("cleanup.policy", "segment.ms", "max.compaction.lag.ms")} == {
