@@ -414,7 +414,7 @@ def write_task(
     new_producer: Callable[[str], Any],
     read_offsets: Callable[[str], Mapping[TopicPartition, Any]],
     send_rows: SendRows,
-    offset_and_metadata: Callable[[int, str], Any],
+    offset_and_metadata: Callable[..., Any],
     transaction_timeout_ms: float,
 ) -> TaskOutcome:
     """Run the task protocol of the module docstring.
@@ -423,7 +423,7 @@ def write_task(
         new_producer: ``transactional.id -> producer`` (a new, not yet initialised producer).
         read_offsets: ``group -> {tp: OffsetAndMetadata}``, read_committed, RequireStable.
         send_rows: sends every row inside the open transaction and waits for the acks.
-        offset_and_metadata: ``(offset, metadata) -> OffsetAndMetadata``.
+        offset_and_metadata: ``(offset, *, metadata) -> OffsetAndMetadata``.
         transaction_timeout_ms: the producers' ``transaction.timeout.ms``.
 
     Raises:
@@ -466,7 +466,7 @@ def write_task(
         if first is not None:
             marker = encode_marker(fingerprint.marker(identity.batch_id))
             producer.send_offsets_to_transaction(
-                {first: offset_and_metadata(identity.batch_id, marker)}, group
+                {first: offset_and_metadata(identity.batch_id, metadata=marker)}, group
             )
         producer.commit_transaction()
         in_transaction = False

@@ -55,7 +55,10 @@ class GroupMetadataKey:
 
 @dataclass(frozen=True, slots=True)
 class OffsetAndMetadata:
-    """A committed offset (Kafka's ``OffsetAndMetadata``); timestamps in ms since the epoch,
+    """A committed offset (Kafka's ``OffsetAndMetadata`` and the client's
+    ``org.apache.kafka.clients.consumer.OffsetAndMetadata``, fields in the Java constructor's
+    order): the next offset to consume, the leader epoch of the last consumed record (-1
+    unknown), a metadata string; timestamps in ms since the epoch (-1 on the client side),
     ``expire_timestamp_ms`` -1 unless a v2-v4 OffsetCommit set a retention time."""
 
     offset: int

@@ -277,7 +277,7 @@ def test_send_offsets_adds_offsets_then_commits_them_to_the_group_coordinator() 
 
     tm = initialized()
     tm.begin_transaction()
-    offsets = {TP: OffsetAndMetadata(10), TP1: OffsetAndMetadata(20, "m")}
+    offsets = {TP: OffsetAndMetadata(10), TP1: OffsetAndMetadata(20, metadata="m")}
     group = {"group_id": "g", "generation_id": 5, "member_id": "m-1", "group_instance_id": None}
     result = tm.send_offsets_to_transaction(offsets, group)
     add = tm.next_request(False)
@@ -297,7 +297,7 @@ def test_send_offsets_adds_offsets_then_commits_them_to_the_group_coordinator() 
     ]
     respond(commit, SimpleNamespace(topics=topics))
     retry = tm.next_request(False)
-    assert retry is commit and commit.pending == {TP1: OffsetAndMetadata(20, "m")}
+    assert retry is commit and commit.pending == {TP1: OffsetAndMetadata(20, metadata="m")}
     topics[0].partitions = [SimpleNamespace(partition_index=1, error_code=0)]
     respond(retry, SimpleNamespace(topics=topics))
     assert result.is_successful and tm.transaction_started

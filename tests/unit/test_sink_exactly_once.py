@@ -113,13 +113,13 @@ def test_marker_round_trip_and_foreign_metadata() -> None:
 
 def test_committed_marker_is_the_highest_batch() -> None:
     offsets = {
-        TP("a", 0): OffsetAndMetadata(3, encode_marker(Marker(3, 1, 1))),
-        TP("b", 1): OffsetAndMetadata(5, encode_marker(Marker(5, 4, 8))),
-        TP("c", 0): OffsetAndMetadata(9, "someone else's"),
+        TP("a", 0): OffsetAndMetadata(3, metadata=encode_marker(Marker(3, 1, 1))),
+        TP("b", 1): OffsetAndMetadata(5, metadata=encode_marker(Marker(5, 4, 8))),
+        TP("c", 0): OffsetAndMetadata(9, metadata="someone else's"),
     }
     assert committed_marker("g", offsets) == Marker(5, 4, 8)
     assert committed_marker("g", {}) is None
-    assert committed_marker("g", {TP("c", 0): OffsetAndMetadata(9, "")}) is None
+    assert committed_marker("g", {TP("c", 0): OffsetAndMetadata(9, metadata="")}) is None
 
 
 def test_decide() -> None:
@@ -190,7 +190,7 @@ def _run(
         if committed is None:
             return {}
         marker = committed if isinstance(committed, Marker) else Marker(committed)
-        return {TP("out", 0): OffsetAndMetadata(marker.batch_id, encode_marker(marker))}
+        return {TP("out", 0): OffsetAndMetadata(marker.batch_id, metadata=encode_marker(marker))}
 
     def send_rows(rows: Any, producer: Any) -> tuple[int, TP]:
         n = sum(b.num_rows for b in rows)
@@ -213,7 +213,7 @@ def _run(
 
 def test_write_path_fences_then_checks_then_writes_and_records() -> None:
     calls, outcome = _run(_rows(0, 3, 2), committed=4)
-    marker = {TP("out", 2): OffsetAndMetadata(5, encode_marker(Marker(5, 5, 5)))}
+    marker = {TP("out", 2): OffsetAndMetadata(5, metadata=encode_marker(Marker(5, 5, 5)))}
     assert calls == [
         ("new_producer", "p-q-1"),
         ("init",),

@@ -146,7 +146,9 @@ class ConsumerOffsets:
             state = self._subscriptions.state(tp)
             if state.position is not None:
                 epoch = getattr(state, "offset_epoch", None)
-                out[tp] = OffsetAndMetadata(int(state.position), "", -1 if epoch is None else int(epoch))
+                out[tp] = OffsetAndMetadata(
+                    int(state.position), leader_epoch=-1 if epoch is None else int(epoch)
+                )
         return out
 
     def maybe_auto_commit(self) -> None:

@@ -10,7 +10,6 @@ member epoch), OffsetFetch 1-7 (v8 batches groups), the rest up to the schema's 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder
@@ -18,6 +17,7 @@ from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build as make
 from spark_kafkalite.protocol.entities import nested
+from spark_kafkalite.protocol.group_records import OffsetAndMetadata
 
 __all__ = [
     "COORDINATOR_KEY_GROUP",
@@ -55,16 +55,6 @@ for _key, _range in (
 #: FindCoordinator key types (``FindCoordinatorRequest.CoordinatorType``).
 COORDINATOR_KEY_GROUP = 0
 COORDINATOR_KEY_TRANSACTION = 1
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetAndMetadata:
-    """A committed offset (Java ``OffsetAndMetadata``): the next offset to consume, an optional
-    metadata string and the leader epoch of the last consumed record (-1 unknown)."""
-
-    offset: int
-    metadata: str = ""
-    leader_epoch: int = -1
 
 
 def rebalance_request_timeout_ms(rebalance_timeout_ms: int, request_timeout_ms: int) -> int:
@@ -296,7 +286,9 @@ def parse_offset_fetch_response(
             om = None
             if offset >= 0:
                 om = OffsetAndMetadata(
-                    offset, str(p.metadata or ""), int(getattr(p, "committed_leader_epoch", -1))
+                    offset,
+                    leader_epoch=int(getattr(p, "committed_leader_epoch", -1)),
+                    metadata=str(p.metadata or ""),
                 )
             out[tp] = (om, int(p.error_code))
     return top, out
