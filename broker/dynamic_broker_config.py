@@ -8,14 +8,18 @@ Which keys may change (:func:`validate_dynamic_broker_configs`):
 * the broker defaults of topic configs (Kafka's ``DynamicLogConfig``: ``log.retention.ms``,
   ``log.segment.bytes``, ``message.max.bytes``, ``log.cleanup.policy``, ``compression.type``, ...,
   every broker synonym of a topic config): the broker recomputes every topic's ``LogConfig``;
+* the connection limits ``max.connections``, ``max.connections.per.ip`` and
+  ``max.connections.per.ip.overrides`` (Kafka's ``SocketServer`` reconfigurable configs): the
+  socket server's ``ConnectionQuotas`` take them;
 * keys Kafka updates dynamically that this broker accepts without using (``log.cleaner.threads``,
   ``num.recovery.threads.per.data.dir``, ``producer.id.expiration.ms``, ...): stored and described;
 * keys this broker does not know (``background.threads``, ``sasl.kerberos.*``): stored as Kafka
   stores custom keys.
 
 Every other known key (``log.dirs``, ``listeners``, ``num.io.threads``, ...) is refused with
-INVALID_REQUEST "Cannot update these configs dynamically: Set(k)" (Kafka's wording; ``num.io.threads``
-and the listener keys Kafka can change, this broker cannot without a restart).
+INVALID_REQUEST "Cannot update these configs dynamically: Set(k)" (Kafka's wording; ``num.io.threads``,
+``num.replica.fetchers`` and the listener and TLS keys Kafka can change, this broker cannot
+without a restart).
 
 The effective value of a key, most specific first: per-broker dynamic (DYNAMIC_BROKER_CONFIG), the
 cluster-wide default (DYNAMIC_DEFAULT_BROKER_CONFIG), the properties file (STATIC_BROKER_CONFIG),
@@ -29,15 +33,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from broker.config import KafkaConfig
-from broker.config_def import ConfigError
+from broker.config_def import ConfigError, parse_list
 from broker.controller.metadata_image import RESOURCE_TYPE_BROKER, MetadataImage
 from broker.controller.topic_configs import TOPIC_CONFIG_DEF
+from broker.network.connection_quotas import parse_per_ip_overrides
 from broker.server_configs import CONFIG_DEF, NO_EFFECT_SUFFIX
 from spark_kafkalite.protocol.configs import ConfigSource
 from spark_kafkalite.protocol.errors import InvalidRequestError
 
 __all__ = [
     "DYNAMIC_LOG_CONFIGS",
+    "DYNAMIC_CONNECTION_CONFIGS",
     "DYNAMIC_BROKER_CONFIGS",
     "DynamicBrokerConfig",
     "validate_dynamic_broker_configs",
@@ -48,6 +54,12 @@ logger = logging.getLogger(__name__)
 #: Broker keys that default a topic config (Kafka's ``DynamicLogConfig.ReconfigurableConfigs``).
 DYNAMIC_LOG_CONFIGS = frozenset(
     key for spec in TOPIC_CONFIG_DEF.values() for key, _ in spec.synonyms if key in CONFIG_DEF
+)
+
+#: Connection limits applied live to the socket server's ``ConnectionQuotas`` (Kafka's
+#: ``SocketServer.ReconfigurableConfigs``).
+DYNAMIC_CONNECTION_CONFIGS = frozenset(
+    {"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides"}
 )
 
 #: Other keys Kafka updates dynamically (``LogCleaner``, ``DynamicThreadPool``, ``SocketServer``,
@@ -70,7 +82,7 @@ _KAFKA_DYNAMIC_UNUSED = frozenset(
 )
 
 #: Known keys that may be altered on a BROKER resource.
-DYNAMIC_BROKER_CONFIGS = DYNAMIC_LOG_CONFIGS | _KAFKA_DYNAMIC_UNUSED
+DYNAMIC_BROKER_CONFIGS = DYNAMIC_LOG_CONFIGS | DYNAMIC_CONNECTION_CONFIGS | _KAFKA_DYNAMIC_UNUSED
 
 
 def _scala_set(names: list[str]) -> str:
@@ -89,13 +101,22 @@ def validate_dynamic_broker_configs(configs: Mapping[str, str]) -> None:
     static = [name for name in configs if name in CONFIG_DEF and name not in DYNAMIC_BROKER_CONFIGS]
     if static:
         raise InvalidRequestError(f"Cannot update these configs dynamically: {_scala_set(static)}")
+    if configs.get("max.connections.per.ip", "").strip() == "0" and not configs.get(
+        "max.connections.per.ip.overrides"
+    ):
+        raise InvalidRequestError(
+            "Invalid value 0 for configuration max.connections.per.ip: can be set to zero only if "
+            "max.connections.per.ip.overrides is set"
+        )
     for name, raw in configs.items():
         spec = CONFIG_DEF.get(name)
         if spec is None:
             continue  # a custom key: stored as given
         try:
             value = spec.parse(raw)
-        except ConfigError as exc:
+            if name == "max.connections.per.ip.overrides":
+                parse_per_ip_overrides(parse_list(value))
+        except (ConfigError, ValueError) as exc:
             raise InvalidRequestError(f"Invalid value {raw} for configuration {name}: {exc}") from None
         for topic_spec in TOPIC_CONFIG_DEF.values():
             for key, factor in topic_spec.synonyms:

@@ -45,6 +45,7 @@ from broker.apis.init_producer_id import producer_id_manager
 from broker.apis.kafka_apis import KafkaApis
 from broker.atomic_file import write_atomically
 from broker.config import LONG_MAX, Endpoint, KafkaConfig, parse_properties
+from broker.config_def import parse_list
 from broker.controller.controller import Controller
 from broker.controller.metadata_image import MetadataDelta, MetadataImage, MetadataRecord, diff_images
 from broker.controller.publish_queue import MetadataPublishQueue
@@ -58,7 +59,7 @@ from broker.controller.topic_publisher import TopicMetadataPublisher
 from broker.coordinator.group.service import GroupCoordinatorService
 from broker.coordinator.producer_id_manager import PRODUCER_ID_BLOCK_FILE
 from broker.coordinator.transaction.service import TransactionCoordinatorService
-from broker.dynamic_broker_config import DYNAMIC_LOG_CONFIGS, DynamicBrokerConfig
+from broker.dynamic_broker_config import DYNAMIC_CONNECTION_CONFIGS, DYNAMIC_LOG_CONFIGS, DynamicBrokerConfig
 from broker.event_loop_monitor import EventLoopMonitor
 from broker.gc_pauses import GcPauseStats
 from broker.log.dir_lock import LogDirLockError, LogDirLocks
@@ -66,6 +67,7 @@ from broker.log.log_cleaner import LogCleaner
 from broker.log.log_config import LogConfig
 from broker.log.log_manager import LogManager
 from broker.log.log_tasks import LogTaskSettings, run_log_tasks
+from broker.network.connection_quotas import parse_per_ip_overrides
 from broker.network.socket_server import SocketServer
 from broker.replication.delayed_fetch import FetchPurgatory
 from broker.replication.replica_manager import ReplicaManager
@@ -271,8 +273,8 @@ class KafkaServer:
         self._publish_queue.publish(self._publish_steps(image, delta))
 
     def _apply_dynamic_broker_configs(self, image: MetadataImage, delta: MetadataDelta) -> Iterator[None]:
-        """Take the dynamic broker configs of ``image`` (``DynamicBrokerConfig``); when a broker
-        default of topic configs changed (Kafka's ``DynamicLogConfig.reconfigure``), recompute
+        """Take the dynamic broker configs of ``image`` (``DynamicBrokerConfig``): new connection
+        limits go to the socket server's ``ConnectionQuotas``; when a broker default of topic configs changed (Kafka's ``DynamicLogConfig.reconfigure``), recompute
         the default ``LogConfig`` and every existing topic's, ``_APPLY_DELTA_CHUNK`` topics per
         step (the cost of a broker config change follows the topics; requests pay nothing)."""
         assert self.log_manager is not None and self._topic_publisher is not None
@@ -280,9 +282,15 @@ class KafkaServer:
         if not changed:
             return
         logger.info("dynamic broker configs changed: %s", sorted(changed))
+        config = self._dynamic_config.config
+        if changed & DYNAMIC_CONNECTION_CONFIGS and self.socket_server is not None:
+            self.socket_server.quotas.reconfigure(
+                config["max.connections"],
+                config["max.connections.per.ip"],
+                parse_per_ip_overrides(parse_list(config["max.connections.per.ip.overrides"])),
+            )
         if not changed & DYNAMIC_LOG_CONFIGS:
             return
-        config = self._dynamic_config.config
         self.log_manager.config = log_config_from(config)
         created = {t.name for t in delta.created_topics}
         names = [n for n in image.topics if n not in created]

@@ -87,6 +87,17 @@ class ConnectionQuotas:
         self.per_ip: dict[str, int] = {}
         self._slot_freed = asyncio.Event()
 
+    def reconfigure(
+        self, max_connections: int, max_connections_per_ip: int, per_ip_overrides: Mapping[str, int]
+    ) -> None:
+        """New limits from a dynamic broker config change (Kafka's ``ConnectionQuotas.updateMaxConnections``
+        / ``updateIpConnectionRateQuota``): open connections stay; an acceptor waiting for a slot
+        re-checks at once (a raised ``max.connections`` frees it)."""
+        self.max_connections = max_connections
+        self.max_connections_per_ip = max_connections_per_ip
+        self.per_ip_overrides = dict(per_ip_overrides)
+        self._slot_freed.set()
+
     def is_protected(self, listener_name: str) -> bool:
         return listener_name == self.protected_listener
 

@@ -5,6 +5,7 @@ validation errors, live effect on the log, and persistence across a restart."""
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 
@@ -264,6 +265,50 @@ def test_confluent_dynamic_broker_configs(cluster: LocalCluster, unique_topic: s
     _wait_produce_error(producer, unique_topic, 3000, None)
     entry = admin.describe_configs([broker])[broker].result(timeout=15)["message.max.bytes"]
     assert (entry.value, entry.source) == ("1048588", DEFAULT)
+
+
+def test_dynamic_connection_limit_applies_to_the_next_connections(cluster: LocalCluster) -> None:
+    """``max.connections.per.ip.overrides`` changed without a restart: a second connection from
+    127.0.0.2 (another loopback address, so the other tests' clients are not limited) is closed
+    at once while the first stays; deleting the override lifts the limit."""
+    admin = ck_admin(cluster.bootstrap_servers)
+    host, port = cluster.bootstrap_servers.split(":")
+
+    def alter(op: AlterConfigOpType, value: str | None) -> None:
+        entry = ConfigEntry("max.connections.per.ip.overrides", value, incremental_operation=op)
+        resource = ConfigResource("broker", "1", incremental_configs=[entry])
+        assert ck_error(admin.incremental_alter_configs([resource])[resource]) is None
+
+    def connect() -> socket.socket:
+        sock = socket.create_connection((host, int(port)), timeout=5, source_address=("127.0.0.2", 0))
+        sock.settimeout(0.3)
+        return sock
+
+    def closed_by_broker(sock: socket.socket) -> bool:
+        try:
+            return sock.recv(1) == b""
+        except TimeoutError:
+            return False
+
+    alter(AlterConfigOpType.SET, "127.0.0.2:1")
+    try:
+        deadline = time.monotonic() + 10
+        while True:  # the broker takes the new limit right after the alter returns
+            with connect() as first, connect() as second:
+                if closed_by_broker(second):
+                    assert not closed_by_broker(first)
+                    break
+            assert time.monotonic() < deadline, "the per-IP override never applied"
+            time.sleep(0.05)
+    finally:
+        alter(AlterConfigOpType.DELETE, None)
+    deadline = time.monotonic() + 10
+    while True:
+        with connect() as first, connect() as second:
+            if not closed_by_broker(second):
+                break
+        assert time.monotonic() < deadline, "the per-IP override was never lifted"
+        time.sleep(0.05)
 
 
 def test_confluent_group_configs(cluster: LocalCluster) -> None:

@@ -45,6 +45,10 @@ def test_broker_keys_that_cannot_change_are_refused_as_kafka_words_it() -> None:
     assert errors[0].message == "Cannot update these configs dynamically: Set(log.dirs, num.partitions)"
     _, errors = alter(image, (BROKER, "1", [("message.max.bytes", SET, "big")]))
     assert isinstance(errors[0], InvalidRequestError) and "message.max.bytes" in str(errors[0])
+    _, errors = alter(image, (BROKER, "", [("max.connections.per.ip.overrides", SET, "no-port")]))
+    assert isinstance(errors[0], InvalidRequestError) and "max.connections.per.ip.overrides" in str(errors[0])
+    _, errors = alter(image, (BROKER, "", [("max.connections.per.ip", SET, "0")]))
+    assert isinstance(errors[0], InvalidRequestError) and "only if" in str(errors[0])
     _, errors = alter(image, (BROKER, "one", [("message.max.bytes", SET, "1")]))
     assert errors[0].message == "Invalid broker name one"
 
