@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 from broker.apis.auth_helper import authorize
 from broker.apis.context import BrokerContext
 from broker.apis.txn_support import fenced_error_for_version, transaction_coordinator_of
-from broker.coordinator.group import GROUP_METADATA_TOPIC_NAME
 from broker.coordinator.group.api_support import coordinator_of
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build
 from spark_kafkalite.protocol.errors import ErrorCode
+from spark_kafkalite.protocol.internal_topics import GROUP_METADATA_TOPIC_NAME
 
 if TYPE_CHECKING:
     from broker.apis.kio_types import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse

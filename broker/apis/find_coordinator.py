@@ -17,13 +17,16 @@ from typing import TYPE_CHECKING, Any
 
 from broker.apis.auth_helper import authorize
 from broker.apis.context import BrokerContext
-from broker.coordinator.group import GROUP_METADATA_TOPIC_NAME
-from broker.coordinator.transaction import TRANSACTION_STATE_TOPIC_NAME
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
+from spark_kafkalite.protocol.internal_topics import (
+    GROUP_METADATA_TOPIC_NAME,
+    TRANSACTION_STATE_TOPIC_NAME,
+    CoordinatorType,
+)
 
 if TYPE_CHECKING:
     from broker.apis.kio_types import FindCoordinatorRequest, FindCoordinatorResponse
@@ -37,17 +40,21 @@ async def _find(
     ctx: BrokerContext, rctx: RequestContext, key_type: int, key: str, listener: str
 ) -> tuple[int, str | None, tuple[int, str, int]]:
     # Authorization first (KafkaApis.getCoordinator): DESCRIBE on the group / transactional id.
-    if key_type == 0 and not authorize(ctx, rctx, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+    if key_type == CoordinatorType.GROUP and not authorize(
+        ctx, rctx, AclOperation.DESCRIBE, ResourceType.GROUP, key
+    ):
         return int(ErrorCode.group_authorization_failed), None, _NO_NODE
-    if key_type == 1 and not authorize(ctx, rctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+    if key_type == CoordinatorType.TRANSACTION and not authorize(
+        ctx, rctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+    ):
         return int(ErrorCode.transactional_id_authorization_failed), None, _NO_NODE
-    if key_type == 0:
+    if key_type == CoordinatorType.GROUP:
         service = getattr(ctx, "group_coordinator_service", None)
         if service is None or not service.coordinator.active:
             return int(ErrorCode.coordinator_not_available), "the group coordinator is not running", _NO_NODE
         error, message = await service.ensure_offsets_topic()
         topic, partition = GROUP_METADATA_TOPIC_NAME, service.coordinator.manager.partition_for(key)
-    elif key_type == 1:
+    elif key_type == CoordinatorType.TRANSACTION:
         txn_service = getattr(ctx, "transaction_coordinator_service", None)
         if txn_service is None or not txn_service.coordinator.active:
             return (
@@ -57,7 +64,7 @@ async def _find(
             )
         error, message = await txn_service.ensure_transaction_state_topic()
         topic, partition = TRANSACTION_STATE_TOPIC_NAME, txn_service.state_manager.partition_for(key)
-    elif key_type == 2:
+    elif key_type == CoordinatorType.SHARE:
         return int(ErrorCode.invalid_request), "share groups are not supported by this broker", _NO_NODE
     else:
         return int(ErrorCode.invalid_request), f"unknown coordinator key type {key_type}", _NO_NODE

@@ -41,6 +41,7 @@ from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
+from spark_kafkalite.protocol.internal_topics import GROUP_METADATA_TOPIC_NAME
 from spark_kafkalite.protocol.metadata_response import (
     MetadataResponseParts,
     encode_struct,
@@ -165,11 +166,11 @@ async def handle_metadata(
                 topics_out.append(described(cache.topic_bytes(cls, topic, ctx.image), name))
             elif validate_topic_name(name) is not None:
                 topics_out.append(described(_error_entry(cls, name, ErrorCode.invalid_topic_exception), name))
-            elif (name == "__consumer_offsets" or allow_auto_create) and not (
+            elif (name == GROUP_METADATA_TOPIC_NAME or allow_auto_create) and not (
                 may_create_any or authorize(ctx, rctx, AclOperation.CREATE, ResourceType.TOPIC, name)
             ):
                 topics_out.append(_error_entry(cls, name, ErrorCode.topic_authorization_failed))
-            elif name == "__consumer_offsets" and ctx.group_coordinator_service is not None:
+            elif name == GROUP_METADATA_TOPIC_NAME and ctx.group_coordinator_service is not None:
                 # The internal topic gets its own partitions/RF/compaction (Kafka's AutoTopicCreationManager).
                 await ctx.group_coordinator_service.ensure_offsets_topic()
                 topics_out.append(described(_error_entry(cls, name, ErrorCode.leader_not_available), name))

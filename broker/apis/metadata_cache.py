@@ -27,6 +27,7 @@ from broker.controller.metadata_image import (
 )
 from spark_kafkalite.protocol.entities import build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
+from spark_kafkalite.protocol.internal_topics import GROUP_METADATA_TOPIC_NAME
 from spark_kafkalite.protocol.metadata_response import encode_struct, metadata_topic_bytes
 
 __all__ = ["MetadataResponseCache", "NO_AUTHORIZED_OPERATIONS"]
@@ -95,7 +96,7 @@ class MetadataResponseCache:
             error_code=ErrorCode.none,
             name=topic.name,
             topic_id=topic.topic_id,
-            is_internal=topic.name == "__consumer_offsets",
+            is_internal=topic.name == GROUP_METADATA_TOPIC_NAME,
             partitions=(),
             topic_authorized_operations=NO_AUTHORIZED_OPERATIONS,
         )

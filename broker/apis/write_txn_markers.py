@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Any
 
 from broker.apis.auth_helper import authorize_cluster
 from broker.apis.context import BrokerContext
-from broker.coordinator.group import GROUP_METADATA_TOPIC_NAME
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.acl import AclOperation
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.control_records import end_txn_marker_batch
 from spark_kafkalite.protocol.entities import nested
 from spark_kafkalite.protocol.errors import ClusterAuthorizationFailedError, ErrorCode
+from spark_kafkalite.protocol.internal_topics import GROUP_METADATA_TOPIC_NAME
 from spark_kafkalite.protocol.types import TopicPartitionKey
 
 if TYPE_CHECKING:

@@ -59,12 +59,13 @@ from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated  # type:
 from broker.controller.controller_commands import Command, MetadataStateMachine
 from broker.controller.metadata_image import MetadataImage, MetadataRecord, image_to_records
 from broker.controller.replication_control import ControllerSettings
+from spark_kafkalite.protocol.internal_topics import CLUSTER_METADATA_TOPIC_NAME
 
 __all__ = ["MetadataQuorum", "METADATA_DIR_NAME", "QuorumSettings"]
 
 logger = logging.getLogger(__name__)
 
-METADATA_DIR_NAME = "__cluster_metadata-0"
+METADATA_DIR_NAME = f"{CLUSTER_METADATA_TOPIC_NAME}-0"
 _SNAPSHOT_VERSION = 1
 
 RecordsListener = Callable[[list[MetadataRecord]], None]

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from broker.atomic_file import fsync_dir, fsync_file, fsync_written, sync_file_system
 from spark_kafkalite.protocol.errors import KafkaStorageError
+from spark_kafkalite.protocol.internal_topics import CLUSTER_METADATA_TOPIC_NAME
 from spark_kafkalite.protocol.types import TopicPartitionKey
 
 from .checkpoints import (
@@ -46,8 +47,6 @@ _SYNCFS_MIN_FILES = 8
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
-#: The controller quorum keeps its Raft journal in ``<first log dir>/__cluster_metadata-0/``.
-METADATA_TOPIC = "__cluster_metadata"
 
 
 def _fsync_paths(paths: Sequence[Path]) -> None:
@@ -167,7 +166,9 @@ class LogManager:
                     shutil.rmtree(entry.path, ignore_errors=True)
                     continue
                 key = parse_topic_partition_dir(entry.name)
-                if key is None or key[0] == METADATA_TOPIC:  # the Raft journal (controller quorum)
+                if (
+                    key is None or key[0] == CLUSTER_METADATA_TOPIC_NAME
+                ):  # the Raft journal (controller quorum)
                     continue
                 if key in self._logs:
                     raise KafkaStorageError(

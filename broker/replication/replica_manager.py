@@ -43,6 +43,7 @@ from spark_kafkalite.protocol.errors import (
     RecordError,
     UnknownTopicOrPartitionError,
 )
+from spark_kafkalite.protocol.internal_topics import INTERNAL_TOPICS
 from spark_kafkalite.protocol.types import TopicPartitionKey
 
 if TYPE_CHECKING:
@@ -51,13 +52,12 @@ if TYPE_CHECKING:
     from broker.log.log_manager import LogManager
     from broker.replication.delayed_fetch import FetchPurgatory
 
-__all__ = ["ReplicaManager", "PartitionAppendResult", "INTERNAL_TOPICS"]
+__all__ = ["ReplicaManager", "PartitionAppendResult"]
 
 logger = logging.getLogger(__name__)
 
 LeadershipListener = Callable[[str, int, bool, int], None]
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _ISR_RETRY_BACKOFF_MS = 200
 
 

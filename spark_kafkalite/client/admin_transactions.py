@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from spark_kafkalite.client.network_client import now_ms
-from spark_kafkalite.client.producer.txn_requests import COORDINATOR_KEY_TRANSACTION, find_coordinator_request
+from spark_kafkalite.client.producer.txn_requests import find_coordinator_request
 from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
@@ -20,6 +20,7 @@ from spark_kafkalite.protocol.errors import (
     KafkaTimeoutError,
     error_for_code,
 )
+from spark_kafkalite.protocol.internal_topics import CoordinatorType
 
 if TYPE_CHECKING:
     from spark_kafkalite.client.metadata import Cluster
@@ -134,7 +135,7 @@ class AdminTransactions:
             if node is None:
                 node = min(cluster.nodes)
             response = self._send(
-                node, find_coordinator_request(transactional_id, COORDINATOR_KEY_TRANSACTION), deadline
+                node, find_coordinator_request(transactional_id, CoordinatorType.TRANSACTION), deadline
             )
             code = int(response.error_code)
             if code == ErrorCode.none:

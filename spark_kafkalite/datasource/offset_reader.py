@@ -25,12 +25,12 @@ from spark_kafkalite.datasource.options import (
     SubscribeStrategy,
 )
 from spark_kafkalite.protocol.errors import KafkaError, UnknownTopicOrPartitionError
+from spark_kafkalite.protocol.internal_topics import INTERNAL_TOPICS
 
-__all__ = ["KafkaOffsetReader", "INTERNAL_TOPICS"]
+__all__ = ["KafkaOffsetReader"]
 
 log = logging.getLogger(__name__)
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 """Topics a pattern subscription never matches (Kafka's ``exclude.internal.topics=true``)."""
 
 T = TypeVar("T")

@@ -23,7 +23,6 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from broker.coordinator.group import GROUP_METADATA_TOPIC_NAME
 from broker.coordinator.group.classic_group import GroupMetadata, GroupState, MemberMetadata
 from broker.coordinator.group.offsets_log import (
     KeyValue,
@@ -49,6 +48,7 @@ from spark_kafkalite.protocol.group_records import (
     encode_offset_commit_key,
     encode_offset_commit_value,
 )
+from spark_kafkalite.protocol.internal_topics import GROUP_METADATA_TOPIC_NAME
 from spark_kafkalite.protocol.types import TopicPartitionKey
 
 __all__ = ["GroupMetadataManager", "java_string_hashcode", "partition_for_group"]

@@ -18,12 +18,12 @@ import logging
 from typing import Any
 
 from broker.controller.single_node_controller import CreatableTopicSpec
-from broker.coordinator.group import GROUP_METADATA_TOPIC_NAME
 from broker.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator
 from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
 from broker.coordinator.group.offsets_log import ReplicaManagerAppender
 from broker.coordinator.group.scheduler import AsyncioScheduler
 from spark_kafkalite.protocol.errors import ErrorCode
+from spark_kafkalite.protocol.internal_topics import GROUP_METADATA_TOPIC_NAME
 
 __all__ = ["GroupCoordinatorService", "group_config_from"]
 

@@ -4,9 +4,3 @@ every transactional id in the internal ``__transaction_state`` topic
 request logic of InitProducerId / AddPartitionsToTxn / AddOffsetsToTxn / EndTxn
 (:mod:`.transaction_coordinator`), the WriteTxnMarkers sender to partition leaders
 (:mod:`.transaction_marker_channel_manager`) and the broker wiring (:mod:`.service`)."""
-
-from __future__ import annotations
-
-TRANSACTION_STATE_TOPIC_NAME = "__transaction_state"
-
-__all__ = ["TRANSACTION_STATE_TOPIC_NAME"]

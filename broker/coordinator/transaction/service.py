@@ -23,7 +23,6 @@ from typing import Any
 
 from broker.controller.single_node_controller import CreatableTopicSpec
 from broker.coordinator.group.offsets_log import ReplicaManagerAppender
-from broker.coordinator.transaction import TRANSACTION_STATE_TOPIC_NAME
 from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
 from broker.coordinator.transaction.transaction_marker_channel_manager import (
     BrokerMarkerSender,
@@ -34,6 +33,7 @@ from broker.coordinator.transaction.transaction_state_manager import (
     TransactionStateManager,
 )
 from spark_kafkalite.protocol.errors import ErrorCode
+from spark_kafkalite.protocol.internal_topics import TRANSACTION_STATE_TOPIC_NAME
 
 __all__ = ["TransactionCoordinatorService", "transaction_config_from"]
 

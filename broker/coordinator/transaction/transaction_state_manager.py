@@ -28,13 +28,13 @@ from broker.coordinator.group.offsets_log import (
     read_partition,
     storage_error_to_coordinator_error,
 )
-from broker.coordinator.transaction import TRANSACTION_STATE_TOPIC_NAME
 from broker.coordinator.transaction.transaction_metadata import (
     TransactionMetadata,
     TransactionState,
     TxnTransitMetadata,
 )
 from spark_kafkalite.protocol.errors import ErrorCode
+from spark_kafkalite.protocol.internal_topics import TRANSACTION_STATE_TOPIC_NAME
 from spark_kafkalite.protocol.transaction_records import (
     TransactionRecordFormatError,
     decode_transaction_log_key,

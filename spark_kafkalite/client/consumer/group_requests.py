@@ -18,10 +18,9 @@ from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build as make
 from spark_kafkalite.protocol.entities import nested
 from spark_kafkalite.protocol.group_records import OffsetAndMetadata
+from spark_kafkalite.protocol.internal_topics import CoordinatorType
 
 __all__ = [
-    "COORDINATOR_KEY_GROUP",
-    "COORDINATOR_KEY_TRANSACTION",
     "OffsetAndMetadata",
     "find_coordinator_request",
     "join_group_request",
@@ -52,10 +51,6 @@ for _key, _range in (
 ):
     CLIENT_API_VERSIONS.setdefault(_key, _range)
 
-#: FindCoordinator key types (``FindCoordinatorRequest.CoordinatorType``).
-COORDINATOR_KEY_GROUP = 0
-COORDINATOR_KEY_TRANSACTION = 1
-
 
 def rebalance_request_timeout_ms(rebalance_timeout_ms: int, request_timeout_ms: int) -> int:
     """JoinGroup may be held for the whole rebalance: Java waits ``max(request.timeout.ms,
@@ -63,7 +58,7 @@ def rebalance_request_timeout_ms(rebalance_timeout_ms: int, request_timeout_ms: 
     return max(int(request_timeout_ms), int(rebalance_timeout_ms) + 5000)
 
 
-def find_coordinator_request(key: str, key_type: int = COORDINATOR_KEY_GROUP) -> RequestBuilder:
+def find_coordinator_request(key: str, key_type: int = CoordinatorType.GROUP) -> RequestBuilder:
     """FindCoordinator for one group id or transactional id (v1+ carries the key type, so a
     transactional id needs v1; v4+ batches keys, not used)."""
 

@@ -57,7 +57,6 @@ from spark_kafkalite.client.producer.txn_request_handlers import (
     TxnRequestHandler,
     fenced_error,
 )
-from spark_kafkalite.client.producer.txn_requests import COORDINATOR_KEY_TRANSACTION
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.protocol.errors import (
     ClusterAuthorizationFailedError,
@@ -67,6 +66,7 @@ from spark_kafkalite.protocol.errors import (
     TransactionalIdAuthorizationFailedError,
     UnsupportedVersionError,
 )
+from spark_kafkalite.protocol.internal_topics import CoordinatorType
 
 if TYPE_CHECKING:
     from spark_kafkalite.client.producer.producer_batch import ProducerBatch
@@ -482,4 +482,4 @@ class TransactionManager:
         return self.state in (State.COMMITTING_TRANSACTION, State.ABORTING_TRANSACTION)
 
     def transaction_coordinator_key(self) -> tuple[int, str]:
-        return COORDINATOR_KEY_TRANSACTION, self.transactional_id or ""
+        return CoordinatorType.TRANSACTION, self.transactional_id or ""

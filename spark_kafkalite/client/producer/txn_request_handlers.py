@@ -26,8 +26,6 @@ from spark_kafkalite.client.consumer.consumer_offsets import CommitFailedError
 from spark_kafkalite.client.consumer.group_requests import OffsetAndMetadata
 from spark_kafkalite.client.producer.transaction_state import State, TransactionalRequestResult
 from spark_kafkalite.client.producer.txn_requests import (
-    COORDINATOR_KEY_GROUP,
-    COORDINATOR_KEY_TRANSACTION,
     add_offsets_to_txn_request,
     add_partitions_to_txn_errors,
     add_partitions_to_txn_request,
@@ -49,6 +47,7 @@ from spark_kafkalite.protocol.errors import (
     UnsupportedVersionError,
     error_for_code,
 )
+from spark_kafkalite.protocol.internal_topics import CoordinatorType
 
 if TYPE_CHECKING:
     from spark_kafkalite.client.producer.transaction_manager import TransactionManager
@@ -88,10 +87,10 @@ def fenced_error(tm: TransactionManager) -> ProducerFencedError:
 
 class TxnRequestHandler:
     """One queued transactional request (Java ``TxnRequestHandler``). ``coordinator_type`` is
-    None (least loaded node), ``COORDINATOR_KEY_TRANSACTION`` or ``COORDINATOR_KEY_GROUP``."""
+    None (least loaded node), ``CoordinatorType.TRANSACTION`` or ``CoordinatorType.GROUP``."""
 
     priority = PRIORITY_ADD_PARTITIONS_OR_OFFSETS
-    coordinator_type: int | None = COORDINATOR_KEY_TRANSACTION
+    coordinator_type: int | None = CoordinatorType.TRANSACTION
     is_end_txn = False
 
     def __init__(self, tm: TransactionManager, result: TransactionalRequestResult | None = None) -> None:
@@ -319,7 +318,7 @@ class AddOffsetsToTxnHandler(TxnRequestHandler):
 
 
 class TxnOffsetCommitHandler(TxnRequestHandler):
-    coordinator_type = COORDINATOR_KEY_GROUP
+    coordinator_type = CoordinatorType.GROUP
 
     def __init__(
         self,
@@ -359,7 +358,7 @@ class TxnOffsetCommitHandler(TxnRequestHandler):
             elif code in (*_COORDINATOR_MOVED, ErrorCode.request_timed_out):
                 if not reloaded:
                     reloaded = True
-                    self.tm.lookup_coordinator(COORDINATOR_KEY_GROUP, group_id)
+                    self.tm.lookup_coordinator(CoordinatorType.GROUP, group_id)
             elif code in (ErrorCode.unknown_topic_or_partition, ErrorCode.coordinator_load_in_progress):
                 continue
             elif code == ErrorCode.group_authorization_failed:

@@ -11,8 +11,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from spark_kafkalite.client.consumer.group_requests import (
-    COORDINATOR_KEY_GROUP,
-    COORDINATOR_KEY_TRANSACTION,
     OffsetAndMetadata,
     find_coordinator_request,
 )
@@ -23,8 +21,6 @@ from spark_kafkalite.protocol.entities import build as make
 from spark_kafkalite.protocol.entities import nested
 
 __all__ = [
-    "COORDINATOR_KEY_GROUP",
-    "COORDINATOR_KEY_TRANSACTION",
     "find_coordinator_request",
     "init_producer_id_request",
     "add_partitions_to_txn_request",
