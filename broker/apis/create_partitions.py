@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.apis.auth_helper import authorized_names
 from broker.apis.context import BrokerContext
-from broker.controller.single_node_controller import CreatePartitionsSpec
+from broker.controller.controller import CreatePartitionsSpec
 from broker.errors import error_code_for, error_message_for
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.acl import AclOperation, ResourceType

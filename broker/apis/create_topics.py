@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from broker.apis.auth_helper import authorize_cluster, authorized_names
 from broker.apis.config_helper import describe_topic_configs
 from broker.apis.context import BrokerContext
-from broker.controller.single_node_controller import CreatableTopicSpec, CreateTopicOutcome
+from broker.controller.controller import CreatableTopicSpec, CreateTopicOutcome
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class

@@ -35,7 +35,8 @@ from broker.apis.auth_helper import (
 )
 from broker.apis.context import BrokerContext
 from broker.apis.metadata_cache import NO_AUTHORIZED_OPERATIONS
-from broker.controller.single_node_controller import CreatableTopicSpec, validate_topic_name
+from broker.controller.controller import CreatableTopicSpec
+from broker.controller.replication_control import validate_topic_name
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class

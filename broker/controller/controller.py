@@ -11,21 +11,52 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from broker.controller.metadata_image import PartitionRegistration
-    from broker.controller.replication_control import (
-        CreatableTopicSpec,
-        CreatePartitionsSpec,
-        CreateTopicOutcome,
-    )
     from broker.security.acl_control import AclDeleteResult
     from broker.security.scram_control import AlterResult, ScramDeletion, ScramUpsertion
     from spark_kafkalite.protocol.acl import AclBinding, AclBindingFilter
     from spark_kafkalite.protocol.errors import ErrorCode, KafkaError
 
-__all__ = ["Controller"]
+__all__ = ["Controller", "CreatableTopicSpec", "CreatePartitionsSpec", "CreateTopicOutcome"]
+
+
+@dataclass(frozen=True, slots=True)
+class CreatableTopicSpec:
+    """One topic of a CreateTopics request. -1 = broker default for partitions and RF;
+    ``assignments`` maps partition -> broker ids (then both counts must be -1)."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: Mapping[int, Sequence[int]] = field(default_factory=dict)
+    configs: Mapping[str, str | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicOutcome:
+    """Result for one topic: ``error`` is None on success (or when validate_only passed);
+    ``configs`` are its validated overrides (canonical strings)."""
+
+    name: str
+    error: KafkaError | None
+    topic_id: uuid.UUID | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsSpec:
+    """One topic of a CreatePartitions request: the new total ``count`` and, optionally, the
+    replicas of each new partition (``count`` - current entries)."""
+
+    name: str
+    count: int
+    assignments: Sequence[Sequence[int]] | None = None
 
 
 class Controller(Protocol):

@@ -24,6 +24,7 @@ from broker.controller.broker_lifecycle import (
     register_broker_records,
     unfence_broker_records,
 )
+from broker.controller.controller import CreatableTopicSpec, CreatePartitionsSpec
 from broker.controller.election import Election, change_partition
 from broker.controller.metadata_image import (
     MetadataImage,
@@ -33,8 +34,6 @@ from broker.controller.metadata_image import (
 )
 from broker.controller.replication_control import (
     ControllerSettings,
-    CreatableTopicSpec,
-    CreatePartitionsSpec,
     ReplicationControl,
 )
 from broker.controller.resource_configs import alter_resource_configs

@@ -52,6 +52,7 @@ from typing import Any
 
 from broker.controller.alter_partition_manager import AlterPartitionManager
 from broker.controller.broker_lifecycle_manager import BrokerLifecycleManager, ControllerUnavailable
+from broker.controller.controller import CreatableTopicSpec, CreatePartitionsSpec, CreateTopicOutcome
 from broker.controller.controller_commands import (
     AllocateProducerIdsCmd,
     AlterConfigsCmd,
@@ -77,9 +78,6 @@ from broker.controller.placement import random_placement_seed
 from broker.controller.quorum import MetadataQuorum, QuorumSettings
 from broker.controller.replication_control import (
     ControllerSettings,
-    CreatableTopicSpec,
-    CreatePartitionsSpec,
-    CreateTopicOutcome,
     ReplicationControl,
 )
 from broker.controller.resource_configs import alter_resource_configs

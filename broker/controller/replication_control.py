@@ -14,10 +14,11 @@ import logging
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from broker.controller.configuration_control import config_records, incremental_overrides, legacy_overrides
+from broker.controller.controller import CreatableTopicSpec, CreatePartitionsSpec, CreateTopicOutcome
 from broker.controller.metadata_image import (
     MetadataImage,
     MetadataRecord,
@@ -41,9 +42,6 @@ from spark_kafkalite.protocol.errors import (
 
 __all__ = [
     "ControllerSettings",
-    "CreatableTopicSpec",
-    "CreateTopicOutcome",
-    "CreatePartitionsSpec",
     "ReplicationControl",
     "validate_topic_name",
 ]
@@ -81,41 +79,6 @@ def validate_topic_name(name: str | None) -> str | None:
 
 def _collision_key(name: str) -> str:
     return name.replace(".", "_")
-
-
-@dataclass(frozen=True, slots=True)
-class CreatableTopicSpec:
-    """One topic of a CreateTopics request. -1 = broker default for partitions and RF;
-    ``assignments`` maps partition -> broker ids (then both counts must be -1)."""
-
-    name: str
-    num_partitions: int = -1
-    replication_factor: int = -1
-    assignments: Mapping[int, Sequence[int]] = field(default_factory=dict)
-    configs: Mapping[str, str | None] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class CreateTopicOutcome:
-    """Result for one topic: ``error`` is None on success (or when validate_only passed);
-    ``configs`` are its validated overrides (canonical strings)."""
-
-    name: str
-    error: KafkaError | None
-    topic_id: uuid.UUID | None = None
-    num_partitions: int = -1
-    replication_factor: int = -1
-    configs: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class CreatePartitionsSpec:
-    """One topic of a CreatePartitions request: the new total ``count`` and, optionally, the
-    replicas of each new partition (``count`` - current entries)."""
-
-    name: str
-    count: int
-    assignments: Sequence[Sequence[int]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.controller.configuration_control import config_records
+from broker.controller.controller import CreatableTopicSpec, CreatePartitionsSpec, CreateTopicOutcome
 from broker.controller.metadata_image import (
     AccessControlEntryRecord,
     ConfigRecord,
@@ -34,11 +35,7 @@ from broker.controller.metadata_image import (
 from broker.controller.placement import random_placement_seed
 from broker.controller.replication_control import (
     ControllerSettings,
-    CreatableTopicSpec,
-    CreatePartitionsSpec,
-    CreateTopicOutcome,
     ReplicationControl,
-    validate_topic_name,
 )
 from broker.controller.resource_config_store import load_resource_configs, save_resource_configs
 from broker.controller.resource_configs import alter_resource_configs
@@ -56,11 +53,7 @@ from spark_kafkalite.protocol.acl import AclBinding, AclBindingFilter
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError
 
 __all__ = [
-    "CreatableTopicSpec",
-    "CreateTopicOutcome",
-    "CreatePartitionsSpec",
     "SingleNodeController",
-    "validate_topic_name",
     "TOPIC_CONFIG_NAMES",
 ]
 

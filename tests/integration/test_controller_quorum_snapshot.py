@@ -13,10 +13,13 @@ from typing import Any
 
 import pytest
 
+from broker.controller.controller import CreatableTopicSpec
 from broker.controller.controller_commands import CreateTopicsCmd, HeartbeatCmd, RegisterBrokerCmd
 from broker.controller.metadata_image import MetadataImage
 from broker.controller.quorum import MetadataQuorum, QuorumSettings
-from broker.controller.replication_control import ControllerSettings, CreatableTopicSpec
+from broker.controller.replication_control import (
+    ControllerSettings,
+)
 from spark_kafkalite.local_cluster import free_ports
 
 pytestmark = pytest.mark.timeout(90)

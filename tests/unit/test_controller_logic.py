@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from broker.controller.controller import CreatableTopicSpec
 from broker.controller.controller_commands import (
     AllocateProducerIdsCmd,
     AlterPartitionCmd,
@@ -26,7 +27,9 @@ from broker.controller.metadata_image import (
     image_to_records,
 )
 from broker.controller.placement import assign_replicas
-from broker.controller.replication_control import ControllerSettings, CreatableTopicSpec
+from broker.controller.replication_control import (
+    ControllerSettings,
+)
 from spark_kafkalite.protocol.errors import ErrorCode
 
 SETTINGS = ControllerSettings(default_num_partitions=1, default_replication_factor=3)

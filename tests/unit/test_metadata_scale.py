@@ -12,6 +12,7 @@ from pathlib import Path
 from pytest import MonkeyPatch
 
 from broker.controller.alter_partition_manager import AlterPartitionManager
+from broker.controller.controller import CreatableTopicSpec
 from broker.controller.controller_commands import (
     AlterPartitionCmd,
     AlterPartitionsCmd,
@@ -29,7 +30,9 @@ from broker.controller.metadata_image import (
     diff_images,
     image_to_records,
 )
-from broker.controller.replication_control import ControllerSettings, CreatableTopicSpec
+from broker.controller.replication_control import (
+    ControllerSettings,
+)
 from broker.controller.topic_publisher import TopicMetadataPublisher
 from broker.log.log_config import LogConfig
 from broker.log.log_manager import LogManager

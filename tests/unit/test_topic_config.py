@@ -25,6 +25,7 @@ from broker.controller.configuration_control import (
     incremental_overrides,
     legacy_overrides,
 )
+from broker.controller.controller import CreatableTopicSpec, CreatePartitionsSpec
 from broker.controller.metadata_image import (
     RESOURCE_TYPE_TOPIC,
     ConfigRecord,
@@ -34,11 +35,7 @@ from broker.controller.metadata_image import (
     RemoveTopicRecord,
     TopicRecord,
 )
-from broker.controller.single_node_controller import (
-    CreatableTopicSpec,
-    CreatePartitionsSpec,
-    SingleNodeController,
-)
+from broker.controller.single_node_controller import SingleNodeController
 from broker.controller.topic_config_store import load_topic_configs, save_topic_configs
 from broker.controller.topic_configs import (
     TOPIC_CONFIG_DEF,

@@ -17,7 +17,7 @@ import contextlib
 import logging
 from typing import Any
 
-from broker.controller.single_node_controller import CreatableTopicSpec
+from broker.controller.controller import CreatableTopicSpec
 from broker.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator
 from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
 from broker.coordinator.group.offsets_log import ReplicaManagerAppender

@@ -21,7 +21,7 @@ import logging
 import time
 from typing import Any
 
-from broker.controller.single_node_controller import CreatableTopicSpec
+from broker.controller.controller import CreatableTopicSpec
 from broker.coordinator.group.offsets_log import ReplicaManagerAppender
 from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
 from broker.coordinator.transaction.transaction_marker_channel_manager import (
