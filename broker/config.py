@@ -344,10 +344,6 @@ class KafkaConfig:
             raise ConfigError(
                 "log.message.timestamp.type", "LogAppendTime is not supported yet (only CreateTime)"
             )
-        if v["compression.type"] != "producer":
-            raise ConfigError(
-                "compression.type", "only 'producer' is supported (the broker does not recompress)"
-            )
 
     # -- typed accessors ----------------------------------------------------------------
     def __getitem__(self, key: str) -> Any:

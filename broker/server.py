@@ -101,7 +101,7 @@ def log_config_from(config: KafkaConfig) -> LogConfig:
     message.max.bytes, log.flush.interval.messages, log.index.size.max.bytes, log.roll.ms/hours,
     log.retention.ms/minutes/hours, log.retention.bytes, log.cleanup.policy,
     log.flush.interval.ms, min.insync.replicas, log.message.timestamp.before/after.max.ms,
-    log.segment.delete.delay.ms)."""
+    log.segment.delete.delay.ms, compression.type and its compression.*.level keys)."""
     flush_messages = config["log.flush.interval.messages"]
     flush_ms = config.log_flush_interval_ms
     return LogConfig(
@@ -119,6 +119,10 @@ def log_config_from(config: KafkaConfig) -> LogConfig:
         message_timestamp_before_max_ms=config["log.message.timestamp.before.max.ms"],
         message_timestamp_after_max_ms=config["log.message.timestamp.after.max.ms"],
         file_delete_delay_ms=config["log.segment.delete.delay.ms"],
+        compression_type=config["compression.type"],
+        compression_gzip_level=config["compression.gzip.level"],
+        compression_lz4_level=config["compression.lz4.level"],
+        compression_zstd_level=config["compression.zstd.level"],
     )
 
 

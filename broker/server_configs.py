@@ -20,8 +20,14 @@ from broker.config_def import (
     non_empty_list,
     one_of,
 )
+from spark_kafkalite.protocol.compression import (
+    COMPRESSION_GZIP,
+    COMPRESSION_LEVELS,
+    COMPRESSION_LZ4,
+    COMPRESSION_ZSTD,
+)
 
-__all__ = ["CONFIG_DEF", "NO_EFFECT_SUFFIX"]
+__all__ = ["CONFIG_DEF", "NO_EFFECT_SUFFIX", "gzip_level_validator"]
 
 CONFIG_DEF: dict[str, ConfigKey] = {}
 
@@ -32,6 +38,14 @@ _UNUSED = NO_EFFECT_SUFFIX
 
 def _define(name: str, type_: str, default: Any, doc: str, validator: Validator | None = None) -> None:
     CONFIG_DEF[name] = ConfigKey(name, type_, default, doc, validator)
+
+
+def gzip_level_validator(value: Any) -> str | None:
+    """Kafka's ``CompressionType.GZIP.levelValidator`` (``compression.gzip.level``, broker and topic)."""
+    low, high, default = COMPRESSION_LEVELS[COMPRESSION_GZIP]
+    if value == default or low <= value <= high:
+        return None
+    return f"Value must be between {low} and {high} or equal to {default}"
 
 
 # --- KRaft / node ---------------------------------------------------------------------------
@@ -394,8 +408,31 @@ _define(
     "compression.type",
     "string",
     "producer",
-    "Final compression of topics (only producer is implemented: batches are stored as sent).",
+    "The final compression of topics without their own compression.type: uncompressed, zstd, lz4, "
+    "snappy, gzip, or producer (keep the codec the producer sent). A produced batch in another codec "
+    "is rebuilt with this one on append.",
     one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+)
+_define(
+    "compression.gzip.level",
+    "int",
+    COMPRESSION_LEVELS[COMPRESSION_GZIP][2],
+    "The compression level to use if compression.type is set to gzip: 1-9, or -1 (zlib's default, 6).",
+    gzip_level_validator,
+)
+_define(
+    "compression.lz4.level",
+    "int",
+    COMPRESSION_LEVELS[COMPRESSION_LZ4][2],
+    "The compression level to use if compression.type is set to lz4 (9: the fast compressor).",
+    between(*COMPRESSION_LEVELS[COMPRESSION_LZ4][:2]),
+)
+_define(
+    "compression.zstd.level",
+    "int",
+    COMPRESSION_LEVELS[COMPRESSION_ZSTD][2],
+    "The compression level to use if compression.type is set to zstd.",
+    between(*COMPRESSION_LEVELS[COMPRESSION_ZSTD][:2]),
 )
 _define("fetch.max.bytes", "int", 57671680, "Largest Fetch response the broker builds.", at_least(1024))
 _define(

@@ -21,6 +21,9 @@
 * Large reads: a partition read of more than ``DEFER_READ_ABOVE_BYTES`` takes its batch bounds
   from the headers on the event loop and its bytes from the file on the request workers
   (``num.io.threads``), so a 100 MB fetch does not hold the loop for a 100 MB ``pread``.
+* A consumer's Fetch below v10 of a partition whose topic has ``compression.type=zstd`` answers
+  UNSUPPORTED_COMPRESSION_TYPE without records (``KafkaApis.handleFetchRequest``: zstd needs
+  Fetch v10, KIP-110); followers are never refused.
 * Long poll (``DelayedFetch``): if fewer than ``min_bytes`` bytes are available and no partition
   has an error, the request parks in the fetch purgatory until an append wakes it and enough data
   is there, or until ``max_wait_ms``; then it answers with what is available. A sessionless or
@@ -44,7 +47,11 @@ from broker.replication.fetch_session_cache import IncrementalFetchContext, fetc
 from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
-from spark_kafkalite.protocol.errors import ErrorCode, TopicAuthorizationFailedError
+from spark_kafkalite.protocol.errors import (
+    ErrorCode,
+    TopicAuthorizationFailedError,
+    UnsupportedCompressionTypeError,
+)
 from spark_kafkalite.protocol.fetch_response_encode import (
     NO_DIVERGING_EPOCH,
     EpochEndOffset,
@@ -57,6 +64,7 @@ from spark_kafkalite.protocol.replica_fetch_codec import decode_fetch_request_v1
 
 if TYPE_CHECKING:
     from broker.apis.kio_types import FetchRequest
+    from broker.cluster.partition import Partition
 
 __all__ = ["FETCH_DECODERS", "handle_fetch", "fetch_error_response"]
 
@@ -95,6 +103,7 @@ def _read_all(
     ``pending`` each partition with more to give than it returned (``LogReadResult.pending``)."""
     replica_id = request.replica_id
     is_consumer = replica_id < 0
+    before_zstd = is_consumer and rctx.api_version < 10  # KIP-110: zstd batches need Fetch v10
     read_committed = is_consumer and request.isolation_level == 1
     # KIP-392 client metadata: a consumer's Fetch v11+ may read a follower and be redirected
     client_rack = request.rack_id if is_consumer and rctx.api_version >= 11 else None
@@ -136,6 +145,11 @@ def _read_all(
                     defer_above=DEFER_READ_ABOVE_BYTES,
                     client_rack=client_rack,
                 )
+                if before_zstd and _zstd_topic(replica_manager.partition(topic, index)):
+                    raise UnsupportedCompressionTypeError(
+                        f"Fetch v{rctx.api_version} cannot read {topic}-{index}: its topic is zstd-compressed "
+                        "(compression.type=zstd needs Fetch v10 or later)"
+                    )
                 preferred = result.preferred_read_replica
                 if preferred >= 0:
                     any_error = True  # answered at once, as on divergence (ReplicaManager.fetchMessages)
@@ -183,6 +197,11 @@ def _read_all(
             )
         topics_out.append(FetchTopicResult(topic, tuple(partitions_out)))
     return topics_out, total, any_error
+
+
+def _zstd_topic(partition: Partition | None) -> bool:
+    """True when the partition's topic has ``compression.type=zstd``."""
+    return partition is not None and partition.log.config.compression_type == "zstd"
 
 
 async def _load_deferred(ctx: BrokerContext, topics_out: list[FetchTopicResult]) -> None:

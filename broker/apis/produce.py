@@ -13,6 +13,16 @@ records (a timestamp out of range; a keyless record on a compacted topic, found 
 append) is refused whole, and from v8 the partition's response lists those records in
 ``record_errors`` (``batch_index``, message) with the batch's message in ``error_message``.
 
+Recompression (``LogValidator.validateMessagesAndAssignOffsetsCompressed``): when the topic's
+``compression.type`` is a codec (not ``producer``) and the batch's codec differs, the valid batch
+is rebuilt with the topic's codec and level (:func:`~spark_kafkalite.protocol.recompression.rebuild_batch`:
+records decompressed, offset deltas reassigned, recompressed, CRC computed anew) and that batch
+is appended; ``MESSAGE_TOO_LARGE`` if it outgrows ``max.message.bytes``. A batch already in the
+topic's codec is kept as sent, whatever its level (Kafka's in-place assignment: the codec types
+match), and so is every batch under ``producer``; clients cannot send control batches, so
+Kafka's exception for uncompressed control batches has nothing to apply to here. Followers
+copy the leader's bytes and never rebuild.
+
 Storage faults (Kafka's ``LogDirFailureChannel``): an ``OSError`` while appending (ENOSPC, EFBIG,
 EACCES, EROFS, EIO, ...) marks the partition's log dir offline and answers
 ``KAFKA_STORAGE_ERROR``; later produces to any log in that dir get ``KAFKA_STORAGE_ERROR`` without
@@ -20,7 +30,9 @@ touching the disk, while fetches keep serving what is already stored.
 
 Off the event loop (Kafka validates on its request handler threads, never on the network
 threads): a batch larger than ``INLINE_BATCH_BYTES``, or whose records decompress to more than
-``INLINE_UNCOMPRESSED_BYTES`` (a compression bomb), is checked on a ``num.io.threads`` worker.
+``INLINE_UNCOMPRESSED_BYTES`` (a compression bomb), is checked on a ``num.io.threads`` worker; so
+is a batch to rebuild whose records pass ``INLINE_RECOMPRESS_BYTES``, or whose topic compresses
+at a slower level than the codec's default.
 The request takes its place in each partition's append order when it arrives
 (``ReplicaManager.append_order``), so later requests to those partitions, from any connection,
 append after it: offsets, idempotence and transactions see the arrival order, as before.
@@ -51,6 +63,7 @@ from broker.network.request_context import CloseConnection, RequestContext
 from broker.replication.append_order import AppendTicket
 from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
+from spark_kafkalite.protocol.compression import within_default_cost
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import (
     ErrorCode,
@@ -68,8 +81,10 @@ from spark_kafkalite.protocol.produce_response import (
     ProduceResponseData,
     ProduceTopicResult,
 )
+from spark_kafkalite.protocol.recompression import rebuild_batch
 from spark_kafkalite.protocol.record_batch import (
     COMPRESSION_ZSTD,
+    RECORD_BATCH_OVERHEAD,
     BatchHeader,
     read_header,
     validate_batch,
@@ -182,6 +197,12 @@ INLINE_UNCOMPRESSED_BYTES = 1 << 20
 (a large or bomb-like batch: a few KB of zstd can inflate to ``kafkalite.message.max.uncompressed.bytes``)
 it is checked again, from the start, on a worker thread."""
 
+INLINE_RECOMPRESS_BYTES = 16 * 1024
+"""Largest batch (on the wire, and its records decompressed) the leader rebuilds with its topic's
+codec on the event loop, and only at a level no slower than the codec's default (~0.1-0.3 ms at
+16 KiB for gzip, zstd or lz4, about a thread hand-off); a larger one, or one for a slower level
+(zstd 19: ~40 ms for 12 KB), is checked and rebuilt on a worker thread."""
+
 
 @dataclass(slots=True)
 class _BatchLimits:
@@ -193,6 +214,7 @@ class _BatchLimits:
     timestamp_after_max_ms: int
     max_uncompressed_bytes: int
     compacted: bool
+    compression: tuple[int, int | None] | None  # LogConfig.compression: (codec, level), None = producer
 
     def validate(
         self, records: Any, max_uncompressed_bytes: int, topic_partition: tuple[str, int]
@@ -208,36 +230,80 @@ class _BatchLimits:
             compacted=self.compacted,
         )
 
+    def rebuilds(self, records: Any) -> bool:
+        """True when the topic's ``compression.type`` is a codec other than this batch's (read
+        from its header), so the leader rebuilds it."""
+        target = self.compression
+        return (
+            target is not None
+            and records is not None
+            and len(records) >= RECORD_BATCH_OVERHEAD
+            and read_header(records).compression_type != target[0]
+        )
+
+    def check(
+        self, records: Any, max_uncompressed_bytes: int, topic_partition: tuple[str, int]
+    ) -> tuple[BatchHeader, Any]:
+        """Validate the batch, then rebuild it with the topic's codec when it differs (see the
+        module docstring): ``(header, batch to append)``.
+
+        Raises:
+            the errors of :func:`validate_produce_batch` and of
+            :func:`~spark_kafkalite.protocol.recompression.rebuild_batch`;
+            MessageTooLargeError: the rebuilt batch outgrows ``max.message.bytes``.
+        """
+        header = self.validate(records, max_uncompressed_bytes, topic_partition)
+        target = self.compression
+        if target is None or header.compression_type == target[0]:
+            return header, records
+        codec, level = target
+        rebuilt = rebuild_batch(records, header, codec, level, max_uncompressed_bytes=max_uncompressed_bytes)
+        if len(rebuilt) > self.message_max_bytes:  # UnifiedLog.append: the size may have changed
+            raise MessageTooLargeError(
+                f"Message batch size is {len(rebuilt)} bytes after recompression, which exceeds the "
+                f"maximum configured size of {self.message_max_bytes}"
+            )
+        return read_header(rebuilt), rebuilt
+
 
 def _check_on_loop(
     records: Any, limits: _BatchLimits, topic_partition: tuple[str, int]
-) -> BatchHeader | None:
-    """Validate a small batch here; None when it is too large for the event loop (more than
-    :data:`INLINE_BATCH_BYTES` on the wire or :data:`INLINE_UNCOMPRESSED_BYTES` decompressed).
+) -> tuple[BatchHeader, Any] | None:
+    """Validate (and rebuild, see :meth:`_BatchLimits.check`) a small batch here; None when it is
+    too large for the event loop (more than :data:`INLINE_BATCH_BYTES` on the wire or
+    :data:`INLINE_UNCOMPRESSED_BYTES` decompressed; to rebuild, more than
+    :data:`INLINE_RECOMPRESS_BYTES`, or a topic level slower than its codec's default).
 
     Raises:
-        the errors of :func:`validate_produce_batch`.
+        the errors of :meth:`_BatchLimits.check`.
     """
     if records is not None and len(records) > INLINE_BATCH_BYTES:
         return None
+    inline = INLINE_UNCOMPRESSED_BYTES
+    if limits.rebuilds(records):
+        assert limits.compression is not None
+        if len(records) > INLINE_RECOMPRESS_BYTES or not within_default_cost(*limits.compression):
+            return None
+        inline = INLINE_RECOMPRESS_BYTES
     bound = limits.max_uncompressed_bytes
-    if bound <= INLINE_UNCOMPRESSED_BYTES:
-        return limits.validate(records, bound, topic_partition)
+    if bound <= inline:
+        return limits.check(records, bound, topic_partition)
     try:
-        return limits.validate(records, INLINE_UNCOMPRESSED_BYTES, topic_partition)
+        return limits.check(records, inline, topic_partition)
     except MessageTooLargeError:
         return None  # over the loop's share (or over message.max.bytes): the worker decides
 
 
 def _check_on_worker(
     batches: list[tuple[Any, _BatchLimits, tuple[str, int]]],
-) -> list[BatchHeader | Exception]:
-    """Worker-thread part: validate each batch with its full limits (the codecs and CRC-32C
-    release the GIL); each result is the header or the error the batch raised."""
-    out: list[BatchHeader | Exception] = []
+) -> list[tuple[BatchHeader, Any] | Exception]:
+    """Worker-thread part: validate (and rebuild) each batch with its full limits (the codecs,
+    CRC-32C and the compiled record rebuild release the GIL); each result is ``(header, batch to
+    append)`` or the error the batch raised."""
+    out: list[tuple[BatchHeader, Any] | Exception] = []
     for records, limits, topic_partition in batches:
         try:
-            out.append(limits.validate(records, limits.max_uncompressed_bytes, topic_partition))
+            out.append(limits.check(records, limits.max_uncompressed_bytes, topic_partition))
         except Exception as exc:  # noqa: BLE001 - mapped to the partition's error code on the loop
             out.append(exc)
     return out
@@ -275,9 +341,9 @@ async def handle_produce(
     # (topic, index) -> (error code, base offset, log start offset, message, log append time ms,
     # record errors)
     outcomes: dict[tuple[str, int], tuple[ErrorCode, int, int, str | None, int, tuple[RecordError, ...]]] = {}
-    # Each partition's batch, checked in request order: the header, the error, or None while a
-    # worker thread checks it (too large for the event loop, see _check_on_loop).
-    checked: list[tuple[tuple[str, int], Any, BatchHeader | Exception | None]] = []
+    # Each partition's batch, checked in request order: (header, batch to append), the error,
+    # or None while a worker thread checks it (too large for the event loop, see _check_on_loop).
+    checked: list[tuple[tuple[str, int], Any, tuple[BatchHeader, Any] | Exception | None]] = []
     deferred: list[tuple[int, Any, _BatchLimits, tuple[str, int]]] = []
     order: list[tuple[str, list[int]]] = []
     limits_by_config: dict[int, _BatchLimits] = {}  # the request's LogConfigs stay alive meanwhile
@@ -295,7 +361,7 @@ async def handle_produce(
                 outcomes[key] = (ErrorCode.topic_authorization_failed, -1, -1, None, -1, ())
                 continue
             records = partition_data.records
-            state: BatchHeader | Exception | None
+            state: tuple[BatchHeader, Any] | Exception | None
             try:
                 _registration, log = ctx.leader_log(topic, index)
                 log_config = log.config
@@ -308,6 +374,7 @@ async def handle_produce(
                         log_config.message_timestamp_after_max_ms,
                         max_uncompressed_bytes,
                         log_config.compact,
+                        log_config.compression,
                     )
                 state = _check_on_loop(records, limits, key)
                 if state is None:
@@ -339,17 +406,18 @@ async def handle_produce(
         # views into the request frame (never copied; the log writes a patched copy of the header)
         entries: dict[tuple[str, int], memoryview] = {}
         transactional_without_id = False
-        for key, records, state in checked:
+        for key, _records, state in checked:
             topic, index = key
             try:
                 if isinstance(state, Exception):
                     raise state
                 assert state is not None
-                if state.is_transactional and request.transactional_id is None:
+                header, batch = state  # batch: the request's bytes, or the rebuilt batch
+                if header.is_transactional and request.transactional_id is None:
                     transactional_without_id = True
                 if key in entries:
                     raise InvalidRecordError(f"Duplicate partition {topic}-{index} in the produce request")
-                entries[key] = memoryview(records)
+                entries[key] = memoryview(batch)
             except Exception as exc:  # noqa: BLE001 - mapped to a wire error code
                 code = error_code_for(exc, f"Produce v{version} to {topic}-{index} from {rctx.connection_id}")
                 if isinstance(exc, KafkaError):

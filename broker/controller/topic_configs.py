@@ -15,9 +15,8 @@ Deviations from Kafka 4.0, on purpose:
 - ``segment.bytes`` accepts values >= 14 (Kafka 4.0: >= 1 MiB) so tests can roll tiny segments,
   matching this broker's ``log.segment.bytes``.
 - Values the broker cannot honour yet are refused with INVALID_CONFIG instead of being silently
-  ignored: ``message.timestamp.type=LogAppendTime``, ``compression.type`` other than
-  ``producer``, ``remote.storage.enable=true``, and ``cleanup.policy`` with ``compact`` while
-  :data:`COMPACTION_SUPPORTED` is False.
+  ignored: ``message.timestamp.type=LogAppendTime``, ``remote.storage.enable=true``, and
+  ``cleanup.policy`` with ``compact`` while :data:`COMPACTION_SUPPORTED` is False.
 """
 
 from __future__ import annotations
@@ -37,8 +36,14 @@ from broker.config_def import (
     between,
     one_of,
 )
-from broker.log.log_config import LogConfig
-from broker.server_configs import CONFIG_DEF
+from broker.log.log_config import BROKER_COMPRESSION_TYPES, LogConfig
+from broker.server_configs import CONFIG_DEF, gzip_level_validator
+from spark_kafkalite.protocol.compression import (
+    COMPRESSION_GZIP,
+    COMPRESSION_LEVELS,
+    COMPRESSION_LZ4,
+    COMPRESSION_ZSTD,
+)
 from spark_kafkalite.protocol.errors import InvalidConfigError
 
 __all__ = [
@@ -114,18 +119,8 @@ def _only_create_time(value: Any) -> str | None:
     return None if value == "CreateTime" else "LogAppendTime is not supported yet (only CreateTime)"
 
 
-def _only_producer(value: Any) -> str | None:
-    return None if value == "producer" else "only 'producer' is supported (the broker does not recompress)"
-
-
 def _no_tiered_storage(value: Any) -> str | None:
     return "tiered storage is not supported" if value else None
-
-
-def _gzip_level(value: Any) -> str | None:
-    if value == -1 or 1 <= value <= 9:
-        return None
-    return "value must be -1 (default) or between 1 and 9"
 
 
 def _throttled_replicas(value: Any) -> str | None:
@@ -153,33 +148,33 @@ _define(
     "compression.type",
     "string",
     "producer",
-    "Final compression of the topic's batches.",
-    one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    "The final compression of the topic's batches: uncompressed, zstd, lz4, snappy, gzip, or producer "
+    "(keep the codec the producer sent). A batch in another codec is rebuilt with this one on append.",
+    one_of(*BROKER_COMPRESSION_TYPES),
     ("compression.type",),
-    _only_producer,
 )
 _define(
     "compression.gzip.level",
     "int",
-    -1,
-    "gzip level when compression.type=gzip.",
-    _gzip_level,
+    COMPRESSION_LEVELS[COMPRESSION_GZIP][2],
+    "The compression level to use if compression.type is set to gzip.",
+    gzip_level_validator,
     ("compression.gzip.level",),
 )
 _define(
     "compression.lz4.level",
     "int",
-    9,
-    "lz4 level when compression.type=lz4.",
-    between(1, 17),
+    COMPRESSION_LEVELS[COMPRESSION_LZ4][2],
+    "The compression level to use if compression.type is set to lz4.",
+    between(*COMPRESSION_LEVELS[COMPRESSION_LZ4][:2]),
     ("compression.lz4.level",),
 )
 _define(
     "compression.zstd.level",
     "int",
-    3,
-    "zstd level when compression.type=zstd.",
-    between(-131072, 22),
+    COMPRESSION_LEVELS[COMPRESSION_ZSTD][2],
+    "The compression level to use if compression.type is set to zstd.",
+    between(*COMPRESSION_LEVELS[COMPRESSION_ZSTD][:2]),
     ("compression.zstd.level",),
 )
 _define(
@@ -520,6 +515,9 @@ _LOG_CONFIG_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "message.timestamp.before.max.ms": ("message_timestamp_before_max_ms", int),
     "message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", int),
     "compression.type": ("compression_type", str),
+    "compression.gzip.level": ("compression_gzip_level", int),
+    "compression.lz4.level": ("compression_lz4_level", int),
+    "compression.zstd.level": ("compression_zstd_level", int),
     "preallocate": ("preallocate", bool),
     "unclean.leader.election.enable": ("unclean_leader_election_enable", bool),
 }

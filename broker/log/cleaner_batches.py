@@ -8,8 +8,9 @@ The rewritten batch keeps the original base offset, partition leader epoch, attr
 and every retained record keeps its offset delta, so offsets are preserved and the batch may
 have holes (``records_count <= last_offset_delta + 1``). ``last_offset_delta`` stays the
 original one, so the producer's last sequence survives (``MemoryRecordsBuilder
-.overrideLastOffset``). Records are recompressed with the batch's own codec, written by
-``record_batch.append_record`` / ``seal_batch`` (what ``encode_batch`` uses). For LogAppendTime
+.overrideLastOffset``). Records are recompressed with the batch's own codec (Kafka's
+``MemoryRecords.buildRetainedRecordsInto``: ``originalBatch.compressionType()``), at the level the
+caller gives, written by ``record_batch.append_record`` / ``seal_batch`` (what ``encode_batch`` uses). For LogAppendTime
 batches the max timestamp is kept; for CreateTime it is recomputed from the retained records.
 A delete horizon (KIP-534) goes into the base timestamp with attribute bit 6, the records'
 timestamp deltas relative to it, so every record keeps its timestamp; a batch that already has
@@ -58,9 +59,15 @@ def needs_delete_horizon(decoded: DecodedBatch, keep: Sequence[int], marker_for_
     return marker_for_empty_txn or any(decoded.values[i] is None for i in keep)
 
 
-def rewrite_batch(decoded: DecodedBatch, keep: Sequence[int], delete_horizon_ms: int | None = None) -> bytes:
+def rewrite_batch(
+    decoded: DecodedBatch,
+    keep: Sequence[int],
+    delete_horizon_ms: int | None = None,
+    level: int | None = None,
+) -> bytes:
     """The batch ``decoded`` reduced to the records at indices ``keep`` (ascending, non-empty),
-    with ``delete_horizon_ms`` (ms since the epoch) stored as its delete horizon when given.
+    with ``delete_horizon_ms`` (ms since the epoch) stored as its delete horizon when given,
+    compressed (with its own codec) at ``level`` (None: the codec's default).
 
     Raises:
         ValueError: ``keep`` is empty.
@@ -102,6 +109,7 @@ def rewrite_batch(decoded: DecodedBatch, keep: Sequence[int], delete_horizon_ms:
         producer_epoch=header.producer_epoch,
         base_sequence=header.base_sequence,
         records_count=len(keep),
+        level=level,
     )
 
 

@@ -20,8 +20,11 @@ For logs whose ``cleanup.policy`` includes ``compact``:
    unchanged), and a pass at or past that time drops its tombstones, so a consumer has
    ``delete.retention.ms`` after the tombstone was first cleaned past to read it, whatever the
    record's own timestamp. Offsets are preserved (holes); a batch whose records all stay is
-   copied byte for byte, a partly kept batch is rewritten and recompressed
-   (:mod:`broker.log.cleaner_batches`), an empty one is dropped.
+   copied byte for byte, a partly kept batch is rewritten and recompressed with its own codec
+   (Kafka's ``MemoryRecords.buildRetainedRecordsInto``), at the topic's
+   ``compression.<codec>.level`` when that codec is the topic's ``compression.type``, else at the
+   codec's default level (:mod:`broker.log.cleaner_batches`), an empty one is dropped. Batches a
+   leader appended under a codec ``compression.type`` are already in that codec.
    Transactions and producer state (KIP-98, KIP-534) follow Kafka's ``CleanedTransactionMetadata``
    and ``Cleaner.cleanInto`` (:mod:`broker.log.cleaner_transactions`): batches of aborted
    transactions are dropped and never enter the key map; a marker goes once no batch of its
@@ -524,14 +527,16 @@ def _clean_batch(
         return None
     # a horizon past the int64 base timestamp (delete.retention.ms near Long.MAX_VALUE: keep
     # forever) is never reached: the batch stays without one (Kafka's long sum would wrap negative)
-    delete_horizon_ms = now_ms + plan.log.config.delete_retention_ms
+    config = plan.log.config
+    level = config.level_for(header.compression_type)
+    delete_horizon_ms = now_ms + config.delete_retention_ms
     if delete_horizon_ms <= LONG_MAX and needs_delete_horizon(decoded, keep, decision.set_delete_horizon):
         stats.batches_rewritten += 1
-        return rewrite_batch(decoded, keep, delete_horizon_ms=delete_horizon_ms)
+        return rewrite_batch(decoded, keep, delete_horizon_ms=delete_horizon_ms, level=level)
     if len(keep) == len(decoded):
         return raw
     stats.batches_rewritten += 1
-    return rewrite_batch(decoded, keep)
+    return rewrite_batch(decoded, keep, level=level)
 
 
 def _discard(cleaned: LogSegment) -> None:

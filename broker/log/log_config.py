@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["LogConfig", "LONG_MAX", "CLEANUP_POLICIES"]
+from spark_kafkalite.protocol.compression import COMPRESSION_CODECS
+
+__all__ = ["LogConfig", "LONG_MAX", "CLEANUP_POLICIES", "BROKER_COMPRESSION_TYPES"]
 
 LONG_MAX = 2**63 - 1
 CLEANUP_POLICIES = ("delete", "compact")
+BROKER_COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+"""Values of ``compression.type`` (Kafka's ``BrokerCompressionType``)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,13 @@ class LogConfig:
         file_delete_delay_ms: how long the files of a segment removed by retention or
             compaction stay renamed ``.deleted`` before they are unlinked off the event loop
             (``file.delete.delay.ms`` / ``log.segment.delete.delay.ms``, default 1 minute).
+        compression_type: the codec the leader stores produced batches with
+            (``compression.type``, one of :data:`BROKER_COMPRESSION_TYPES`): ``producer``
+            (the default) keeps each batch's own codec; any other value rebuilds a batch whose
+            codec differs (see :attr:`compression`). Enforced by produce.
+        compression_gzip_level, compression_lz4_level, compression_zstd_level: the level of
+            that codec when it is ``compression_type`` (``compression.gzip.level`` -1,
+            ``compression.lz4.level`` 9, ``compression.zstd.level`` 3; KIP-390).
     """
 
     segment_bytes: int = 1073741824
@@ -78,6 +89,10 @@ class LogConfig:
     message_timestamp_before_max_ms: int = LONG_MAX
     message_timestamp_after_max_ms: int = 3600000
     file_delete_delay_ms: int = 60000
+    compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 14:
@@ -111,6 +126,33 @@ class LogConfig:
             )
         if self.flush_ms is not None and self.flush_ms < 0:
             raise ValueError(f"flush_ms must be >= 0 or None, got {self.flush_ms}")
+        if self.compression_type not in BROKER_COMPRESSION_TYPES:
+            raise ValueError(
+                f"compression_type must be one of {', '.join(BROKER_COMPRESSION_TYPES)}, got {self.compression_type!r}"
+            )
+
+    @property
+    def compression(self) -> tuple[int, int | None] | None:
+        """``(codec id, level)`` the leader rebuilds produced batches with when theirs differs
+        (Kafka's ``LogConfig.compression`` and ``BrokerCompressionType.targetCompression``);
+        None for ``producer`` (batches stay as sent). ``uncompressed`` is codec 0 (level None),
+        snappy has no level."""
+        name = self.compression_type
+        if name == "producer":
+            return None
+        levels = {
+            "gzip": self.compression_gzip_level,
+            "lz4": self.compression_lz4_level,
+            "zstd": self.compression_zstd_level,
+        }
+        return COMPRESSION_CODECS["none" if name == "uncompressed" else name], levels.get(name)
+
+    def level_for(self, compression_type: int) -> int | None:
+        """The level to compress with codec ``compression_type`` (an id, 0-4): the topic's when
+        that codec is its ``compression.type``, else None (the codec's default; Kafka builds
+        ``Compression.of(type)`` with default levels wherever the topic's codec is not in play)."""
+        target = self.compression
+        return target[1] if target is not None and target[0] == compression_type else None
 
     @property
     def compact(self) -> bool:

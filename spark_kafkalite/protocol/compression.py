@@ -1,7 +1,9 @@
 """Kafka's record compression codecs (``CompressionType``: 1 gzip, 2 snappy, 3 lz4, 4 zstd), whole
 and streaming.
 
-``compress`` / ``decompress`` work on a whole records section (clients and the log cleaner).
+``compress`` / ``decompress`` work on a whole records section (clients, the leader recompressing
+a batch to its topic's ``compression.type``, the log cleaner); ``compress`` takes Kafka's
+compression levels (KIP-390, :data:`COMPRESSION_LEVELS`).
 ``iter_decompressed`` streams a records section out in chunks of at most ``chunk_bytes`` and
 stops with ``MESSAGE_TOO_LARGE`` once more than ``max_output_bytes`` come out, so a compression
 bomb (a few KB that inflate to gigabytes) costs bounded memory and time. Kafka's broker streams
@@ -33,7 +35,9 @@ __all__ = [
     "COMPRESSION_LZ4",
     "COMPRESSION_ZSTD",
     "COMPRESSION_CODECS",
+    "COMPRESSION_LEVELS",
     "compress",
+    "within_default_cost",
     "decompress",
     "iter_decompressed",
 ]
@@ -44,14 +48,29 @@ COMPRESSION_SNAPPY = 2
 COMPRESSION_LZ4 = 3
 COMPRESSION_ZSTD = 4
 COMPRESSION_CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+COMPRESSION_LEVELS: dict[int, tuple[int, int, int]] = {
+    COMPRESSION_GZIP: (1, 9, -1),
+    COMPRESSION_LZ4: (1, 17, 9),
+    COMPRESSION_ZSTD: (-131072, 22, 3),
+}
+"""``(min, max, default)`` level of each codec that has levels (Kafka's ``CompressionType``
+``minLevel`` / ``maxLevel`` / ``defaultLevel``, KIP-390): gzip 1-9 or -1 (``Deflater
+.DEFAULT_COMPRESSION``, zlib's level 6), lz4 1-17 (lz4-java's; liblz4 caps HC at 12), zstd
+-131072-22 (``ZSTD_minCLevel`` .. ``ZSTD_MAX_CLEVEL``). Snappy has none."""
 
 Buffer = bytes | bytearray | memoryview
 _CHUNK_BYTES = 64 * 1024
 _ZSTD_PIECE_BYTES = 256
 
 
-def compress(data: bytes, compression_type: int) -> bytes:
-    """Compress a records section with Kafka's codec ``compression_type`` (1-4).
+def compress(data: bytes, compression_type: int, level: int | None = None) -> bytes:
+    """Compress a records section with Kafka's codec ``compression_type`` (1-4) at ``level``
+    (None: the codec's default in :data:`COMPRESSION_LEVELS`; ignored for snappy). lz4 at its
+    default level 9 uses the fast compressor and any other level the high-compression one, as
+    Kafka's ``Lz4BlockOutputStream`` does (liblz4's frame API takes levels 1-2 as fast too), in
+    the frame layout that stream writes: 64 KB independent blocks, no checksums but the
+    descriptor's (Java's ``Lz4BlockInputStream`` refuses linked blocks, which cramjam's lz4
+    frames have).
 
     Raises:
         UnsupportedCompressionTypeError: the codec's library is not installed or the type is unknown.
@@ -59,15 +78,31 @@ def compress(data: bytes, compression_type: int) -> bytes:
     if compression_type == COMPRESSION_NONE:
         return data
     if compression_type == COMPRESSION_GZIP:
-        return gzip.compress(data, compresslevel=6, mtime=0)  # MTIME 0, as Java's GZIPOutputStream writes
+        # MTIME 0, as Java's GZIPOutputStream writes; -1 is zlib's default level (6)
+        return gzip.compress(data, compresslevel=-1 if level is None else level, mtime=0)
     cramjam = _cramjam()
     if compression_type == COMPRESSION_SNAPPY:
         return _snappy_xerial_compress(bytes(cramjam.snappy.compress_raw(data)))
     if compression_type == COMPRESSION_LZ4:
-        return bytes(cramjam.lz4.compress(data))
+        return _lz4_compress(data, level)
     if compression_type == COMPRESSION_ZSTD:
-        return bytes(cramjam.zstd.compress(data))
+        zstd_level = COMPRESSION_LEVELS[COMPRESSION_ZSTD][2] if level is None else level
+        return bytes(cramjam.zstd.compress(data, level=zstd_level))
     raise UnsupportedCompressionTypeError(f"unknown compression type {compression_type}")
+
+
+def within_default_cost(compression_type: int, level: int | None) -> bool:
+    """True when compressing with ``compression_type`` at ``level`` costs no more per byte than
+    the codec's default level: None, the default, or a faster level (gzip -1 or 1-6, lz4 9 or
+    1-2, both the fast compressor, zstd up to 3). zstd 19 takes ~40 ms for 12 KB, lz4 12 ten
+    times its default: callers keep such work off latency-sensitive threads."""
+    if level is None or compression_type not in COMPRESSION_LEVELS:
+        return True
+    if compression_type == COMPRESSION_GZIP:
+        return level <= 6
+    if compression_type == COMPRESSION_LZ4:
+        return level == COMPRESSION_LEVELS[COMPRESSION_LZ4][2] or level <= 2
+    return level <= COMPRESSION_LEVELS[COMPRESSION_ZSTD][2]
 
 
 def decompress(data: Buffer, compression_type: int) -> bytes:
@@ -130,6 +165,22 @@ def iter_decompressed(
         raise
     except Exception as exc:  # codec libraries raise their own error types
         raise CorruptRecordError(f"cannot decompress records (codec {compression_type}): {exc}") from exc
+
+
+def _lz4_compress(data: bytes, level: int | None) -> bytes:
+    import lz4.frame  # type: ignore[import-untyped]
+
+    fast = level is None or level == COMPRESSION_LEVELS[COMPRESSION_LZ4][2]
+    return bytes(
+        lz4.frame.compress(
+            data,
+            compression_level=0 if fast else level,
+            block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+            block_linked=False,
+            content_checksum=False,
+            store_size=False,
+        )
+    )
 
 
 def _gzip_chunks(data: Buffer, chunk_bytes: int) -> Iterator[bytes]:

@@ -11,7 +11,10 @@ too), so a run that must be native cannot silently fall back.
 Extensions: ``_record_decode`` (records section -> lists / Arrow columns, twin of
 :mod:`spark_kafkalite.protocol.record_decode`), ``_record_encode`` (records builder, murmur2,
 Arrow rows -> record batches, twin of :mod:`spark_kafkalite.protocol.record_encode`, loaded by
-:mod:`spark_kafkalite.protocol.record_encoding`), ``_send_path`` and ``_batch_state`` (``KafkaProducer.send``, twins of
+:mod:`spark_kafkalite.protocol.record_encoding`), ``_record_rebuild`` (a produced batch's records
+with fresh offsets for the leader's recompression, twin of
+:mod:`spark_kafkalite.protocol.record_rebuild`, loaded by
+:mod:`spark_kafkalite.protocol.recompression`), ``_send_path`` and ``_batch_state`` (``KafkaProducer.send``, twins of
 :mod:`spark_kafkalite.client.producer.send_path` and ``batch_state``; named here only so that :func:`native_status`
 checks it). Other extensions are loaded with
 :func:`load_extension`.
@@ -45,6 +48,7 @@ _failures: dict[str, str] = {}
 EXTENSIONS: dict[str, str] = {
     "spark_kafkalite.protocol._record_decode": "spark_kafkalite.protocol.record_decode",
     "spark_kafkalite.protocol._record_encode": "spark_kafkalite.protocol.record_encode",
+    "spark_kafkalite.protocol._record_rebuild": "spark_kafkalite.protocol.record_rebuild",
     "spark_kafkalite.client.producer._send_path": "spark_kafkalite.client.producer.send_path",
     "spark_kafkalite.client.producer._batch_state": "spark_kafkalite.client.producer.batch_state",
 }

@@ -449,16 +449,17 @@ def seal_batch(
     producer_epoch: int,
     base_sequence: int,
     records_count: int,
+    level: int | None = None,
 ) -> bytes:
     """A RecordBatch v2 around the records section ``body`` (Kafka's ``DefaultRecordBatch
-    .writeHeader``): compressed with the codec in ``attributes``, header packed, CRC-32C over
-    attributes..end.
+    .writeHeader``): compressed with the codec in ``attributes`` at ``level`` (None: the codec's
+    default), header packed, CRC-32C over attributes..end.
 
     Raises:
         UnsupportedCompressionTypeError: the codec's library is missing.
     """
     codec = attributes & _ATTR_COMPRESSION_MASK
-    payload = compress(bytes(body), codec) if codec else body
+    payload = compress(bytes(body), codec, level) if codec else body
     total = RECORD_BATCH_OVERHEAD + len(payload)
     out = bytearray(total)
     _HEADER.pack_into(

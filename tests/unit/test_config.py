@@ -97,7 +97,9 @@ def test_log_dir_fallback() -> None:
         ("advertised.listeners", "OTHER://h:1", "listener.security.protocol.map"),
         ("node.id", "-1", "must be set"),
         ("log.message.timestamp.type", "LogAppendTime", "not supported yet"),
-        ("compression.type", "gzip", "only 'producer'"),
+        ("compression.type", "brotli", "not one of"),
+        ("compression.gzip.level", "0", "between 1 and 9 or equal to -1"),
+        ("compression.zstd.level", "23", "between -131072 and 22"),
         ("log.cleanup.policy", "shred", "log.cleanup.policy"),
     ],
 )
