@@ -248,7 +248,12 @@ def test_decompression_stops_at_the_bound() -> None:
 
 def _limits(compression_type: str, max_message_bytes: int = 1 << 20, **levels: int) -> produce._BatchLimits:
     config = LogConfig(compression_type=compression_type, **levels)
-    return produce._BatchLimits(max_message_bytes, 9, 2**63 - 1, 2**63 - 1, 1 << 26, config.compression)
+    return produce._BatchLimits(
+        max_message_bytes, 9, 2**63 - 1, 2**63 - 1, 1 << 26, False, config.compression
+    )
+
+
+TP = ("t", 0)
 
 
 @pytest.mark.parametrize(
@@ -269,7 +274,7 @@ def test_which_batches_are_rebuilt(topic: str, source: int, rebuilt: bool) -> No
     )
     limits = _limits(topic, compression_lz4_level=12)
     assert limits.rebuilds(raw) is rebuilt
-    header, batch = limits.check(raw, 1 << 26)
+    header, batch = limits.check(raw, 1 << 26, TP)
     if rebuilt:
         assert batch != raw and header.compression_type == limits.compression[0]  # type: ignore[index]
         assert decode_batch(batch).values == decode_batch(raw).values
@@ -281,13 +286,13 @@ def test_small_rebuilds_stay_on_the_loop_large_or_slow_ones_go_to_a_worker() -> 
     small = encode_batch([(b"k", b"v" * 100, 1, [])] * 50, compression_type=COMPRESSION_LZ4)  # 5 KB
     large = encode_batch([(b"k", b"v" * 100, 1, [])] * 400, compression_type=COMPRESSION_LZ4)  # 44 KB
     assert len(large) < produce.INLINE_RECOMPRESS_BYTES  # small on the wire, large decompressed
-    on_loop = produce._check_on_loop(small, _limits("zstd"))
+    on_loop = produce._check_on_loop(small, _limits("zstd"), TP)
     assert on_loop is not None and on_loop[0].compression_type == COMPRESSION_ZSTD
-    assert produce._check_on_loop(large, _limits("zstd")) is None
-    assert produce._check_on_loop(small, _limits("zstd", compression_zstd_level=19)) is None
-    assert produce._check_on_loop(small, _limits("gzip", compression_gzip_level=9)) is None
-    assert produce._check_on_loop(large, _limits("producer")) is not None  # nothing to rebuild
-    [worker] = produce._check_on_worker([(large, _limits("zstd", compression_zstd_level=19))])
+    assert produce._check_on_loop(large, _limits("zstd"), TP) is None
+    assert produce._check_on_loop(small, _limits("zstd", compression_zstd_level=19), TP) is None
+    assert produce._check_on_loop(small, _limits("gzip", compression_gzip_level=9), TP) is None
+    assert produce._check_on_loop(large, _limits("producer"), TP) is not None  # nothing to rebuild
+    [worker] = produce._check_on_worker([(large, _limits("zstd", compression_zstd_level=19), TP)])
     assert not isinstance(worker, Exception) and worker[0].compression_type == COMPRESSION_ZSTD
 
 
@@ -299,8 +304,8 @@ def test_a_batch_that_outgrows_max_message_bytes_is_refused() -> None:
     raw = encode_batch([(None, os.urandom(2000), 1, [])])
     limits = _limits("gzip", max_message_bytes=len(raw))
     with pytest.raises(MessageTooLargeError, match="after recompression"):
-        limits.check(raw, 1 << 26)
-    [result] = produce._check_on_worker([(raw, limits)])
+        limits.check(raw, 1 << 26, TP)
+    [result] = produce._check_on_worker([(raw, limits, TP)])
     assert isinstance(result, MessageTooLargeError)
 
 
