@@ -22,9 +22,9 @@ import sys
 from collections.abc import Callable, Sequence
 
 from broker.config import ConfigError, KafkaConfig
+from broker.controller.scram_control import ScramUpsertion, parse_add_scram
 from broker.gc_pauses import freeze_startup_heap
 from broker.malloc_tuning import tune_malloc
-from broker.security.scram_control import ScramUpsertion, parse_add_scram
 
 __all__ = ["main", "run"]
 

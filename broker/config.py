@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from broker.network.channel_builders import (
     parse_listener_overrides,
 )
 from broker.network.connection_quotas import parse_per_ip_overrides
+from broker.network.endpoint import Endpoint
 from broker.server_configs import CONFIG_DEF
 from spark_kafkalite.protocol.properties import parse_properties as _parse_properties
 
@@ -34,7 +34,6 @@ __all__ = [
     "ConfigKey",
     "CONFIG_DEF",
     "KafkaConfig",
-    "Endpoint",
     "LONG_MAX",
     "INT_MAX",
     "parse_properties",
@@ -61,23 +60,6 @@ def parse_properties(text: str, source: str = "<properties>") -> dict[str, str]:
 
 # ---------------------------------------------------------------------------------------------
 # listeners
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    """A listener ``NAME://host:port``. ``host`` "" means all interfaces; port 0 = pick a free one."""
-
-    listener_name: str
-    host: str
-    port: int
-    security_protocol: str = "PLAINTEXT"
-
-    def with_port(self, port: int) -> Endpoint:
-        return Endpoint(self.listener_name, self.host, port, self.security_protocol)
-
-    def __str__(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.listener_name}://{host}:{self.port}"
 
 
 _LISTENER_RE = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9A-Fa-f:.]+\]|[^:\[\]/]*):(-?\d+)$")

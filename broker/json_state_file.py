@@ -1,5 +1,5 @@
 """Versioned JSON state files of the broker (``{"version": N, ...}``): the single-node broker's
-ACLs and SCRAM credentials (:mod:`broker.security.acl_store`, :mod:`broker.security.scram_store`)
+ACLs and SCRAM credentials (:mod:`broker.controller.acl_store`, :mod:`broker.controller.scram_store`)
 and its topic config overrides (:mod:`broker.controller.topic_config_store`), which stand in for
 the KRaft metadata log when there is no quorum. Written with
 :func:`broker.atomic_file.write_atomically` (tmp file, fsync, rename, fsync of the directory)."""

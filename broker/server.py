@@ -44,20 +44,23 @@ from broker.apis.context import BrokerContext
 from broker.apis.init_producer_id import producer_id_manager
 from broker.apis.kafka_apis import KafkaApis
 from broker.atomic_file import write_atomically
-from broker.config import LONG_MAX, Endpoint, KafkaConfig, parse_properties
+from broker.config import LONG_MAX, KafkaConfig, parse_properties
 from broker.config_def import parse_list
+from broker.controller.acl_store import ACLS_FILE
 from broker.controller.controller import Controller
 from broker.controller.metadata_image import MetadataDelta, MetadataImage, MetadataRecord, diff_images
+from broker.controller.producer_id_block import PRODUCER_ID_BLOCK_FILE
 from broker.controller.publish_queue import MetadataPublishQueue
 from broker.controller.quorum import METADATA_DIR_NAME
 from broker.controller.quorum_controller import QuorumController
 from broker.controller.replication_control import ControllerSettings
 from broker.controller.resource_config_store import RESOURCE_CONFIGS_FILE
+from broker.controller.scram_control import ScramUpsertion, scram_credential
+from broker.controller.scram_store import SCRAM_FILE
 from broker.controller.single_node_controller import SingleNodeController
 from broker.controller.topic_configs import log_config_for
 from broker.controller.topic_publisher import TopicMetadataPublisher
 from broker.coordinator.group.service import GroupCoordinatorService
-from broker.coordinator.producer_id_manager import PRODUCER_ID_BLOCK_FILE
 from broker.coordinator.transaction.service import TransactionCoordinatorService
 from broker.dynamic_broker_config import DYNAMIC_CONNECTION_CONFIGS, DYNAMIC_LOG_CONFIGS, DynamicBrokerConfig
 from broker.event_loop_monitor import EventLoopMonitor
@@ -68,13 +71,11 @@ from broker.log.log_config import LogConfig
 from broker.log.log_manager import LogManager
 from broker.log.log_tasks import LogTaskSettings, run_log_tasks
 from broker.network.connection_quotas import parse_per_ip_overrides
+from broker.network.endpoint import Endpoint
 from broker.network.socket_server import SocketServer
 from broker.replication.delayed_fetch import FetchPurgatory
 from broker.replication.replica_manager import ReplicaManager
-from broker.security.acl_store import ACLS_FILE
 from broker.security.authorizer import authorizer_for
-from broker.security.scram_control import ScramUpsertion, scram_credential
-from broker.security.scram_store import SCRAM_FILE
 from spark_kafkalite.protocol.errors import ErrorCode
 
 __all__ = ["KafkaServer", "StartupError", "ENDPOINTS_FILE", "META_PROPERTIES_FILE", "log_config_from"]

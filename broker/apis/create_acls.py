@@ -1,7 +1,7 @@
 """CreateAcls (key 30), v1-3 (Kafka 4.0's range; ``AclApis.handleCreateAcls``): needs ALTER on
 the cluster (else CLUSTER_AUTHORIZATION_FAILED for every creation); no authorizer configured ->
 SECURITY_DISABLED; per creation INVALID_REQUEST for an ACL Kafka refuses
-(:func:`~broker.security.acl_control.validate_new_acl`). ACLs go through the controller."""
+(:func:`~broker.controller.acl_control.validate_new_acl`). ACLs go through the controller."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 on the cluster (else CLUSTER_AUTHORIZATION_FAILED for the request / every user). Describe reads
 the broker's metadata image; Alter goes through the controller (the quorum in a cluster), which
 stores salt, StoredKey and ServerKey derived from the client's salted password
-(:mod:`broker.security.scram_control` has the per-user rules)."""
+(:mod:`broker.controller.scram_control` has the per-user rules)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 
 from broker.apis.auth_helper import authorize_cluster
 from broker.apis.context import BrokerContext
+from broker.controller.scram_control import ScramDeletion, ScramUpsertion, describe_user_scram_credentials
 from broker.network.request_context import RequestContext
-from broker.security.scram_control import ScramDeletion, ScramUpsertion, describe_user_scram_credentials
 from spark_kafkalite.protocol.acl import AclOperation
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from broker.controller.acl_control import AclDeleteResult
     from broker.controller.metadata_image import PartitionRegistration
-    from broker.security.acl_control import AclDeleteResult
-    from broker.security.scram_control import AlterResult, ScramDeletion, ScramUpsertion
+    from broker.controller.scram_control import AlterResult, ScramDeletion, ScramUpsertion
     from spark_kafkalite.protocol.acl import AclBinding, AclBindingFilter
     from spark_kafkalite.protocol.errors import ErrorCode, KafkaError
 
@@ -152,17 +152,17 @@ class Controller(Protocol):
 
     async def create_acls(self, acls: Sequence[AclBinding]) -> list[KafkaError | None]:
         """CreateAcls: one error (None = created or already present) per ACL
-        (:func:`~broker.security.acl_control.create_acls`)."""
+        (:func:`~broker.controller.acl_control.create_acls`)."""
         ...
 
     async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[AclDeleteResult]:
         """DeleteAcls: per filter its error and the ACLs it deleted
-        (:func:`~broker.security.acl_control.delete_acls`)."""
+        (:func:`~broker.controller.acl_control.delete_acls`)."""
         ...
 
     async def alter_user_scram_credentials(
         self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
     ) -> list[AlterResult]:
         """AlterUserScramCredentials: one (user, error, message) per user
-        (:func:`~broker.security.scram_control.alter_user_scram_credentials`)."""
+        (:func:`~broker.controller.scram_control.alter_user_scram_credentials`)."""
         ...

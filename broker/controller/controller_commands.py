@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from broker.controller import acl_control, scram_control
 from broker.controller.broker_lifecycle import (
     alive_after,
     fence_broker_records,
@@ -32,18 +33,17 @@ from broker.controller.metadata_image import (
     PartitionRegistration,
     ProducerIdsRecord,
 )
+from broker.controller.producer_id_block import PRODUCER_ID_BLOCK_SIZE
 from broker.controller.replication_control import (
     ControllerSettings,
     ReplicationControl,
 )
 from broker.controller.resource_configs import alter_resource_configs
-from broker.security import acl_control, scram_control
-from broker.security.scram_control import ScramDeletion, ScramUpsertion
+from broker.controller.scram_control import ScramDeletion, ScramUpsertion
 from spark_kafkalite.protocol.acl import AclBinding, AclBindingFilter
 from spark_kafkalite.protocol.errors import ErrorCode
 
 __all__ = [
-    "PRODUCER_ID_BLOCK_SIZE",
     "CreateTopicsCmd",
     "DeleteTopicsCmd",
     "CreatePartitionsCmd",
@@ -65,9 +65,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-#: Kafka's ``ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE``.
-PRODUCER_ID_BLOCK_SIZE = 1000
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from broker.controller.acl_control import AclDeleteResult
 from broker.controller.alter_partition_manager import AlterPartitionManager
 from broker.controller.broker_lifecycle_manager import BrokerLifecycleManager, ControllerUnavailable
 from broker.controller.controller import CreatableTopicSpec, CreatePartitionsSpec, CreateTopicOutcome
@@ -81,8 +82,7 @@ from broker.controller.replication_control import (
     ReplicationControl,
 )
 from broker.controller.resource_configs import alter_resource_configs
-from broker.security.acl_control import AclDeleteResult
-from broker.security.scram_control import AlterResult, ScramDeletion, ScramUpsertion
+from broker.controller.scram_control import AlterResult, ScramDeletion, ScramUpsertion
 from spark_kafkalite.protocol.acl import AclBinding, AclBindingFilter
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError, error_for_code
 

@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from broker.controller import acl_control
+from broker.controller.acl_store import load_acls, save_acls
 from broker.controller.configuration_control import config_records
 from broker.controller.controller import CreatableTopicSpec, CreatePartitionsSpec, CreateTopicOutcome
 from broker.controller.metadata_image import (
@@ -33,22 +35,21 @@ from broker.controller.metadata_image import (
     UserScramCredentialRecord,
 )
 from broker.controller.placement import random_placement_seed
+from broker.controller.producer_id_block import allocate_block_in_file
 from broker.controller.replication_control import (
     ControllerSettings,
     ReplicationControl,
 )
 from broker.controller.resource_config_store import load_resource_configs, save_resource_configs
 from broker.controller.resource_configs import alter_resource_configs
-from broker.controller.topic_configs import TOPIC_CONFIG_NAMES, validate_topic_overrides
-from broker.security import acl_control
-from broker.security.acl_store import load_acls, save_acls
-from broker.security.scram_control import (
+from broker.controller.scram_control import (
     AlterResult,
     ScramDeletion,
     ScramUpsertion,
     alter_user_scram_credentials,
 )
-from broker.security.scram_store import load_scram_credentials, save_scram_credentials
+from broker.controller.scram_store import load_scram_credentials, save_scram_credentials
+from broker.controller.topic_configs import TOPIC_CONFIG_NAMES, validate_topic_overrides
 from spark_kafkalite.protocol.acl import AclBinding, AclBindingFilter
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError
 
@@ -76,10 +77,10 @@ class SingleNodeController:
             overrides)) for :meth:`startup`.
         producer_id_block_file: where the next producer-id block start is persisted
             (``<first log dir>/producer-id-block``; None: in memory only).
-        acls_file: where the ACLs are persisted (:mod:`broker.security.acl_store`; None: in
+        acls_file: where the ACLs are persisted (:mod:`broker.controller.acl_store`; None: in
             memory only).
         scram_file: where the SCRAM credentials are persisted
-            (:mod:`broker.security.scram_store`; None: in memory only).
+            (:mod:`broker.controller.scram_store`; None: in memory only).
         resource_configs_file: where the BROKER and GROUP resource configs are persisted
             (:mod:`broker.controller.resource_config_store`; None: in memory only).
     """
@@ -372,8 +373,6 @@ class SingleNodeController:
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         """``(first_producer_id, count)``: a block of producer ids never handed out before, also
         across restarts (the next block start is fsynced to ``producer_id_block_file`` first)."""
-        from broker.coordinator.producer_id_manager import allocate_block_in_file
-
         return allocate_block_in_file(self.producer_id_block_file)
 
     # -- ACLs (CreateAcls / DeleteAcls) --------------------------------------------------------

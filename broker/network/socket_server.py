@@ -57,9 +57,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from broker.config import Endpoint
 from broker.network.channel_builders import ListenerSecurity
 from broker.network.connection_quotas import ConnectionQuotas, TooManyConnectionsError
+from broker.network.endpoint import Endpoint
 from broker.network.in_flight_produces import MAX_IN_FLIGHT_PRODUCES, InFlightProduces
 from broker.network.memory_pool import MemoryPool
 from broker.network.request_context import CloseConnection, RequestContext

@@ -1,3 +1,5 @@
 """Broker security (Kafka's ``org.apache.kafka.common.security`` and the metadata authorizer):
-the ACL authorizer, ACL control and store; SASL server mechanisms (PLAIN, SCRAM), the SASL
-authenticator of a connection, JAAS configuration parsing and the SCRAM credential cache."""
+the ACL authorizer; SASL server mechanisms (PLAIN, SCRAM), the SASL authenticator of a connection,
+JAAS configuration parsing and the SCRAM credential cache. ACLs and SCRAM credentials are changed
+by the controller (:mod:`broker.controller.acl_control`, :mod:`broker.controller.scram_control`,
+Kafka's ``AclControlManager`` / ``ScramControlManager``)."""

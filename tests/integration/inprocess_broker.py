@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from broker.config import KafkaConfig
-from broker.security.scram_control import ScramUpsertion
+from broker.controller.scram_control import ScramUpsertion
 from broker.server import KafkaServer
 
 T = TypeVar("T")

@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.fetch.v12 import request as fetch_v12
 from kio.schema.produce.v9 import request as produce_v9
 
-from broker.config import Endpoint
+from broker.network.endpoint import Endpoint
 from broker.network.request_context import RequestContext
 from broker.network.socket_server import SocketServer
 from spark_kafkalite.local_cluster import LocalCluster

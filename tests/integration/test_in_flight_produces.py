@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from broker.config import Endpoint
+from broker.network.endpoint import Endpoint
 from broker.network.in_flight_produces import MAX_IN_FLIGHT_PRODUCES
 from broker.network.request_context import CloseConnection, RequestContext
 from broker.network.socket_server import SocketServer

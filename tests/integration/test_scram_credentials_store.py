@@ -7,7 +7,7 @@ from pathlib import Path
 
 from inprocess_broker import InProcessBroker
 
-from broker.security.scram_control import parse_add_scram
+from broker.controller.scram_control import parse_add_scram
 
 
 def _credentials(broker: InProcessBroker) -> dict:  # type: ignore[type-arg]

@@ -30,7 +30,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from broker.security.scram_control import parse_add_scram
+from broker.controller.scram_control import parse_add_scram
 from spark_kafkalite.local_pki import LocalPki
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build

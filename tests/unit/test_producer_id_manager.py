@@ -9,11 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.coordinator.producer_id_manager import (
-    PRODUCER_ID_BLOCK_SIZE,
-    ProducerIdManager,
-    allocate_block_in_file,
-)
+from broker.controller.producer_id_block import PRODUCER_ID_BLOCK_SIZE, allocate_block_in_file
+from broker.coordinator.producer_id_manager import ProducerIdManager
 from spark_kafkalite.protocol.errors import CoordinatorLoadInProgressError, KafkaError
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from broker.controller.metadata_image import MetadataImage, image_to_records
-from broker.security.scram_control import (
+from broker.controller.scram_control import (
     ScramDeletion,
     ScramUpsertion,
     alter_user_scram_credentials,
@@ -16,7 +16,7 @@ from broker.security.scram_control import (
     parse_add_scram,
     scram_credential,
 )
-from broker.security.scram_store import load_scram_credentials, save_scram_credentials
+from broker.controller.scram_store import load_scram_credentials, save_scram_credentials
 from spark_kafkalite.protocol.errors import ErrorCode
 from spark_kafkalite.protocol.scram import SCRAM_SHA_256, SCRAM_SHA_512, ScramFormatter
 
