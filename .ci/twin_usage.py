@@ -1,7 +1,7 @@
 """Which unit tests run the pure-Python twins differently under ``KAFKALITE_PURE_PYTHON=1``.
 
 ``.ci/run`` runs the record-path tests a second time on the pure-Python twins of the compiled
-modules (``spark_kafkalite/protocol/native.py``, ``EXTENSIONS``). A unit test belongs in that
+modules (``spark_kafkalite/native.py``, ``EXTENSIONS``). A unit test belongs in that
 pass only when the switch changes what it runs: it calls a twin's Python functions with the
 switch set that it does not call without it (through ``native.load_extension``). A test that
 never reaches a twin, or that imports both twins itself (``impl`` parametrized over

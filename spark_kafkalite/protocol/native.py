@@ -3,7 +3,7 @@ imports, else the pure-Python reference with the same API.
 
 ``KAFKALITE_PURE_PYTHON=1`` forces the pure-Python fallback (CI runs the record-path tests both
 ways). A native module that fails to import logs ONE warning naming the cause, then the fallback
-is used; ``.ci/run`` checks :func:`native_status` so a broken build cannot hide behind it.
+is used; ``.ci/run`` checks :func:`native_status` (through :mod:`spark_kafkalite.native`) so a broken build cannot hide behind it.
 ``KAFKALITE_REQUIRE_NATIVE=1`` (also read by ``setup.py`` at build time) makes that failure an
 ``ImportError`` instead, in every process that inherits the environment (Spark's Python workers
 too), so a run that must be native cannot silently fall back.
@@ -14,10 +14,9 @@ Arrow rows -> record batches, twin of :mod:`spark_kafkalite.protocol.record_enco
 :mod:`spark_kafkalite.protocol.record_encoding`), ``_record_rebuild`` (a produced batch's records
 with fresh offsets for the leader's recompression, twin of
 :mod:`spark_kafkalite.protocol.record_rebuild`, loaded by
-:mod:`spark_kafkalite.protocol.recompression`), ``_send_path`` and ``_batch_state`` (``KafkaProducer.send``, twins of
-:mod:`spark_kafkalite.client.producer.send_path` and ``batch_state``; named here only so that :func:`native_status`
-checks it). Other extensions are loaded with
-:func:`load_extension`.
+:mod:`spark_kafkalite.protocol.recompression`). The client's modules load their own twins with
+:func:`load_extension` (:mod:`spark_kafkalite.client.producer.native_extensions` lists them);
+``python -m spark_kafkalite.native [--require]`` reports (or requires) every compiled module.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+from collections.abc import Mapping
 from types import ModuleType
 
 __all__ = [
@@ -49,10 +49,10 @@ EXTENSIONS: dict[str, str] = {
     "spark_kafkalite.protocol._record_decode": "spark_kafkalite.protocol.record_decode",
     "spark_kafkalite.protocol._record_encode": "spark_kafkalite.protocol.record_encode",
     "spark_kafkalite.protocol._record_rebuild": "spark_kafkalite.protocol.record_rebuild",
-    "spark_kafkalite.client.producer._send_path": "spark_kafkalite.client.producer.send_path",
-    "spark_kafkalite.client.producer._batch_state": "spark_kafkalite.client.producer.batch_state",
 }
-"""Every compiled module and its pure-Python twin (setup.py builds the ``.pyx`` of each)."""
+"""The protocol package's compiled modules and their pure-Python twins (setup.py builds the
+``.pyx`` of each; the client's are in :mod:`spark_kafkalite.client.producer.native_extensions`,
+:mod:`spark_kafkalite.native` checks both)."""
 
 
 def pure_python_forced() -> bool:
@@ -99,29 +99,14 @@ record_decode = load_extension(
 """``decode_records`` and ``ColumnBuilder``: native when built, else pure Python."""
 
 
-def native_status() -> dict[str, str]:
-    """Per native module of :data:`EXTENSIONS`: ``"native"`` when it imports (whatever
-    ``KAFKALITE_PURE_PYTHON`` says), else the import failure."""
+def native_status(extensions: Mapping[str, str] = EXTENSIONS) -> dict[str, str]:
+    """Per native module of ``extensions`` (native name -> twin): ``"native"`` when it imports
+    (whatever ``KAFKALITE_PURE_PYTHON`` says), else the import failure."""
     status = {}
-    for name in EXTENSIONS:
+    for name in extensions:
         try:
             importlib.import_module(name)
             status[name] = "native"
         except ImportError as exc:
             status[name] = f"NOT BUILT ({type(exc).__name__}: {exc})"
     return status
-
-
-if __name__ == "__main__":  # python -m spark_kafkalite.protocol.native [--require]
-    import sys
-
-    st = native_status()
-    for k, v in st.items():
-        print(f"{k}: {v}")
-    print(
-        f"in use: {'pure-python (forced by ' + PURE_PYTHON_ENV + ')' if pure_python_forced() else 'native'}"
-    )
-    if "--require" in sys.argv[1:] and any(v != "native" for v in st.values()):
-        sys.exit(
-            "native extensions were not built (see above): install a C compiler and Cython, then reinstall"
-        )

@@ -194,7 +194,7 @@ def test_readme_install_and_demo_in_a_fresh_clone_run_native_everywhere(tmp_path
     # A script run from the clone's root (and pytest, pythonpath = ["."]) imports the checkout:
     # the install left the compiled modules there too.
     check = _run(
-        f"{VENV_COMMAND} && python -m spark_kafkalite.protocol.native --require && "
+        f"{VENV_COMMAND} && python -m spark_kafkalite.native --require && "
         "python -c 'import spark_kafkalite.protocol._record_decode as m; print(m.__file__)'",
         clone,
         env,

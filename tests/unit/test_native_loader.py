@@ -68,3 +68,12 @@ def test_native_status_names_each_extension() -> None:
     status = native.native_status()
     assert set(status) == set(native.EXTENSIONS)
     assert all(v == "native" or v.startswith("NOT BUILT") for v in status.values())
+
+
+def test_package_status_names_the_protocol_and_client_extensions() -> None:
+    from spark_kafkalite import native as package_native
+    from spark_kafkalite.client.producer import native_extensions
+
+    status = package_native.native_status()
+    assert set(status) == set(native.EXTENSIONS) | set(native_extensions.EXTENSIONS)
+    assert not any(name.startswith("spark_kafkalite.client") for name in native.EXTENSIONS)
