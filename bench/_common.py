@@ -111,12 +111,20 @@ def topic_name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def create_topic(bootstrap_servers: str, topic: str, partitions: int, timeout_s: float = 30.0) -> None:
-    """Create ``topic`` with confluent-kafka's AdminClient (a reference peer) and wait for metadata."""
+def create_topic(
+    bootstrap_servers: str,
+    topic: str,
+    partitions: int,
+    timeout_s: float = 30.0,
+    config: dict[str, str] | None = None,
+) -> None:
+    """Create ``topic`` (with topic ``config`` overrides, if any) with confluent-kafka's
+    AdminClient (a reference peer) and wait for metadata."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
-    futures = admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=timeout_s)
+    new_topic = NewTopic(topic, partitions, 1, config=config or {})
+    futures = admin.create_topics([new_topic], operation_timeout=timeout_s)
     futures[topic].result(timeout=timeout_s)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -22,13 +22,23 @@ cannot be separated.
 Since the producer is the same C client in both runs, the ratio measures the brokers
 (issue #10 goal: ours >= 0.9x the mock cluster).
 
+A third table measures the leader's recompression (issue #26): the same producer with
+``compression.type=lz4`` and ``acks=1`` sends JSON-like values (about 100 bytes, each different,
+lz4 about 2x) to three topics of our broker whose ``compression.type`` is ``producer`` (stored as
+sent: the peer), ``zstd`` and ``gzip`` (every batch rebuilt by the leader), the three alternating
+within each round; the broker CPU column shows the rebuild's cost.
+
     python bench/broker_ingest.py [--records 300000] [--value-size 100] [--rounds 3] [--quick]
 """
 
 from __future__ import annotations
 
+import argparse
+import itertools
 import os
+import random
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from _common import (
@@ -55,15 +65,38 @@ class Settings:
     batch_size: int
     idempotent: bool
     timeout_s: float
+    compression: str = "none"
 
     def config(self) -> dict[str, object]:
         config: dict[str, object] = {
             "linger.ms": self.linger_ms,
             "batch.size": self.batch_size,
             "delivery.report.only.error": True,
+            "compression.type": self.compression,
         }
         config.update({"enable.idempotence": True} if self.idempotent else {"acks": "1"})
         return config
+
+
+#: ``compression.type`` of the topics of the recompression table, with what the leader does.
+TOPIC_COMPRESSION = (("producer", "stored as sent"), ("zstd", "rebuilt"), ("gzip", "rebuilt"))
+
+
+def json_like_values(n: int, seed: int = 26) -> list[bytes]:
+    """``n`` different values of about 100 bytes that compress like event JSON (lz4 ~2x)."""
+    rng = random.Random(seed)
+    pages = ("/home", "/search", "/cart", "/checkout", "/product", "/account")
+    return [
+        b'{"user":"u%06d","page":"%s","ms":%d,"session":"%s","ok":%s}'
+        % (
+            rng.randrange(10**6),
+            rng.choice(pages).encode(),
+            1_700_000_000_000 + i * 7,
+            rng.randbytes(12).hex().encode(),
+            b"true" if rng.random() < 0.9 else b"false",
+        )
+        for i in range(n)
+    ]
 
 
 def _produce_timed(
@@ -72,11 +105,12 @@ def _produce_timed(
     partitions: int,
     keys: list[bytes],
     warmup_keys: list[bytes],
-    value: bytes,
+    value: bytes | list[bytes],
     timeout_s: float,
 ) -> float:
     """Check the topic has ``partitions`` partitions, warm up, then time producing ``keys`` with
-    one librdkafka producer; returns seconds."""
+    one librdkafka producer, each with ``value`` (or the value of its index in a list); returns
+    seconds."""
     from confluent_kafka import Producer
 
     errors: list[str] = []
@@ -92,9 +126,9 @@ def _produce_timed(
             f"topic {topic}: {tmd.error}, {len(tmd.partitions)} partitions, wanted {partitions}"
         )
 
-    def send(batch: list[bytes]) -> None:
+    def send(batch: list[bytes], values: Iterable[bytes]) -> None:
         produce, poll = producer.produce, producer.poll
-        for key in batch:
+        for key, value in zip(batch, values, strict=False):  # values may be endless (repeat)
             while True:
                 try:
                     produce(topic, value=value, key=key)
@@ -107,9 +141,10 @@ def _produce_timed(
         if errors:
             raise RuntimeError(f"delivery failed: {errors}")
 
-    send(warmup_keys)
+    values = itertools.repeat(value) if isinstance(value, bytes) else value
+    send(warmup_keys, itertools.repeat(value) if isinstance(value, bytes) else itertools.cycle(value))
     start = time.perf_counter()
-    send(keys)
+    send(keys, values)
     return time.perf_counter() - start
 
 
@@ -120,11 +155,12 @@ def run_ours(
     partitions: int,
     keys: list[bytes],
     warmup_keys: list[bytes],
-    value: bytes,
+    value: bytes | list[bytes],
+    topic_config: dict[str, str] | None = None,
 ) -> tuple[float, float | None, str]:
-    """(elapsed s, broker CPU s, note) for our broker."""
+    """(elapsed s, broker CPU s, note) for our broker, into a new topic with ``topic_config``."""
     topic = topic_name("bench-ingest")
-    create_topic(bootstrap_servers, topic, partitions)
+    create_topic(bootstrap_servers, topic, partitions, config=topic_config)
     config = {**settings.config(), "bootstrap.servers": bootstrap_servers, "client.id": "bench-ingest"}
     cpu_before = broker_cpu.read()
     elapsed = _produce_timed(config, topic, partitions, keys, warmup_keys, value, settings.timeout_s)
@@ -199,6 +235,56 @@ def main() -> None:
                 results,
                 mb_label="key+value MB/s",
             )
+        run_recompression(args, bootstrap_servers, broker_cpu, keys, warmup_keys)
+
+
+def run_recompression(
+    args: argparse.Namespace,
+    bootstrap_servers: str,
+    broker_cpu: BrokerCpu,
+    keys: list[bytes],
+    warmup_keys: list[bytes],
+) -> None:
+    """The recompression table: lz4 batches into topics of each :data:`TOPIC_COMPRESSION`."""
+    values = json_like_values(len(keys))
+    payload_bytes = sum(len(k) for k in keys) + sum(len(v) for v in values)
+    load = os.getloadavg()[0]
+    settings = Settings(args.linger_ms, args.batch_size, False, args.timeout_s, compression="lz4")
+    rounds: dict[str, list[tuple[float, float | None, str]]] = {name: [] for name, _ in TOPIC_COMPRESSION}
+    for round_no in range(args.rounds):  # the three topic codecs alternate within a round
+        for name, _ in TOPIC_COMPRESSION:
+            console.print(
+                f"broker ingest, lz4 into compression.type={name}, round {round_no + 1}/{args.rounds} ..."
+            )
+            rounds[name].append(
+                run_ours(
+                    bootstrap_servers,
+                    broker_cpu,
+                    settings,
+                    args.partitions,
+                    keys,
+                    warmup_keys,
+                    values,
+                    topic_config={"compression.type": name},
+                )  # fmt: skip
+            )
+    results = [
+        median_of_rounds(
+            f"ours: lz4 batches -> compression.type={name} ({what})",
+            args.records,
+            rounds[name],
+            payload_bytes,
+        )
+        for name, what in TOPIC_COMPRESSION
+    ]
+    print_table(
+        f"broker ingest, recompression: librdkafka producer with compression.type=lz4, acks=1, "
+        f"{args.records:,} keyed records of ~100-byte JSON-like values, {args.partitions} partitions, "
+        f"linger.ms={args.linger_ms}, batch.size={args.batch_size}, into topics with compression.type "
+        f"producer / zstd / gzip, median of {args.rounds} rounds; load average {load:.1f} at start",
+        results,
+        mb_label="key+value MB/s",
+    )
 
 
 if __name__ == "__main__":

@@ -76,6 +76,9 @@ PAIRS = [
     Pair("consume", ("ours:",), ("confluent_kafka",), 1.0),
     # one table per producer setting (acks=1, idempotent): our broker vs librdkafka's mock cluster
     Pair("broker_ingest", ("ours:",), ("peer:",), 0.9),
+    # issue #26: the leader's recompression (lz4 batches rebuilt) beside the same batches stored as sent
+    Pair("broker_ingest", ("compression.type=zstd",), ("compression.type=producer",), None),
+    Pair("broker_ingest", ("compression.type=gzip",), ("compression.type=producer",), None),
     Pair("replication", ("RF=3",), ("RF=1",), None),
     # issue #10 item 5: our micro-batch at most 1.5x a no-op Python source -> noop sink's (ratio >= 1/1.5)
     Pair(

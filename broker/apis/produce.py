@@ -126,11 +126,15 @@ def validate_produce_batch(
     max_uncompressed_bytes: int = 2**31 - 1,
     topic_partition: tuple[str, int] = ("", -1),
     compacted: bool = False,
+    check_framing: bool = True,
 ) -> BatchHeader:
     """Check that ``records`` is exactly one valid client RecordBatch v2 whose records section
     decompresses to at most ``max_uncompressed_bytes`` (``kafkalite.message.max.uncompressed.bytes``;
     streamed through, never inflated whole). ``topic_partition`` (topic, partition) and
     ``compacted`` (the topic's ``cleanup.policy`` has ``compact``) shape the per-record errors.
+    ``check_framing=False`` leaves the records' framing (and the decompressed-size bound) to the
+    caller that rebuilds them (:func:`~spark_kafkalite.protocol.recompression.rebuild_batch`
+    checks both while it decompresses), so a rebuilt batch is decompressed once.
 
     Raises:
         InvalidRecordError, MessageTooLargeError, CorruptRecordError,
@@ -162,7 +166,8 @@ def validate_produce_batch(
         raise UnsupportedCompressionTypeError(
             "Produce requests with ZStandard compression need version 7 or later"
         )
-    validate_record_framing(records, header, max_uncompressed_bytes=max_uncompressed_bytes)
+    if check_framing:
+        validate_record_framing(records, header, max_uncompressed_bytes=max_uncompressed_bytes)
     if timestamp_before_max_ms != LONG_MAX or timestamp_after_max_ms != LONG_MAX:
         now_ms = int(time.time() * 1000)
         if header.timestamp_type == 0 and (
@@ -217,7 +222,11 @@ class _BatchLimits:
     compression: tuple[int, int | None] | None  # LogConfig.compression: (codec, level), None = producer
 
     def validate(
-        self, records: Any, max_uncompressed_bytes: int, topic_partition: tuple[str, int]
+        self,
+        records: Any,
+        max_uncompressed_bytes: int,
+        topic_partition: tuple[str, int],
+        check_framing: bool = True,
     ) -> BatchHeader:
         return validate_produce_batch(
             records,
@@ -228,6 +237,7 @@ class _BatchLimits:
             max_uncompressed_bytes=max_uncompressed_bytes,
             topic_partition=topic_partition,
             compacted=self.compacted,
+            check_framing=check_framing,
         )
 
     def rebuilds(self, records: Any) -> bool:
@@ -252,11 +262,12 @@ class _BatchLimits:
             :func:`~spark_kafkalite.protocol.recompression.rebuild_batch`;
             MessageTooLargeError: the rebuilt batch outgrows ``max.message.bytes``.
         """
-        header = self.validate(records, max_uncompressed_bytes, topic_partition)
-        target = self.compression
-        if target is None or header.compression_type == target[0]:
+        rebuild = self.rebuilds(records)
+        header = self.validate(records, max_uncompressed_bytes, topic_partition, check_framing=not rebuild)
+        if not rebuild:
             return header, records
-        codec, level = target
+        assert self.compression is not None
+        codec, level = self.compression
         rebuilt = rebuild_batch(records, header, codec, level, max_uncompressed_bytes=max_uncompressed_bytes)
         if len(rebuilt) > self.message_max_bytes:  # UnifiedLog.append: the size may have changed
             raise MessageTooLargeError(

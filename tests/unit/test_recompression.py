@@ -282,6 +282,22 @@ def test_which_batches_are_rebuilt(topic: str, source: int, rebuilt: bool) -> No
         assert batch is raw and header == read_header(raw)
 
 
+@pytest.mark.parametrize("topic", ["producer", "zstd"])
+@pytest.mark.parametrize("codec", [COMPRESSION_NONE, COMPRESSION_LZ4])
+def test_bad_framing_and_bombs_are_refused_whether_rebuilt_or_not(topic: str, codec: int) -> None:
+    """A batch to rebuild skips the separate framing walk (the rebuild checks the records while it
+    decompresses them once): the same errors as for a batch stored as sent."""
+    raw = bytearray(encode_batch([(b"k", b"v" * 50, 1, [])] * 3, compression_type=codec))
+    struct.pack_into(">i", raw, 23, 3)  # lastOffsetDelta 3 and recordsCount 4: declares 4 records
+    struct.pack_into(">i", raw, 57, 4)
+    struct.pack_into(">I", raw, 17, crc32c.crc32c(bytes(raw[21:])))
+    with pytest.raises(CorruptRecordError):
+        _limits(topic).check(bytes(raw), 1 << 26, TP)
+    bomb = encode_batch([(None, bytes(200_000), 1, [])], compression_type=COMPRESSION_LZ4)
+    with pytest.raises(MessageTooLargeError):
+        _limits(topic).check(bomb, 100_000, TP)
+
+
 def test_small_rebuilds_stay_on_the_loop_large_or_slow_ones_go_to_a_worker() -> None:
     small = encode_batch([(b"k", b"v" * 100, 1, [])] * 50, compression_type=COMPRESSION_LZ4)  # 5 KB
     large = encode_batch([(b"k", b"v" * 100, 1, [])] * 400, compression_type=COMPRESSION_LZ4)  # 44 KB
