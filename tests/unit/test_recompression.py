@@ -111,7 +111,7 @@ record = st.tuples(
 # -- the records: both twins, against kafka-python's builder ----------------------------------
 
 
-@settings(max_examples=examples(60), deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(st.lists(record, min_size=1, max_size=30), st.sampled_from(CODECS))
 def test_rebuilt_records_are_kafka_pythons_bytes(records: list, codec: int) -> None:
     """Any source batch (our encoder stores the minimum timestamp as its base, so deltas differ
@@ -210,7 +210,7 @@ def _outcome(impl: ModuleType, data: bytes, count: int) -> object:
         return f"CorruptRecordError: {exc}"
 
 
-@settings(max_examples=examples(200), deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     data=st.binary(max_size=40)
     | st.lists(st.sampled_from([0, 1, 2, 3, 4, 0x0A, 0x7F, 0x80, 0xFF])).map(bytes),
