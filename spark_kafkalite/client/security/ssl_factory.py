@@ -7,7 +7,8 @@ built with the standard library's ``ssl`` from either naming scheme:
 * Java PEM stores (KIP-651): ``ssl.truststore.type=PEM`` with ``ssl.truststore.location`` (a file
   of CA certificates) or ``ssl.truststore.certificates`` (inline); ``ssl.keystore.type=PEM`` with
   ``ssl.keystore.location`` (one file: private key + chain) or ``ssl.keystore.certificate.chain``
-  + ``ssl.keystore.key`` (inline, key PKCS#8, encrypted keys take ``ssl.key.password``).
+  + ``ssl.keystore.key`` (inline, key PKCS#8, encrypted keys take ``ssl.key.password``), read
+  and loaded by :mod:`spark_kafkalite.tls` as the broker's listeners do.
 
 ``ssl.endpoint.identification.algorithm``: ``https`` (default, both clients) checks the broker
 certificate's SAN against the host connected to; ``none`` or empty disables the check. With
@@ -22,11 +23,17 @@ from __future__ import annotations
 
 import os
 import ssl
-import tempfile
 from collections.abc import Mapping
 from typing import Any
 
 from spark_kafkalite.protocol.errors import InvalidConfigError
+from spark_kafkalite.tls import (
+    TlsConfigError,
+    load_key_pair,
+    read_pem_key_store,
+    read_pem_trust_store,
+)
+from spark_kafkalite.tls import endpoint_identification_enabled as _endpoint_identification
 
 __all__ = ["create_ssl_context", "endpoint_identification_enabled"]
 
@@ -46,12 +53,12 @@ def endpoint_identification_enabled(config: Mapping[str, Any]) -> bool:
         InvalidConfigError: any other value.
     """
     raw = config.get("ssl.endpoint.identification.algorithm", "https")
-    value = "" if raw is None else str(raw).strip().lower()
-    if value == "https":
-        return True
-    if value in ("", "none"):
-        return False
-    raise InvalidConfigError(f"invalid ssl.endpoint.identification.algorithm {raw!r}: use https or none")
+    try:
+        return _endpoint_identification(raw)
+    except TlsConfigError:
+        raise InvalidConfigError(
+            f"invalid ssl.endpoint.identification.algorithm {raw!r}: use https or none"
+        ) from None
 
 
 def _check_store_type(config: Mapping[str, Any], store: str) -> str | None:
@@ -91,18 +98,23 @@ def _truststore(config: Mapping[str, Any]) -> tuple[str | None, str | None, str 
     ]
     if len(given) > 1:
         raise InvalidConfigError(f"set only one of {', '.join(given)} (they all name the trusted CAs)")
-    location = ca_location or ts_location
-    if location is not None:
-        if os.path.isdir(location):
-            return None, location, None
-        if not os.path.isfile(location):
-            raise InvalidConfigError(f"{given[0]}: no such file or directory: {location}")
-        return location, None, None
-    return None, None, ca_pem or ts_certs
+    if ts_location is not None or ts_certs is not None:
+        try:
+            return None, None, read_pem_trust_store(ts_location, ts_certs)
+        except TlsConfigError as exc:
+            raise InvalidConfigError(str(exc)) from None
+    if ca_location is not None:
+        if os.path.isdir(ca_location):
+            return None, ca_location, None
+        if not os.path.isfile(ca_location):
+            raise InvalidConfigError(f"ssl.ca.location: no such file or directory: {ca_location}")
+        return ca_location, None, None
+    return None, None, ca_pem
 
 
-def _keystore(config: Mapping[str, Any]) -> tuple[tuple[str, str | None] | None, tuple[str, str] | None]:
-    """((certfile, keyfile or None) from files, or (cert PEM, key PEM) inline) or (None, None)."""
+def _keystore(config: Mapping[str, Any]) -> tuple[tuple[str, str] | None, tuple[str, str, str] | None]:
+    """((certfile, keyfile) of librdkafka's locations, or (chain PEM, key PEM, the key it came
+    from) of the inline forms and Java's PEM key store) or (None, None)."""
     cert_location = _get(config, "ssl.certificate.location")
     key_location = _get(config, "ssl.key.location")
     cert_pem = _get(config, "ssl.certificate.pem")
@@ -141,30 +153,14 @@ def _keystore(config: Mapping[str, Any]) -> tuple[tuple[str, str | None] | None,
             if not os.path.isfile(path):
                 raise InvalidConfigError(f"{key}: no such file: {path}")
         return (cert_location, key_location), None
-    if ks_location is not None:
-        if not os.path.isfile(ks_location):
-            raise InvalidConfigError(f"ssl.keystore.location: no such file: {ks_location}")
-        return (ks_location, None), None
     if cert_pem or key_pem:
         if cert_pem is None or key_pem is None:
             raise InvalidConfigError("ssl.certificate.pem and ssl.key.pem must be set together")
-        return None, (cert_pem, key_pem)
-    if ks_chain is not None and ks_key is not None:
-        return None, (ks_chain, ks_key)
-    return None, None
-
-
-def _load_inline_chain(context: ssl.SSLContext, chain_pem: str, key_pem: str, password: str | None) -> None:
-    """``load_cert_chain`` reads files only: the PEM texts go to a private temporary directory
-    (mode 0700, files 0600) that is removed at once."""
-    with tempfile.TemporaryDirectory(prefix="kafkalite-ssl-") as tmp:
-        cert_path = os.path.join(tmp, "chain.pem")
-        key_path = os.path.join(tmp, "key.pem")
-        for path, text in ((cert_path, chain_pem), (key_path, key_pem)):
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as handle:
-                handle.write(text if text.endswith("\n") else text + "\n")
-        context.load_cert_chain(cert_path, key_path, password=password)
+        return None, (cert_pem, key_pem, "ssl.key.pem")
+    try:
+        return None, read_pem_key_store(ks_location, ks_key, ks_chain)
+    except TlsConfigError as exc:
+        raise InvalidConfigError(str(exc)) from None
 
 
 def create_ssl_context(config: Mapping[str, Any]) -> ssl.SSLContext:
@@ -176,7 +172,7 @@ def create_ssl_context(config: Mapping[str, Any]) -> ssl.SSLContext:
             included); the message names the keys involved.
     """
     cafile, capath, cadata = _truststore(config)
-    from_files, inline = _keystore(config)
+    from_files, pem = _keystore(config)
     password = _get(config, "ssl.key.password")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -194,8 +190,12 @@ def create_ssl_context(config: Mapping[str, Any]) -> ssl.SSLContext:
     try:
         if from_files is not None:
             context.load_cert_chain(from_files[0], from_files[1], password=password)
-        elif inline is not None:
-            _load_inline_chain(context, inline[0], inline[1], password)
+        elif pem is not None:
+            load_key_pair(context, pem[0], pem[1], password, pem[2])
+    except TlsConfigError as exc:
+        raise InvalidConfigError(
+            f"cannot load the client certificate and key (wrong or missing ssl.key.password?): {exc}"
+        ) from None
     except (ssl.SSLError, OSError, ValueError) as exc:
         raise InvalidConfigError(
             f"cannot load the client certificate and key (wrong or missing ssl.key.password?): {_reason(exc)}"
