@@ -10,7 +10,7 @@ runs in full mode (no ``-Q``) with ``TEST_KAFKA_VERSION=4.0.0``, one ``test-runn
 test number (``TESTS=<number>``, ``-L``), each bounded by ``--timeout-s`` (a test still running
 then is recorded as a hang and the next one runs), against clusters started here with
 ``LocalCluster`` (``python -m broker``, generated configs, ``num.partitions=4`` as the suite's
-scenarios expect, on 127.0.0.1):
+scenarios expect, Kafka's ``group.initial.rebalance.delay.ms`` of 3 s, on 127.0.0.1):
 
 - scenario ``default`` on one broker, except the numbers in ``THREE_BROKER_TESTS``;
 - scenario ``default`` on three brokers for ``THREE_BROKER_TESTS``;
@@ -58,6 +58,11 @@ KAFKA_VERSION = "4.0.0"
 #: suite's replication factor of 3).
 THREE_BROKER_TESTS = frozenset({"0103"})
 
+#: Broker config of every cluster: the suite's scenarios' partition count, and Kafka's default
+#: ``group.initial.rebalance.delay.ms`` in place of ``LocalCluster``'s 0 (consumers that subscribe
+#: together join one rebalance, as 0113 and 0118 expect of a Kafka broker).
+BROKER_CONFIG = {"num.partitions": "4", "group.initial.rebalance.delay.ms": "3000"}
+
 #: Tests that cannot pass against any broker here, and why (named in BENCHMARKS.md).
 CANNOT_PASS = {
     "0098_consumer_txn": "runs Kafka's Java producer (tests/java TransactionProducerCli) "
@@ -70,7 +75,7 @@ _SUMMARY_ROW = re.compile(
 )
 _FAILED_AT = re.compile(
     r'^### Test "(?P<name>\d{4}_\w+)(?: \((?P<subtest>.*)\))?" failed at '
-    r"(?P<where>[^:]+:\d+):(?P<function>\w+)\(\) at [^#]*: ###$"
+    r"(?P<where>[^:]+:\d+):(?P<function>\w*)\(\) at [^#]*: ###$"
 )
 _RUNNING = re.compile(r"================= Running test (\d{4}_\w+) =================")
 _FINISHED = re.compile(r"================= Test (\d{4}_\w+) (PASSED|FAILED|SKIPPED)")
@@ -286,7 +291,7 @@ def kafka_path() -> Path | None:
 @contextlib.contextmanager
 def cluster_for(phase: Phase, work_dir: Path) -> Iterator[tuple[LocalCluster, Path]]:
     overrides = {
-        "num.partitions": "4",
+        **BROKER_CONFIG,
         "auto.create.topics.enable": "true" if phase.auto_create else "false",
     }
     data_dir = work_dir / phase.label.replace(" ", "-").replace(",", "")

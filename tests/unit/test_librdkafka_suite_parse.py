@@ -149,3 +149,23 @@ def test_killed_at_the_timeout_is_a_hang() -> None:
         PASSED.split("TEST 2026")[0], ["0001_multiobj", "0001_other"], timed_out=False
     )
     assert [(r.name, r.result) for r in results] == [("0001_multiobj", "passed"), ("0001_other", "not run")]
+
+
+# a C++ test (testcpp.h's Test::Fail: no function name in the report)
+FAILED_CPP = f"""{E}[0m{E}[31m### Test "0113_cooperative_rebalance (l_unsubscribe:1715)" failed at testcpp.h:77:() at Sat Nov 28 18:40:55 2026: ###
+Expecting consumer 1's assign_call_cnt to be 1 not: 2
+TEST 20261128183945 (bare, scenario default) SUMMARY
+#==================================================================#
+|{E}[32m <MAIN>                                   |     PASSED |  70.033s {E}[0m|
+|{E}[36m 0113_cooperative_rebalance_local         |    SKIPPED |   0.000s {E}[0m|{E}[36m Filtered due to negative test flags{E}[0m
+|{E}[31m 0113_cooperative_rebalance               |     FAILED |  70.023s {E}[0m|{E}[31m l_unsubscribe:1715: ():77: Expecting consumer 1's assign_call_cnt to be 1 not: 2{E}[0m
+#==================================================================#
+"""
+
+
+def test_failed_cpp_test() -> None:
+    [failed] = parse_runner_output(FAILED_CPP, ["0113_cooperative_rebalance"], timed_out=False)
+    assert (failed.result, failed.seconds) == ("failed", 70.023)
+    assert failed.reason == (
+        "testcpp.h:77: Expecting consumer 1's assign_call_cnt to be 1 not: 2 (subtest l_unsubscribe:1715)"
+    )
