@@ -196,7 +196,7 @@ def build_instructions(suite_dir: Path) -> str:
 
     git clone --branch {LIBRDKAFKA_TAG} --depth 1 https://github.com/confluentinc/librdkafka {suite_dir}/src
     cd {suite_dir}/src
-    ./configure --disable-gssapi --disable-curl     # needs libssl-dev, zlib1g-dev, libzstd-dev
+    ./configure --disable-gssapi --disable-curl     # needs libssl-dev, zlib1g-dev, libzstd-dev, rapidjson-dev
     make -j2 libs && make -C tests -j2 build
 
 or run this script with --build (from {suite_dir}/src, or --git-dir <a librdkafka git directory>)."""
