@@ -13,7 +13,8 @@ then is recorded as a hang and the next one runs), against clusters started here
 scenarios expect, Kafka's ``group.initial.rebalance.delay.ms`` of 3 s, on 127.0.0.1):
 
 - scenario ``default`` on one broker, except the numbers in ``THREE_BROKER_TESTS``;
-- scenario ``default`` on three brokers for ``THREE_BROKER_TESTS``;
+- scenario ``default`` on three brokers (racks ``RACK1``-``RACK3``, the rack-aware replica
+  selector) for ``THREE_BROKER_TESTS``;
 - scenario ``noautocreate`` (``auto.create.topics.enable=false``) on three brokers.
 
 ``test.conf`` (``RDKAFKA_TEST_CONF``) points at the cluster; ``BROKERS`` holds its bootstrap
@@ -54,9 +55,14 @@ DEFAULT_SUITE_DIR = Path(os.environ.get("LIBRDKAFKA_TESTS", "/work/librdkafka-te
 LIBRDKAFKA_TAG = "v2.15.0"
 KAFKA_VERSION = "4.0.0"
 
-#: Test numbers run on three brokers in scenario ``default`` (0103: transactions with the
-#: suite's replication factor of 3).
-THREE_BROKER_TESTS = frozenset({"0103"})
+#: Test numbers run on three brokers in scenario ``default`` (0101: fetch from the closest
+#: replica, KIP-392, on an RF 3 topic across three racks; 0103: transactions with the suite's
+#: replication factor of 3).
+THREE_BROKER_TESTS = frozenset({"0101", "0103"})
+
+#: Multi-broker clusters: broker ``N`` in rack ``RACK<N>`` with Kafka's rack-aware replica
+#: selector, as 0101 expects (its consumer picks the ``client.rack`` of a follower).
+RACK_CONFIG = {"replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"}
 
 #: Broker config of every cluster: the suite's scenarios' partition count, and Kafka's default
 #: ``group.initial.rebalance.delay.ms`` in place of ``LocalCluster``'s 0 (consumers that subscribe
@@ -295,7 +301,13 @@ def cluster_for(phase: Phase, work_dir: Path) -> Iterator[tuple[LocalCluster, Pa
         "auto.create.topics.enable": "true" if phase.auto_create else "false",
     }
     data_dir = work_dir / phase.label.replace(" ", "-").replace(",", "")
-    with LocalCluster(brokers=phase.brokers, data_dir=data_dir, config_overrides=overrides) as cluster:
+    racks = {}
+    if phase.brokers > 1:
+        overrides.update(RACK_CONFIG)
+        racks = {node_id: f"RACK{node_id}" for node_id in range(1, phase.brokers + 1)}
+    with LocalCluster(
+        brokers=phase.brokers, data_dir=data_dir, config_overrides=overrides, racks=racks
+    ) as cluster:
         conf = data_dir / "test.conf"
         conf.write_text(
             f"bootstrap.servers={cluster.bootstrap_servers}\n"
