@@ -25,6 +25,7 @@ from spark_kafkalite.client.consumer.group_requests import (
     parse_offset_commit_response,
     parse_offset_fetch_response,
 )
+from spark_kafkalite.client.errors import COORDINATOR_RETRY_ERRORS
 from spark_kafkalite.client.network_client import now_ms
 from spark_kafkalite.client.requests import RequestBuilder
 from spark_kafkalite.client.types import TopicPartition
@@ -55,12 +56,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-_COORDINATOR_RETRY = {
-    ErrorCode.coordinator_not_available,
-    ErrorCode.not_coordinator,
-    ErrorCode.coordinator_load_in_progress,
-}
 
 
 class ConsumerGroupListing(NamedTuple):
@@ -154,7 +149,7 @@ class AdminGroups:
                 if not (
                     exc.retriable
                     or isinstance(exc, (KafkaConnectionError, KafkaTimeoutError))
-                    or exc.error_code in _COORDINATOR_RETRY
+                    or exc.error_code in COORDINATOR_RETRY_ERRORS
                 ):
                     raise
                 last = exc
@@ -182,7 +177,7 @@ class AdminGroups:
                 last = exc
             else:
                 code = int(error_of(response))
-                if code not in _COORDINATOR_RETRY:
+                if code not in COORDINATOR_RETRY_ERRORS:
                     return response, coordinator
                 last = error_for_code(code, f"group {group_id}")
             if now_ms() >= deadline:
@@ -363,7 +358,7 @@ class AdminGroups:
 
         def error_of(response: Any) -> int:
             codes = parse_offset_commit_response(response).values()
-            return next((c for c in codes if c in _COORDINATOR_RETRY), 0)
+            return next((c for c in codes if c in COORDINATOR_RETRY_ERRORS), 0)
 
         response, _ = self._call_coordinator(group_id, builder, error_of, timeout_ms)
         for tp, code in sorted(parse_offset_commit_response(response).items()):

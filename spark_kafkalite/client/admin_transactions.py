@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from spark_kafkalite.client.errors import COORDINATOR_RETRY_ERRORS
 from spark_kafkalite.client.network_client import now_ms
 from spark_kafkalite.client.producer.txn_requests import find_coordinator_request
 from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder
@@ -30,12 +31,6 @@ __all__ = ["AdminTransactions", "TransactionDescription", "TransactionListing"]
 
 CLIENT_API_VERSIONS.setdefault(ApiKey.DESCRIBE_TRANSACTIONS, (0, 0))
 CLIENT_API_VERSIONS.setdefault(ApiKey.LIST_TRANSACTIONS, (0, 2))
-
-_COORDINATOR_RETRY = {
-    ErrorCode.not_coordinator,
-    ErrorCode.coordinator_not_available,
-    ErrorCode.coordinator_load_in_progress,
-}
 
 
 class TransactionDescription(NamedTuple):
@@ -144,7 +139,7 @@ class AdminTransactions:
                     self._client.add_node(broker_id, str(response.host), int(response.port))
                 return broker_id
             error = error_for_code(code, f"transactional id {transactional_id!r}")
-            if not error.retriable and code not in _COORDINATOR_RETRY:
+            if not error.retriable and code not in COORDINATOR_RETRY_ERRORS:
                 raise error
             if now_ms() >= deadline:
                 raise KafkaTimeoutError(
@@ -179,7 +174,7 @@ class AdminTransactions:
                 if state is None:
                     raise KafkaError(f"DescribeTransactions: no answer for {transactional_id!r}")
                 code = int(state.error_code)
-                if code in _COORDINATOR_RETRY and now_ms() < deadline:
+                if code in COORDINATOR_RETRY_ERRORS and now_ms() < deadline:
                     self._client.poll(self._retry_backoff_ms)
                     continue
                 if code != ErrorCode.none:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.protocol.errors import (
+    ErrorCode,
     IllegalSaslStateError,
     KafkaError,
     SaslAuthenticationFailedError,
@@ -13,12 +14,23 @@ from spark_kafkalite.protocol.errors import (
 
 __all__ = [
     "AUTHENTICATION_ERRORS",
+    "COORDINATOR_MOVED_ERRORS",
+    "COORDINATOR_RETRY_ERRORS",
     "NoOffsetForPartitionError",
     "IllegalStateError",
     "SslAuthenticationError",
     "TransactionAbortedError",
     "is_authentication_error",
 ]
+
+
+COORDINATOR_MOVED_ERRORS = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available})
+"""The coordinator is gone or elsewhere: mark it unknown and look it up again (Java's
+``AbstractCoordinator`` / ``TransactionManager`` on NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE)."""
+
+COORDINATOR_RETRY_ERRORS = COORDINATOR_MOVED_ERRORS | {ErrorCode.coordinator_load_in_progress}
+"""A request to a coordinator is retried after the backoff (after a new lookup for the moved
+ones); COORDINATOR_LOAD_IN_PROGRESS: it is still loading its partition."""
 
 
 class NoOffsetForPartitionError(KafkaError):

@@ -44,7 +44,6 @@ from spark_kafkalite.client.consumer.group_requests import (
     sync_group_request,
 )
 from spark_kafkalite.client.consumer.group_state import (
-    COORDINATOR_ERRORS,
     NO_GENERATION,
     Generation,
     MemberState,
@@ -52,6 +51,7 @@ from spark_kafkalite.client.consumer.group_state import (
     is_retriable_group_error,
 )
 from spark_kafkalite.client.consumer.heartbeat import Heartbeat, HeartbeatSender
+from spark_kafkalite.client.errors import COORDINATOR_MOVED_ERRORS
 from spark_kafkalite.client.network_client import NetworkClient
 from spark_kafkalite.client.request_future import RequestFuture
 from spark_kafkalite.protocol.errors import (
@@ -511,7 +511,7 @@ class AbstractCoordinator(ABC):
             self.reset_generation("JoinGroup: unknown member id", reset_member_id=True)
         elif code == ErrorCode.illegal_generation:
             self.reset_generation("JoinGroup: illegal generation", reset_member_id=False)
-        elif code in COORDINATOR_ERRORS:
+        elif code in COORDINATOR_MOVED_ERRORS:
             self.mark_coordinator_unknown(exc.name)
         elif code == ErrorCode.fenced_instance_id:
             log.error(
@@ -562,7 +562,7 @@ class AbstractCoordinator(ABC):
             self.reset_generation("SyncGroup: unknown member id", reset_member_id=True)
         elif code == ErrorCode.illegal_generation:
             self.reset_generation("SyncGroup: illegal generation", reset_member_id=False)
-        elif code in COORDINATOR_ERRORS:
+        elif code in COORDINATOR_MOVED_ERRORS:
             self.mark_coordinator_unknown(exc.name)
         self._fail_join(outer, exc)
 

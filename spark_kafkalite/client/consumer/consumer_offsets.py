@@ -29,6 +29,7 @@ from spark_kafkalite.client.consumer.group_state import (
     SubscriptionType,
     is_retriable_group_error,
 )
+from spark_kafkalite.client.errors import COORDINATOR_MOVED_ERRORS
 from spark_kafkalite.client.request_future import RequestFuture
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.protocol.errors import (
@@ -340,7 +341,7 @@ class ConsumerOffsets:
                 return
             top, found = parse_offset_fetch_response(f.value)
             if top != ErrorCode.none:
-                if top in (ErrorCode.coordinator_not_available, ErrorCode.not_coordinator):
+                if top in COORDINATOR_MOVED_ERRORS:
                     self._member.mark_coordinator_unknown(error_for_code(top).name)
                 outer.failure(error_for_code(top, f"OffsetFetch for group {self.group_id}"))
                 return
@@ -350,7 +351,7 @@ class ConsumerOffsets:
                 if code in (ErrorCode.none, ErrorCode.unknown_topic_or_partition):
                     result[tp] = om
                 else:
-                    if code in (ErrorCode.coordinator_not_available, ErrorCode.not_coordinator):
+                    if code in COORDINATOR_MOVED_ERRORS:
                         self._member.mark_coordinator_unknown(error_for_code(code).name)
                     outer.failure(error_for_code(code, f"OffsetFetch of {tp.topic}-{tp.partition}"))
                     return

@@ -6,6 +6,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from spark_kafkalite.client.errors import COORDINATOR_RETRY_ERRORS
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaConnectionError, KafkaError, KafkaTimeoutError
 
 __all__ = [
@@ -13,23 +14,18 @@ __all__ = [
     "Generation",
     "NO_GENERATION",
     "RETRIABLE_GROUP_ERRORS",
-    "COORDINATOR_ERRORS",
     "coordinator_node_id",
     "is_retriable_group_error",
     "SubscriptionType",
 ]
 #: errors after which a join / lookup is simply retried (after the backoff unless noted)
-RETRIABLE_GROUP_ERRORS = {
-    ErrorCode.coordinator_not_available,
-    ErrorCode.not_coordinator,
-    ErrorCode.coordinator_load_in_progress,
+RETRIABLE_GROUP_ERRORS = COORDINATOR_RETRY_ERRORS | {
     ErrorCode.rebalance_in_progress,
     ErrorCode.unknown_member_id,
     ErrorCode.illegal_generation,
     ErrorCode.member_id_required,
     ErrorCode.request_timed_out,
 }
-COORDINATOR_ERRORS = {ErrorCode.coordinator_not_available, ErrorCode.not_coordinator}
 
 
 class MemberState(enum.Enum):

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from spark_kafkalite.client.clock import now_ms
 from spark_kafkalite.client.consumer.group_requests import heartbeat_request, leave_group_request
-from spark_kafkalite.client.consumer.group_state import COORDINATOR_ERRORS, Generation, MemberState
+from spark_kafkalite.client.consumer.group_state import Generation, MemberState
+from spark_kafkalite.client.errors import COORDINATOR_RETRY_ERRORS
 from spark_kafkalite.client.network_client import NetworkClient
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError, error_for_code
 
@@ -339,7 +340,7 @@ class HeartbeatSender:
                 member.set_fatal_error(
                     error_for_code(code, f"static member {member.group_instance_id} was fenced")
                 )
-        elif code in COORDINATOR_ERRORS or code == ErrorCode.coordinator_load_in_progress:
+        elif code in COORDINATOR_RETRY_ERRORS:
             member.mark_coordinator_unknown(error_for_code(code).name)
         else:
             member.set_fatal_error(error_for_code(code, f"heartbeat of group {member.group_id}"))

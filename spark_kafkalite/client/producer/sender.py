@@ -38,7 +38,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from spark_kafkalite.client.errors import TransactionAbortedError
+from spark_kafkalite.client.errors import COORDINATOR_RETRY_ERRORS, TransactionAbortedError
 from spark_kafkalite.client.metadata import Metadata
 from spark_kafkalite.client.network_client import NetworkClient, now_ms
 from spark_kafkalite.client.producer.producer_batch import ProducerBatch
@@ -68,12 +68,7 @@ __all__ = ["Sender", "record_exceptions"]
 log = logging.getLogger(__name__)
 
 #: InitProducerId errors retried after ``retry.backoff.ms`` (Java ``InitProducerIdHandler``).
-_INIT_RETRIABLE = {
-    ErrorCode.coordinator_load_in_progress,
-    ErrorCode.coordinator_not_available,
-    ErrorCode.not_coordinator,
-    ErrorCode.concurrent_transactions,
-}
+_INIT_RETRIABLE = COORDINATOR_RETRY_ERRORS | {ErrorCode.concurrent_transactions}
 _INIT_PRODUCER_ID_MAX_VERSION = 4
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from spark_kafkalite.client.consumer.consumer_offsets import CommitFailedError
 from spark_kafkalite.client.consumer.group_requests import OffsetAndMetadata
+from spark_kafkalite.client.errors import COORDINATOR_MOVED_ERRORS
 from spark_kafkalite.client.producer.transaction_state import State, TransactionalRequestResult
 from spark_kafkalite.client.producer.txn_requests import (
     add_offsets_to_txn_request,
@@ -73,7 +74,6 @@ PRIORITY_END_TXN = 3
 #: transaction ended is retried sooner than ``retry.backoff.ms``.
 ADD_PARTITIONS_RETRY_BACKOFF_MS = 20.0
 
-_COORDINATOR_MOVED = {ErrorCode.not_coordinator, ErrorCode.coordinator_not_available}
 _FENCED = {ErrorCode.invalid_producer_epoch, ErrorCode.producer_fenced}
 _NEEDS_EPOCH_BUMP = {ErrorCode.unknown_producer_id, ErrorCode.invalid_producer_id_mapping}
 
@@ -152,7 +152,7 @@ class TxnRequestHandler:
 
     def _classic(self, code: int, what: str) -> bool:
         """The rules common to single-error responses; True if ``code`` was handled."""
-        if code in _COORDINATOR_MOVED:
+        if code in COORDINATOR_MOVED_ERRORS:
             self.lookup_coordinator_and_retry()
         elif error_for_code(code).retriable:
             self.reenqueue()
@@ -355,7 +355,7 @@ class TxnOffsetCommitHandler(TxnRequestHandler):
         for tp, code in txn_offset_commit_errors(response).items():
             if code == ErrorCode.none:
                 self.pending.pop(tp, None)
-            elif code in (*_COORDINATOR_MOVED, ErrorCode.request_timed_out):
+            elif code in (*COORDINATOR_MOVED_ERRORS, ErrorCode.request_timed_out):
                 if not reloaded:
                     reloaded = True
                     self.tm.lookup_coordinator(CoordinatorType.GROUP, group_id)
