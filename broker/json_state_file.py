@@ -2,7 +2,7 @@
 ACLs and SCRAM credentials (:mod:`broker.controller.acl_store`, :mod:`broker.controller.scram_store`)
 and its topic config overrides (:mod:`broker.controller.topic_config_store`), which stand in for
 the KRaft metadata log when there is no quorum. Written with
-:func:`broker.atomic_file.write_atomically` (tmp file, fsync, rename, fsync of the directory)."""
+:func:`spark_kafkalite.atomic_file.write_atomically` (tmp file, fsync, rename, fsync of the directory)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from broker.atomic_file import write_atomically
+from spark_kafkalite.atomic_file import write_atomically
 
 __all__ = ["load_versioned_json", "save_versioned_json"]
 

@@ -43,7 +43,6 @@ from typing import Any
 from broker.apis.context import BrokerContext
 from broker.apis.init_producer_id import producer_id_manager
 from broker.apis.kafka_apis import KafkaApis
-from broker.atomic_file import write_atomically
 from broker.config import LONG_MAX, KafkaConfig, parse_properties
 from broker.config_def import parse_list
 from broker.controller.acl_store import ACLS_FILE
@@ -76,6 +75,7 @@ from broker.network.socket_server import SocketServer
 from broker.replication.delayed_fetch import FetchPurgatory
 from broker.replication.replica_manager import ReplicaManager
 from broker.security.authorizer import authorizer_for
+from spark_kafkalite.atomic_file import write_atomically
 from spark_kafkalite.protocol.errors import ErrorCode
 
 __all__ = ["KafkaServer", "StartupError", "ENDPOINTS_FILE", "META_PROPERTIES_FILE", "log_config_from"]

@@ -12,7 +12,7 @@ import json
 import threading
 from pathlib import Path
 
-from broker.atomic_file import write_atomically
+from spark_kafkalite.atomic_file import write_atomically
 from spark_kafkalite.protocol.errors import KafkaError
 
 __all__ = ["PRODUCER_ID_BLOCK_FILE", "PRODUCER_ID_BLOCK_SIZE", "allocate_block_in_file"]

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from broker.atomic_file import write_atomically
+from spark_kafkalite.atomic_file import write_atomically
 
 __all__ = [
     "read_offset_checkpoint",
@@ -59,7 +59,7 @@ def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
 def write_offset_checkpoint(
     path: Path, offsets: Mapping[tuple[str, int], int], *, sync: bool = False
 ) -> None:
-    """Atomically replace ``path`` (:func:`broker.atomic_file.write_atomically`); durably when
+    """Atomically replace ``path`` (:func:`spark_kafkalite.atomic_file.write_atomically`); durably when
     ``sync``."""
     body = [str(_VERSION), str(len(offsets))]
     body += [f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())]

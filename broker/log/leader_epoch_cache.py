@@ -22,7 +22,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from broker.atomic_file import fsync_written, write_atomically, write_new
+from spark_kafkalite.atomic_file import fsync_written, write_atomically, write_new
 
 __all__ = [
     "LeaderEpochFileCache",

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from broker.atomic_file import fsync_dir, fsync_file, fsync_written, sync_file_system
+from spark_kafkalite.atomic_file import fsync_dir, fsync_file, fsync_written, sync_file_system
 from spark_kafkalite.protocol.errors import KafkaStorageError
 from spark_kafkalite.protocol.internal_topics import CLUSTER_METADATA_TOPIC_NAME
 from spark_kafkalite.protocol.types import TopicPartitionKey
@@ -350,7 +350,7 @@ class LogManager:
     def _drain_writes(self) -> None:
         """The file-writer thread: run the queued writes, in order, until none is left.
 
-        Consecutive :func:`~broker.atomic_file.fsync_written` jobs of a batch are made durable
+        Consecutive :func:`~spark_kafkalite.atomic_file.fsync_written` jobs of a batch are made durable
         together before the next other write runs: each file fsynced and each directory once
         (a new log's ``partition.metadata`` and ``leader-epoch-checkpoint`` share one), or, from
         ``_SYNCFS_MIN_FILES`` files on, one ``syncfs`` per file system. A CreateTopics of

@@ -13,7 +13,7 @@ import os
 import uuid
 from pathlib import Path
 
-from broker.atomic_file import fsync_dir, write_atomically
+from spark_kafkalite.atomic_file import fsync_dir, write_atomically
 
 __all__ = [
     "PARTITION_METADATA_FILE",

@@ -61,7 +61,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker.atomic_file import write_atomically
+from spark_kafkalite.atomic_file import write_atomically
 from spark_kafkalite.protocol.control_records import EndTransactionMarker
 from spark_kafkalite.protocol.errors import (
     InvalidProducerEpochError,

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from broker.atomic_file import fsync_dir
+from spark_kafkalite.atomic_file import fsync_dir
 
 from .segment_files import (
     CLEANED_SUFFIX,

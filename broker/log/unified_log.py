@@ -24,7 +24,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from broker.atomic_file import fsync_written
+from spark_kafkalite.atomic_file import fsync_written
 from spark_kafkalite.protocol.control_records import read_end_txn_marker
 from spark_kafkalite.protocol.errors import (
     InconsistentTopicIdError,

@@ -50,6 +50,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from spark_kafkalite.atomic_file import write_atomically
 from spark_kafkalite.cli.common import command_config
 
 __all__ = ["add_cluster_parser", "cmd_cluster", "STATE_FILE", "CLIENT_PROPERTIES"]
@@ -130,22 +131,10 @@ def _read_state(data_dir: Path) -> dict[str, Any] | None:
 
 
 def _write_state(data_dir: Path, state: dict[str, Any]) -> None:
-    """Replace cluster.json atomically and durably (the one writer of the state file): write
-    ``cluster.json.tmp``, fsync it, rename it over ``cluster.json``, fsync the directory, as
-    Kafka's ``Utils.atomicMoveWithFallback``; a crash leaves the old or the new state, never a
-    torn file that 'cluster down' cannot read."""
-    path = _state_path(data_dir)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(json.dumps(state, indent=1).encode("utf-8"))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(data_dir, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """Replace cluster.json atomically and durably (the one writer of the state file, through
+    :func:`~spark_kafkalite.atomic_file.write_atomically`): a crash leaves the old or the new
+    state, never a torn file that 'cluster down' cannot read."""
+    write_atomically(_state_path(data_dir), json.dumps(state, indent=1))
 
 
 def _alive(pid: int) -> bool:

@@ -249,7 +249,7 @@ def test_new_logs_fsync_each_partition_directory_once(
 ) -> None:
     """A new log's partition.metadata and leader-epoch-checkpoint are fsynced on the file-writer
     thread with their directory fsynced once per batch, not once per file (issue #19)."""
-    from broker import atomic_file
+    from spark_kafkalite import atomic_file
 
     fsynced: list[str] = []
     fsync_file, fsync_dir = atomic_file.fsync_file, atomic_file.fsync_dir
@@ -286,7 +286,7 @@ def test_many_new_logs_are_made_durable_by_one_syncfs_before_the_next_write(
     """From _SYNCFS_MIN_FILES files waiting together on, one syncfs of their file system replaces
     their fsyncs (a CreateTopics of thousands of partitions costs a few journal commits, not two
     per log), and it runs before the write queued after them (issue #19)."""
-    from broker import atomic_file
+    from spark_kafkalite import atomic_file
 
     events: list[str] = []
     sync_file_system = atomic_file.sync_file_system

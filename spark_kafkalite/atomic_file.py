@@ -1,4 +1,4 @@
-"""The one way the broker replaces a checkpoint or state file: atomically and durably.
+"""The one way the broker and the tools replace a checkpoint or state file: atomically and durably.
 
 Write ``<file>.tmp``, fsync it, rename it over ``<file>``, fsync the directory: a crash leaves
 either the old or the new contents, never a torn file, and once this returns the new contents
