@@ -43,6 +43,7 @@ from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
 from broker.coordinator.group.group_offset_manager import GroupOffsetManager
 from broker.coordinator.group.rebalance import GroupRebalancer, join_result
 from broker.coordinator.group.scheduler import Scheduler
+from broker.coordinator.task_tracker import TaskTracker
 from spark_kafkalite.protocol.errors import ErrorCode
 
 __all__ = ["GroupCoordinator", "GroupConfig"]
@@ -88,7 +89,7 @@ class GroupCoordinator:
         self.scheduler = scheduler
         self.config = config
         self.active = False
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskTracker("group coordinator")
         #: join/sync phases, member removal, heartbeats and session expiry.
         self.rebalance = GroupRebalancer(manager, scheduler, config, self.spawn)
         #: OffsetCommit/OffsetFetch/ListGroups/DescribeGroups/DeleteGroups/OffsetDelete, expiration.
@@ -102,19 +103,11 @@ class GroupCoordinator:
         self.active = False
         for partition in list(self.manager.owned_partitions | self.manager.loading_partitions):
             self.manager.unload_partition(partition, self._on_group_unloaded)
-        for task in list(self._tasks):
-            task.cancel()
+        self._tasks.cancel_all()
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("group coordinator task failed", exc_info=task.exception())
+        """Run ``coro`` in the background until it ends or the coordinator shuts down."""
+        return self._tasks.spawn(coro)
 
     # -- validation -----------------------------------------------------------------------------
     def validate_group_status(self, group_id: str | None, allow_empty_id: bool = False) -> int:

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from broker.coordinator.task_tracker import TaskTracker
 from broker.coordinator.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
 from broker.coordinator.transaction.transaction_metadata import (
     NO_PRODUCER_EPOCH,
@@ -77,18 +78,11 @@ class TransactionCoordinator:
         self.markers = markers
         self.generate_producer_id = generate_producer_id
         self.active = False
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskTracker("transaction coordinator")
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("transaction coordinator task failed", exc_info=task.exception())
+        """Run ``coro`` in the background until it ends or the coordinator shuts down."""
+        return self._tasks.spawn(coro)
 
     def startup(self) -> None:
         self.active = True
@@ -98,8 +92,7 @@ class TransactionCoordinator:
         self.active = False
         self.state_manager.shutting_down = True
         self.markers.shutdown()
-        for task in list(self._tasks):
-            task.cancel()
+        self._tasks.cancel_all()
 
     # -- InitProducerId ------------------------------------------------------------------------
     async def handle_init_producer_id(
