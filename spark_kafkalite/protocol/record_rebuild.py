@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from spark_kafkalite.protocol.errors import CorruptRecordError
+from spark_kafkalite.protocol.varint import write_varint
 
 __all__ = ["rebuild_records", "IMPLEMENTATION"]
 
@@ -78,14 +79,6 @@ def _skip_field(data: Any, p: int, limit: int, what: str) -> int:
     return p
 
 
-def _put_varlong(out: bytearray, value: int) -> None:
-    v = ((value << 1) ^ (value >> 63)) & _MASK64
-    while v > 0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-
-
 def rebuild_records(
     data: Any, start: int, end: int, count: int, base_ts: int, max_ts: int, log_append: bool
 ) -> tuple[bytes, int, int]:
@@ -138,10 +131,10 @@ def rebuild_records(
         if ts > max_seen:
             max_seen = ts
         body = bytearray(b"\x00")
-        _put_varlong(body, _wrap64(ts - first_ts))
-        _put_varlong(body, n)
+        write_varint(body, _wrap64(ts - first_ts))
+        write_varint(body, n)
         body += data[tail:rec_end]
-        _put_varlong(out, len(body))
+        write_varint(out, len(body))
         out += body
     if p != end:
         raise CorruptRecordError(f"record batch has {end - p} trailing bytes after its {count} records")
