@@ -156,7 +156,6 @@ class KafkaConfig:
     # -- validation ---------------------------------------------------------------------
     def _validate(self) -> None:
         v = self.values
-        self._reject_unimplemented(v)
         node_id, broker_id = v["node.id"], v["broker.id"]
         if node_id < 0 and broker_id >= 0:
             v["node.id"] = node_id = broker_id
@@ -318,14 +317,6 @@ class KafkaConfig:
                     f"({', '.join(e.listener_name for e in self.broker_listeners)})",
                 )
         self.inter_broker_listener_name = inter or self.broker_listeners[0].listener_name
-
-    @staticmethod
-    def _reject_unimplemented(v: dict[str, Any]) -> None:
-        """Refuse values the broker would otherwise silently ignore."""
-        if v["log.message.timestamp.type"] != "CreateTime":
-            raise ConfigError(
-                "log.message.timestamp.type", "LogAppendTime is not supported yet (only CreateTime)"
-            )
 
     # -- typed accessors ----------------------------------------------------------------
     def __getitem__(self, key: str) -> Any:

@@ -370,7 +370,8 @@ _define(
     "log.message.timestamp.type",
     "string",
     "CreateTime",
-    "Timestamp type of appended messages (only CreateTime is implemented; LogAppendTime is rejected).",
+    "Timestamp type of appended messages: CreateTime (the producer's) or LogAppendTime (the leader "
+    "stamps each batch with its clock on append).",
     one_of("CreateTime", "LogAppendTime"),
 )
 _define(

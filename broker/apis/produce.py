@@ -381,8 +381,11 @@ async def handle_produce(
                     limits = limits_by_config[id(log_config)] = _BatchLimits(
                         log_config.max_message_bytes,
                         version,
-                        log_config.message_timestamp_before_max_ms,
-                        log_config.message_timestamp_after_max_ms,
+                        # LogAppendTime: the producer's timestamps are replaced, not checked
+                        LONG_MAX
+                        if log_config.log_append_time
+                        else log_config.message_timestamp_before_max_ms,
+                        LONG_MAX if log_config.log_append_time else log_config.message_timestamp_after_max_ms,
                         max_uncompressed_bytes,
                         log_config.compact,
                         log_config.compression,
@@ -481,6 +484,7 @@ async def handle_produce(
                     log_start_offset,
                     message if code != ErrorCode.none else None,
                     record_errors,
+                    append_time if code == ErrorCode.none else -1,
                 )
             )
         topics_out.append(ProduceTopicResult(topic, tuple(partitions_out)))

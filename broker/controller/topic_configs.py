@@ -15,7 +15,7 @@ Deviations from Kafka 4.0, on purpose:
 - ``segment.bytes`` accepts values >= 14 (Kafka 4.0: >= 1 MiB) so tests can roll tiny segments,
   matching this broker's ``log.segment.bytes``.
 - Values the broker cannot honour yet are refused with INVALID_CONFIG instead of being silently
-  ignored: ``message.timestamp.type=LogAppendTime``, ``remote.storage.enable=true``, and
+  ignored: ``remote.storage.enable=true``, and
   ``cleanup.policy`` with ``compact`` while :data:`COMPACTION_SUPPORTED` is False.
 """
 
@@ -113,10 +113,6 @@ def _no_compaction(value: Any) -> str | None:
     if not COMPACTION_SUPPORTED and "compact" in value:
         return "log compaction is not supported yet (only cleanup.policy=delete)"
     return None
-
-
-def _only_create_time(value: Any) -> str | None:
-    return None if value == "CreateTime" else "LogAppendTime is not supported yet (only CreateTime)"
 
 
 def _no_tiered_storage(value: Any) -> str | None:
@@ -286,7 +282,6 @@ _define(
     "CreateTime or LogAppendTime.",
     one_of("CreateTime", "LogAppendTime"),
     ("log.message.timestamp.type",),
-    _only_create_time,
 )
 _define(
     "min.cleanable.dirty.ratio",

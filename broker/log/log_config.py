@@ -63,6 +63,9 @@ class LogConfig:
         file_delete_delay_ms: how long the files of a segment removed by retention or
             compaction stay renamed ``.deleted`` before they are unlinked off the event loop
             (``file.delete.delay.ms`` / ``log.segment.delete.delay.ms``, default 1 minute).
+        message_timestamp_type: ``CreateTime`` (the producer's timestamps, default) or
+            ``LogAppendTime``: the leader stamps every batch it appends with its clock
+            (``message.timestamp.type``; Kafka's ``LogValidator``). See :attr:`log_append_time`.
         compression_type: the codec the leader stores produced batches with
             (``compression.type``, one of :data:`BROKER_COMPRESSION_TYPES`): ``producer``
             (the default) keeps each batch's own codec; any other value rebuilds a batch whose
@@ -88,6 +91,7 @@ class LogConfig:
     min_insync_replicas: int = 1
     message_timestamp_before_max_ms: int = LONG_MAX
     message_timestamp_after_max_ms: int = 3600000
+    message_timestamp_type: str = "CreateTime"
     file_delete_delay_ms: int = 60000
     compression_type: str = "producer"
     compression_gzip_level: int = -1
@@ -130,6 +134,12 @@ class LogConfig:
             raise ValueError(
                 f"compression_type must be one of {', '.join(BROKER_COMPRESSION_TYPES)}, got {self.compression_type!r}"
             )
+
+    @property
+    def log_append_time(self) -> bool:
+        """``message.timestamp.type=LogAppendTime``: batches appended as leader get the broker's
+        time as their timestamp, and the producer's timestamps are not range-checked."""
+        return self.message_timestamp_type == "LogAppendTime"
 
     @property
     def compression(self) -> tuple[int, int | None] | None:

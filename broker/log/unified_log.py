@@ -36,6 +36,7 @@ from spark_kafkalite.protocol.record_batch import (
     RECORD_BATCH_OVERHEAD,
     assign_offsets,
     read_header,
+    set_log_append_time,
 )
 
 from . import producer_state_hooks as producer_state  # idempotence / transaction hooks
@@ -363,6 +364,13 @@ class UnifiedLog:
                 return producer_state.duplicate_append_info(duplicate, self.log_start_offset)
         first = self.log_end_offset
         last = first + header.last_offset_delta
+        log_append_time_ms = -1
+        if self._config.log_append_time:  # the batch is stamped (and copied if it is a view)
+            if not isinstance(batch, bytearray):
+                batch = bytearray(batch)
+            log_append_time_ms = int(time.time() * 1000)
+            set_log_append_time(batch, log_append_time_ms)
+            header = read_header(batch)
         if isinstance(batch, bytearray):
             assign_offsets(batch, first, leader_epoch)
             head: bytearray | None = None
@@ -384,7 +392,7 @@ class UnifiedLog:
             first_offset=first,
             last_offset=last,
             max_timestamp_ms=header.max_timestamp,
-            log_append_time_ms=header.max_timestamp if header.timestamp_type == 1 else -1,
+            log_append_time_ms=log_append_time_ms,
             valid_bytes=len(batch),
             records_count=header.records_count,
             log_start_offset=self.log_start_offset,

@@ -53,11 +53,19 @@ _PARTITION_V5 = struct.Struct(">ihqqq")  # ... + log_start_offset
 
 class ProducePartitionResult:
     """Kafka's ``ProduceResponseData.PartitionProduceResponse`` without kio's entity machinery
-    (the broker answers every produced batch with one; it never sends a ``log_append_time``).
-    ``record_errors``: the rejected records of the batch (KIP-467, written from v8)."""
+    (the broker answers every produced batch with one). ``record_errors``: the rejected records
+    of the batch (KIP-467, written from v8). ``log_append_time_ms``: the broker time the batch
+    was stamped with on a ``message.timestamp.type=LogAppendTime`` topic, else -1."""
 
-    __slots__ = ("index", "error_code", "base_offset", "log_start_offset", "error_message", "record_errors")
-    log_append_time: datetime.datetime | None = None
+    __slots__ = (
+        "index",
+        "error_code",
+        "base_offset",
+        "log_start_offset",
+        "error_message",
+        "record_errors",
+        "log_append_time_ms",
+    )
 
     def __init__(
         self,
@@ -67,6 +75,7 @@ class ProducePartitionResult:
         log_start_offset: int,
         error_message: str | None,
         record_errors: tuple[RecordError, ...] = (),
+        log_append_time_ms: int = -1,
     ) -> None:
         self.index = index
         self.error_code = error_code
@@ -74,6 +83,14 @@ class ProducePartitionResult:
         self.log_start_offset = log_start_offset
         self.error_message = error_message
         self.record_errors = record_errors
+        self.log_append_time_ms = log_append_time_ms
+
+    @property
+    def log_append_time(self) -> datetime.datetime | None:
+        """kio's view of ``log_append_time_ms`` (what the encoder reads from either kind)."""
+        if self.log_append_time_ms < 0:
+            return None
+        return datetime.datetime.fromtimestamp(self.log_append_time_ms / 1000, tz=datetime.UTC)
 
 
 class ProduceTopicResult(NamedTuple):

@@ -93,3 +93,79 @@ def test_message_timestamp_before_max_ms_per_topic(cluster: LocalCluster, unique
     assert error is not None and error.code() == confluent_kafka.KafkaError.INVALID_TIMESTAMP, error
     assert produce_one(cluster.bootstrap_servers, strict, b"v") is None  # now is within range
     assert produce_one(cluster.bootstrap_servers, relaxed, b"v", timestamp_ms=old_ms) is None
+
+
+def test_log_append_time_stamps_batches_with_the_broker_clock(
+    cluster: LocalCluster, unique_topic: str
+) -> None:
+    """``message.timestamp.type=LogAppendTime``: the leader replaces the producer's timestamp
+    with its own clock (no range check on the producer's), the delivery report and every reader
+    see LogAppendTime; a CreateTime topic keeps the producer's (librdkafka's test 0052)."""
+    from spark_kafkalite.client.consumer.kafka_consumer import KafkaConsumer
+    from spark_kafkalite.client.types import TopicPartition
+
+    bootstrap = cluster.bootstrap_servers
+    create(
+        bootstrap,
+        unique_topic,
+        {"message.timestamp.type": "LogAppendTime", "message.timestamp.before.max.ms": "60000"},
+    )
+    produced_ms = 1_000_000  # 1970: far outside before.max.ms, stamped anyway
+    reports: list[tuple[int, int]] = []
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
+    before_ms = int(time.time() * 1000)
+    for i in range(5):  # one batch (linger), then one alone: two stamps
+        producer.produce(
+            unique_topic,
+            value=b"v%d" % i,
+            partition=0,
+            timestamp=produced_ms,
+            on_delivery=lambda err, msg: reports.append(msg.timestamp()) if err is None else None,
+        )
+    producer.flush(15)
+    producer.produce(
+        unique_topic,
+        value=b"last",
+        partition=0,
+        timestamp=produced_ms,
+        on_delivery=lambda err, msg: reports.append(msg.timestamp()) if err is None else None,
+    )
+    assert producer.flush(15) == 0
+    after_ms = int(time.time() * 1000)
+    assert len(reports) == 6
+    assert {kind for kind, _ in reports} == {confluent_kafka.TIMESTAMP_LOG_APPEND_TIME}
+    assert all(before_ms - 1000 <= ts <= after_ms + 1000 for _, ts in reports), reports
+
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": unique_topic, "enable.auto.commit": False}
+    )
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(unique_topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+        read: list[tuple[int, int]] = []
+        deadline = time.monotonic() + 15
+        while len(read) < 6 and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                read.append(msg.timestamp())
+    finally:
+        consumer.close()
+    assert read == reports  # the stored stamp is the one the producer was told
+
+    ours = KafkaConsumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest"})
+    with ours:
+        ours.assign([TopicPartition(unique_topic, 0)])
+        records = []
+        deadline = time.monotonic() + 15
+        while len(records) < 6 and time.monotonic() < deadline:
+            for batch in ours.poll(200).values():
+                records.extend(batch)
+    assert [(r.timestamp_type, r.timestamp_ms) for r in records] == [(1, ts) for _, ts in reports]
+
+    from spark_kafkalite.client import KafkaProducer
+
+    with KafkaProducer({"bootstrap.servers": bootstrap}) as ours_producer:
+        before_ms = int(time.time() * 1000)
+        metadata = ours_producer.send(
+            unique_topic, value=b"ours", partition=0, timestamp_ms=produced_ms
+        ).result(15)
+        assert before_ms - 1000 <= metadata.timestamp_ms <= int(time.time() * 1000) + 1000, metadata

@@ -96,7 +96,7 @@ def test_log_dir_fallback() -> None:
         ("listeners", "BOGUS://127.0.0.1:9093", "listener.security.protocol.map"),
         ("advertised.listeners", "OTHER://h:1", "listener.security.protocol.map"),
         ("node.id", "-1", "must be set"),
-        ("log.message.timestamp.type", "LogAppendTime", "not supported yet"),
+        ("log.message.timestamp.type", "BrokerTime", "not one of"),
         ("compression.type", "brotli", "not one of"),
         ("compression.gzip.level", "0", "between 1 and 9 or equal to -1"),
         ("compression.zstd.level", "23", "between -131072 and 22"),

@@ -73,7 +73,7 @@ def broker(**props: str) -> KafkaConfig:
         ({"preallocate": "yes"}, "preallocate"),
         ({"retention.ms": None}, "Null value not supported for topic configs: retention.ms"),
         ({"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"}, "min.compaction.lag.ms"),
-        ({"message.timestamp.type": "LogAppendTime"}, "message.timestamp.type"),
+        ({"message.timestamp.type": "BrokerTime"}, "message.timestamp.type"),
         ({"leader.replication.throttled.replicas": "0:x"}, "leader.replication.throttled.replicas"),
     ],
 )
