@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import os
 import signal
@@ -106,8 +105,12 @@ async def run(
     if not starting.done():
         logger.warning("stop requested during startup")
         starting.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
+        try:
             await starting
+        except asyncio.CancelledError:
+            pass  # the cancel just above
+        except Exception:
+            logger.exception("startup failed while the stop request cancelled it")
         await server.shutdown()
         if watcher is not None:
             watcher.cancel()

@@ -315,8 +315,10 @@ class SocketServer:
         finally:
             self._connections.discard(conn)
             writer.close()
-            with contextlib.suppress(Exception, asyncio.CancelledError):
+            try:
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
+            except (OSError, TimeoutError, asyncio.CancelledError):
+                pass  # the peer reset or stalled the close: the transport is closed either way
 
     async def _open(
         self, sock: socket.socket, listener_name: str, client_host: str, security: ListenerSecurity | None

@@ -11,9 +11,12 @@ probably wrong" used by the producer, the consumer and the broker's replica fetc
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar, NamedTuple
 
 from kio.schema.errors import ErrorCode
+
+from spark_kafkalite.protocol.types import TopicPartition
 
 __all__ = [
     "ErrorCode",
@@ -127,7 +130,23 @@ class KafkaTimeoutError(KafkaError):
 class UnknownServerError(KafkaError, code=ErrorCode.unknown_server_error): ...
 
 
-class OffsetOutOfRangeError(KafkaError, code=ErrorCode.offset_out_of_range): ...
+class OffsetOutOfRangeError(KafkaError, code=ErrorCode.offset_out_of_range):
+    """Kafka error OFFSET_OUT_OF_RANGE (1); Kafka's ``OffsetOutOfRangeException``.
+
+    Attributes:
+        partitions: on the consumer, each partition whose fetch position was out of range with
+            ``auto.offset.reset=none``, mapped to that position (Kafka's
+            ``offsetOutOfRangePartitions()``); empty when raised elsewhere.
+    """
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        partitions: Mapping[TopicPartition, int] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.partitions: dict[TopicPartition, int] = dict(partitions or {})
 
 
 class CorruptMessageError(KafkaError, code=ErrorCode.corrupt_message): ...

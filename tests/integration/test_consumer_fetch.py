@@ -212,7 +212,7 @@ def test_offset_out_of_range(bootstrap_servers: str, consumer_factory, policy: s
     if policy == "none":
         with pytest.raises(OffsetOutOfRangeError) as info:
             drain(consumer, 1, timeout_s=10)
-        assert info.value.partitions == {tp: 3}  # type: ignore[attr-defined]
+        assert info.value.partitions == {tp: 3}
         consumer.seek(tp, 15)
         assert [o for _, o, _ in drain(consumer, 5)] == list(range(15, 20))
         return

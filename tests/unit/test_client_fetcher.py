@@ -158,7 +158,7 @@ def test_offset_out_of_range_raises_without_reset_policy() -> None:
     add(fetcher, 50, None, error=ErrorCode.offset_out_of_range)
     with pytest.raises(OffsetOutOfRangeError) as info:
         fetcher.collect_fetch()
-    assert info.value.partitions == {TP: 50}  # type: ignore[attr-defined]
+    assert info.value.partitions == {TP: 50}
 
 
 def test_records_before_an_error_are_returned_first() -> None:

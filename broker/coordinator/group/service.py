@@ -13,7 +13,6 @@ election, unload on resignation), runs offset expiration every
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any
 
@@ -80,8 +79,12 @@ class GroupCoordinatorService:
     async def shutdown(self) -> None:
         if self._expiration_task is not None:
             self._expiration_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
+            try:
                 await self._expiration_task
+            except asyncio.CancelledError:
+                pass  # the cancel just above
+            except Exception:
+                logger.exception("group offsets expiration task failed before shutdown")
             self._expiration_task = None
         self.coordinator.shutdown()
 

@@ -16,7 +16,6 @@ compression none, unclean election off: Kafka's ``transactionTopicConfigs``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import Any
@@ -124,8 +123,12 @@ class TransactionCoordinatorService:
     async def shutdown(self) -> None:
         for task in self._tasks:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
+            try:
                 await task
+            except asyncio.CancelledError:
+                pass  # the cancel just above
+            except Exception:
+                logger.exception("transaction coordinator task %s failed before shutdown", task.get_name())
         self._tasks = []
         self.coordinator.shutdown()
         await self.markers.close()

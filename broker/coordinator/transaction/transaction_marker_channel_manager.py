@@ -23,7 +23,6 @@ epoch (the new coordinator resends them after loading).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
@@ -183,8 +182,12 @@ class BrokerMarkerSender:
         for queue in queues.values():
             if queue.task is not None:
                 queue.task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
+                try:
                     await queue.task
+                except asyncio.CancelledError:
+                    pass  # the cancel just above
+                except Exception:
+                    logger.exception("marker send task %s failed before close", queue.task.get_name())
             for _pid, _marker, future in queue.waiting:
                 future.cancel()
             if queue.connection is not None:
@@ -253,8 +256,10 @@ class TransactionMarkerChannelManager:
         self.shutdown()
         close = getattr(self.sender, "close", None)
         if close is not None:
-            with contextlib.suppress(Exception):
+            try:
                 await close()
+            except Exception:  # noqa: BLE001 - closing the rest of the coordinator goes on
+                logger.exception("closing the transaction marker sender failed")
 
     def _still_coordinator(self, metadata: TransactionMetadata, coordinator_epoch: int) -> bool:
         error, current = self.state_manager.get_transaction_state(metadata.transactional_id)

@@ -463,11 +463,10 @@ class Fetcher:
                 )
                 return False
             if subs.default_reset_strategy is OffsetResetStrategy.NONE:
-                err = OffsetOutOfRangeError(
-                    f"fetch position {cf.fetch_offset} is out of range for partition {tp.topic}-{tp.partition}"
+                raise OffsetOutOfRangeError(
+                    f"fetch position {cf.fetch_offset} is out of range for partition {tp.topic}-{tp.partition}",
+                    partitions={tp: cf.fetch_offset},
                 )
-                err.partitions = {tp: cf.fetch_offset}  # type: ignore[attr-defined]
-                raise err
             log.info(
                 "fetch position %s is out of range for %s-%s; resetting offset (%s)",
                 cf.fetch_offset,

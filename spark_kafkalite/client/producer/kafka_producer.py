@@ -468,8 +468,8 @@ class KafkaProducer:
         self.close()
 
     def __del__(self) -> None:  # pragma: no cover - best effort
-        try:
-            if not self._closed:
-                self._sender.initiate_close()
-        except Exception:
-            pass
+        # ``_closed`` is set last in __init__: a producer whose construction failed has no sender
+        # thread to stop. Anything initiate_close raises here is reported by Python as "Exception
+        # ignored in __del__", not swallowed.
+        if not getattr(self, "_closed", True):
+            self._sender.initiate_close()
