@@ -113,7 +113,8 @@ def _field_step(field: dataclasses.Field[Any], flexible: bool, is_tag: bool) -> 
             return (_ARRAY_FIXED, name, (fixed, flexible), nullable)
         width = 0 if flexible else (2 if kafka_type == "string" else 4)
         return (_ARRAY_STRING, name, (width, flexible), nullable)
-    assert isinstance(kind, PrimitiveField)
+    if not isinstance(kind, PrimitiveField):
+        raise TypeError(f"no bounded reader for field kind {type(kind).__name__} ({name})")
     if fixed is not None:
         return (_FIXED, name, fixed, False)
     if kafka_type not in ("string", "bytes", "records"):

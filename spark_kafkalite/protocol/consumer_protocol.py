@@ -157,7 +157,6 @@ def _topic_partitions_of(reader: SchemaReader) -> tuple[TopicPartition, ...]:
     out: list[TopicPartition] = []
     for _ in range(reader.count()):
         topic = reader.string()
-        assert topic is not None
         for _ in range(reader.count()):
             out.append(TopicPartition(topic, reader.i32()))
     return tuple(out)
@@ -167,7 +166,6 @@ def _topics_of(reader: SchemaReader) -> list[str]:
     topics = []
     for _ in range(reader.count()):
         topic = reader.string()
-        assert topic is not None
         topics.append(topic)
     return topics
 

@@ -61,7 +61,6 @@ class DescribeTransactionsResponseData(NamedTuple):
 
 def _string(reader: SchemaReader) -> str:
     value = reader.string()
-    assert value is not None  # non-nullable: SchemaReader raised on null
     return value
 
 

@@ -92,10 +92,11 @@ def _walk(cls: type[Any], buf: Any, pos: int, spans: list[tuple[int, int, int]])
                 for _ in range(n):
                     k, pos = _length(buf, pos, arg[0])
                     pos += max(k, 0)
-            else:
-                assert op == OP_ARRAY_ENTITY
+            elif op == OP_ARRAY_ENTITY:
                 for _ in range(n):
                     pos = _walk(arg[0], buf, pos, spans)
+            else:  # the plan is built in this module: a new op must be walked here too
+                raise RuntimeError(f"FetchResponse plan has unknown op {op}")
     if flexible:  # tagged fields (KIP-482): Fetch carries no records in them, skip by size
         count, pos = read_unsigned_varint(buf, pos)
         for _ in range(count):

@@ -162,11 +162,9 @@ def decode_key(key: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
     if version in (0, 1):
         group = r.string()
         topic = r.string()
-        assert group is not None and topic is not None
         return OffsetCommitKey(group, topic, r.i32())
     if version == 2:
         group = r.string()
-        assert group is not None
         return GroupMetadataKey(group)
     return None
 

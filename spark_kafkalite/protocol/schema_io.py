@@ -11,6 +11,7 @@ structs with tagged fields. Pure, no I/O.
 from __future__ import annotations
 
 import struct
+from typing import Literal, overload
 
 from spark_kafkalite.protocol.varint import VarintError, read_unsigned_varint
 
@@ -120,7 +121,18 @@ class SchemaReader:
         self.pos += classic.size
         return value
 
+    @overload
+    def string(self, nullable: Literal[False] = False) -> str: ...
+
+    @overload
+    def string(self, nullable: Literal[True]) -> str | None: ...
+
     def string(self, nullable: bool = False) -> str | None:
+        """A classic (int16-length) string; ``None`` only for a null in a ``nullable`` field.
+
+        Raises:
+            the reader's ``error``: truncated data, invalid UTF-8, or a null where not nullable.
+        """
         n = self._length(I16)
         if n < 0:
             if nullable:

@@ -85,7 +85,6 @@ def decode_transaction_log_key(key: bytes | memoryview) -> str | None:
     if r.i16() != 0:
         return None
     transactional_id = r.string()
-    assert transactional_id is not None
     return transactional_id
 
 
@@ -144,7 +143,6 @@ def decode_transaction_log_value(value: bytes | memoryview) -> TransactionLogVal
     partitions: list[tuple[str, tuple[int, ...]]] = []
     for _ in range(max(_nullable_count(r), 0)):
         topic = r.string()
-        assert topic is not None
         ids = tuple(r.i32() for _ in range(r.count()))
         r.skip_tags()
         partitions.append((topic, ids))
