@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder
+from spark_kafkalite.client.requests import RequestBuilder
 from spark_kafkalite.protocol.acl import AclBinding, AclBindingFilter
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build as make
@@ -18,8 +18,6 @@ from spark_kafkalite.protocol.errors import ErrorCode, error_for_code
 
 __all__ = ["AdminAcls"]
 
-for _key in (ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS):
-    CLIENT_API_VERSIONS.setdefault(_key, (1, 3))
 
 #: ``send(builder, node_id, timeout_ms) -> response`` (``KafkaAdminClient._send_any``).
 Send = Callable[[RequestBuilder, "int | None", "float | None"], Any]

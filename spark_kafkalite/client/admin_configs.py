@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder
+from spark_kafkalite.client.requests import RequestBuilder
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.configs import AlterConfigOp, ConfigResourceType, ConfigSource
 from spark_kafkalite.protocol.entities import build as make
@@ -33,15 +33,6 @@ __all__ = [
 
 RESOURCE_TOPIC = int(ConfigResourceType.TOPIC)
 RESOURCE_BROKER = int(ConfigResourceType.BROKER)
-
-# Versions this client speaks (Kafka 4.0's ranges; kio has them all).
-for _key, _range in (
-    (ApiKey.DESCRIBE_CONFIGS, (1, 4)),
-    (ApiKey.ALTER_CONFIGS, (0, 2)),
-    (ApiKey.INCREMENTAL_ALTER_CONFIGS, (0, 1)),
-    (ApiKey.CREATE_PARTITIONS, (0, 3)),
-):
-    CLIENT_API_VERSIONS.setdefault(_key, _range)
 
 
 class ConfigResource(NamedTuple):

@@ -8,16 +8,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder
+from spark_kafkalite.client.requests import RequestBuilder
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build as make
 from spark_kafkalite.protocol.entities import nested
 
 __all__ = ["LogDirDescription", "describe_log_dirs_builder", "parse_describe_log_dirs"]
-
-# Kafka 4.0's range (v0 removed by KIP-896; v4 adds total/usable bytes, KIP-827).
-CLIENT_API_VERSIONS.setdefault(ApiKey.DESCRIBE_LOG_DIRS, (1, 4))
 
 
 class LogDirDescription(NamedTuple):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder
+from spark_kafkalite.client.requests import RequestBuilder
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build as make
@@ -16,8 +16,6 @@ from spark_kafkalite.protocol.entities import nested
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError, error_for_code
 
 __all__ = ["delete_records", "delete_records_builder", "parse_delete_records"]
-
-CLIENT_API_VERSIONS.setdefault(ApiKey.DELETE_RECORDS, (0, 2))
 
 
 def delete_records_builder(before: Mapping[TopicPartition, int], timeout_ms: int) -> RequestBuilder:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder
+from spark_kafkalite.client.requests import RequestBuilder
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build as make
 from spark_kafkalite.protocol.entities import nested
@@ -35,8 +35,6 @@ __all__ = [
     "UserScramCredentialUpsertion",
 ]
 
-for _key in (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS):
-    CLIENT_API_VERSIONS.setdefault(_key, (0, 0))
 
 #: ``send(builder, node_id, timeout_ms) -> response`` (``KafkaAdminClient._send_any``).
 Send = Callable[[RequestBuilder, "int | None", "float | None"], Any]

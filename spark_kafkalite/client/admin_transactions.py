@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from spark_kafkalite.client.errors import COORDINATOR_RETRY_ERRORS
 from spark_kafkalite.client.network_client import now_ms
 from spark_kafkalite.client.producer.txn_requests import find_coordinator_request
-from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder
+from spark_kafkalite.client.requests import RequestBuilder
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build as make
@@ -28,9 +28,6 @@ if TYPE_CHECKING:
     from spark_kafkalite.client.network_client import NetworkClient
 
 __all__ = ["AdminTransactions", "TransactionDescription", "TransactionListing"]
-
-CLIENT_API_VERSIONS.setdefault(ApiKey.DESCRIBE_TRANSACTIONS, (0, 0))
-CLIENT_API_VERSIONS.setdefault(ApiKey.LIST_TRANSACTIONS, (0, 2))
 
 
 class TransactionDescription(NamedTuple):

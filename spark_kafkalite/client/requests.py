@@ -11,8 +11,9 @@ which we stay below).
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
@@ -36,20 +37,59 @@ _ERROR_CODE = struct.Struct(">h")
 CLIENT_SOFTWARE_NAME = "spark-kafkalite"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
 
-#: (min, max) version this client can speak per API. Produce >= 3 is RecordBatch v2 (magic 2);
-#: Fetch 13+ and Produce 13+ address topics by id, DeleteTopics 6 by a struct: we stay below.
-CLIENT_API_VERSIONS: dict[int, tuple[int, int]] = {
-    ApiKey.PRODUCE: (3, 9),
-    ApiKey.FETCH: (4, 12),
-    ApiKey.LIST_OFFSETS: (1, 7),
-    ApiKey.METADATA: (1, 12),
-    ApiKey.API_VERSIONS: (0, 3),
-    ApiKey.CREATE_TOPICS: (2, 7),
-    ApiKey.DELETE_TOPICS: (1, 5),
-    # v1 carries the tokens in SaslAuthenticate; v0's raw token frames (pre-1.0 brokers) are not spoken
-    ApiKey.SASL_HANDSHAKE: (1, 1),
-    ApiKey.SASL_AUTHENTICATE: (0, 2),
-}
+#: (min, max) version this client can speak per API: the one table the ``NetworkClient`` negotiates
+#: from (Kafka's ``ApiKeys`` latest versions per client), never extended at import time. Produce >= 3
+#: is RecordBatch v2 (magic 2); Fetch 13+ and Produce 13+ address topics by id, DeleteTopics 6 by a
+#: struct: we stay below.
+CLIENT_API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
+    {
+        ApiKey.PRODUCE: (3, 9),
+        ApiKey.FETCH: (4, 12),
+        ApiKey.LIST_OFFSETS: (1, 7),
+        ApiKey.METADATA: (1, 12),
+        ApiKey.API_VERSIONS: (0, 3),
+        ApiKey.CREATE_TOPICS: (2, 7),
+        ApiKey.DELETE_TOPICS: (1, 5),
+        # v1 carries the tokens in SaslAuthenticate; v0's raw token frames (pre-1.0 brokers) are not spoken
+        ApiKey.SASL_HANDSHAKE: (1, 1),
+        ApiKey.SASL_AUTHENTICATE: (0, 2),
+        # group coordinator (consumer/group_requests.py)
+        ApiKey.FIND_COORDINATOR: (0, 3),
+        ApiKey.JOIN_GROUP: (0, 9),
+        ApiKey.HEARTBEAT: (0, 4),
+        ApiKey.LEAVE_GROUP: (0, 5),
+        ApiKey.SYNC_GROUP: (0, 5),
+        ApiKey.OFFSET_COMMIT: (2, 8),
+        ApiKey.OFFSET_FETCH: (1, 7),
+        ApiKey.DESCRIBE_GROUPS: (0, 5),
+        ApiKey.LIST_GROUPS: (0, 4),
+        ApiKey.DELETE_GROUPS: (0, 2),
+        # OffsetForLeaderEpoch: v2 adds current_leader_epoch (KIP-320), v3 the replica_id consumers
+        # send as -1; Kafka 4.0 serves v2-v4.
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+        # transactions (producer/txn_requests.py, admin_transactions.py)
+        ApiKey.INIT_PRODUCER_ID: (0, 4),
+        ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+        ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
+        ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+        ApiKey.END_TXN: (0, 4),
+        ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+        ApiKey.LIST_TRANSACTIONS: (0, 2),
+        # admin: Kafka 4.0's ranges (DescribeLogDirs v0 removed by KIP-896; v4 adds total/usable
+        # bytes, KIP-827)
+        ApiKey.DESCRIBE_CONFIGS: (1, 4),
+        ApiKey.ALTER_CONFIGS: (0, 2),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+        ApiKey.CREATE_PARTITIONS: (0, 3),
+        ApiKey.DELETE_RECORDS: (0, 2),
+        ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+        ApiKey.DESCRIBE_ACLS: (1, 3),
+        ApiKey.CREATE_ACLS: (1, 3),
+        ApiKey.DELETE_ACLS: (1, 3),
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)

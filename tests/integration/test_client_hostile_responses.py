@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from broker.apis.api_versions import api_versions_response
-from broker.apis.kafka_apis import DEFAULT_APIS
+from broker.apis.supported_apis import SUPPORTED_APIS
 from spark_kafkalite.client import KafkaAdminClient
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError
 from spark_kafkalite.protocol.framing import decode_request_header, encode_response
@@ -49,7 +49,7 @@ def _hostile_metadata(correlation_id: int, version: int) -> bytes:
 @pytest.fixture
 def hostile_broker() -> Iterator[tuple[str, list[int]]]:
     server = socket.create_server(("127.0.0.1", 0))
-    ranges = [(int(s.api_key), *s.advertised_range) for s in DEFAULT_APIS]
+    ranges = [(int(s.api_key), *s.advertised_range) for s in SUPPORTED_APIS]
     metadata_requests: list[int] = []
 
     def serve(conn: socket.socket) -> None:

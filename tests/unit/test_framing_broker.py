@@ -13,9 +13,10 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.metadata.v12 import request as metadata_v12
 from kio.schema.produce.v9 import request as produce_v9
 
-from broker.apis.kafka_apis import DEFAULT_APIS, ApiSpec, KafkaApis
+from broker.apis.kafka_apis import KafkaApis
 from broker.apis.metadata import metadata_error_response
 from broker.apis.produce import produce_error_response
+from broker.apis.supported_apis import SUPPORTED_APIS, ApiSpec
 from broker.network.request_context import CloseConnection, RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey
 from spark_kafkalite.protocol.errors import KafkaError, NotLeaderOrFollowerError
@@ -46,7 +47,7 @@ async def kafka_error_handler(ctx: Any, rctx: RequestContext, request: Any) -> A
 
 
 def apis_with(handler: Any, api_key: ApiKey = ApiKey.METADATA) -> KafkaApis:
-    specs = [s for s in DEFAULT_APIS if s.api_key != api_key]
+    specs = [s for s in SUPPORTED_APIS if s.api_key != api_key]
     error_response = metadata_error_response if api_key == ApiKey.METADATA else produce_error_response
     low, high = (0, 12) if api_key == ApiKey.METADATA else (3, 9)
     specs.append(ApiSpec(api_key, low, high, handler, error_response))

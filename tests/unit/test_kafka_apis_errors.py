@@ -12,7 +12,8 @@ import pytest
 from kio.schema.heartbeat.v4.request import HeartbeatRequest
 
 from broker.apis.heartbeat import heartbeat_error_response
-from broker.apis.kafka_apis import DEFAULT_APIS, ApiSpec, KafkaApis
+from broker.apis.kafka_apis import KafkaApis
+from broker.apis.supported_apis import SUPPORTED_APIS, ApiSpec
 from broker.network.request_context import CloseConnection, RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey
 from spark_kafkalite.protocol.framing import decode_request_header, decode_response, encode_request
@@ -27,7 +28,7 @@ def _broken_error_response(request: Any, version: int, code: Any) -> Any:
 
 
 def _apis(error_response: Any) -> KafkaApis:
-    versions = next(s for s in DEFAULT_APIS if s.api_key == ApiKey.API_VERSIONS)
+    versions = next(s for s in SUPPORTED_APIS if s.api_key == ApiKey.API_VERSIONS)
     return KafkaApis(None, (versions, ApiSpec(ApiKey.HEARTBEAT, 0, 4, _boom, error_response)))  # type: ignore[arg-type]
 
 

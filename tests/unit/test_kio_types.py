@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import broker.apis.kio_types as kio_types
-from broker.apis.kafka_apis import DEFAULT_APIS
+from broker.apis.supported_apis import SUPPORTED_APIS
 from spark_kafkalite.protocol.api_keys import request_class
 from spark_kafkalite.protocol.errors import UnsupportedVersionError
 
@@ -20,7 +20,7 @@ def test_kio_types_match_the_served_versions() -> None:
     for _module, version, key in _IMPORT.findall(text):
         found.setdefault(int(key), set()).add(int(version))
     expected: dict[int, set[int]] = {}
-    for spec in DEFAULT_APIS:
+    for spec in SUPPORTED_APIS:
         for version in range(spec.min_version, spec.max_version + 1):
             try:
                 request_class(spec.api_key, version)

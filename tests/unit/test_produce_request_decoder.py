@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.apis.kafka_apis import DEFAULT_APIS
 from broker.apis.produce import PRODUCE_DECODERS
+from broker.apis.supported_apis import SUPPORTED_APIS
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build, nested
 from spark_kafkalite.protocol.errors import KafkaError
@@ -125,5 +125,5 @@ def test_null_topic_array_goes_to_the_kio_path() -> None:
 
 
 def test_produce_spec_uses_the_fast_decoder_for_v3_to_v9() -> None:
-    spec = next(s for s in DEFAULT_APIS if s.api_key == ApiKey.PRODUCE)
+    spec = next(s for s in SUPPORTED_APIS if s.api_key == ApiKey.PRODUCE)
     assert spec.decoders is not None and sorted(spec.decoders) == list(VERSIONS)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.apis.kafka_apis import DEFAULT_APIS
+from broker.apis.supported_apis import SUPPORTED_APIS
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import build, nested
 from spark_kafkalite.protocol.errors import ErrorCode, RecordError
@@ -107,7 +107,7 @@ def test_other_versions_refused() -> None:
 
 
 def test_broker_produce_spec_uses_it_for_every_served_version() -> None:
-    spec = next(s for s in DEFAULT_APIS if s.api_key == ApiKey.PRODUCE)
+    spec = next(s for s in SUPPORTED_APIS if s.api_key == ApiKey.PRODUCE)
     assert spec.encoders is not None
     assert set(spec.encoders) == set(range(spec.min_version, spec.max_version + 1))
     assert all(encoder is encode_produce_response for encoder in spec.encoders.values())

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder
+from spark_kafkalite.client.requests import RequestBuilder
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build as make
@@ -36,20 +36,6 @@ __all__ = [
     "parse_offset_fetch_response",
     "rebalance_request_timeout_ms",
 ]
-
-for _key, _range in (
-    (ApiKey.FIND_COORDINATOR, (0, 3)),
-    (ApiKey.JOIN_GROUP, (0, 9)),
-    (ApiKey.HEARTBEAT, (0, 4)),
-    (ApiKey.LEAVE_GROUP, (0, 5)),
-    (ApiKey.SYNC_GROUP, (0, 5)),
-    (ApiKey.OFFSET_COMMIT, (2, 8)),
-    (ApiKey.OFFSET_FETCH, (1, 7)),
-    (ApiKey.DESCRIBE_GROUPS, (0, 5)),
-    (ApiKey.LIST_GROUPS, (0, 4)),
-    (ApiKey.DELETE_GROUPS, (0, 2)),
-):
-    CLIENT_API_VERSIONS.setdefault(_key, _range)
 
 
 def rebalance_request_timeout_ms(rebalance_timeout_ms: int, request_timeout_ms: int) -> int:

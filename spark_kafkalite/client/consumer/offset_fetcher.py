@@ -29,7 +29,7 @@ from spark_kafkalite.client.errors import NoOffsetForPartitionError, is_authenti
 from spark_kafkalite.client.metadata import Cluster, Metadata
 from spark_kafkalite.client.network_client import NetworkClient, now_ms
 from spark_kafkalite.client.request_future import RequestFuture
-from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder
+from spark_kafkalite.client.requests import RequestBuilder
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build as make
@@ -61,11 +61,6 @@ ListOffsetsResult = dict[TopicPartition, "tuple[int, int] | None"]
 #: ListOffsets errors retried after a metadata refresh (Kafka's ``OffsetFetcherUtils
 #: .handleListOffsetResponse`` retry list is a subset of the refresh family), plus a timeout.
 _RETRIABLE = METADATA_REFRESH_ERRORS | {ErrorCode.request_timed_out}
-
-
-# OffsetForLeaderEpoch: v2 adds current_leader_epoch (KIP-320), v3 the replica_id consumers send
-# as -1; Kafka 4.0 serves v2-v4.
-CLIENT_API_VERSIONS.setdefault(ApiKey.OFFSET_FOR_LEADER_EPOCH, (2, 4))
 
 
 class LogTruncationError(OffsetOutOfRangeError):  # type: ignore[valid-type, misc]

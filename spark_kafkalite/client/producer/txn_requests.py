@@ -14,7 +14,7 @@ from spark_kafkalite.client.consumer.group_requests import (
     OffsetAndMetadata,
     find_coordinator_request,
 )
-from spark_kafkalite.client.requests import CLIENT_API_VERSIONS, RequestBuilder
+from spark_kafkalite.client.requests import RequestBuilder
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build as make
@@ -30,15 +30,6 @@ __all__ = [
     "txn_offset_commit_errors",
     "end_txn_request",
 ]
-
-for _key, _range in (
-    (ApiKey.INIT_PRODUCER_ID, (0, 4)),
-    (ApiKey.ADD_PARTITIONS_TO_TXN, (0, 3)),
-    (ApiKey.ADD_OFFSETS_TO_TXN, (0, 3)),
-    (ApiKey.TXN_OFFSET_COMMIT, (0, 3)),
-    (ApiKey.END_TXN, (0, 4)),
-):
-    CLIENT_API_VERSIONS.setdefault(_key, _range)
 
 
 def init_producer_id_request(
