@@ -46,6 +46,7 @@ from broker.apis.kafka_apis import KafkaApis
 from broker.config import LONG_MAX, KafkaConfig, parse_properties
 from broker.config_def import parse_list
 from broker.controller.acl_store import ACLS_FILE
+from broker.controller.broker_configs import DYNAMIC_CONNECTION_CONFIGS, DYNAMIC_LOG_CONFIGS
 from broker.controller.controller import Controller
 from broker.controller.metadata_image import MetadataDelta, MetadataImage, MetadataRecord, diff_images
 from broker.controller.producer_id_block import PRODUCER_ID_BLOCK_FILE
@@ -61,7 +62,7 @@ from broker.controller.topic_configs import log_config_for
 from broker.controller.topic_publisher import TopicMetadataPublisher
 from broker.coordinator.group.service import GroupCoordinatorService
 from broker.coordinator.transaction.service import TransactionCoordinatorService
-from broker.dynamic_broker_config import DYNAMIC_CONNECTION_CONFIGS, DYNAMIC_LOG_CONFIGS, DynamicBrokerConfig
+from broker.dynamic_broker_config import DynamicBrokerConfig
 from broker.event_loop_monitor import EventLoopMonitor
 from broker.gc_pauses import GcPauseStats
 from broker.log.dir_lock import LogDirLockError, LogDirLocks

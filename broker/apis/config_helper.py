@@ -23,9 +23,10 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from broker.controller.broker_configs import DYNAMIC_BROKER_CONFIGS
 from broker.controller.group_configs import GROUP_CONFIG_DEF, group_defaults
 from broker.controller.topic_configs import TOPIC_CONFIG_DEF, broker_default, config_value_to_string
-from broker.dynamic_broker_config import DYNAMIC_BROKER_CONFIGS, DynamicBrokerConfig
+from broker.dynamic_broker_config import DynamicBrokerConfig
 from broker.server_configs import CONFIG_DEF
 from spark_kafkalite.protocol.configs import ConfigSource, ConfigType
 

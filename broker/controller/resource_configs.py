@@ -4,7 +4,7 @@
 
 A resource's entries give its new complete config set (legacy AlterConfigs: the entries replace
 it; IncrementalAlterConfigs: SET / DELETE / APPEND / SUBTRACT on the current set), which is
-validated as a whole (BROKER: :func:`~broker.dynamic_broker_config.validate_dynamic_broker_configs`;
+validated as a whole (BROKER: :func:`~broker.controller.broker_configs.validate_dynamic_broker_configs`;
 GROUP: :func:`~broker.controller.group_configs.validate_group_configs`) and turned into
 ``ConfigRecord`` s.
 """
@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from broker.config_def import parse_list
+from broker.controller.broker_configs import validate_dynamic_broker_configs
 from broker.controller.configuration_control import check_duplicate_keys
 from broker.controller.group_configs import GROUP_CONFIG_DEF, validate_group_configs
 from broker.controller.metadata_image import (
@@ -24,7 +25,6 @@ from broker.controller.metadata_image import (
     MetadataImage,
     MetadataRecord,
 )
-from broker.dynamic_broker_config import validate_dynamic_broker_configs
 from broker.server_configs import CONFIG_DEF
 from spark_kafkalite.protocol.configs import AlterConfigOp
 from spark_kafkalite.protocol.errors import InvalidConfigError, InvalidRequestError, KafkaError
