@@ -176,7 +176,8 @@ class Connection:
 
     def finish_connect(self) -> None:
         """Check the outcome of the connect once the socket is writable. Raises ``OSError``."""
-        assert self.sock is not None
+        if self.sock is None:
+            raise RuntimeError(f"finish_connect on node {self.node_id}'s connection, which has no socket")
         err = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if err != 0:
             raise OSError(err, f"connect to {self.host}:{self.port} failed: {errno.errorcode.get(err, err)}")
@@ -187,7 +188,8 @@ class Connection:
         """Wrap the connected socket for TLS (SNI and the hostname check use ``server_hostname``;
         Python sends no SNI for an IP literal, as librdkafka). The handshake is left to
         :meth:`tls_handshake_step`."""
-        assert self.sock is not None
+        if self.sock is None:
+            raise RuntimeError(f"start_tls on node {self.node_id}'s connection, which has no socket")
         selector.unregister(self.sock)
         plain, self.sock = self.sock, None
         self.sock = context.wrap_socket(plain, server_hostname=server_hostname, do_handshake_on_connect=False)
@@ -204,7 +206,8 @@ class Connection:
             ConnectionError: the broker closed the connection during the handshake.
         """
         sock = self.sock
-        assert isinstance(sock, ssl.SSLSocket)
+        if not isinstance(sock, ssl.SSLSocket):
+            raise RuntimeError(f"TLS handshake on node {self.node_id}'s connection before start_tls")
         where = f"node {self.node_id} ({self.host}:{self.port})"
         try:
             sock.do_handshake()

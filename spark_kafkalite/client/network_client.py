@@ -419,7 +419,10 @@ class NetworkClient:
             self._handle_api_versions(conn, request, frame)
             return
         authenticator = conn.authenticator
-        assert authenticator is not None
+        if authenticator is None:  # only ApiVersions and the authenticator send internal requests
+            raise RuntimeError(
+                f"internal {request.api_key!r} response from node {conn.node_id} without an authenticator"
+            )
         try:
             if request.api_key == ApiKey.SASL_HANDSHAKE:
                 next_request = authenticator.on_handshake_response(frame)
@@ -571,7 +574,8 @@ class NetworkClient:
         if request.internal:
             self._handle_internal(conn, request, frame)
             return
-        assert request.future is not None
+        if request.future is None:  # only internal requests have none
+            raise RuntimeError(f"{request.api_key!r} request to node {conn.node_id} has no future")
         try:
             if request.api_key == ApiKey.FETCH:  # record sets as views of the frame, not copies
                 _, entity = decode_fetch_response(request.api_version, frame)

@@ -59,13 +59,19 @@ class RequestFuture:
         else:
             self._callbacks.append(fn)
 
+    def error(self) -> BaseException:
+        """The exception of a failed future. Raises ``RuntimeError`` unless the future failed."""
+        exc = self.exception
+        if self._state != _FAILED or exc is None:
+            raise RuntimeError("request future has not failed")
+        return exc
+
     def result(self) -> Any:
         """The value, or raise the exception. Raises ``RuntimeError`` while pending."""
         if self._state == _SUCCEEDED:
             return self.value
         if self._state == _FAILED:
-            assert self.exception is not None
-            raise self.exception
+            raise self.error()
         raise RuntimeError("request future is still pending")
 
     def _fire(self) -> None:

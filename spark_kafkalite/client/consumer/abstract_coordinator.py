@@ -365,8 +365,7 @@ class AbstractCoordinator(ABC):
                 return False
             future, self._find_future = self._find_future, None
             if future.failed():
-                exc = future.exception
-                assert exc is not None
+                exc = future.error()
                 if not is_retriable_group_error(exc):
                     raise exc
                 log.debug("group %s: coordinator lookup failed: %s", self.group_id, exc)
@@ -405,8 +404,7 @@ class AbstractCoordinator(ABC):
                 self._needs_join_prepare = True
                 self.on_join_complete(generation, future.value)
                 continue
-            exc = future.exception
-            assert exc is not None
+            exc = future.error()
             if not is_retriable_group_error(exc):
                 raise exc
             if getattr(exc, "error_code", None) != ErrorCode.member_id_required:

@@ -275,8 +275,7 @@ class ConsumerOffsets:
                 raise KafkaTimeoutError(f"offset commit for group {self.group_id} timed out")
             if future.succeeded():
                 return
-            last = future.exception
-            assert last is not None
+            last = future.error()
             if isinstance(
                 last, (CommitFailedError, RebalanceInProgressError)
             ) or not is_retriable_group_error(last):
@@ -380,8 +379,7 @@ class ConsumerOffsets:
             if future.succeeded():
                 result: dict[TopicPartition, OffsetAndMetadata | None] = future.value
                 return result
-            exc = future.exception
-            assert exc is not None
+            exc = future.error()
             if not is_retriable_group_error(exc):
                 raise exc
             self._member.backoff(deadline)
@@ -409,8 +407,7 @@ class ConsumerOffsets:
             self._pending_committed = None
             future = pending[1]
             if future.failed():
-                exc = future.exception
-                assert exc is not None
+                exc = future.error()
                 if not is_retriable_group_error(exc):
                     raise exc
                 self._member.backoff(deadline)

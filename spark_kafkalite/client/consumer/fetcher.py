@@ -156,6 +156,8 @@ class Fetcher:
         by_node: dict[int, dict[TopicPartition, PartitionFetchData]] = {}
         for tp in self._subscriptions.fetchable_partitions():
             fetch_offset = self._subscriptions.position(tp)
+            if fetch_offset is None:  # fetchable_partitions() lists partitions with a position
+                raise RuntimeError(f"fetchable partition {tp.topic}-{tp.partition} has no position")
             if tp in buffered:
                 # Fetch ahead: ask for what follows the buffered data while it is handed out.
                 fetch_offset = self._fetch_ahead_offset(buffered[tp])
@@ -164,7 +166,7 @@ class Fetcher:
             if pipelined or tp in buffered:
                 state = self._subscriptions.state(tp)
                 limit = self._fetch_limit(state.high_watermark, state.last_stable_offset)
-                if 0 <= limit <= fetch_offset:  # type: ignore[operator]
+                if 0 <= limit <= fetch_offset:
                     continue
             pm = cluster.partition(tp)
             if pm is None or pm.leader < 0:
@@ -174,7 +176,6 @@ class Fetcher:
             node = self._select_read_replica(tp, pm.leader, pm.offline_replicas, cluster.nodes, now)
             if node in self._nodes_with_pending or self._client.is_unavailable(node):
                 continue
-            assert fetch_offset is not None
             by_node.setdefault(node, {})[tp] = PartitionFetchData(
                 fetch_offset=fetch_offset,
                 max_bytes=self._max_partition_bytes,
@@ -498,7 +499,8 @@ class Fetcher:
         offset_epoch = state.offset_epoch
         topic, partition = tp
         records = cf.records
-        assert records is not None and cf.headers_iter is not None
+        if records is None or cf.headers_iter is None:  # set when the fetch was initialized
+            raise RuntimeError(f"completed fetch of {tp.topic}-{tp.partition} read before it was initialized")
         while len(out) < max_records:
             batch = cf.batch
             if batch is None:
@@ -600,7 +602,8 @@ class Fetcher:
         position = cf.next_fetch_offset
         offset_epoch = state.offset_epoch
         records = cf.records
-        assert records is not None and cf.headers_iter is not None
+        if records is None or cf.headers_iter is None:  # set when the fetch was initialized
+            raise RuntimeError(f"completed fetch of {tp.topic}-{tp.partition} read before it was initialized")
         appended = 0
         while appended < max_records:
             if cf.batch is not None:  # left part-way by collect_fetch: decode it again from the position

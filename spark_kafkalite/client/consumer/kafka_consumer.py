@@ -186,7 +186,8 @@ class KafkaConsumer:
             self._client.poll(min(remaining, self._retry_backoff_ms))
             self._metadata.maybe_throw_fatal_error()
         position = self._subscriptions.position(tp)
-        assert position is not None
+        if position is None:  # has_valid_position(tp) held when the loop ended
+            raise RuntimeError(f"{tp.topic}-{tp.partition} lost its position while it was resolved")
         return position
 
     def pause(self, *partitions: TopicPartition) -> None:

@@ -25,7 +25,11 @@ from typing import Any
 
 from spark_kafkalite.client.config import isolation_level_id
 from spark_kafkalite.client.consumer.subscription_state import OffsetResetStrategy, SubscriptionState
-from spark_kafkalite.client.errors import NoOffsetForPartitionError, is_authentication_error
+from spark_kafkalite.client.errors import (
+    IllegalStateError,
+    NoOffsetForPartitionError,
+    is_authentication_error,
+)
 from spark_kafkalite.client.metadata import Cluster, Metadata
 from spark_kafkalite.client.network_client import NetworkClient, now_ms
 from spark_kafkalite.client.request_future import RequestFuture
@@ -161,6 +165,16 @@ class OffsetFetcher:
         self._request_timeout_ms = float(config.get("request.timeout.ms", 30000))
         self._isolation_level = isolation_level_id(config.get("isolation.level", "read_uncommitted"))
         self._cached_validation_error: KafkaError | None = None
+
+    def _positions(self) -> SubscriptionState:
+        """The consumer's positions this fetcher resets and validates.
+
+        Raises:
+            IllegalStateError: the fetcher was built without ``subscriptions`` (offset lookups only).
+        """
+        if self._subscriptions is None:
+            raise IllegalStateError("this OffsetFetcher manages no positions: it has no subscriptions")
+        return self._subscriptions
 
     # -------------------------------------------------------------- blocking lookups
 
@@ -306,8 +320,7 @@ class OffsetFetcher:
         Raises:
             NoOffsetForPartitionError: a partition has no position and the reset strategy is none.
         """
-        subs = self._subscriptions
-        assert subs is not None
+        subs = self._positions()
         missing = subs.partitions_missing_position()
         if missing:
             if subs.default_reset_strategy is OffsetResetStrategy.NONE:
@@ -328,7 +341,8 @@ class OffsetFetcher:
                 subs.reset_failed(tp, now + self._retry_backoff_ms)
                 continue
             strategy = subs.state(tp).reset_strategy
-            assert strategy is not None
+            if strategy is None:  # partitions_missing_position() lists partitions awaiting a reset
+                raise RuntimeError(f"{tp.topic}-{tp.partition} awaits a reset without a strategy")
             by_node.setdefault(leader, {})[tp] = int(strategy)
         for node, asked in by_node.items():
             subs.set_reset_pending(asked, now + self._request_timeout_ms)
@@ -336,8 +350,7 @@ class OffsetFetcher:
             future.add_callback(functools.partial(self._on_reset_response, asked=asked))
 
     def _on_reset_response(self, future: RequestFuture, asked: Mapping[TopicPartition, int]) -> None:
-        subs = self._subscriptions
-        assert subs is not None
+        subs = self._positions()
         retry_at = now_ms() + self._retry_backoff_ms
         if future.failed():
             log.debug("offset reset request failed: %s", future.exception)
@@ -378,8 +391,7 @@ class OffsetFetcher:
         if error is not None:
             self._cached_validation_error = None
             raise error
-        subs = self._subscriptions
-        assert subs is not None
+        subs = self._positions()
         cluster = self._metadata.fetch()
         for tp in subs.assigned_partitions():
             pm = cluster.partition(tp)
@@ -397,7 +409,10 @@ class OffsetFetcher:
                 self._metadata.request_update()
                 subs.validation_failed(tp, now + self._retry_backoff_ms)
                 continue
-            assert state.position is not None and state.offset_epoch is not None
+            if state.position is None or state.offset_epoch is None:  # listed as awaiting validation
+                raise RuntimeError(
+                    f"{tp.topic}-{tp.partition} awaits validation without a position and epoch"
+                )
             by_node.setdefault(pm.leader, {})[tp] = (pm.leader_epoch, state.offset_epoch, state.position)
         for node, asked in by_node.items():
             subs.set_validation_pending(asked, now + self._request_timeout_ms)
@@ -410,8 +425,7 @@ class OffsetFetcher:
     def _on_validation_response(
         self, future: RequestFuture, asked: Mapping[TopicPartition, tuple[int, int, int]]
     ) -> None:
-        subs = self._subscriptions
-        assert subs is not None
+        subs = self._positions()
         retry_at = now_ms() + self._retry_backoff_ms
         if future.failed():
             exc = future.exception

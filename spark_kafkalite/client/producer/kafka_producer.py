@@ -241,7 +241,8 @@ class KafkaProducer:
     def _check_transactional_send(self) -> ProducerFencedError | None:
         """Raise what a transactional ``send`` raises; a fenced producer's error is returned to
         be reported through the future (Java: an ``ApiException`` goes to the callback)."""
-        assert self._transaction_manager is not None
+        if self._transaction_manager is None:  # send() checks transactions only when transactional
+            raise RuntimeError("transactional send check on a producer without a transactional.id")
         try:
             self._transaction_manager.fail_if_not_ready_for_send()
         except ProducerFencedError as exc:

@@ -141,7 +141,8 @@ class RecordAccumulator(AccumulatorState):
             batch = ProducerBatch(tp, now_ms(), self.compression_type)
             # raises before any change
             future = batch.try_append_record(key, value, ts, headers, record_size, self.batch_size)
-            assert future is not None
+            if future is None:  # an empty, open batch takes any record
+                raise RuntimeError(f"a new batch for {tp.topic}-{tp.partition} refused its first record")
             self._used_bytes += record_size
             dq.append(batch)
             self._incomplete.add(batch)

@@ -466,8 +466,7 @@ class Sender(threading.Thread):
         iteration is spent on transactions (no produce data), None to go on producing."""
         if tm.has_fatal_error():
             if self._accumulator.has_incomplete():
-                assert tm.last_error is not None
-                self._accumulator.abort_incomplete(tm.last_error)
+                self._accumulator.abort_incomplete(tm.fatal_error())
             return self._retry_backoff_ms
         if tm.in_flight_request is not None:
             return self._retry_backoff_ms  # its response wakes the poll

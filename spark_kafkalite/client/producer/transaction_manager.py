@@ -364,23 +364,21 @@ class TransactionManager:
                 self.enqueue_request(self._add_partitions_handler())
             if not self._pending_requests:
                 return None
-            handler: TxnRequestHandler | None = self._pending_requests[0][2]
-            assert handler is not None
+            handler = self._pending_requests[0][2]
             if handler.is_end_txn and has_incomplete_batches:
                 return None
             heapq.heappop(self._pending_requests)
             if self.has_error() and not (
                 self.state is State.ABORTABLE_ERROR and isinstance(handler, FindCoordinatorHandler)
             ):
-                assert self.last_error is not None
-                handler.result.fail(self.last_error)
+                handler.result.fail(self._error())
                 return None
             if handler.is_end_txn and not self.transaction_started:
                 log.debug("not sending EndTxn for a transaction without partitions or offsets")
                 handler.result.done()
                 if self.state is not State.FATAL_ERROR:
                     self.complete_transaction()
-                handler = heapq.heappop(self._pending_requests)[2] if self._pending_requests else None
+                return heapq.heappop(self._pending_requests)[2] if self._pending_requests else None
             return handler
 
     def lookup_coordinator(self, key_type: int, key: str) -> None:
@@ -400,14 +398,16 @@ class TransactionManager:
 
         Raises:
             IllegalStateError: the transition is not valid from the current state.
+            ValueError: an error state without ``error``.
         """
+        if target in (State.FATAL_ERROR, State.ABORTABLE_ERROR) and error is None:
+            raise ValueError(f"transition to {target.name} needs the error that caused it")
         if not is_transition_valid(self.state, target):
             raise IllegalStateError(
                 f"TransactionalId {self.transactional_id}: invalid transition attempted from state "
                 f"{self.state.name} to state {target.name}"
             )
-        if target in (State.FATAL_ERROR, State.ABORTABLE_ERROR):
-            assert error is not None
+        if error is not None and target in (State.FATAL_ERROR, State.ABORTABLE_ERROR):
             self.last_error = error
             log.info(
                 "transactional.id %s: %s -> %s: %s",
@@ -468,6 +468,22 @@ class TransactionManager:
 
     def has_error(self) -> bool:
         return self.state in (State.ABORTABLE_ERROR, State.FATAL_ERROR)
+
+    def _error(self) -> KafkaError:
+        """The error of an error state (``transition_to`` sets it on entering one)."""
+        if self.last_error is None:
+            raise RuntimeError(
+                f"TransactionalId {self.transactional_id}: state {self.state.name} has no error"
+            )
+        return self.last_error
+
+    def fatal_error(self) -> KafkaError:
+        """The error that put the producer in FATAL_ERROR. Raises ``RuntimeError`` in another state."""
+        if self.state is not State.FATAL_ERROR:
+            raise RuntimeError(
+                f"TransactionalId {self.transactional_id}: state {self.state.name} is not fatal"
+            )
+        return self._error()
 
     def has_fatal_error(self) -> bool:
         return self.state is State.FATAL_ERROR

@@ -130,7 +130,8 @@ class TxnRequestHandler:
         self.tm.enqueue_request(self)
 
     def lookup_coordinator_and_retry(self) -> None:
-        assert self.coordinator_type is not None
+        if self.coordinator_type is None:  # FindCoordinator goes to any node: it has none to look up
+            raise RuntimeError(f"{type(self).__name__} has no coordinator to look up")
         self.tm.lookup_coordinator(self.coordinator_type, self.coordinator_key)
         self.reenqueue()
 
