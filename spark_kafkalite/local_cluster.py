@@ -520,7 +520,8 @@ class LocalCluster:
             )
 
     def _wait_ready(self, node: _Node) -> None:
-        assert node.process is not None
+        if node.process is None:
+            raise RuntimeError(f"broker node {node.node_id} is waited for before it was started")
         deadline = time.monotonic() + self.startup_timeout_s
         path = node.log_dir / _ENDPOINTS_FILE
         delay = 0.005

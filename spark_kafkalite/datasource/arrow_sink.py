@@ -129,7 +129,8 @@ class SinkBatchEncoder:
         if self.has_partition:
             self._explicit_partitions(batch, parts, row_counts, topics, topic_idx, first_row)
         values = column(batch, "value")
-        assert values is not None  # checked on the driver (plan_write)
+        if values is None:  # checked on the driver (plan_write) too
+            raise KafkaLiteWriteError("the rows to write have no value column")
         unassigned = parts < 0
         if unassigned.any():
             self._sticky(values, parts, unassigned, topics, topic_idx)

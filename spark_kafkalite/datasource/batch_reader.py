@@ -73,7 +73,8 @@ class KafkaLiteBatchReader(DataSourceReader):
         try:
             tps = offset_reader.topic_partitions()
             start = offset_reader.resolve(opts.starting, tps, is_starting=True)
-            assert opts.ending is not None
+            if opts.ending is None:  # parse_source_options(streaming=False) defaults it to latest
+                raise RuntimeError("batch read options without ending offsets")
             end = offset_reader.resolve(opts.ending, tps, is_starting=False)
         finally:
             offset_reader.close()

@@ -359,7 +359,8 @@ def task_identity(
         KafkaLiteWriteError: a streaming task without those properties.
     """
     if not streaming:
-        assert options.batch_id is not None  # required by parse_exactly_once
+        if options.batch_id is None:  # parse_exactly_once requires it for a batch write
+            raise KafkaLiteWriteError("an exactly-once batch write needs the batchId option")
         txn = transactional_id(options.transactional_id_prefix, None, partition_id)
         return TaskIdentity(txn, options.batch_id, partition_id)
     batch_raw = local_property("streaming.sql.batchId")
@@ -451,7 +452,8 @@ def write_task(
         fingerprint = RowsFingerprint()
         committed_id = None if committed is None else committed.batch_id
         if decide(txn_id, committed_id, identity.batch_id) == "skip":
-            assert committed is not None
+            if committed is None:  # decide() skips only a batch the committed marker covers
+                raise RuntimeError(f"{txn_id}: batch {identity.batch_id} skipped without a committed marker")
             for _ in fingerprint.through(rows):  # read the input to its end (the worker is reused)
                 pass
             check_rerun(identity, committed, fingerprint.marker(identity.batch_id))

@@ -157,7 +157,8 @@ class KafkaOffsetReader:
                 if topic not in INTERNAL_TOPICS and strategy.matches(topic)
                 for p in partitions
             }
-        assert isinstance(strategy, AssignStrategy)
+        if not isinstance(strategy, AssignStrategy):
+            raise TypeError(f"unknown subscription strategy {type(strategy).__name__}")
         existing: dict[str, set[int] | None] = {}
         present: set[TopicPartition] = set()
         for topic, partition in strategy.partitions:
@@ -316,7 +317,8 @@ class KafkaOffsetReader:
                 return dict.fromkeys(partitions, LATEST)
             return self.latest_offsets(partitions)
         if limit.kind == "global_timestamp":
-            assert limit.timestamp is not None
+            if limit.timestamp is None:
+                raise ValueError("a global_timestamp offset limit needs its timestamp")
             return self.offsets_for_timestamps(
                 dict.fromkeys(partitions, limit.timestamp),
                 is_starting=is_starting,

@@ -305,7 +305,8 @@ def write_exactly_once(
 
     freeze_imported_heap()
     options = sink.exactly_once
-    assert options is not None
+    if options is None:
+        raise RuntimeError("the exactly-once write path was given a sink without exactly-once options")
     context = TaskContext.get()
     if context is None:
         raise KafkaLiteWriteError("exactly-once sink: write() ran outside a Spark task")
