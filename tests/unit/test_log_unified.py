@@ -160,11 +160,18 @@ def test_fetch_offset_by_timestamp_out_of_order(tmp_path: Path) -> None:
 
 
 def test_log_append_time_batch(tmp_path: Path) -> None:
+    # a CreateTime topic keeps a batch's own timestamps, whatever its flag, and reports no append
+    # time (Kafka's LogValidator: logAppendTime is NO_TIMESTAMP unless the topic is LogAppendTime)
     log = UnifiedLog(tmp_path / "t-0", LogConfig())
     batch = bytearray(encode_batch([(None, b"x", 1234, [])], timestamp_type=1))
     info = log.append_as_leader(batch, 0)
-    assert info.log_append_time_ms == 1234 == info.max_timestamp_ms
+    assert (info.log_append_time_ms, info.max_timestamp_ms) == (-1, 1234)
     log.close()
+    # a LogAppendTime topic stamps it with the broker's clock (tests/unit/test_log_append_time.py)
+    stamped = UnifiedLog(tmp_path / "s-0", LogConfig(message_timestamp_type="LogAppendTime"))
+    info = stamped.append_as_leader(bytearray(encode_batch([(None, b"x", 1234, [])])), 0)
+    assert info.log_append_time_ms == info.max_timestamp_ms > 1234
+    stamped.close()
 
 
 def test_append_as_follower(tmp_path: Path) -> None:
