@@ -163,7 +163,8 @@ class EventLoopMonitor:
 
     def _tick(self) -> None:
         loop = self._loop
-        assert loop is not None
+        if loop is None:
+            raise RuntimeError("event loop monitor ticked before start()")
         now = loop.time()
         lag_ms = max(now - self._expected, 0.0) * 1000
         self.stats.record(lag_ms)

@@ -238,44 +238,58 @@ class KafkaServer:
         self.gc_pauses = GcPauseStats()
         self._loop_lag_file = config.log_dirs[0] / LOOP_LAG_FILE
 
+    # -- the parts built by startup ----------------------------------------------------------------
+    def _context(self) -> BrokerContext:
+        """The running broker's context. Raises ``RuntimeError`` before startup built it."""
+        if self.ctx is None:
+            raise RuntimeError("the broker is not started: it has no metadata context yet")
+        return self.ctx
+
+    def _logs(self) -> LogManager:
+        """The running broker's log manager. Raises ``RuntimeError`` before startup or after shutdown."""
+        if self.log_manager is None:
+            raise RuntimeError("the broker is not running: it has no log manager")
+        return self.log_manager
+
     # -- metadata -------------------------------------------------------------------------------
     def _commit(self, records: list[MetadataRecord]) -> None:
         """Apply records to the image and publish the delta: create logs for new partitions led
         here, delete logs of removed topics (Kafka's ``BrokerMetadataPublisher``)."""
-        assert self.ctx is not None and self.log_manager is not None
-        image, delta = self.ctx.image.apply(records)
+        ctx = self._context()
+        image, delta = ctx.image.apply(records)
         if self._catching_up:  # publishers start once caught up (Kafka's initial catch-up)
-            self.ctx.image = image
+            ctx.image = image
             return
         self._publish(image, delta)
 
     def _reset_image(self, image: MetadataImage) -> None:
         """Replace the whole image (the controller quorum loaded a metadata snapshot)."""
-        assert self.ctx is not None
+        ctx = self._context()
         if self._catching_up:
-            self.ctx.image = image
+            ctx.image = image
             return
-        self._publish(image, diff_images(self.ctx.image, image))
+        self._publish(image, diff_images(ctx.image, image))
 
     def _delete_stray_logs(self) -> None:
         """After the initial metadata catch-up: delete local logs of topics that no longer exist
         (or were re-created with another topic id) while this broker was down."""
-        assert self.ctx is not None and self.log_manager is not None
-        for (name, partition), log in self.log_manager.all_logs().items():
-            topic = self.ctx.image.topic(name)
+        ctx = self._context()
+        log_manager = self._logs()
+        for (name, partition), log in log_manager.all_logs().items():
+            topic = ctx.image.topic(name)
             if topic is None or (log.topic_id is not None and log.topic_id != topic.topic_id):
                 logger.warning(
                     "deleting stray log %s-%d: its topic is not in the cluster metadata", name, partition
                 )
-                self.log_manager.delete_log(name, partition)
+                log_manager.delete_log(name, partition)
 
     def _publish(self, image: MetadataImage, delta: MetadataDelta) -> None:
         """Make ``image`` current and publish ``delta`` to the logs and replication, after the
         deltas published before it (``MetadataPublishQueue``: a large delta is applied in
         slices between which the event loop serves requests; until a partition's slice is
         applied, requests for it are answered as before the delta)."""
-        assert self.ctx is not None
-        self.ctx.image = image  # the controller's view; the logs follow in publication order
+        ctx = self._context()
+        ctx.image = image  # the controller's view; the logs follow in publication order
         self._publish_queue.publish(self._publish_steps(image, delta))
 
     def _apply_dynamic_broker_configs(self, image: MetadataImage, delta: MetadataDelta) -> Iterator[None]:
@@ -283,7 +297,7 @@ class KafkaServer:
         limits go to the socket server's ``ConnectionQuotas``; when a broker default of topic configs changed (Kafka's ``DynamicLogConfig.reconfigure``), recompute
         the default ``LogConfig`` and every existing topic's, ``_APPLY_DELTA_CHUNK`` topics per
         step (the cost of a broker config change follows the topics; requests pay nothing)."""
-        assert self.log_manager is not None and self._topic_publisher is not None
+        log_manager = self._logs()
         changed = self._dynamic_config.update(image)
         if not changed:
             return
@@ -297,14 +311,12 @@ class KafkaServer:
             )
         if not changed & DYNAMIC_LOG_CONFIGS:
             return
-        self.log_manager.config = log_config_from(config)
+        log_manager.config = log_config_from(config)
         created = {t.name for t in delta.created_topics}
         names = [n for n in image.topics if n not in created]
         for start in range(0, len(names), _APPLY_DELTA_CHUNK):
             for name in names[start : start + _APPLY_DELTA_CHUNK]:
-                self.log_manager.update_topic_config(
-                    name, log_config_for(config.values, image.topic_config(name))
-                )
+                log_manager.update_topic_config(name, log_config_for(config.values, image.topic_config(name)))
             yield
 
     def _publish_steps(self, image: MetadataImage, delta: MetadataDelta) -> Iterator[None]:
@@ -315,16 +327,17 @@ class KafkaServer:
         logs of deleted topics. Every broker applies the partitions of a delta in the same
         order, so a follower starts fetching a new partition about when its leader leads it.
         Logs one summary line per delta."""
-        assert self.ctx is not None and self.log_manager is not None
+        ctx = self._context()
+        log_manager = self._logs()
         started = time.monotonic()
         slices = self._publish_queue.slices
-        created = self.log_manager.logs_created
+        created = log_manager.logs_created
         if delta.changed_resource_configs:
             yield from self._apply_dynamic_broker_configs(image, delta)
         if self._topic_publisher is not None:  # before any log of the delta is created
             self._topic_publisher.publish(image, delta)
         changed = delta.changed_partitions
-        replica_manager = self.ctx.replica_manager
+        replica_manager = ctx.replica_manager
         for start in range(0, max(len(changed), 1), _APPLY_DELTA_CHUNK):
             # deleted topics stop in the first chunk, before their logs go below
             chunk = dataclasses.replace(
@@ -337,12 +350,12 @@ class KafkaServer:
             yield
         for topic in delta.deleted_topics:
             for partition_index in topic.partitions:
-                self.log_manager.delete_log(topic.name, partition_index)
-                self.ctx.fetch_purgatory.notify((topic.name, partition_index))
+                log_manager.delete_log(topic.name, partition_index)
+                ctx.fetch_purgatory.notify((topic.name, partition_index))
                 yield
         if delta.deleted_topics and self._group_coordinator is not None:  # their committed offsets go too
             self._group_coordinator.on_topics_deleted({t.name for t in delta.deleted_topics})
-        created = self.log_manager.logs_created - created
+        created = log_manager.logs_created - created
         if created or len(changed) > 1 or delta.deleted_topics:
             logger.info(
                 "applied metadata delta: %d log(s) created, %d partition change(s), %d topic(s) "
@@ -497,8 +510,8 @@ class KafkaServer:
         )
 
     def _image(self) -> MetadataImage:
-        assert self.ctx is not None
-        return self.ctx.image
+        ctx = self._context()
+        return ctx.image
 
     async def _bootstrap_scram_credentials(self, controller: Controller) -> None:
         """``--add-scram`` credentials (Kafka's ``kafka-storage format --add-scram``, KIP-900):
@@ -574,7 +587,7 @@ class KafkaServer:
         (replica.high.watermark.checkpoint.interval.ms), recovery-point checkpoints
         (log.flush.offset.checkpoint.interval.ms). Time-based flushes (per-log ``flush.ms``,
         default log.flush.interval.ms) are a job of :func:`broker.log.log_tasks.run_log_tasks`."""
-        assert self.log_manager is not None
+        log_manager = self._logs()
         config = self.config
         hw_s = config["replica.high.watermark.checkpoint.interval.ms"] / 1000
         rp_s = max(config["log.flush.offset.checkpoint.interval.ms"], 1) / 1000
@@ -585,11 +598,11 @@ class KafkaServer:
             now = time.monotonic()
             try:
                 if now - last_hw >= hw_s:
-                    self.log_manager.checkpoint_high_watermarks()
+                    log_manager.checkpoint_high_watermarks()
                     last_hw = now
                 if now - last_rp >= rp_s:
-                    self.log_manager.checkpoint_recovery_points()
-                    self.log_manager.checkpoint_log_start_offsets()
+                    log_manager.checkpoint_recovery_points()
+                    log_manager.checkpoint_log_start_offsets()
                     last_rp = now
             except OSError:
                 logger.exception("checkpoint failed")

@@ -58,7 +58,6 @@ def decode_list_offsets_v0(frame: bytes | bytearray | memoryview, offset: int) -
     topics = []
     for _ in range(r.count()):
         name = r.string()
-        assert name is not None
         partitions = []
         for _ in range(r.count()):
             partition, timestamp, max_num = r.i32(), r.i64(), r.i32()

@@ -266,7 +266,8 @@ class _BatchLimits:
         header = self.validate(records, max_uncompressed_bytes, topic_partition, check_framing=not rebuild)
         if not rebuild:
             return header, records
-        assert self.compression is not None
+        if self.compression is None:  # rebuilds() is true only with a compression to rebuild into
+            raise RuntimeError(f"{topic_partition}: batch rebuild without a target compression")
         codec, level = self.compression
         rebuilt = rebuild_batch(records, header, codec, level, max_uncompressed_bytes=max_uncompressed_bytes)
         if len(rebuilt) > self.message_max_bytes:  # UnifiedLog.append: the size may have changed
@@ -292,7 +293,8 @@ def _check_on_loop(
         return None
     inline = INLINE_UNCOMPRESSED_BYTES
     if limits.rebuilds(records):
-        assert limits.compression is not None
+        if limits.compression is None:  # rebuilds() is true only with a compression to rebuild into
+            raise RuntimeError("batch rebuild without a target compression")
         if len(records) > INLINE_RECOMPRESS_BYTES or not within_default_cost(*limits.compression):
             return None
         inline = INLINE_RECOMPRESS_BYTES
@@ -425,7 +427,8 @@ async def handle_produce(
             try:
                 if isinstance(state, Exception):
                     raise state
-                assert state is not None
+                if state is None:  # deferred checks were all answered by the worker above
+                    raise RuntimeError(f"{topic}-{index}: the batch check was deferred and never done")
                 header, batch = state  # batch: the request's bytes, or the rebuilt batch
                 if header.is_transactional and request.transactional_id is None:
                     transactional_without_id = True

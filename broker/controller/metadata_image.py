@@ -489,7 +489,8 @@ class MetadataImage:
                 ordered = dict(sorted(parts.items())) if name in reordered else parts
                 topics[name] = TopicImage(name, topic.topic_id, MappingProxyType(ordered))
         if config_copies:
-            assert configs is not None
+            if configs is None:  # copied whenever a config changes
+                raise RuntimeError("config changes without a copy of the configs")
             for name, overrides in config_copies.items():
                 if overrides:
                     configs[name] = MappingProxyType(dict(sorted(overrides.items())))

@@ -618,7 +618,8 @@ class QuorumController:
         by_broker: dict[int, list[tuple[str, int]]] = {}
         for name, index in candidates:
             candidate = image.partition(name, index)
-            assert candidate is not None
+            if candidate is None:  # candidates are listed from this image
+                raise RuntimeError(f"partition {name}-{index} is not in the metadata image")
             by_broker.setdefault(candidate.replicas[0], []).append((name, index))
         wanted: list[tuple[str, int]] = []
         for broker, parts in by_broker.items():

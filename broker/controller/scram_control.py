@@ -134,7 +134,8 @@ def alter_user_scram_credentials(
     ]
     for upsertion in to_upsert.values():
         mechanism = scram_mechanism_for_type(upsertion.mechanism)
-        assert mechanism is not None
+        if mechanism is None:  # _validate_upsertion rejected unknown mechanisms
+            raise RuntimeError(f"user {upsertion.name}: unknown SCRAM mechanism {upsertion.mechanism}")
         credential = ScramFormatter(mechanism).credential_from_salted_password(
             upsertion.salt, upsertion.salted_password, upsertion.iterations
         )

@@ -433,7 +433,8 @@ def validate_topic_overrides(overrides: Mapping[str, str | None]) -> dict[str, s
         value = parse_topic_config(name, overrides[name])
         typed[name] = value
         text = config_value_to_string(value, TOPIC_CONFIG_DEF[name].type)
-        assert text is not None
+        if text is None:  # parse_topic_config gives a value for every override
+            raise RuntimeError(f"topic config {name} parsed to null")
         canonical[name] = text
     low = typed.get("min.compaction.lag.ms", 0)
     high = typed.get("max.compaction.lag.ms", LONG_MAX)

@@ -356,7 +356,8 @@ class LogCleaner:
         log = plan.log
         total = CleanerStats()
         for n, group in enumerate(groups):
-            assert group.cleaned is not None
+            if group.cleaned is None:  # _clean_groups fills every group before the swap
+                raise RuntimeError(f"segment group {n} of {len(groups)} reached the swap uncleaned")
             try:
                 log.replace_segments(group.old, group.cleaned)
             except (ValueError, OSError) as exc:

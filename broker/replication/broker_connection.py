@@ -136,7 +136,8 @@ class BrokerConnection:
     async def _round_trip_frames(
         self, encode: Callable[[int], bytes], decode: Callable[[bytes], tuple[int, Any]]
     ) -> Any:
-        assert self._reader is not None and self._writer is not None
+        if self._reader is None or self._writer is None:  # closed meanwhile: reported as a failed request
+            raise ConnectionError(f"not connected to {self.host}:{self.port}")
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         correlation_id = self._correlation_id
         self._writer.write(encode(correlation_id))

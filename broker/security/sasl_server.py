@@ -192,7 +192,8 @@ class ScramSaslServer:
 
     def _final(self, response: bytes) -> bytes:
         client_first, server_first, credential = self._client_first, self._server_first, self._credential
-        assert client_first is not None and server_first is not None and credential is not None
+        if client_first is None or server_first is None or credential is None:  # set by _first
+            raise RuntimeError(f"SASL/{self.mechanism_name} final message before the first")
         try:
             client_final = ClientFinalMessage.parse(response)
         except ScramError:

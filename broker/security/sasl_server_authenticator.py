@@ -187,7 +187,8 @@ class SaslServerAuthenticator:
 
     def _evaluate(self, token: bytes) -> bytes:
         server = self._server
-        assert server is not None
+        if server is None:  # the handshake creates it; the state machine admits no token before
+            raise RuntimeError("SASL token evaluated before the handshake chose a mechanism")
         challenge = server.evaluate_response(token)
         if server.complete:
             self.principal = sasl_principal(server.authorization_id)

@@ -382,7 +382,8 @@ class GroupMetadata:
         return max(votes, key=lambda name: votes[name])
 
     def current_member_metadata(self) -> list[tuple[str, str | None, bytes]]:
-        assert self.protocol_name is not None
+        if self.protocol_name is None:
+            raise IllegalGroupStateError(f"group {self.group_id} has no protocol selected")
         return [
             (m.member_id, m.group_instance_id, m.metadata(self.protocol_name)) for m in self.members.values()
         ]

@@ -310,8 +310,9 @@ class GroupCoordinator:
         protocols = join.protocols
         rebalance_timeout_ms, session_timeout_ms = join.rebalance_timeout_ms, join.session_timeout_ms
         old = group.get(old_member_id)
-        assert old.group_instance_id is not None
         instance_id = old.group_instance_id
+        if instance_id is None:  # only a static member is replaced under its group.instance.id
+            raise RuntimeError(f"member {old_member_id} of group {group.group_id} is not static")
         self.rebalance.cancel_heartbeat(group, old_member_id)
         old_protocols = list(old.protocols)
         old_rebalance, old_session = old.rebalance_timeout_ms, old.session_timeout_ms

@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Literal, overload
 
 from broker.coordinator.group.classic_group import GroupMetadata, GroupState, MemberMetadata
 from broker.coordinator.group.offsets_log import (
@@ -147,6 +147,12 @@ class GroupMetadataManager:
     # -- cache ----------------------------------------------------------------------------------
     def get_group(self, group_id: str) -> GroupMetadata | None:
         return self.groups.get(group_id)
+
+    @overload
+    def get_or_create_group(self, group_id: str, create: Literal[True]) -> GroupMetadata: ...
+
+    @overload
+    def get_or_create_group(self, group_id: str, create: bool) -> GroupMetadata | None: ...
 
     def get_or_create_group(self, group_id: str, create: bool) -> GroupMetadata | None:
         group = self.groups.get(group_id)

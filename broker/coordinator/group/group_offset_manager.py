@@ -116,7 +116,6 @@ class GroupOffsetManager:
             if generation_id >= 0:
                 return {tp: int(E.illegal_generation) for tp in offsets}
             group = self.manager.get_or_create_group(group_id, create=True)
-            assert group is not None
         error = self._validate_offset_commit(group, member_id, group_instance_id, generation_id)
         if error:
             return {tp: error for tp in offsets}
@@ -147,7 +146,6 @@ class GroupOffsetManager:
             if generation_id >= 0:
                 return {tp: int(E.illegal_generation) for tp in offsets}
             group = self.manager.get_or_create_group(group_id, create=True)
-            assert group is not None
         error = self._validate_offset_commit(
             group, member_id, group_instance_id, generation_id, transactional=True
         )

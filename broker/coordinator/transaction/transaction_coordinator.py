@@ -126,7 +126,8 @@ class TransactionCoordinator:
             error, current = self.state_manager.put_transaction_state_if_not_exists(created)
             if error:
                 return InitProducerIdResult(error)
-        assert current is not None
+        if current is None:  # put_transaction_state_if_not_exists answers the stored state
+            raise RuntimeError(f"transactional id {transactional_id} has no state after it was created")
         rotation_id: int | None = None
         metadata = current.metadata
         if metadata.is_producer_epoch_exhausted and metadata.pending_state is None:
