@@ -24,6 +24,7 @@ from broker.config import ConfigError, KafkaConfig
 from broker.controller.scram_control import ScramUpsertion, parse_add_scram
 from broker.gc_pauses import freeze_startup_heap
 from broker.malloc_tuning import tune_malloc
+from broker.tasks import await_cancelled
 
 __all__ = ["main", "run"]
 
@@ -105,12 +106,7 @@ async def run(
     if not starting.done():
         logger.warning("stop requested during startup")
         starting.cancel()
-        try:
-            await starting
-        except asyncio.CancelledError:
-            pass  # the cancel just above
-        except Exception:
-            logger.exception("startup failed while the stop request cancelled it")
+        await await_cancelled(starting, "startup")
         await server.shutdown()
         if watcher is not None:
             watcher.cancel()

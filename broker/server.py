@@ -76,6 +76,7 @@ from broker.network.socket_server import SocketServer
 from broker.replication.delayed_fetch import FetchPurgatory
 from broker.replication.replica_manager import ReplicaManager
 from broker.security.authorizer import authorizer_for
+from broker.tasks import await_cancelled
 from spark_kafkalite.atomic_file import write_atomically
 from spark_kafkalite.protocol.errors import ErrorCode
 
@@ -634,8 +635,7 @@ class KafkaServer:
         for task in self._background:
             task.cancel()
         for task in self._background:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await await_cancelled(task, f"background task {task.get_name()}")
         self._background.clear()
         if self._transaction_coordinator is not None:
             await self._transaction_coordinator.shutdown()

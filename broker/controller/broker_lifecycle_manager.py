@@ -25,6 +25,7 @@ from typing import Any
 
 from broker.controller.controller_commands import Command, HeartbeatCmd, HeartbeatResult, RegisterBrokerCmd
 from broker.controller.metadata_image import MetadataImage
+from broker.tasks import await_cancelled
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["BrokerLifecycleManager", "ControllerUnavailable"]
@@ -90,8 +91,7 @@ class BrokerLifecycleManager:
         task, self._heartbeat_task = self._heartbeat_task, None
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await await_cancelled(task, "broker heartbeat task")
 
     # -- this broker's lifecycle ----------------------------------------------------------------
     async def register_broker(

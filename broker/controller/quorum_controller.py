@@ -83,6 +83,7 @@ from broker.controller.replication_control import (
 )
 from broker.controller.resource_configs import alter_resource_configs
 from broker.controller.scram_control import AlterResult, ScramDeletion, ScramUpsertion
+from broker.tasks import await_cancelled
 from spark_kafkalite.protocol.acl import AclBinding, AclBindingFilter
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError, error_for_code
 
@@ -277,8 +278,7 @@ class QuorumController:
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await await_cancelled(task, f"controller task {task.get_name()}")
         self._tasks.clear()
         await asyncio.get_running_loop().run_in_executor(None, self.quorum.stop)
 

@@ -515,13 +515,14 @@ class SocketServer:
             SaslAuthenticationFailed: see :meth:`_fail_authentication`.
         """
         authenticator = conn.authenticator
-        assert authenticator is not None
+        if authenticator is None:  # _process sends only a still-authenticating connection's frames here
+            raise RuntimeError(f"connection {conn.connection_id} is not authenticating")
         try:
             reply = authenticator.receive(frame)
         except IllegalSaslState as exc:
             logger.info("closing connection %s: %s", conn.connection_id, exc)
-            if exc.request is not None and self.error_responder is not None:
-                await self._answer_illegal_sasl_state(conn, frame, *exc.request)
+            if exc.request is not None and (responder := self.error_responder) is not None:
+                await self._answer_illegal_sasl_state(responder, conn, frame, *exc.request)
             raise CloseConnection(str(exc)) from None
         # (SaslAuthenticationFailed propagates: _process answers it once the request slot is free)
         if authenticator.complete:
@@ -544,25 +545,31 @@ class SocketServer:
         return await self.handler(context, frame, body_offset)
 
     async def _answer_illegal_sasl_state(
-        self, conn: _Connection, frame: bytes | bytearray, header: RequestHeaderInfo, body_offset: int
+        self,
+        responder: ErrorResponder,
+        conn: _Connection,
+        frame: bytes | bytearray,
+        header: RequestHeaderInfo,
+        body_offset: int,
     ) -> None:
         """Write the request's ILLEGAL_SASL_STATE error response (Kafka's
         ``SaslServerAuthenticator.handleSaslToken``), if its API has one; the caller closes."""
-        assert self.error_responder is not None
         context = RequestContext(
             header, conn.connection_id, conn.client_host, conn.listener_name, time.monotonic(), conn.principal
         )
         try:
-            response = self.error_responder(context, frame, body_offset, ErrorCode.illegal_sasl_state)
+            response = responder(context, frame, body_offset, ErrorCode.illegal_sasl_state)
         except CloseConnection:  # e.g. acks=0 produce: no response
             return
         if response is None:
             return
         for chunk in response if isinstance(response, list) else (response,):
             conn.writer.write(chunk)
-        with contextlib.suppress(Exception):
+        try:
             async with asyncio.timeout(1.0):
                 await conn.writer.drain()
+        except (OSError, TimeoutError):  # the peer is gone or not reading: the connection closes next
+            pass
 
     async def _fail_authentication(self, conn: _Connection, exc: SaslAuthenticationFailed) -> NoReturn:
         """Kafka's failed-authentication path: wait ``connection.failed.authentication.delay.ms``
@@ -577,9 +584,11 @@ class SocketServer:
         await asyncio.sleep(self.security[conn.listener_name].failed_authentication_delay_ms / 1000.0)
         if exc.response is not None:
             conn.writer.write(exc.response)
-            with contextlib.suppress(Exception):
+            try:
                 async with asyncio.timeout(1.0):
                     await conn.writer.drain()
+            except (OSError, TimeoutError):  # the peer is gone or not reading: the connection closes next
+                pass
         raise CloseConnection(str(exc))
 
     async def _close_idle_connections(self) -> None:

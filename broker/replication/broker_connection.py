@@ -11,7 +11,6 @@ is TLS (certificate and host name checked) and/or SASL-authenticated before its 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -155,5 +154,7 @@ class BrokerConnection:
         writer, self._writer, self._reader = self._writer, None, None
         if writer is not None:
             writer.close()
-            with contextlib.suppress(Exception):
+            try:
                 await writer.wait_closed()
+            except OSError:  # the peer reset the connection: it is closed either way
+                pass

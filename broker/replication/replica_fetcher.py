@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.network.channel_builders import InterBrokerSecurity
 from broker.replication.broker_connection import BrokerConnection, BrokerConnectionError
+from broker.tasks import await_cancelled
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build, nested
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError, needs_metadata_refresh
@@ -203,8 +204,7 @@ class ReplicaFetcher:
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await await_cancelled(task, f"{self.name}")
         if self._connection is not None:
             await self._connection.close()
             self._connection = None
@@ -214,8 +214,7 @@ class ReplicaFetcher:
         logger.info("%s: started", self.name)
         if self.restarts and self._connection is not None:  # a request may have been cut midway
             connection, self._connection = self._connection, None
-            with contextlib.suppress(Exception):
-                await connection.close()
+            await connection.close()  # BrokerConnection.close raises nothing but CancelledError
         while True:
             try:
                 await self._do_work()

@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -34,6 +33,7 @@ from broker.replication.delayed_produce import DelayedProduce, ProducePurgatory
 from broker.replication.replica_fetcher import FetcherSettings
 from broker.replication.replica_fetcher_manager import ReplicaFetcherManager
 from broker.replication.replica_selector import preferred_read_replica
+from broker.tasks import await_cancelled
 from spark_kafkalite.protocol.errors import (
     ErrorCode,
     InvalidTopicError,
@@ -318,8 +318,7 @@ class ReplicaManager:
                 task.cancel()
         for task in [self._shrink_task, *self._tasks]:
             if task is not None:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+                await await_cancelled(task, f"replica manager task {task.get_name()}")
         self._shrink_task = None
         self._tasks.clear()
         await self.fetcher_manager.shutdown()

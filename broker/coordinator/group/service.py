@@ -21,6 +21,7 @@ from broker.coordinator.group.group_coordinator import GroupConfig, GroupCoordin
 from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
 from broker.coordinator.group.offsets_log import ReplicaManagerAppender
 from broker.coordinator.group.scheduler import AsyncioScheduler
+from broker.tasks import await_cancelled
 from spark_kafkalite.protocol.errors import ErrorCode
 from spark_kafkalite.protocol.internal_topics import GROUP_METADATA_TOPIC_NAME
 
@@ -79,12 +80,7 @@ class GroupCoordinatorService:
     async def shutdown(self) -> None:
         if self._expiration_task is not None:
             self._expiration_task.cancel()
-            try:
-                await self._expiration_task
-            except asyncio.CancelledError:
-                pass  # the cancel just above
-            except Exception:
-                logger.exception("group offsets expiration task failed before shutdown")
+            await await_cancelled(self._expiration_task, "group offsets expiration task")
             self._expiration_task = None
         self.coordinator.shutdown()
 

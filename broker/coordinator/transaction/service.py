@@ -31,6 +31,7 @@ from broker.coordinator.transaction.transaction_state_manager import (
     TransactionConfig,
     TransactionStateManager,
 )
+from broker.tasks import await_cancelled
 from spark_kafkalite.protocol.errors import ErrorCode
 from spark_kafkalite.protocol.internal_topics import TRANSACTION_STATE_TOPIC_NAME
 
@@ -123,12 +124,7 @@ class TransactionCoordinatorService:
     async def shutdown(self) -> None:
         for task in self._tasks:
             task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass  # the cancel just above
-            except Exception:
-                logger.exception("transaction coordinator task %s failed before shutdown", task.get_name())
+            await await_cancelled(task, f"transaction coordinator task {task.get_name()}")
         self._tasks = []
         self.coordinator.shutdown()
         await self.markers.close()

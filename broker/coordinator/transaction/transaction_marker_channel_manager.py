@@ -31,6 +31,7 @@ from broker.coordinator.transaction.transaction_metadata import TransactionMetad
 from broker.coordinator.transaction.transaction_state_manager import TransactionStateManager
 from broker.network.channel_builders import InterBrokerSecurity
 from broker.replication.broker_connection import BrokerConnection, BrokerConnectionError
+from broker.tasks import await_cancelled
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import nested
 from spark_kafkalite.protocol.errors import ErrorCode
@@ -182,12 +183,7 @@ class BrokerMarkerSender:
         for queue in queues.values():
             if queue.task is not None:
                 queue.task.cancel()
-                try:
-                    await queue.task
-                except asyncio.CancelledError:
-                    pass  # the cancel just above
-                except Exception:
-                    logger.exception("marker send task %s failed before close", queue.task.get_name())
+                await await_cancelled(queue.task, f"marker send task {queue.task.get_name()}")
             for _pid, _marker, future in queue.waiting:
                 future.cancel()
             if queue.connection is not None:
