@@ -6,7 +6,6 @@ correct.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -294,8 +293,10 @@ def _run_stream(
                 raise DemoError(f"the streaming query did not finish within {config.timeout_s:.0f} s")
             time.sleep(0.25)
     finally:
-        with contextlib.suppress(Exception):
+        try:
             query.stop()
+        except Exception:  # noqa: BLE001 - the consumer still closes; the run's own error wins
+            log.warning("stopping the streaming query failed", exc_info=True)
         consumer.close()
     stats.add(query.recentProgress)
     consumer = _fresh_consumer(bootstrap)
