@@ -112,7 +112,7 @@ class LeaderEpochFileCache:
             self.absent = False
             try:  # the first write of a new log's file: created in place, no rename
                 write_new(self.path, text.encode())
-            except FileExistsError:
+            except FileExistsError:  # a file is there after all: replaced by the atomic write below
                 pass
             except FileNotFoundError:  # the partition directory was deleted meanwhile
                 return

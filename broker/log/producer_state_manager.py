@@ -520,7 +520,7 @@ class ProducerStateManager:
     def _delete_snapshot(self, offset: int) -> None:
         try:
             (self.dir / snapshot_file_name(offset)).unlink()
-        except FileNotFoundError:
+        except FileNotFoundError:  # already gone (deleted with its segment, or never written)
             pass
 
     def delete_snapshots_after(self, offset: int) -> None:

@@ -242,7 +242,7 @@ class Connection:
         if self.sock is not None:
             try:
                 selector.unregister(self.sock)
-            except (KeyError, ValueError):
+            except (KeyError, ValueError):  # not registered, or the socket is already closed
                 pass
             self.sock.close()
             self.sock = None

@@ -335,7 +335,7 @@ class NetworkClient:
         self._wakeup_pending = True
         try:
             self._wakeup_w.send(b"\x00")
-        except (BlockingIOError, OSError):
+        except (BlockingIOError, OSError):  # the pipe is full (a wakeup is pending anyway) or closed
             pass
 
     def close(self) -> None:
@@ -349,7 +349,7 @@ class NetworkClient:
         self._run_completions()
         try:
             self._selector.unregister(self._wakeup_r)
-        except (KeyError, ValueError):
+        except (KeyError, ValueError):  # not registered, or the selector is already closed
             pass
         self._wakeup_r.close()
         self._wakeup_w.close()
@@ -647,5 +647,5 @@ class NetworkClient:
         try:
             while self._wakeup_r.recv(1024):
                 pass
-        except (BlockingIOError, OSError):
+        except (BlockingIOError, OSError):  # drained (no more bytes), or the pipe is closed
             pass

@@ -38,7 +38,7 @@ def record(name: str, elapsed_ms: float) -> None:
     try:
         with open(path, "a", encoding="utf-8") as out:
             out.write(line + "\n")
-    except OSError:
+    except OSError:  # opt-in diagnostics: an unwritable timing file must not fail the Spark task
         pass
 
 

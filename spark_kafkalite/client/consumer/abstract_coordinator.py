@@ -583,7 +583,7 @@ class AbstractCoordinator(ABC):
                 )
                 try:
                     self.wait_for(future, self._clock() + timeout_ms)
-                except KafkaError:
+                except KafkaError:  # best effort (Java maybeLeaveGroup): the session times out otherwise
                     pass
         self.reset_generation(reason, reset_member_id=True)
 
