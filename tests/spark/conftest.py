@@ -10,12 +10,16 @@ editable install's import hook (a regular ``pip install`` puts the module in sit
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -107,3 +111,56 @@ def consume_all(bootstrap_servers: str) -> Callable[[str], list[Any]]:
             consumer.close()
 
     return read
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLE_SCRIPTS = ("batch_read.py", "write.py", "streaming_etl.py")
+# the documentation's examples (~2-3 min on a quiet 2-core machine) and then the scripts (~1 min):
+# generous bounds, so that a loaded machine reports slow examples instead of a timeout
+EXAMPLES_RUN_TIMEOUT_S = 1500 + 780
+
+
+@dataclass(frozen=True)
+class ExamplesRun:
+    """What one docs_examples_runner.py subprocess did: ``blocks``, the result of each README/docs
+    example it reached by id (``{"status": 0, "output": ..}``); ``scripts``, the examples/
+    scripts it was asked to run; its ``stdout`` (the scripts' output between marker lines) and
+    ``stderr``; ``tail``, its exit status (or timeout) and the end of its output."""
+
+    blocks: dict[str, dict[str, Any]]
+    scripts: tuple[str, ...]
+    stdout: str
+    stderr: str
+    tail: str
+
+
+@pytest.fixture(scope="session")
+def examples_run(
+    request: pytest.FixtureRequest, bootstrap_servers: str, tmp_path_factory: pytest.TempPathFactory
+) -> ExamplesRun:
+    """The README/docs examples (when test_docs_examples.py is selected), then the examples/
+    scripts against the session broker (when test_examples.py is), in one subprocess: one Spark
+    JVM start and warm-up for both (docs_examples_runner.py)."""
+    selected = {item.path.name for item in request.session.items}
+    out = tmp_path_factory.mktemp("examples") / "results.jsonl"
+    command = [sys.executable, str(Path(__file__).with_name("docs_examples_runner.py")), str(out)]
+    command += ["--docs"] if "test_docs_examples.py" in selected else []
+    scripts = EXAMPLE_SCRIPTS if "test_examples.py" in selected else ()
+    command += ["--scripts", str(EXAMPLES), bootstrap_servers, *scripts] if scripts else []
+    stdout = stderr = ""
+    try:
+        proc = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=EXAMPLES_RUN_TIMEOUT_S,
+            cwd=EXAMPLES.parent,  # Spark's Python workers import the checkout, as the tests do
+            env=dict(os.environ, PYSPARK_PYTHON=sys.executable),
+        )
+        stdout, stderr = proc.stdout, proc.stderr
+        tail = f"runner exit {proc.returncode}\n{stdout[-2000:]}\n{stderr[-4000:]}"
+    except subprocess.TimeoutExpired as exc:
+        stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else str(exc.stderr)
+        tail = f"runner timed out after {EXAMPLES_RUN_TIMEOUT_S} s\n{stderr[-4000:]}"
+    lines = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+    return ExamplesRun({line["id"]: line for line in lines}, scripts, stdout, stderr, tail)

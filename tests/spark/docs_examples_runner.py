@@ -17,10 +17,15 @@ one-broker ``LocalCluster`` (the ``kafkalite`` CLI's default ``--bootstrap-serve
 ``KAFKALITE_CLUSTER_DIR`` a temporary directory (``kafkalite cluster up``'s default). A block whose code is identical to one already run
 is not run twice (its result is reused).
 
-    python tests/spark/docs_examples_runner.py RESULTS_JSONL FILE.md [FILE.md ...]
+    python tests/spark/docs_examples_runner.py RESULTS_JSONL [--docs | FILE.md ...] \
+        [--scripts EXAMPLES_DIR BOOTSTRAP SCRIPT ...]
 
 writes one JSON line per block: ``{"id": "docs/spark.md:42", "status": 0, "seconds": ..,
-"output": ..}`` (status 0 = passed; the output is kept for failures).
+"output": ..}`` (status 0 = passed; the output is kept for failures). ``--docs`` runs
+:func:`doc_files`. ``--scripts`` then runs those examples/ scripts in this same interpreter and
+JVM (``examples_runner.run_scripts``: its markers on stdout), after the examples' SparkSession is
+stopped: each script starts its own SparkContext, as in a process of its own, without paying
+another JVM start and warm-up (tests/spark/conftest.py, ``examples_run``).
 """
 
 from __future__ import annotations
@@ -211,7 +216,11 @@ def run_bash(code: str, env: Environment) -> tuple[int, str]:
 
 
 def main() -> None:
-    results_path, files = Path(sys.argv[1]), [Path(p).resolve() for p in sys.argv[2:]]
+    results_path, args = Path(sys.argv[1]), sys.argv[2:]
+    scripts: list[str] = []
+    if "--scripts" in args:
+        args, scripts = args[: args.index("--scripts")], args[args.index("--scripts") + 1 :]
+    files = doc_files() if args == ["--docs"] else [Path(p).resolve() for p in args]
     from spark_kafkalite.demo.session import expose_auto_registration_module
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -244,6 +253,11 @@ def main() -> None:
                     results.flush()
         finally:
             env.close()
+            env.spark().stop()
+    if scripts:
+        import examples_runner  # beside this file, which is sys.path[0]
+
+        examples_runner.run_scripts(Path(scripts[0]), scripts[1], scripts[2:])
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
-"""Run by test_examples.py in a subprocess: runs examples/ scripts one after another in this one
-interpreter, each as ``python examples/<script> --bootstrap-server HOST:PORT`` runs it (as
-``__main__``, with that ``sys.argv``). Each script stops its SparkSession; the next one's
+"""Runs examples/ scripts one after another in one interpreter (for test_examples.py, in the
+docs_examples_runner.py subprocess, after the documentation's examples), each as
+``python examples/<script> --bootstrap-server HOST:PORT`` runs it (as ``__main__``, with that
+``sys.argv``). Each script stops its SparkSession; the next one's
 ``getOrCreate()`` starts a new SparkContext in the same Spark JVM, so the scripts share one JVM
 start and its warm-up instead of paying one each. Prints each script's output between
 ``@@@ BEGIN <script>`` and ``@@@ END <script> exit=<status>`` lines (on stdout, and the same
@@ -30,8 +31,8 @@ def run_script(script: Path, bootstrap: str) -> int:
     return 0
 
 
-def main() -> None:
-    examples, bootstrap, scripts = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+def run_scripts(examples: Path, bootstrap: str, scripts: list[str]) -> None:
+    """Run each of ``scripts`` (file names in ``examples``) in turn, between marker lines."""
     sys.path.insert(0, str(examples))  # the scripts import _example_env from their directory
     for name in scripts:
         for stream in (sys.stdout, sys.stderr):
@@ -39,6 +40,10 @@ def main() -> None:
         status = run_script(examples / name, bootstrap)
         for stream in (sys.stdout, sys.stderr):
             print(f"@@@ END {name} exit={status}", file=stream, flush=True)
+
+
+def main() -> None:
+    run_scripts(Path(sys.argv[1]), sys.argv[2], sys.argv[3:])
 
 
 if __name__ == "__main__":

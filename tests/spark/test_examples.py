@@ -1,29 +1,27 @@
 """The examples/ scripts run against the session broker, and the notebook executes headless
 (nbclient) with its own LocalCluster. The three scripts run one after another in one subprocess
-(``examples_runner.py``: each as ``__main__`` with its command line, sharing one Spark JVM); the
-notebook starts its own."""
+(``examples_runner.py``: each as ``__main__`` with its command line), the one that runs the
+documentation's examples first (tests/spark/conftest.py, ``examples_run``), sharing its Spark JVM;
+the notebook starts its own."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-SCRIPTS = ("batch_read.py", "write.py", "streaming_etl.py")
 
-pytestmark = pytest.mark.timeout(840)  # the first script test also runs the module fixture
+pytestmark = pytest.mark.timeout(2400)  # the first script test may also run the examples_run fixture
 
 
 @dataclass(frozen=True)
 class ExampleRuns:
-    """What one examples_runner.py subprocess did: each script's exit status and stdout, and
-    the stderr of the whole run (the scripts' parts between the runner's marker lines)."""
+    """What the examples_run subprocess did with the scripts: each script's exit status and
+    stdout, and the stderr of the whole run (the scripts' parts between the runner's marker lines)."""
 
     status: dict[str, int]
     stdout: dict[str, str]
@@ -31,26 +29,14 @@ class ExampleRuns:
 
 
 @pytest.fixture(scope="module")
-def example_runs(bootstrap_servers: str) -> ExampleRuns:
-    """Every script in SCRIPTS, run once per module against the session broker."""
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-    runner = Path(__file__).with_name("examples_runner.py")
-    result = subprocess.run(
-        [sys.executable, str(runner), str(EXAMPLES), bootstrap_servers, *SCRIPTS],
-        capture_output=True,
-        text=True,
-        timeout=780,  # the three scripts' former 280 s each, less one JVM start
-        env=env,
-        cwd=EXAMPLES,
-    )
-    sections = re.findall(r"@@@ BEGIN (\S+)\n(.*?)@@@ END \1 exit=(-?\d+)\n", result.stdout, re.S)
-    assert sorted(name for name, _, _ in sections) == sorted(SCRIPTS), (
-        result.stdout[-3000:] + result.stderr[-5000:]
-    )
+def example_runs(examples_run: Any) -> ExampleRuns:
+    """Every script of examples_run.scripts, run once against the session broker."""
+    sections = re.findall(r"@@@ BEGIN (\S+)\n(.*?)@@@ END \1 exit=(-?\d+)\n", examples_run.stdout, re.S)
+    assert sorted(name for name, _, _ in sections) == sorted(examples_run.scripts), examples_run.tail
     return ExampleRuns(
         status={name: int(status) for name, _, status in sections},
         stdout={name: out for name, out, _ in sections},
-        stderr=result.stderr,
+        stderr=examples_run.stderr,
     )
 
 
