@@ -10,7 +10,8 @@ runs in full mode (no ``-Q``) with ``TEST_KAFKA_VERSION=4.0.0``, one ``test-runn
 test number (``TESTS=<number>``, ``-L``), each bounded by ``--timeout-s`` (a test still running
 then is recorded as a hang and the next one runs), against clusters started here with
 ``LocalCluster`` (``python -m broker``, generated configs, ``num.partitions=4`` as the suite's
-scenarios expect, Kafka's ``group.initial.rebalance.delay.ms`` of 3 s, on 127.0.0.1):
+scenarios expect, Kafka's ``group.initial.rebalance.delay.ms`` of 3 s, the ACL authorizer with
+``allow.everyone.if.no.acl.found``, on 127.0.0.1; see ``BROKER_CONFIG``):
 
 - scenario ``default`` on one broker, except the numbers in ``THREE_BROKER_TESTS``;
 - scenario ``default`` on three brokers (racks ``RACK1``-``RACK3``, the rack-aware replica
@@ -34,7 +35,6 @@ import argparse
 import contextlib
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -64,10 +64,17 @@ THREE_BROKER_TESTS = frozenset({"0101", "0103"})
 #: selector, as 0101 expects (its consumer picks the ``client.rack`` of a follower).
 RACK_CONFIG = {"replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"}
 
-#: Broker config of every cluster: the suite's scenarios' partition count, and Kafka's default
+#: Broker config of every cluster: the suite's scenarios' partition count; Kafka's default
 #: ``group.initial.rebalance.delay.ms`` in place of ``LocalCluster``'s 0 (consumers that subscribe
-#: together join one rebalance, as 0113 and 0118 expect of a Kafka broker).
-BROKER_CONFIG = {"num.partitions": "4", "group.initial.rebalance.delay.ms": "3000"}
+#: together join one rebalance, as 0113 and 0118 expect of a Kafka broker); an ACL authorizer
+#: that lets everyone do what no ACL names (0081's CreateAcls / DescribeAcls / DeleteAcls expect
+#: ACLs to be stored, which a broker without an authorizer refuses with SECURITY_DISABLED).
+BROKER_CONFIG = {
+    "num.partitions": "4",
+    "group.initial.rebalance.delay.ms": "3000",
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "allow.everyone.if.no.acl.found": "true",
+}
 
 #: Tests that cannot pass against any broker here, and why (named in BENCHMARKS.md).
 CANNOT_PASS = {
@@ -338,14 +345,14 @@ def run_number(
     else:
         env.pop("KAFKA_PATH", None)
     log_dir.mkdir(parents=True, exist_ok=True)
-    run_dir = log_dir / f"run-{number}-{phase.scenario}"
-    run_dir.mkdir(parents=True, exist_ok=True)
     # stdbuf: the runner prints its summary with stdio and may crash while exiting; line
     # buffering keeps the summary.
     cmd = ["stdbuf", "-oL", "-eL", str(runner_path(suite_dir)), "-L", "-s", phase.scenario]
     started = time.monotonic()
+    # The runner's directory: tests read ../src/statistics_schema.json (0053) and build and run
+    # Java helpers from java/ (0098, 0113) relative to it.
     proc = subprocess.Popen(
-        cmd, cwd=run_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+        cmd, cwd=tests_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
     )
     timed_out = False
     try:
@@ -356,7 +363,9 @@ def run_number(
         out, _ = proc.communicate()
     text = out.decode(errors="replace")
     (log_dir / f"{number}-{phase.scenario}.log").write_text(text, encoding="utf-8")
-    shutil.rmtree(run_dir, ignore_errors=True)  # stats files the runner writes
+    for stats in tests_dir.glob(f"stats_{number}_*.json"):  # written by each test it ran
+        with contextlib.suppress(OSError):
+            stats.unlink()
     return text, timed_out, time.monotonic() - started
 
 
