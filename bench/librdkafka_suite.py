@@ -7,8 +7,9 @@ the tag and the built ``src/tests/test-runner``. When it is absent, ``--build`` 
 
 Every broker-dependent test (not ``TEST_F_LOCAL``, not ``TEST_F_MANUAL``) of the selected numbers
 runs in full mode (no ``-Q``) with ``TEST_KAFKA_VERSION=4.0.0``, one ``test-runner`` process per
-test number (``TESTS=<number>``, ``-L``), each bounded by ``--timeout-s`` or ``LONG_TESTS_S`` (a test still running
-then is recorded as a hang and the next one runs), against clusters started here with
+test number (``TESTS=<number>``, ``-L``), each bounded by ``--timeout-s`` or ``LONG_TESTS_S`` (a
+test still running then is recorded as a hang and the next one runs), against clusters started
+here with
 ``LocalCluster`` (``python -m broker``, generated configs, ``num.partitions=4`` as the suite's
 scenarios expect, Kafka's ``group.initial.rebalance.delay.ms`` of 3 s, the ACL authorizer with
 ``allow.everyone.if.no.acl.found``, on 127.0.0.1; see ``BROKER_CONFIG``):
@@ -56,9 +57,9 @@ LIBRDKAFKA_TAG = "v2.15.0"
 KAFKA_VERSION = "4.0.0"
 
 #: Test numbers run on three brokers in scenario ``default`` (0101: fetch from the closest
-#: replica, KIP-392, on an RF 3 topic across three racks; 0103: transactions with the suite's
-#: replication factor of 3).
-THREE_BROKER_TESTS = frozenset({"0101", "0103"})
+#: replica, KIP-392, on an RF 3 topic across three racks; 0098 and 0103: transactions on topics of
+#: the suite's replication factor of 3).
+THREE_BROKER_TESTS = frozenset({"0098", "0101", "0103"})
 
 #: Multi-broker clusters: broker ``N`` in rack ``RACK<N>`` with Kafka's rack-aware replica
 #: selector, as 0101 expects (its consumer picks the ``client.rack`` of a follower).
