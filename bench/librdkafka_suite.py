@@ -78,8 +78,9 @@ BROKER_CONFIG = {
 }
 
 #: Per-test-number timeouts above ``--timeout-s`` (seconds): 0081 runs ~60 admin subtests in
-#: one process (ListConsumerGroups alone ~110 s on 2 busy cores; about 7 minutes in all).
-LONG_TESTS_S = {"0081": 1200.0}
+#: one process (ListConsumerGroups alone ~110 s on 2 busy cores; about 7 minutes in all), 0113
+#: some 30 cooperative-rebalance subtests with their session timeouts.
+LONG_TESTS_S = {"0081": 1200.0, "0113": 1200.0}
 
 #: Tests that cannot pass against any broker here, and why (named in BENCHMARKS.md).
 CANNOT_PASS = {
