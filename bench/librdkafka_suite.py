@@ -84,8 +84,8 @@ LONG_TESTS_S = {"0081": 1200.0, "0113": 1200.0}
 
 #: Tests that cannot pass against any broker here, and why (named in BENCHMARKS.md).
 CANNOT_PASS = {
-    "0098_consumer_txn": "runs Kafka's Java producer (tests/java TransactionProducerCli) "
-    "through $KAFKA_PATH/bin/kafka-run-class.sh: needs a JVM and Kafka's jars",
+    "0098_consumer_txn": "its producer is Kafka's Java client (tests/java TransactionProducerCli, "
+    "built and run through java/run-class.sh with $KAFKA_PATH/libs): needs a JVM and Kafka's jars",
 }
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
