@@ -20,9 +20,8 @@ scenarios expect, Kafka's ``group.initial.rebalance.delay.ms`` of 3 s, the ACL a
 - scenario ``noautocreate`` (``auto.create.topics.enable=false``) on three brokers.
 
 ``test.conf`` (``RDKAFKA_TEST_CONF``) points at the cluster; ``BROKERS`` holds its bootstrap
-servers; ``KAFKA_PATH`` is set to this repository when it has Kafka's scripts under ``bin/``
-(``bin/kafka-topics.sh``), which tests run as ``$KAFKA_PATH/bin/kafka-topics.sh`` (unset
-otherwise: those tests fail with "KAFKA_PATH must be set"). Per test the table gives its result
+servers; ``KAFKA_PATH`` is the directory ``kafkalite kafka-path`` writes (``bin/`` with Kafka's
+scripts, which tests run as ``$KAFKA_PATH/bin/kafka-topics.sh`` and ``kafka-acls.sh``). Per test the table gives its result
 (passed / failed / skipped / hang), its duration and the first failure: the runner's first
 ``### Test "..." failed at <file>:<line>`` report and its message (or the skip reason).
 
@@ -50,6 +49,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run as a script: bench/ is sys.path[0], the package is one up
     sys.path.insert(0, str(REPO))
 
+from spark_kafkalite.cli.kafka_tools.kafka_path import default_kafka_path, write_kafka_path  # noqa: E402
 from spark_kafkalite.local_cluster import LocalCluster  # noqa: E402
 
 DEFAULT_SUITE_DIR = Path(os.environ.get("LIBRDKAFKA_TESTS", "/work/librdkafka-tests"))
@@ -302,9 +302,10 @@ def parse_numbers(spec: str) -> set[str]:
     return out
 
 
-def kafka_path() -> Path | None:
-    """This repository when it provides Kafka's scripts under ``bin/`` (``kafka-topics.sh``)."""
-    return REPO if (REPO / "bin" / "kafka-topics.sh").exists() else None
+def kafka_path() -> Path:
+    """The ``$KAFKA_PATH`` the tests get: the default ``kafkalite kafka-path`` directory, its
+    ``bin/`` wrappers (re)written for this Python."""
+    return write_kafka_path(default_kafka_path())
 
 
 @contextlib.contextmanager
@@ -345,11 +346,7 @@ def run_number(
         BROKERS=bootstrap,
         LD_LIBRARY_PATH=f"{src / 'src'}:{src / 'src-cpp'}",
     )
-    kpath = kafka_path()
-    if kpath is not None:
-        env["KAFKA_PATH"] = str(kpath)
-    else:
-        env.pop("KAFKA_PATH", None)
+    env["KAFKA_PATH"] = str(kafka_path())
     log_dir.mkdir(parents=True, exist_ok=True)
     # stdbuf: the runner prints its summary with stdio and may crash while exiting; line
     # buffering keeps the summary.
@@ -434,7 +431,7 @@ def report(results: list[TestResult], seconds: float) -> None:
     }
     title = (
         f"librdkafka {LIBRDKAFKA_TAG} integration tests, full mode, TEST_KAFKA_VERSION={KAFKA_VERSION}, "
-        f"KAFKA_PATH {'set' if kafka_path() else 'unset (no bin/kafka-topics.sh)'}"
+        "KAFKA_PATH from kafkalite kafka-path"
     )
     columns = ["test", "cluster", "result", "s", "first failure / skip reason"]
     summary = [[k, str(v)] for k, v in counts.items()] + [
@@ -479,8 +476,7 @@ def main(argv: list[str] | None = None) -> int:
         build_suite(suite_dir, args.git_dir)
     tests = parse_test_table((runner_path(suite_dir).parent / "test.c").read_text(encoding="utf-8"))
     phases, names = plan(tests, parse_numbers(args.tests))
-    kpath = kafka_path()
-    print(f"KAFKA_PATH={kpath}" if kpath else "KAFKA_PATH unset: this checkout has no bin/kafka-topics.sh")
+    print(f"KAFKA_PATH={kafka_path()}")
     log_dir = suite_dir / "logs" / time.strftime("%Y%m%d-%H%M%S")
     print(f"per-test logs: {log_dir}")
     started = time.monotonic()
