@@ -379,7 +379,8 @@ def fetch_cluster(
     ``describeTopics`` and ``KafkaConsumer.partitionsFor`` / ``listTopics`` do in Kafka).
 
     Raises:
-        KafkaTimeoutError: no usable answer in time (names the last error).
+        KafkaTimeoutError: no usable answer in time (names the last error; a connection error
+            is kept over a later wait that the deadline cut short).
     """
     deadline = now_ms() + timeout_ms
     last_error: BaseException | None = None
@@ -389,8 +390,12 @@ def fetch_cluster(
             future = client.send(node, metadata_request(topics, False))
             try:
                 cluster = parse_metadata_response(client.wait_for(future, max(1.0, deadline - now_ms())))
-            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            except KafkaConnectionError as exc:
                 last_error = exc
+            except KafkaTimeoutError as exc:
+                # a wait cut short by the deadline says less than the connection error before it
+                if not isinstance(last_error, KafkaConnectionError):
+                    last_error = exc
             else:
                 retriable = [t for t, c in cluster.topic_errors.items() if c in retry_codes]
                 if not retriable:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import datetime
 import uuid
 
+import pytest
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12 import response as m12
 
-from spark_kafkalite.client.metadata import Metadata, parse_metadata_response
+from spark_kafkalite.client.metadata import Metadata, fetch_cluster, parse_metadata_response
 from spark_kafkalite.client.types import TopicPartition
+from spark_kafkalite.protocol.errors import KafkaConnectionError, KafkaTimeoutError
 
 TOPIC_ID = uuid.UUID("12345678-1234-5678-1234-567812345678")
 
@@ -150,3 +152,32 @@ def test_request_topics() -> None:
     request = md.build_request().build(12)
     assert [t.name for t in request.topics] == ["a", "b"]
     assert request.allow_auto_topic_creation is False
+
+
+class _RefusingClient:
+    """Every request fails: first the connection, then every wait runs out."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    def least_loaded_node(self) -> int:
+        return -1
+
+    def send(self, node: int, request: object) -> int:
+        self.sent += 1
+        return self.sent
+
+    def wait_for(self, future: int, timeout_ms: float) -> object:
+        if future == 1:
+            raise KafkaConnectionError("TLS handshake failed: is this a TLS listener?")
+        raise KafkaTimeoutError(f"no response within {timeout_ms} ms")
+
+    def poll(self, timeout_ms: float) -> None:
+        return None
+
+
+def test_fetch_cluster_names_the_connection_error_over_a_later_cut_short_wait() -> None:
+    client = _RefusingClient()
+    with pytest.raises(KafkaTimeoutError, match="is this a TLS listener"):
+        fetch_cluster(client, None, timeout_ms=30.0, retry_backoff_ms=1.0)
+    assert client.sent >= 2
