@@ -115,6 +115,14 @@ def load_segments(
     out.recovery_point = (
         out.log_end_offset if clean or out.recovered_segments else min(recovery_point, out.log_end_offset)
     )
+    logger.info(
+        "loaded log %s: %d segment(s), log_start_offset=%d log_end_offset=%d (%s)",
+        directory.name,
+        len(segments),
+        out.log_start_offset,
+        out.log_end_offset,
+        "clean" if clean else f"recovered {out.recovered_segments} segment(s)",
+    )
     return out
 
 

@@ -8,12 +8,15 @@
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 import os
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
-from spark_kafkalite.atomic_file import fsync_dir, write_atomically
+from spark_kafkalite.atomic_file import fsync_dir, fsync_written, write_atomically
+from spark_kafkalite.protocol.errors import InconsistentTopicIdError
 
 __all__ = [
     "PARTITION_METADATA_FILE",
@@ -24,6 +27,7 @@ __all__ = [
     "read_partition_metadata",
     "write_partition_metadata",
     "create_partition_metadata",
+    "load_or_write_topic_id",
 ]
 
 logger = logging.getLogger(__name__)
@@ -112,3 +116,33 @@ def write_partition_metadata(partition_dir: Path, topic_id: uuid.UUID, fsync: bo
     path = Path(partition_dir) / PARTITION_METADATA_FILE
     write_atomically(path, _contents(topic_id), fsync=fsync)
     return path
+
+
+def load_or_write_topic_id(
+    partition_dir: Path,
+    topic_id: uuid.UUID | None,
+    write_later: Callable[[Callable[[], None]], None] | None = None,
+    *,
+    created: bool = False,
+) -> uuid.UUID | None:
+    """The partition's topic id: the one stored in ``partition.metadata``, else ``topic_id``,
+    which is then written there (Kafka's ``UnifiedLog.initializeTopicId``). ``created``: the
+    directory was just created empty, so nothing is read and the file is created in one write.
+    With ``write_later`` the file is replaced at once and its fsync is handed to
+    ``write_later(fn)`` (off the event loop); without it the write is fsynced at once.
+
+    Raises:
+        InconsistentTopicIdError: ``topic_id`` differs from the stored one (a stale directory).
+    """
+    stored = None if created else read_partition_metadata(partition_dir)
+    if stored is not None and topic_id is not None and stored != topic_id:
+        raise InconsistentTopicIdError(
+            f"log {partition_dir} belongs to topic id {stored}, not {topic_id} (stale partition directory)"
+        )
+    if stored is None and topic_id is not None:
+        write = create_partition_metadata if created else write_partition_metadata
+        path = write(partition_dir, topic_id, fsync=write_later is None)
+        if write_later is not None:
+            write_later(functools.partial(fsync_written, path))
+        stored = topic_id
+    return stored

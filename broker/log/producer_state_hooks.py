@@ -50,10 +50,12 @@ class _LogView(Protocol):
     """What the glue needs from a ``UnifiedLog`` (structural typing: no import cycle)."""
 
     dir: Path
-    segments: list[Any]
     log_start_offset: int
     log_end_offset: int
     time_ms: Callable[[], int]
+
+    @property
+    def segments(self) -> list[Any]: ...
 
 
 def marker_of(buf: Buffer, pos: int, header: BatchHeader, where: str) -> EndTransactionMarker | None:

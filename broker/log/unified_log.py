@@ -1,5 +1,8 @@
 """The log of one partition: a directory ``<topic>-<partition>/`` of segments (Kafka's
-``UnifiedLog`` + ``LocalLog`` + ``LogLoader``).
+``UnifiedLog``). The segment list and the operations on it alone (read across segments, roll,
+truncate, swap) are a :class:`~broker.log.local_log.LocalLog` (Kafka's ``LocalLog``); loading
+and recovery are :mod:`broker.log.log_loader` (Kafka's ``LogLoader``); which old segments go,
+:mod:`broker.log.retention`.
 
 Offsets: ``log_start_offset`` (first offset served) <= ``high_watermark`` (last committed
 offset + 1; set by the broker) <= ``log_end_offset`` (offset the next batch gets).
@@ -15,25 +18,20 @@ segments' ``.txnindex`` (``collectAbortedTransactions``).
 
 from __future__ import annotations
 
-import functools
 import logging
 import shutil
 import time
 import uuid
-from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from spark_kafkalite.atomic_file import fsync_written
 from spark_kafkalite.protocol.control_records import read_end_txn_marker
 from spark_kafkalite.protocol.errors import (
-    InconsistentTopicIdError,
     InvalidRecordError,
     OffsetOutOfRangeError,
 )
 from spark_kafkalite.protocol.record_batch import (
     BATCH_PATCH_BYTES,
-    RECORD_BATCH_OVERHEAD,
     assign_offsets,
     read_header,
     set_log_append_time,
@@ -41,27 +39,23 @@ from spark_kafkalite.protocol.record_batch import (
 
 from . import producer_state_hooks as producer_state  # idempotence / transaction hooks
 from . import retention
-from .file_slices import DeferredRecords, FileSlice
 from .leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochFileCache, load_leader_epoch_cache
+from .local_log import LocalLog
 from .log_config import LogConfig
 from .log_loader import load_segments
 from .log_results import FetchDataInfo, LogAppendInfo
-from .log_segment import LogSegment, unlink_paths
+from .log_segment import LogSegment
 from .log_validator import check_keys_for_compaction
 from .partition_metadata import (
     PARTITION_METADATA_FILE,
-    create_partition_metadata,
     format_topic_id,
+    load_or_write_topic_id,
     parse_topic_id,
     parse_topic_partition_dir,
-    read_partition_metadata,
     topic_partition_dir_name,
-    write_partition_metadata,
 )
 from .producer_state_manager import AppendOrigin
 from .segment_files import validated_stored_batches
-from .segment_swap import commit_swap
-from .timestamp_lookup import TimestampLookup
 from .transaction_index import AbortedTxn
 
 __all__ = [
@@ -95,7 +89,8 @@ class UnifiedLog:
         topic_id: from ``partition.metadata`` (None if absent).
         config: the ``LogConfig`` (replaceable, e.g. after a topic config change).
         log_start_offset, log_end_offset, high_watermark, recovery_point: offsets (ints).
-        segments: the ``LogSegment`` list, ascending base offsets; the last is active.
+        local_log: the :class:`~broker.log.local_log.LocalLog` holding the segments.
+        segments: its ``LogSegment`` list, ascending base offsets; the last is active.
         recovered_segments: how many segments ``recover()`` scanned while loading.
         time_ms: the wall clock in ms (injectable for tests; drives ``segment.ms`` rolls,
             retention and compaction lags).
@@ -148,10 +143,7 @@ class UnifiedLog:
         if parsed is None:
             raise ValueError(f"not a partition directory name: {self.dir.name!r}")
         self.topic, self.partition = parsed
-        self._config = config
-        self.segments: list[LogSegment] = []
-        self._base_offsets: list[int] = []
-        self._timestamps = TimestampLookup()
+        self.local_log = LocalLog(self.dir, config, self.time_ms, delete_later)
         self.recovered_segments = 0
         self._closed = False
         self.last_flush_ms = self.time_ms()
@@ -160,7 +152,7 @@ class UnifiedLog:
             self._create_empty(topic_id)
             return
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.topic_id = self._load_or_write_topic_id(topic_id)
+        self.topic_id = load_or_write_topic_id(self.dir, topic_id, self._write_later)
         self._load_segments(recovery_point, log_start_offset, had_clean_shutdown)
         self.leader_epoch_cache: LeaderEpochFileCache = load_leader_epoch_cache(  # replication hook
             self.dir,
@@ -184,31 +176,14 @@ class UnifiedLog:
         ``partition.metadata`` and an empty active segment at offset 0 are created; nothing is
         read or scanned (no segments, snapshots, checkpoints or leftovers can be there). A broker
         creating thousands of partitions pays a few file operations per partition."""
-        self.topic_id = topic_id
-        if topic_id is not None:
-            path = create_partition_metadata(self.dir, topic_id, fsync=self._write_later is None)
-            if self._write_later is not None:
-                self._write_later(functools.partial(fsync_written, path))
-        self._add_segment(LogSegment.create(self.dir, 0, self._config, self.time_ms()))
+        self.topic_id = load_or_write_topic_id(self.dir, topic_id, self._write_later, created=True)
+        self.local_log.add_segment(LogSegment.create(self.dir, 0, self.config, self.time_ms()))
         self.log_start_offset = self.log_end_offset = self.recovery_point = 0
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT_FILE)
         self.leader_epoch_cache.write_later = self._write_later
         self.leader_epoch_cache.absent = True
         self.producer_state = producer_state.new_producer_state(self)
         self.high_watermark = 0
-
-    def _load_or_write_topic_id(self, topic_id: uuid.UUID | None) -> uuid.UUID | None:
-        stored = read_partition_metadata(self.dir)
-        if stored is not None and topic_id is not None and stored != topic_id:
-            raise InconsistentTopicIdError(
-                f"log {self.dir} belongs to topic id {stored}, not {topic_id} (stale partition directory)"
-            )
-        if stored is None and topic_id is not None:
-            path = write_partition_metadata(self.dir, topic_id, fsync=self._write_later is None)
-            if self._write_later is not None:
-                self._write_later(functools.partial(fsync_written, path))
-            stored = topic_id
-        return stored
 
     def _load_segments(self, recovery_point: int, log_start_offset: int | None, clean: bool) -> None:
         loaded = load_segments(
@@ -220,32 +195,11 @@ class UnifiedLog:
             now_ms=self.time_ms(),
         )
         for seg in loaded.segments:
-            self._add_segment(seg)
+            self.local_log.add_segment(seg)
         self.recovered_segments = loaded.recovered_segments
         self.log_start_offset = loaded.log_start_offset
         self.log_end_offset = loaded.log_end_offset
         self.recovery_point = loaded.recovery_point
-        logger.info(
-            "loaded log %s: %d segment(s), log_start_offset=%d log_end_offset=%d (%s)",
-            self.dir.name,
-            len(self.segments),
-            self.log_start_offset,
-            self.log_end_offset,
-            "clean" if clean else f"recovered {self.recovered_segments} segment(s)",
-        )
-
-    def _add_segment(self, seg: LogSegment) -> None:
-        self.segments.append(seg)
-        self._base_offsets.append(seg.base_offset)
-        self._timestamps.invalidate()
-
-    def _delete_segments_from(self, i: int) -> None:
-        for seg in self.segments[i:]:
-            logger.warning("%s: deleting segment %s", self.dir.name, seg.log_path.name)
-            seg.delete()
-        del self.segments[i:]
-        del self._base_offsets[i:]
-        self._timestamps.invalidate()
 
     # -- properties ------------------------------------------------------------------------
 
@@ -253,24 +207,27 @@ class UnifiedLog:
     def config(self) -> LogConfig:
         """The log's ``LogConfig``; assigning a new one (a topic config change) applies it to
         every segment (index interval) and to future rolls, retention and cleaning."""
-        return self._config
+        return self.local_log.config
 
     @config.setter
     def config(self, config: LogConfig) -> None:
-        self._config = config
-        for seg in self.segments:
-            seg.config = config
+        self.local_log.config = config
         if self._on_config_changed is not None:
             self._on_config_changed(self)
 
     @property
+    def segments(self) -> list[LogSegment]:
+        """The ``LogSegment`` list (ascending base offsets; the last is active)."""
+        return self.local_log.segments
+
+    @property
     def active_segment(self) -> LogSegment:
-        return self.segments[-1]
+        return self.local_log.segments[-1]
 
     @property
     def size_bytes(self) -> int:
         """Bytes of ``.log`` data across segments."""
-        return sum(seg.size_bytes for seg in self.segments)
+        return self.local_log.size_bytes
 
     def set_topic_id(self, topic_id: uuid.UUID) -> None:
         """Record ``topic_id`` in ``partition.metadata`` if none is stored yet.
@@ -278,7 +235,7 @@ class UnifiedLog:
         Raises:
             InconsistentTopicIdError: a different topic id is stored.
         """
-        self.topic_id = self._load_or_write_topic_id(topic_id)
+        self.topic_id = load_or_write_topic_id(self.dir, topic_id, self._write_later)
 
     def update_high_watermark(self, offset: int) -> int:
         """Set ``high_watermark`` to ``offset`` clamped to [log_start_offset, log_end_offset];
@@ -305,23 +262,9 @@ class UnifiedLog:
         return hw if first is None or first >= hw else first
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
-        """Aborted transactions overlapping [start_offset, upper_bound_offset): from the
-        ``.txnindex`` of the segment holding ``start_offset`` onwards until an entry's
-        ``last_stable_offset`` reaches the upper bound (Kafka's
-        ``LocalLog.collectAbortedTransactions``)."""
-        i = max(0, bisect_right(self._base_offsets, start_offset) - 1)
-        out: list[AbortedTxn] = []
-        for seg in self.segments[i:]:
-            index = seg.txn_index
-            if (
-                not index.entries
-            ):  # most segments: skip without a call (a read_committed fetch walks them all)
-                continue
-            found, complete = index.collect_aborted_txns(start_offset, upper_bound_offset)
-            out.extend(found)
-            if complete:
-                break
-        return out
+        """Aborted transactions overlapping [start_offset, upper_bound_offset) (Kafka's
+        ``LocalLog.collectAbortedTransactions``: :meth:`LocalLog.collect_aborted_transactions`)."""
+        return self.local_log.collect_aborted_transactions(start_offset, upper_bound_offset)
 
     # -- append ----------------------------------------------------------------------------
 
@@ -356,7 +299,8 @@ class UnifiedLog:
             if origin is AppendOrigin.CLIENT:
                 raise InvalidRecordError("Clients are not allowed to write control records")
             marker = read_end_txn_marker(batch, 0, header)
-        if self._config.compact:
+        config = self.local_log.config
+        if config.compact:
             check_keys_for_compaction(batch, self.dir.name)
         if header.producer_id >= 0:  # idempotence hook: dedup / sequence / transaction checks (KIP-98)
             duplicate = self.producer_state.check_client_append(header, origin, marker)
@@ -365,7 +309,7 @@ class UnifiedLog:
         first = self.log_end_offset
         last = first + header.last_offset_delta
         log_append_time_ms = -1
-        if self._config.log_append_time:  # the batch is stamped (and copied if it is a view)
+        if config.log_append_time:  # the batch is stamped (and copied if it is a view)
             if not isinstance(batch, bytearray):
                 batch = bytearray(batch)
             log_append_time_ms = int(time.time() * 1000)
@@ -413,32 +357,9 @@ class UnifiedLog:
         if not batches:
             return None
         view = memoryview(records)
-        segment_bytes = self.config.segment_bytes
         for _, h in batches:  # replication hook: epochs stamped by the leader
             self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
-        i = 0
-        while i < len(batches):
-            p0, h0 = batches[i]
-            seg = self._maybe_roll(h0.size_bytes, h0.base_offset, h0.last_offset, h0.max_timestamp)
-            run = h0.size_bytes
-            j = i + 1
-            while j < len(batches):
-                hj = batches[j][1]
-                if seg.size_bytes + run + hj.size_bytes > segment_bytes or not seg.index.can_append(
-                    hj.last_offset
-                ):
-                    break
-                run += hj.size_bytes
-                j += 1
-            group = batches[i:j]
-            seg.append(
-                view[p0 : p0 + run],
-                h0.base_offset,
-                group[-1][1].last_offset,
-                max(h.max_timestamp for _, h in group),
-                batches=[(p - p0, h) for p, h in group],
-            )
-            i = j
+        self.local_log.append_stored_batches(view, batches, self._maybe_roll)
         self.log_end_offset = batches[-1][1].next_offset
         producer_state.on_replicated_batches(self, self.producer_state, view, batches)  # idempotence hook
         self._maybe_flush()
@@ -475,15 +396,10 @@ class UnifiedLog:
         ``pending_flush_offset`` asks the log manager's background flush to fsync the rolled
         segments and advance the recovery point to the new base offset."""
         base = self.log_end_offset if new_base_offset is None else new_base_offset
-        active = self.segments[-1]
-        if active.size_bytes == 0:
-            if active.base_offset == base:
-                return active
-            self._delete_segments_from(len(self.segments) - 1)
-        else:
-            active.on_become_inactive()  # final time-index entry; release the index handles
-        seg = LogSegment.open(self.dir, base, self.config, self.time_ms())
-        self._add_segment(seg)
+        active = self.local_log.active_segment
+        seg = self.local_log.roll(base)
+        if seg is active:  # an empty active segment already at ``base``
+            return seg
         producer_state.snapshot_on_roll(self.producer_state, base)  # idempotence hook
         if base > self.recovery_point:
             self.pending_flush_offset = max(self.pending_flush_offset or 0, base)
@@ -539,49 +455,21 @@ class UnifiedLog:
         limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
         if fetch_offset >= limit:
             return FetchDataInfo(b"", aborted_transactions=[] if include_aborted_txns else None)
-        i = max(0, bisect_right(self._base_offsets, fetch_offset) - 1)
-        pieces: list[bytes | memoryview | FileSlice] = []
-        first_batch_offset = -1
-        remaining = max_bytes
-        offset = fetch_offset
-        while i < len(self.segments):
-            seg = self.segments[i]
-            if seg.base_offset >= limit:
-                break
-            res = seg.read(offset, remaining, None, min_one_message and not pieces, limit, defer_above)
-            i += 1
-            if res is None:
-                continue
-            if not res.records:
-                break
-            pieces.append(res.records)
-            if first_batch_offset < 0:
-                first_batch_offset = res.first_offset
-            remaining -= len(res.records)
-            offset = res.next_offset
-            if res.end_position < seg.size_bytes or remaining < RECORD_BATCH_OVERHEAD:
-                break
-        aborted = self.collect_aborted_transactions(fetch_offset, offset) if include_aborted_txns else None
-        if not pieces:
-            return FetchDataInfo(b"", aborted_transactions=aborted)
-        if any(isinstance(piece, FileSlice) for piece in pieces):
-            return FetchDataInfo(DeferredRecords(pieces), first_batch_offset, aborted)
-        data = pieces[0] if len(pieces) == 1 else b"".join(pieces)  # type: ignore[arg-type]
-        return FetchDataInfo(data, first_batch_offset, aborted)  # type: ignore[arg-type]
+        return self.local_log.read(
+            fetch_offset, max_bytes, limit, min_one_message, include_aborted_txns, defer_above
+        )
 
     def fetch_offset_by_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp_ms) of the first record at or after log_start_offset whose
         timestamp is >= ``timestamp_ms``, or None (Kafka's ``fetchOffsetByTimestamp`` for a
         non-negative target). Binary search over segments by their (running) max timestamp,
         then the segment's time and offset indexes: see :mod:`broker.log.timestamp_lookup`."""
-        return self._timestamps.fetch_offset_by_timestamp(
-            self.segments, self._base_offsets, self.log_start_offset, timestamp_ms
-        )
+        return self.local_log.fetch_offset_by_timestamp(self.log_start_offset, timestamp_ms)
 
     def latest_timestamp(self) -> tuple[int, int] | None:
         """(offset, timestamp_ms) of the first record with the largest timestamp (ListOffsets
         MAX_TIMESTAMP, KIP-734), or None for a log without timestamps."""
-        return self._timestamps.latest_timestamp(self.segments, self._base_offsets, self.log_start_offset)
+        return self.local_log.latest_timestamp(self.log_start_offset)
 
     # -- log start offset, retention -------------------------------------------------------
 
@@ -643,27 +531,11 @@ class UnifiedLog:
         if count >= len(self.segments):
             count = len(self.segments)
             self.roll()
-        doomed = self.segments[:count]
-        del self.segments[:count]
-        del self._base_offsets[:count]
-        self._timestamps.invalidate()
-        for seg in doomed:
-            logger.info("%s: deleting segment %d (%s)", self.dir.name, seg.base_offset, reason)
-            self._delete_segment_files(seg)
+        self.local_log.remove_leading_segments(count, reason)
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         self.recovery_point = max(self.recovery_point, self.log_start_offset)
         self.update_high_watermark(self.high_watermark)
         return count
-
-    def _delete_segment_files(self, seg: LogSegment) -> None:
-        """Kafka's ``UnifiedLog.deleteSegmentFiles``: rename the files of ``seg`` (no longer in
-        :attr:`segments`) to ``.deleted`` now and unlink them ``file.delete.delay.ms`` later,
-        off the event loop; without ``delete_later``, unlink them now."""
-        if self._delete_later is None:
-            seg.delete()
-            return
-        paths = seg.rename_for_deletion()
-        self._delete_later(self.config.file_delete_delay_ms, functools.partial(unlink_paths, paths))
 
     # -- compaction swap -------------------------------------------------------------------
 
@@ -679,26 +551,9 @@ class UnifiedLog:
             ValueError: ``old`` is no longer a run of inactive segments of this log (the caller
                 discards ``cleaned``).
         """
-        if not old or self._closed:
-            raise ValueError(f"{self.dir.name}: nothing to replace")
-        try:
-            i = next(n for n, seg in enumerate(self.segments) if seg is old[0])
-        except StopIteration:
-            raise ValueError(f"{self.dir.name}: segment {old[0].base_offset} is gone") from None
-        j = i + len(old)
-        if j >= len(self.segments) or any(a is not b for a, b in zip(self.segments[i:j], old, strict=True)):
-            raise ValueError(f"{self.dir.name}: segments {[s.base_offset for s in old]} changed")
-        if cleaned.base_offset != old[0].base_offset:
-            raise ValueError(
-                f"{self.dir.name}: cleaned segment base {cleaned.base_offset} != {old[0].base_offset}"
-            )
-        commit_swap(self.dir, old, cleaned, self._delete_segment_files)
-        new = LogSegment.open(self.dir, cleaned.base_offset, self._config, self.time_ms())
-        new.on_become_inactive()
-        self.segments[i:j] = [new]
-        self._base_offsets[i:j] = [new.base_offset]
-        self._timestamps.invalidate()
-        return new
+        if self._closed:
+            raise ValueError(f"{self.dir.name}: the log is closed")
+        return self.local_log.replace_segments(old, cleaned)
 
     # -- truncation ------------------------------------------------------------------------
 
@@ -717,12 +572,7 @@ class UnifiedLog:
         if offset < self.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)
             return True
-        i = bisect_right(self._base_offsets, offset - 1)  # first segment with base >= offset
-        i = max(i, 1)  # keep at least the first segment (its base is <= offset here)
-        self._delete_segments_from(i)
-        active = self.segments[-1]
-        active.truncate_to(offset)
-        self.log_end_offset = active.next_offset
+        self.log_end_offset = self.local_log.truncate_to(offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.update_high_watermark(self.high_watermark)
@@ -733,8 +583,7 @@ class UnifiedLog:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete all data and restart the log empty at ``offset`` (all offsets become ``offset``)."""
-        self._delete_segments_from(0)
-        self._add_segment(LogSegment.open(self.dir, offset, self.config, self.time_ms()))
+        self.local_log.truncate_fully_and_start_at(offset)
         self.log_start_offset = self.log_end_offset = self.recovery_point = offset
         self.high_watermark = offset
         if self._on_high_watermark_changed is not None:
@@ -747,8 +596,7 @@ class UnifiedLog:
     def flush(self) -> None:
         """fsync every segment holding offsets >= recovery_point; recovery_point becomes
         log_end_offset."""
-        start = max(0, bisect_right(self._base_offsets, self.recovery_point) - 1)
-        for seg in self.segments[start:]:
+        for seg in self.local_log.segments_from(self.recovery_point):
             seg.flush()
         self.recovery_point = self.log_end_offset
         self.last_flush_ms = self.time_ms()
@@ -768,8 +616,7 @@ class UnifiedLog:
 
     def segments_to_flush(self, up_to: int) -> list[LogSegment]:
         """Segments holding offsets in [recovery_point, up_to)."""
-        start = max(0, bisect_right(self._base_offsets, self.recovery_point) - 1)
-        return [seg for seg in self.segments[start:] if seg.base_offset < up_to]
+        return self.local_log.segments_from(self.recovery_point, up_to)
 
     def mark_flushed(self, up_to: int) -> None:
         """Record that everything below ``up_to`` was fsynced (by a background flush of
@@ -785,8 +632,7 @@ class UnifiedLog:
         if self._closed:
             return
         producer_state.snapshot_on_close(self.producer_state, self.log_end_offset)  # idempotence hook
-        for seg in self.segments:
-            seg.close()
+        self.local_log.close()
         self._closed = True
 
     def delete(self) -> None:
