@@ -155,7 +155,7 @@ def test_next_fetch_is_pipelined_while_records_are_handed_out(
     # handed out: it is in flight, or (a fast broker) its response is already queued behind them.
     fetcher = consumer._fetcher
     assert fetcher.has_buffered_records()
-    buffered = fetcher._buffered_fetches()[tp]
+    buffered = fetcher.buffer.by_partition()[tp]
     fetched_ahead = [cf for cf in buffered[1:] if cf.fetch_offset == buffered[0].end_offset]
     assert fetcher.has_pending_fetches() or fetched_ahead, buffered
     got = drain(consumer, 38)

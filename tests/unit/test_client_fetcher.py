@@ -81,7 +81,7 @@ def make_fetcher(
 
 
 def add(fetcher: Fetcher, fetch_offset: int, records: bytes | None, error: int = 0, hw: int = 100) -> None:
-    fetcher._completed.append(CompletedFetch(TP, fetch_offset, error, hw, 0, hw, records))
+    fetcher.buffer.add(CompletedFetch(TP, fetch_offset, error, hw, 0, hw, records))
 
 
 def offsets(result: dict[TopicPartition, list[ConsumerRecord]]) -> list[int]:
@@ -168,7 +168,7 @@ def test_records_before_an_error_are_returned_first() -> None:
     subs.seek(TP, 0)
     subs.seek(other, 5)
     add(fetcher, 0, batch(0, 2))
-    fetcher._completed.append(CompletedFetch(other, 5, ErrorCode.offset_out_of_range, 3, 0, 3, None))
+    fetcher.buffer.add(CompletedFetch(other, 5, ErrorCode.offset_out_of_range, 3, 0, 3, None))
     assert offsets(fetcher.collect_fetch()) == [0, 1]
     with pytest.raises(OffsetOutOfRangeError):
         fetcher.collect_fetch()
@@ -190,13 +190,13 @@ def test_fetch_ahead_offset_is_the_end_of_buffered_data() -> None:
     fetcher, subs, _ = make_fetcher()
     subs.seek(TP, 0)
     add(fetcher, 0, batch(0, 3) + batch(3, 3)[:-1])
-    buffered = fetcher._buffered_fetches()
+    buffered = fetcher.buffer.by_partition()
     assert fetcher._fetch_ahead_offset(buffered[TP]) == 3
     add(fetcher, 3, batch(3, 3), hw=6)
-    assert fetcher._fetch_ahead_offset(fetcher._buffered_fetches()[TP]) is None  # one fetch ahead at most
+    assert fetcher._fetch_ahead_offset(fetcher.buffer.by_partition()[TP]) is None  # one fetch ahead at most
     assert offsets(fetcher.collect_fetch(4)) == [0, 1, 2, 3]
     # the remaining buffered data ends at the high watermark: no fetch ahead
-    assert fetcher._fetch_ahead_offset(fetcher._buffered_fetches()[TP]) is None
+    assert fetcher._fetch_ahead_offset(fetcher.buffer.by_partition()[TP]) is None
     assert offsets(fetcher.collect_fetch()) == [4, 5]
 
 
@@ -240,7 +240,7 @@ def test_corrupt_batch_keeps_records_of_other_partitions_collected_in_the_same_p
     subs.seek(TP, 0)
     subs.seek(tp1, 0)
     add(fetcher, 0, batch(0, 2))
-    fetcher._completed.append(CompletedFetch(tp1, 0, 0, 100, 0, 100, garbage_records_batch(0)))
+    fetcher.buffer.add(CompletedFetch(tp1, 0, 0, 100, 0, 100, garbage_records_batch(0)))
     assert offsets(fetcher.collect_fetch()) == [0, 1]
     assert subs.position(TP) == 2
     with pytest.raises(KafkaError, match="CORRUPT"):

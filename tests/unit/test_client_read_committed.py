@@ -68,7 +68,7 @@ def add(
     fetcher: Fetcher, fetch_offset: int, records: bytes, aborted: list[tuple[int, int]] | None, hw: int
 ) -> None:
     filt = AbortedTransactions(aborted) if aborted is not None else None
-    fetcher._completed.append(CompletedFetch(TP, fetch_offset, 0, hw, 0, hw, records, filt))
+    fetcher.buffer.add(CompletedFetch(TP, fetch_offset, 0, hw, 0, hw, records, filt))
 
 
 def interleaved_log() -> bytes:
@@ -181,5 +181,5 @@ def test_unknown_isolation_level_is_a_config_error() -> None:
 def test_fetch_ahead_stops_at_the_last_stable_offset_under_read_committed() -> None:
     fetcher, subs = make_fetcher("read_committed")
     subs.seek(TP, 0)
-    fetcher._completed.append(CompletedFetch(TP, 0, 0, 10, 0, 3, data(0, 3), AbortedTransactions([])))
-    assert fetcher._fetch_ahead_offset(fetcher._buffered_fetches()[TP]) is None  # 3 = LSO < HW 10
+    fetcher.buffer.add(CompletedFetch(TP, 0, 0, 10, 0, 3, data(0, 3), AbortedTransactions([])))
+    assert fetcher._fetch_ahead_offset(fetcher.buffer.by_partition()[TP]) is None  # 3 = LSO < HW 10

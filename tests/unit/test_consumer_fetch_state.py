@@ -47,7 +47,7 @@ def batch(base_offset: int, count: int, epoch: int = -1) -> bytes:
 
 
 def add(fetcher: Fetcher, fetch_offset: int, records: bytes | None, error: int = 0, hw: int = 100) -> None:
-    fetcher._completed.append(CompletedFetch(TP, fetch_offset, error, hw, 0, hw, records))
+    fetcher.buffer.add(CompletedFetch(TP, fetch_offset, error, hw, 0, hw, records))
 
 
 def test_topic_authorization_failed_raises() -> None:

@@ -1,38 +1,33 @@
-"""``Fetcher``: fetch records for the assigned partitions (Java ``Fetcher`` / ``FetchCollector``).
+"""``Fetcher``: send fetches for the assigned partitions (Java ``Fetcher`` / ``AbstractFetch``).
 
-``send_fetches`` groups fetchable partitions (valid position, not paused) by leader and sends
-one FetchRequest per node that has none outstanding; responses are queued as
+``send_fetches`` groups fetchable partitions (valid position, not paused) by leader (or KIP-392
+preferred read replica) and sends one FetchRequest per node that has none outstanding, through a
+KIP-227 fetch session per node; responses are queued in the ``FetchBuffer`` as
 ``CompletedFetch``es. A partition whose buffered data is being handed out is fetched ahead from
-where that data ends (at most one fetch ahead), so the broker works while records are decoded;
-if the position moves meanwhile (seek), the fetched-ahead data is discarded as stale. ``collect_fetch`` hands out up to ``max.poll.records`` records, decoding
-one RecordBatch at a time (columnar ``decode_batch``), skipping records below the position
-(a batch may start before it) and control batches, and discarding stale data whose fetch offset
-no longer matches the position (after a seek). With ``isolation.level=read_committed`` fetches
-ask for isolation level 1 (the broker answers up to the Last Stable Offset with the aborted
-transactions of the range) and batches of aborted transactions are skipped whole, as control
-batches are (``AbortedTransactions``, Java ``CompletedFetch``): the position moves past both. Partition errors are handled like Java's
-``FetchCollector.handleInitializeErrors``: leader / topic errors refresh metadata,
-OFFSET_OUT_OF_RANGE resets per ``auto.offset.reset`` or raises ``OffsetOutOfRangeError``.
+where that data ends (at most one fetch ahead), so the broker works while records are decoded; if
+the position moves meanwhile (seek), the fetched-ahead data is discarded as stale. With
+``isolation.level=read_committed`` fetches ask for isolation level 1 (the broker answers up to
+the Last Stable Offset with the aborted transactions of the range). The ``FetchCollector``
+(``fetch_collector``) hands the buffered records out.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from bisect import bisect_left
-from collections import deque
 from collections.abc import Mapping
-from itertools import repeat
 from typing import Any
 
 from spark_kafkalite.client.config import isolation_level_id
 from spark_kafkalite.client.consumer.completed_fetch import AbortedTransactions, CompletedFetch
+from spark_kafkalite.client.consumer.fetch_buffer import FetchBuffer
+from spark_kafkalite.client.consumer.fetch_collector import FetchCollector, fetch_limit
 from spark_kafkalite.client.consumer.fetch_session_handler import (
     FetchRequestData,
     FetchSessionHandler,
     PartitionFetchData,
 )
-from spark_kafkalite.client.consumer.subscription_state import OffsetResetStrategy, SubscriptionState
+from spark_kafkalite.client.consumer.subscription_state import SubscriptionState
 from spark_kafkalite.client.errors import is_authentication_error
 from spark_kafkalite.client.metadata import Metadata
 from spark_kafkalite.client.network_client import NetworkClient, now_ms
@@ -45,24 +40,14 @@ from spark_kafkalite.protocol.entities import nested
 from spark_kafkalite.protocol.errors import (
     ErrorCode,
     KafkaConnectionError,
-    KafkaError,
     KafkaTimeoutError,
-    MessageTooLargeError,
-    OffsetOutOfRangeError,
     error_for_code,
-    needs_metadata_refresh,
 )
-from spark_kafkalite.protocol.record_batch import decode_batch, iter_batch_headers
+from spark_kafkalite.protocol.record_batch import iter_batch_headers
 
-__all__ = ["Fetcher", "CompletedFetch"]
+__all__ = ["Fetcher", "CompletedFetch", "FetchBuffer"]
 
 log = logging.getLogger(__name__)
-
-_RETRY_ERRORS = {ErrorCode.unknown_server_error}
-
-
-_new_tuple = tuple.__new__
-
 
 class Fetcher:
     """See module docstring. Runs on the consumer's thread.
@@ -86,16 +71,13 @@ class Fetcher:
         self._max_wait_ms = int(config["fetch.max.wait.ms"])
         self._max_bytes = int(config["fetch.max.bytes"])
         self._max_partition_bytes = int(config["max.partition.fetch.bytes"])
-        self.max_poll_records = int(config["max.poll.records"])
-        self._check_crcs = bool(config["check.crcs"])
         self._isolation_level = isolation_level_id(config["isolation.level"])
         self._request_timeout_ms = int(config["request.timeout.ms"])
         # KIP-392: sent as the Fetch's rack_id (v11+); a preferred read replica the leader names
         # is used until the metadata would age out (Java: metadata.max.age.ms)
         self._client_rack = str(config.get("client.rack") or "")
-        self._preferred_replica_ttl_ms = float(config.get("metadata.max.age.ms", 300000))
-        self._completed: deque[CompletedFetch] = deque()
-        self._next_in_line: CompletedFetch | None = None
+        self.buffer = FetchBuffer()
+        self._collector = FetchCollector(metadata, subscriptions, self.buffer, config)
         self._nodes_with_pending: set[int] = set()
         self._sessions: dict[int, FetchSessionHandler] = {}
         # KIP-227 sessions; "false" sends sessionless full fetches (0, -1) as librdkafka does.
@@ -108,15 +90,8 @@ class Fetcher:
         return bool(self._nodes_with_pending)
 
     def has_buffered_records(self) -> bool:
-        return bool(self._completed) or (self._next_in_line is not None and not self._next_in_line.consumed)
-
-    def _buffered_fetches(self) -> dict[TopicPartition, list[CompletedFetch]]:
-        buffered: dict[TopicPartition, list[CompletedFetch]] = {}
-        if self._next_in_line is not None and not self._next_in_line.consumed:
-            buffered[self._next_in_line.tp] = [self._next_in_line]
-        for cf in self._completed:
-            buffered.setdefault(cf.tp, []).append(cf)
-        return buffered
+        """True while fetched data is waiting to be handed out."""
+        return self.buffer.has_buffered_records()
 
     def _fetch_ahead_offset(self, fetches: list[CompletedFetch]) -> int | None:
         """Where the data buffered for a partition ends, if the next fetch may start there: only
@@ -136,11 +111,7 @@ class Fetcher:
         return cf.end_offset
 
     def _fetch_limit(self, high_watermark: int, last_stable_offset: int) -> int:
-        """The offset a fetch can read up to: the high watermark, or under read_committed the
-        Last Stable Offset (when the broker reported one)."""
-        if self._isolation_level and last_stable_offset >= 0:
-            return last_stable_offset
-        return high_watermark
+        return fetch_limit(self._isolation_level, high_watermark, last_stable_offset)
 
     def send_fetches(self, pipelined: bool = False) -> int:
         """Send a FetchRequest to every leader of fetchable partitions that has none pending.
@@ -151,7 +122,7 @@ class Fetcher:
         the broker and hold the connection (e.g. a bounded reader that is done with the range
         and reassigns the consumer); the caller's next ``poll`` fetches them."""
         cluster = self._metadata.fetch()
-        buffered = self._buffered_fetches()
+        buffered = self.buffer.by_partition()
         now = now_ms()
         by_node: dict[int, dict[TopicPartition, PartitionFetchData]] = {}
         for tp in self._subscriptions.fetchable_partitions():
@@ -312,7 +283,7 @@ class Fetcher:
                     aborted = AbortedTransactions(
                         (int(a.producer_id), int(a.first_offset)) for a in pd.aborted_transactions or ()
                     )
-                self._completed.append(
+                self.buffer.add(
                     CompletedFetch(
                         tp,
                         asked.fetch_offset,
@@ -330,334 +301,21 @@ class Fetcher:
 
     def collect_fetch(self, max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Up to ``max_records`` (default ``max.poll.records``) buffered records, in offset order
-        per partition; advances positions.
+        per partition; advances positions (``FetchCollector.collect_fetch``).
 
         Raises:
             OffsetOutOfRangeError: out of range with ``auto.offset.reset=none`` (``.partitions``
                 maps the partition to its position).
             KafkaError: another non-retriable partition error, or a corrupt batch.
         """
-        out: dict[TopicPartition, list[ConsumerRecord]] = {}
-
-        def take(cf: CompletedFetch, remaining: int) -> int:
-            records = self._fetch_records(cf, remaining)
-            if records:
-                existing = out.get(cf.tp)
-                if existing is None:
-                    out[cf.tp] = records
-                else:
-                    existing.extend(records)
-            return len(records)
-
-        self._collect(max_records, take)
-        return out
-
-    def _finish_completed_fetch(self, cf: CompletedFetch, topic: str, partition: int, position: int) -> None:
-        """Mark ``cf`` consumed at its end. Raises MessageTooLargeError when it held no complete
-        batch below the high watermark: the next batch is larger than max.partition.fetch.bytes
-        (Kafka's Fetcher/CompletedFetch RecordTooLargeException rule)."""
-        cf.consumed = True
-        if not cf.saw_batch and position < self._fetch_limit(cf.high_watermark, cf.last_stable_offset):
-            raise MessageTooLargeError(
-                f"fetch for {topic}-{partition} at offset {position} returned no complete record "
-                f"batch; a batch may be larger than max.partition.fetch.bytes={self._max_partition_bytes}"
-            )
+        return self._collector.collect_fetch(max_records)
 
     def collect_columns(
         self, max_records: int | None = None, include_headers: bool = False
     ) -> dict[TopicPartition, dict[str, Any]]:
-        """Like :meth:`collect_fetch`, but each partition's records come as Arrow arrays decoded
-        straight from the RecordBatch bytes (``key``, ``value``, ``offset``, ``timestamp``,
-        ``timestampType``, ``headers``; see :mod:`spark_kafkalite.protocol.record_columns`),
-        without a Python object per record. Same errors."""
-        from spark_kafkalite.protocol.record_columns import new_builder, to_arrow_arrays
-
-        builders: dict[TopicPartition, Any] = {}
-
-        def take(cf: CompletedFetch, remaining: int) -> int:
-            builder = builders.get(cf.tp)
-            if builder is None:
-                builder = builders[cf.tp] = new_builder(include_headers)
-            return self._fetch_columns(cf, remaining, builder)
-
-        self._collect(max_records, take)
-        return {tp: to_arrow_arrays(b.finish()) for tp, b in builders.items() if len(b)}
-
-    def _collect(self, max_records: int | None, take: Any) -> None:
-        remaining = self.max_poll_records if max_records is None else max_records
-        got = 0
-        while remaining > 0:
-            cf = self._next_in_line
-            if cf is None or cf.consumed:
-                if not self._completed:
-                    break
-                cf = self._completed[0]
-                try:
-                    usable = self._initialize(cf)
-                except KafkaError:
-                    if got:  # hand out what we have; raise on the next call
-                        break
-                    self._completed.popleft()
-                    raise
-                self._completed.popleft()
-                if not usable:
-                    continue
-                self._next_in_line = cf
-            try:
-                n = take(cf, remaining)
-            except KafkaError:
-                if got:  # hand out what we have; the failing batch raises again on the next call
-                    break
-                raise
-            got += n
-            remaining -= n
-
-    def _initialize(self, cf: CompletedFetch) -> bool:
-        tp = cf.tp
-        subs = self._subscriptions
-        if not subs.is_assigned(tp):
-            return False
-        state = subs.state(tp)
-        if (
-            state.position is None
-            or state.reset_strategy is not None
-            or state.awaiting_validation
-            or state.position != cf.fetch_offset
-        ):
-            log.debug(
-                "discarding stale fetch response for %s at offset %s (position %s)",
-                tp,
-                cf.fetch_offset,
-                state.position,
-            )
-            return False
-        code = cf.error_code
-        if code == ErrorCode.none:
-            subs.update_fetch_metadata(tp, cf.high_watermark, cf.log_start_offset, cf.last_stable_offset)
-            if cf.preferred_read_replica >= 0:  # KIP-392: read from there from now on
-                log.debug("reading %s from its preferred read replica %s", tp, cf.preferred_read_replica)
-                subs.update_preferred_read_replica(
-                    tp, cf.preferred_read_replica, now_ms() + self._preferred_replica_ttl_ms
-                )
-            if not cf.records:
-                return False
-            cf.headers_iter = iter_batch_headers(cf.records)
-            return True
-        if needs_metadata_refresh(code):
-            log.debug("fetch for %s: %s; refreshing metadata", tp, error_for_code(code))
-            subs.clear_preferred_read_replica(tp)
-            self._metadata.request_update()
-            return False
-        if code in _RETRY_ERRORS:
-            log.warning(
-                "fetch for %s at offset %s: %s; will retry", tp, cf.fetch_offset, error_for_code(code)
-            )
-            return False
-        if code == ErrorCode.offset_out_of_range:
-            cleared = subs.clear_preferred_read_replica(tp)
-            if cleared is not None:  # a follower that is behind: ask the leader (Java FetchCollector)
-                log.debug(
-                    "fetch of %s at %s from replica %s is out of range there; back to the leader",
-                    tp,
-                    cf.fetch_offset,
-                    cleared,
-                )
-                return False
-            if subs.default_reset_strategy is OffsetResetStrategy.NONE:
-                raise OffsetOutOfRangeError(
-                    f"fetch position {cf.fetch_offset} is out of range for partition {tp.topic}-{tp.partition}",
-                    partitions={tp: cf.fetch_offset},
-                )
-            log.info(
-                "fetch position %s is out of range for %s-%s; resetting offset (%s)",
-                cf.fetch_offset,
-                tp.topic,
-                tp.partition,
-                subs.default_reset_strategy.name.lower(),
-            )
-            subs.request_offset_reset(tp)
-            return False
-        raise error_for_code(code, f"fetch for {tp.topic}-{tp.partition} at offset {cf.fetch_offset}")
-
-    def _fetch_records(self, cf: CompletedFetch, max_records: int) -> list[ConsumerRecord]:
-        tp = cf.tp
-        subs = self._subscriptions
-        if not subs.is_assigned(tp):
-            cf.consumed = True
-            return []
-        state = subs.state(tp)
-        if (
-            state.position != cf.next_fetch_offset
-            or state.reset_strategy is not None
-            or state.paused
-            or state.awaiting_validation
-        ):
-            cf.consumed = True  # sought, reset or paused since: drop the rest
-            return []
-        out: list[ConsumerRecord] = []
-        position = cf.next_fetch_offset
-        offset_epoch = state.offset_epoch
-        topic, partition = tp
-        records = cf.records
-        if records is None or cf.headers_iter is None:  # set when the fetch was initialized
-            raise RuntimeError(f"completed fetch of {tp.topic}-{tp.partition} read before it was initialized")
-        while len(out) < max_records:
-            batch = cf.batch
-            if batch is None:
-                item = cf.failed_header or cf.pending_item or next(cf.headers_iter, None)
-                cf.failed_header = cf.pending_item = None
-                if item is None:
-                    self._finish_completed_fetch(cf, topic, partition, position)
-                    break
-                pos, header = item
-                cf.saw_batch = True
-                aborted = cf.aborted_transactions
-                try:
-                    if aborted is not None and aborted.is_aborted(records, pos, header):
-                        position = max(position, header.next_offset)
-                        continue
-                    if header.next_offset <= position:
-                        continue
-                    if header.is_control:
-                        position = header.next_offset
-                        continue
-                    batch = decode_batch(records, pos, verify_crc=self._check_crcs)
-                except KafkaError:
-                    # Like Java's Fetcher: keep the records decoded so far and the position after
-                    # them; the failing batch stays next, so the next poll raises at its offset.
-                    cf.failed_header = item
-                    cf.next_fetch_offset = position
-                    state.position = position
-                    state.offset_epoch = offset_epoch
-                    if out:
-                        return out
-                    raise
-                offsets = batch.offsets
-                cf.index = bisect_left(offsets, position) if offsets and offsets[0] < position else 0
-                cf.batch = batch
-                cf.batch_item = item
-            offsets = batch.offsets
-            start = cf.index
-            end = min(len(offsets), start + max_records - len(out))
-            if end > start:
-                ttype = batch.header.timestamp_type
-                if start == 0 and end == len(offsets):
-                    cols = (offsets, batch.timestamps_ms, batch.keys, batch.values, batch.headers)
-                else:
-                    cols = (
-                        offsets[start:end],
-                        batch.timestamps_ms[start:end],
-                        batch.keys[start:end],
-                        batch.values[start:end],
-                        batch.headers[start:end],
-                    )
-                out.extend(
-                    map(
-                        _new_tuple,
-                        repeat(ConsumerRecord),
-                        zip(
-                            repeat(topic),
-                            repeat(partition),
-                            cols[0],
-                            cols[1],
-                            repeat(ttype),
-                            cols[2],
-                            cols[3],
-                            cols[4],
-                        ),
-                    )
-                )
-                position = offsets[end - 1] + 1
-                epoch = batch.header.partition_leader_epoch
-                offset_epoch = epoch if epoch >= 0 else None
-            cf.index = end
-            if end >= len(offsets):
-                position = max(position, batch.header.next_offset)
-                cf.batch = None
-        cf.next_fetch_offset = position
-        state.position = position
-        state.offset_epoch = offset_epoch
-        return out
-
-    def _fetch_columns(self, cf: CompletedFetch, max_records: int, builder: Any) -> int:
-        """Append up to ``max_records`` records of ``cf`` from the position to ``builder``, one
-        batch at a time (per batch, never per record); same position, control-batch and
-        corrupt-batch rules as :meth:`_fetch_records`. Returns the number appended."""
-        from spark_kafkalite.protocol.record_columns import append_batch
-
-        tp = cf.tp
-        subs = self._subscriptions
-        if not subs.is_assigned(tp):
-            cf.consumed = True
-            return 0
-        state = subs.state(tp)
-        if (
-            state.position != cf.next_fetch_offset
-            or state.reset_strategy is not None
-            or state.paused
-            or state.awaiting_validation
-        ):
-            cf.consumed = True
-            return 0
-        position = cf.next_fetch_offset
-        offset_epoch = state.offset_epoch
-        records = cf.records
-        if records is None or cf.headers_iter is None:  # set when the fetch was initialized
-            raise RuntimeError(f"completed fetch of {tp.topic}-{tp.partition} read before it was initialized")
-        appended = 0
-        while appended < max_records:
-            if cf.batch is not None:  # left part-way by collect_fetch: decode it again from the position
-                item = cf.batch_item
-                cf.batch = None
-            else:
-                item = cf.failed_header or cf.pending_item or next(cf.headers_iter, None)
-                cf.failed_header = cf.pending_item = None
-            if item is None:
-                self._finish_completed_fetch(cf, tp.topic, tp.partition, position)
-                break
-            pos, header = item
-            cf.saw_batch = True
-            want = max_records - appended
-            aborted = cf.aborted_transactions
-            try:
-                if aborted is not None and aborted.is_aborted(records, pos, header):
-                    position = max(position, header.next_offset)
-                    continue
-                if header.next_offset <= position:
-                    continue
-                if header.is_control:
-                    position = header.next_offset
-                    continue
-                n = append_batch(
-                    builder,
-                    records,
-                    pos,
-                    header,
-                    verify_crc=self._check_crcs,
-                    min_offset=position,
-                    max_records=want,
-                )
-            except KafkaError:
-                cf.failed_header = item
-                cf.next_fetch_offset = position
-                state.position = position
-                state.offset_epoch = offset_epoch
-                if appended:
-                    return appended
-                raise
-            if n:
-                appended += n
-                position = builder.last_offset + 1
-                epoch = header.partition_leader_epoch
-                offset_epoch = epoch if epoch >= 0 else None
-            if n == want and builder.last_offset < header.last_offset:
-                cf.pending_item = item  # records of this batch are left for the next call
-            else:
-                position = max(position, header.next_offset)
-        cf.next_fetch_offset = position
-        state.position = position
-        state.offset_epoch = offset_epoch
-        return appended
+        """Like :meth:`collect_fetch`, with each partition's records as Arrow arrays
+        (``FetchCollector.collect_columns``). Same errors."""
+        return self._collector.collect_columns(max_records, include_headers)
 
     def close_sessions(self, timeout_ms: float) -> None:
         """Close the fetch sessions on the brokers (a full fetch with epoch -1 and no partitions,
@@ -678,10 +336,4 @@ class Fetcher:
 
     def clear_buffered(self, tps: set[TopicPartition] | None = None) -> None:
         """Drop buffered data (all, or for ``tps``)."""
-        if tps is None:
-            self._completed.clear()
-            self._next_in_line = None
-            return
-        self._completed = deque(cf for cf in self._completed if cf.tp not in tps)
-        if self._next_in_line is not None and self._next_in_line.tp in tps:
-            self._next_in_line = None
+        self.buffer.clear(tps)
