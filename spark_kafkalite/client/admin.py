@@ -1,10 +1,12 @@
 """``KafkaAdminClient``: topic management and cluster inspection (a small Java ``Admin``).
 
 CreateTopics / DeleteTopics / CreatePartitions go to the controller named in the metadata
-(retrying on NOT_CONTROLLER); list/describe use MetadataRequests; ``list_offsets`` uses
-ListOffsets grouped by leader; DescribeLogDirs goes to every broker; DescribeConfigs goes to the least loaded broker (to the broker
-itself for BROKER resources), (Incremental)AlterConfigs to the least loaded broker (Kafka's
-brokers forward them to the controller). Blocking calls on the caller's thread; not thread-safe.
+(retrying on NOT_CONTROLLER; ``admin_topics.AdminTopics``); list/describe use MetadataRequests;
+``list_offsets`` uses ListOffsets grouped by leader; DescribeLogDirs goes to every broker;
+DescribeConfigs goes to the least loaded broker (to the broker itself for BROKER resources),
+(Incremental)AlterConfigs to the least loaded broker (Kafka's brokers forward them to the
+controller). Groups, ACLs, SCRAM credentials and transactions are delegated to the ``admin_*``
+components. Blocking calls on the caller's thread; not thread-safe.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from spark_kafkalite.client.admin_configs import (
     ConfigResource,
     alter_configs_builder,
     as_resource,
-    create_partitions_builder,
     describe_configs_builder,
     incremental_alter_configs_builder,
     parse_alter_configs,
@@ -41,6 +42,7 @@ from spark_kafkalite.client.admin_scram import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
+from spark_kafkalite.client.admin_topics import AdminTopics
 from spark_kafkalite.client.admin_transactions import (
     AdminTransactions,
     TransactionDescription,
@@ -59,9 +61,7 @@ from spark_kafkalite.client.network_client import NetworkClient, now_ms
 from spark_kafkalite.client.requests import RequestBuilder
 from spark_kafkalite.client.types import NewTopic, OffsetAndTimestamp, PartitionInfo, TopicPartition
 from spark_kafkalite.protocol.acl import AclBinding, AclBindingFilter
-from spark_kafkalite.protocol.api_keys import ApiKey, request_class
-from spark_kafkalite.protocol.entities import build as make
-from spark_kafkalite.protocol.entities import nested
+from spark_kafkalite.protocol.api_keys import ApiKey
 from spark_kafkalite.protocol.errors import (
     ErrorCode,
     KafkaConnectionError,
@@ -75,8 +75,6 @@ __all__ = ["KafkaAdminClient", "ConfigResource", "ConfigEntry"]
 log = logging.getLogger(__name__)
 
 ADMIN_DEFAULTS: dict[str, Any] = {"exclude.internal.topics": True}
-
-_RETRY_CODES = {ErrorCode.not_controller, ErrorCode.request_timed_out, ErrorCode.leader_not_available}
 
 
 class KafkaAdminClient:
@@ -105,6 +103,12 @@ class KafkaAdminClient:
             describe=self._describe,
             list_offsets=self.list_offsets,
         )
+        self._topics = AdminTopics(
+            self._client,
+            self._retry_backoff_ms,
+            ensure_open=self._ensure_open,
+            describe=self._describe,
+        )
         self._acls = AdminAcls(self._send_any)
         self._scram = AdminScram(self._send_any)
         self._transactions = AdminTransactions(
@@ -131,150 +135,17 @@ class KafkaAdminClient:
             self._retry_backoff_ms,
         )
 
-    def _call_controller(
-        self, builder: RequestBuilder, results_of: Any, timeout_ms: float
-    ) -> dict[str, tuple[int, str | None]]:
-        """Send to the controller until no topic result says NOT_CONTROLLER (or time is up);
-        returns ``{topic: (error_code, error_message)}``."""
-        deadline = now_ms() + timeout_ms + self._client.request_timeout_ms
-        while True:
-            cluster = self._describe([], max(1.0, deadline - now_ms()))
-            node = (
-                cluster.controller_id
-                if cluster.controller_id in cluster.nodes
-                else self._client.least_loaded_node()
-            )
-            retry_error: BaseException | None = None
-            if node is not None:
-                future = self._client.send(
-                    node, builder, timeout_ms=timeout_ms + self._client.request_timeout_ms
-                )
-                try:
-                    response = self._client.wait_for(future, max(1.0, deadline - now_ms()))
-                except (KafkaConnectionError, KafkaTimeoutError) as exc:
-                    retry_error = exc
-                else:
-                    results = results_of(response)
-                    if not any(code in _RETRY_CODES for code, _ in results.values()):
-                        return results
-                    retry_error = KafkaError(f"controller busy or moved: {results}")
-            if now_ms() >= deadline:
-                raise KafkaTimeoutError(f"{ApiKey(builder.api_key).name} did not complete: {retry_error}")
-            self._client.poll(self._retry_backoff_ms)
-
-    @staticmethod
-    def _raise_first(results: Mapping[str, tuple[int, str | None]], names: Iterable[str]) -> None:
-        for name in names:
-            code, message = results.get(name, (int(ErrorCode.unknown_server_error), "no result for topic"))
-            if code != ErrorCode.none:
-                raise error_for_code(code, f"topic {name}: {message}" if message else f"topic {name}")
-
     # -------------------------------------------------------------- topics
 
     def create_topics(
         self, new_topics: Iterable[NewTopic], timeout_ms: int = 30000, validate_only: bool = False
     ) -> None:
-        """Create topics; returns when the controller created them and the metadata shows a
-        leader for every partition (bounded by ``timeout_ms``).
-
-        Raises:
-            TopicAlreadyExistsError, InvalidPartitionsError, InvalidReplicationFactorError,
-            InvalidTopicError, InvalidConfigError, PolicyViolationError ... (the first error).
-            KafkaTimeoutError: no answer in time.
-        """
-        self._ensure_open()
-        topics = list(new_topics)
-        if not topics:
-            return
-
-        def build(version: int) -> Any:
-            cls = request_class(ApiKey.CREATE_TOPICS, version)
-            topic_cls = nested(cls, "CreatableTopic")
-            config_cls = nested(cls, "CreatableTopicConfig")
-            return make(
-                cls,
-                topics=tuple(
-                    topic_cls(
-                        name=t.name,
-                        num_partitions=int(t.num_partitions),
-                        replication_factor=int(t.replication_factor),
-                        assignments=(),
-                        configs=tuple(
-                            config_cls(name=k, value=None if v is None else str(v))
-                            for k, v in t.config.items()
-                        ),
-                    )
-                    for t in topics
-                ),
-                timeout=int(timeout_ms),
-                validate_only=validate_only,
-            )
-
-        # CreateTopics v4+ lets the broker pick defaults for -1 partitions / replication factor.
-        min_version = 4 if any(t.num_partitions < 0 or t.replication_factor < 0 for t in topics) else None
-        results = self._call_controller(
-            RequestBuilder(ApiKey.CREATE_TOPICS, build, min_version=min_version),
-            lambda r: {str(t.name): (int(t.error_code), getattr(t, "error_message", None)) for t in r.topics},
-            timeout_ms,
-        )
-        self._raise_first(results, [t.name for t in topics])
-        if not validate_only:
-            self._await_topics([t.name for t in topics], present=True, timeout_ms=timeout_ms)
+        """Create topics and wait for their leaders (``AdminTopics.create_topics``, CreateTopics)."""
+        self._topics.create_topics(new_topics, timeout_ms, validate_only)
 
     def delete_topics(self, topics: Iterable[str], timeout_ms: int = 30000) -> None:
-        """Delete topics; returns when the controller deleted them and the metadata no longer
-        lists them (bounded by ``timeout_ms``).
-
-        Raises:
-            UnknownTopicOrPartitionError: a topic does not exist (the first error is raised).
-            KafkaTimeoutError: no answer in time.
-        """
-        self._ensure_open()
-        names = list(topics)
-        if not names:
-            return
-
-        def build(version: int) -> Any:
-            return make(
-                request_class(ApiKey.DELETE_TOPICS, version),
-                topic_names=tuple(names),
-                timeout=int(timeout_ms),
-            )
-
-        results = self._call_controller(
-            RequestBuilder(ApiKey.DELETE_TOPICS, build),
-            lambda r: {
-                str(t.name): (int(t.error_code), getattr(t, "error_message", None)) for t in r.responses
-            },
-            timeout_ms,
-        )
-        self._raise_first(results, names)
-        self._await_topics(names, present=False, timeout_ms=timeout_ms)
-
-    def _await_topics(self, names: list[str], present: bool, timeout_ms: float) -> None:
-        deadline = now_ms() + timeout_ms
-        while True:
-            cluster = self._describe(names, max(1.0, deadline - now_ms()))
-            if present:
-                done = all(
-                    name in cluster.partitions
-                    and cluster.partitions[name]
-                    and all(pm.leader >= 0 for pm in cluster.partitions[name].values())
-                    for name in names
-                )
-            else:
-                done = not any(name in cluster.partitions for name in names)
-            if done:
-                return
-            if now_ms() >= deadline:
-                log.warning(
-                    "topics %s not %s in metadata after %s ms",
-                    names,
-                    "ready" if present else "gone",
-                    timeout_ms,
-                )
-                return
-            self._client.poll(self._retry_backoff_ms)
+        """Delete topics and wait until the metadata drops them (``AdminTopics.delete_topics``)."""
+        self._topics.delete_topics(topics, timeout_ms)
 
     def list_topics(self, timeout_ms: float | None = None) -> list[str]:
         """Names of all topics (internal ones excluded), sorted."""
@@ -457,39 +328,8 @@ class KafkaAdminClient:
     def create_partitions(
         self, new_totals: Mapping[str, int], timeout_ms: int = 30000, validate_only: bool = False
     ) -> None:
-        """Grow topics to a new total number of partitions (CreatePartitions, Java
-        ``Admin.createPartitions``), e.g. ``{"orders": 6}``; returns once the metadata shows
-        the new partitions with leaders (bounded by ``timeout_ms``).
-
-        Raises:
-            InvalidPartitionsError: the total is not above the current count.
-            UnknownTopicOrPartitionError, KafkaTimeoutError (the first error is raised).
-        """
-        self._ensure_open()
-        totals = {str(t): int(n) for t, n in new_totals.items()}
-        if not totals:
-            return
-        results = self._call_controller(
-            create_partitions_builder(totals, timeout_ms, validate_only),
-            lambda r: {str(t.name): (int(t.error_code), t.error_message) for t in r.results},
-            timeout_ms,
-        )
-        self._raise_first(results, list(totals))
-        if validate_only:
-            return
-        deadline = now_ms() + timeout_ms
-        while True:
-            cluster = self._describe(list(totals), max(1.0, deadline - now_ms()))
-            if all(
-                len(cluster.partitions.get(t, {})) >= n
-                and all(pm.leader >= 0 for pm in cluster.partitions[t].values())
-                for t, n in totals.items()
-            ):
-                return
-            if now_ms() >= deadline:
-                log.warning("new partitions of %s not in metadata after %s ms", list(totals), timeout_ms)
-                return
-            self._client.poll(self._retry_backoff_ms)
+        """Grow topics to new partition totals (``AdminTopics.create_partitions``, CreatePartitions)."""
+        self._topics.create_partitions(new_totals, timeout_ms, validate_only)
 
     def describe_log_dirs(
         self, topics: list[str] | None = None, timeout_ms: float | None = None
