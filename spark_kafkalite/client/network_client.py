@@ -8,14 +8,12 @@ reconnect backoff (``reconnect.backoff.ms`` .. ``reconnect.backoff.max.ms``), an
 negotiation on connect (v3 first, stepping down per KIP-511 when the broker answers
 UNSUPPORTED_VERSION). Each request is sent at ``min(our max, broker max)`` version.
 
-``security.protocol`` (Java ``ChannelBuilders``; ``client/security/``): SSL and SASL_SSL run a
-TLS handshake after the TCP connect, SASL_PLAINTEXT and SASL_SSL a SASL exchange (SaslHandshake
-v1 + SaslAuthenticate) after ApiVersions; only then is the connection READY for requests.
-``socket.connection.setup.timeout.ms`` bounds the connect, the TLS handshake and the SASL
-exchange. A refusal (untrusted certificate, wrong password, mechanism not enabled) fails the
-node's requests with an error of ``client.errors.AUTHENTICATION_ERRORS`` rather than a
-retriable connection error (Java's ``AuthenticationException``), is logged once at WARNING, and
-reaches ``Metadata`` as a fatal error so callers waiting for metadata raise it.
+``security.protocol`` (Java ``ChannelBuilders``; ``client/security/``): TLS, ApiVersions and SASL
+run in ``connection_setup.ConnectionSetup`` before the connection is READY for requests;
+``socket.connection.setup.timeout.ms`` bounds the connect and that set-up. An authentication
+refusal fails the node's requests with an error of ``client.errors.AUTHENTICATION_ERRORS``
+rather than a retriable connection error, is logged once at WARNING, and reaches ``Metadata``
+as a fatal error so callers waiting for metadata raise it.
 
 It also embeds the metadata updater (Java's ``DefaultMetadataUpdater``): when the attached
 ``Metadata`` is due for a refresh, ``poll`` sends a MetadataRequest to the least loaded node.
@@ -43,25 +41,20 @@ from spark_kafkalite.client.connection import (
     InFlightRequest,
     PendingRequest,
 )
+from spark_kafkalite.client.connection_setup import ConnectionSetup
 from spark_kafkalite.client.errors import is_authentication_error
 from spark_kafkalite.client.metadata_updater import MetadataUpdater
 from spark_kafkalite.client.request_future import RequestFuture
 from spark_kafkalite.client.requests import (
-    CLIENT_API_VERSIONS,
     RequestBuilder,
-    api_versions_request,
     choose_version,
-    parse_api_versions_response,
 )
-from spark_kafkalite.client.security.sasl_authenticator import SaslClientAuthenticator
 from spark_kafkalite.client.security.security_config import ClientSecurity
 from spark_kafkalite.protocol.api_keys import ApiKey
 from spark_kafkalite.protocol.errors import (
-    ErrorCode,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
-    error_for_code,
 )
 from spark_kafkalite.protocol.fetch_response import decode_fetch_response
 from spark_kafkalite.protocol.framing import decode_response, decode_response_header, encode_request
@@ -96,9 +89,17 @@ class NetworkClient:
         self._reconnect_backoff_max_ms = int(config.get("reconnect.backoff.max.ms", 1000))
         self._connection_setup_timeout_ms = int(config.get("socket.connection.setup.timeout.ms", 10000))
         self._max_in_flight = max(1, int(config.get("max.in.flight.requests.per.connection", 5)))
-        self._security = ClientSecurity.from_config(config)
         self._metadata = metadata
         self._selector = selectors.DefaultSelector()
+        self._setup = ConnectionSetup(
+            self._selector,
+            ClientSecurity.from_config(config),
+            self._client_id,
+            self._request_timeout_ms,
+            self._next_correlation_id,
+            on_ready=self._set_ready,
+            on_failure=self._fail_connection,
+        )
         self._conns: dict[int, Connection] = {}
         self._extra_nodes: dict[int, tuple[str, int]] = {}
         self._correlation_ids = itertools.count(1)
@@ -192,10 +193,9 @@ class NetworkClient:
             try:
                 if mask & selectors.EVENT_WRITE and conn.state is ConnectionState.CONNECTING:
                     conn.finish_connect()
-                    self._on_connected(conn)
+                    self._setup.on_connected(conn)
                 if conn.state is ConnectionState.TLS_HANDSHAKE:
-                    if conn.tls_handshake_step(self._selector):
-                        self._check_api_versions(conn)
+                    self._setup.on_tls_progress(conn)
                     continue
                 if mask & selectors.EVENT_WRITE:
                     conn.flush(self._selector)
@@ -384,95 +384,11 @@ class NetworkClient:
             self._fail_connection(conn, KafkaConnectionError(f"connect to node {node_id} failed: {exc}"))
         return conn
 
-    def _on_connected(self, conn: Connection) -> None:
-        """TCP is up: start TLS (SSL, SASL_SSL), else negotiate versions."""
-        context = self._security.ssl_context
-        if context is None:
-            self._check_api_versions(conn)
-            return
-        conn.start_tls(self._selector, context, conn.host)
-        if conn.tls_handshake_step(self._selector):
-            self._check_api_versions(conn)
-
-    def _check_api_versions(self, conn: Connection) -> None:
-        conn.state = ConnectionState.CHECKING_API_VERSIONS
-        self._send_internal(conn, api_versions_request(CLIENT_API_VERSIONS[ApiKey.API_VERSIONS][1]))
-
-    def _send_internal(self, conn: Connection, entity: Any) -> None:
-        """Write a connection set-up request (ApiVersions, SaslHandshake, SaslAuthenticate)."""
-        correlation_id = self._next_correlation_id()
-        frame = encode_request(entity, correlation_id, self._client_id)
-        conn.in_flight.append(
-            InFlightRequest(
-                correlation_id,
-                int(entity.__api_key__),
-                int(entity.__version__),
-                None,
-                now_ms() + self._request_timeout_ms,
-                True,
-            )
-        )
-        conn.write(frame, self._selector)
-
-    def _handle_internal(self, conn: Connection, request: InFlightRequest, frame: memoryview) -> None:
-        if request.api_key == ApiKey.API_VERSIONS:
-            self._handle_api_versions(conn, request, frame)
-            return
-        authenticator = conn.authenticator
-        if authenticator is None:  # only ApiVersions and the authenticator send internal requests
-            raise RuntimeError(
-                f"internal {request.api_key!r} response from node {conn.node_id} without an authenticator"
-            )
-        try:
-            if request.api_key == ApiKey.SASL_HANDSHAKE:
-                next_request = authenticator.on_handshake_response(frame)
-            else:
-                next_request = authenticator.on_authenticate_response(frame)
-        except KafkaError as exc:
-            self._fail_connection(conn, exc)
-            return
-        if next_request is not None:
-            self._send_internal(conn, next_request)
-            return
-        log.debug("node %s: SASL authentication complete", conn.node_id)
-        conn.authenticator = None
-        self._set_ready(conn)
-
     def _set_ready(self, conn: Connection) -> None:
         conn.state = ConnectionState.READY
         conn.failures = 0
         conn.auth_error = None
         self._flush_pending(conn, now_ms())
-
-    def _handle_api_versions(self, conn: Connection, request: InFlightRequest, frame: memoryview) -> None:
-        version = request.api_version
-        try:
-            error_code, ranges = parse_api_versions_response(frame, version)
-        except KafkaError as exc:
-            self._fail_connection(conn, KafkaConnectionError(f"bad ApiVersions response: {exc}"))
-            return
-        if error_code == ErrorCode.unsupported_version and version > 0:  # KIP-511: step down
-            broker_max = ranges.get(int(ApiKey.API_VERSIONS), (0, 0))[1]
-            self._send_internal(conn, api_versions_request(max(0, min(version - 1, broker_max))))
-            return
-        if error_code != ErrorCode.none:
-            self._fail_connection(
-                conn, KafkaConnectionError(f"ApiVersions failed: {error_for_code(error_code)}")
-            )
-            return
-        conn.api_versions = ranges
-        log.debug("node %s: ApiVersions v%s done", conn.node_id, version)
-        credentials = self._security.sasl
-        if credentials is None:
-            self._set_ready(conn)
-            return
-        try:
-            conn.authenticator = SaslClientAuthenticator(credentials, conn.node_id, ranges)
-        except KafkaError as exc:
-            self._fail_connection(conn, exc)
-            return
-        conn.state = ConnectionState.AUTHENTICATING
-        self._send_internal(conn, conn.authenticator.handshake_request())
 
     def _fail_connection(self, conn: Connection, exc: KafkaError, backoff: bool = True) -> None:
         conn.close_socket(self._selector)
@@ -572,7 +488,7 @@ class NetworkClient:
             )
             return
         if request.internal:
-            self._handle_internal(conn, request, frame)
+            self._setup.handle_response(conn, request, frame)
             return
         if request.future is None:  # only internal requests have none
             raise RuntimeError(f"{request.api_key!r} request to node {conn.node_id} has no future")

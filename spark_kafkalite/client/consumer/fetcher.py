@@ -49,6 +49,7 @@ __all__ = ["Fetcher", "CompletedFetch", "FetchBuffer"]
 
 log = logging.getLogger(__name__)
 
+
 class Fetcher:
     """See module docstring. Runs on the consumer's thread.
 
