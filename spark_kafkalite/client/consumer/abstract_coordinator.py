@@ -16,7 +16,7 @@ Member life cycle (``MemberState``)::
   rejoin with it at once) and ``group.instance.id`` (static membership, KIP-345, v5+).
 - The leader (the member the JoinGroup response names) computes the assignment
   (``on_leader_elected``); every member sends SyncGroup and gets its assignment
-  (``on_join_complete``).
+  (``on_join_complete``). The JoinGroup / SyncGroup exchange is in ``join_group_handlers.py``.
 - The heartbeat thread (``heartbeat.py``) keeps the session alive; errors it sees request a
   rejoin that the application thread performs in its next ``poll``.
 - LeaveGroup on close (dynamic members only: static members keep their identity, KIP-345) and
@@ -38,10 +38,7 @@ from typing import Any
 from spark_kafkalite.client.clock import now_ms
 from spark_kafkalite.client.consumer.group_requests import (
     find_coordinator_request,
-    join_group_request,
     leave_group_request,
-    rebalance_request_timeout_ms,
-    sync_group_request,
 )
 from spark_kafkalite.client.consumer.group_state import (
     NO_GENERATION,
@@ -51,7 +48,7 @@ from spark_kafkalite.client.consumer.group_state import (
     is_retriable_group_error,
 )
 from spark_kafkalite.client.consumer.heartbeat import Heartbeat, HeartbeatSender
-from spark_kafkalite.client.errors import COORDINATOR_MOVED_ERRORS
+from spark_kafkalite.client.consumer.join_group_handlers import send_join_group
 from spark_kafkalite.client.network_client import NetworkClient
 from spark_kafkalite.client.request_future import RequestFuture
 from spark_kafkalite.protocol.errors import (
@@ -415,154 +412,55 @@ class AbstractCoordinator(ABC):
         return True
 
     def _send_join_group(self) -> RequestFuture:
+        return send_join_group(self)
+
+    # ------------------------------------------------------------------ for the join / sync handlers
+    def begin_join(self) -> tuple[str, str]:
+        """Enter PREPARING_REBALANCE for a JoinGroup (heartbeats off until it is answered);
+        returns ``(member id, rejoin reason)`` to send."""
         with self._lock:
             self.state = MemberState.PREPARING_REBALANCE
             self._heartbeat_enabled = False
             self._rejoin_needed = False
-            member_id = self.generation.member_id
-            reason = self._rejoin_reason
-        outer = RequestFuture()
-        builder = join_group_request(
-            self.group_id,
-            self.session_timeout_ms,
-            self.rebalance_timeout_ms,
-            member_id,
-            self.group_instance_id,
-            self.protocol_type(),
-            self.metadata_protocols(),
-            reason,
-        )
-        log.info("group %s: (re-)joining group (member id %r, reason: %s)", self.group_id, member_id, reason)
-        future = self.send_to_coordinator(
-            builder, rebalance_request_timeout_ms(self.rebalance_timeout_ms, self._request_timeout_ms)
-        )
-        self.watch_coordinator_errors(future)
-        future.add_callback(lambda f: self._on_join_response(f, outer))
-        return outer
+            return self.generation.member_id, self._rejoin_reason
 
-    def _fail_join(self, outer: RequestFuture, exc: KafkaError) -> None:
+    def fail_join(self, outer: RequestFuture, exc: KafkaError) -> None:
+        """Fail the join ``outer`` with ``exc``: back to UNJOINED (unless STABLE) with a rejoin
+        requested."""
         with self._lock:
             if self.state is not MemberState.STABLE:
                 self.state = MemberState.UNJOINED
             self._rejoin_needed = True
         outer.failure(exc)
 
-    def _on_join_response(self, f: RequestFuture, outer: RequestFuture) -> None:
-        if f.failed():
-            self._fail_join(
-                outer, f.exception if isinstance(f.exception, KafkaError) else KafkaError(str(f.exception))
-            )
-            return
-        r = f.value
-        code = int(r.error_code)
-        if code == ErrorCode.none:
-            protocol_type = getattr(r, "protocol_type", None)
-            if protocol_type is not None and protocol_type != self.protocol_type():
-                self._fail_join(
-                    outer,
-                    error_for_code(
-                        ErrorCode.inconsistent_group_protocol,
-                        f"JoinGroup answered protocol type {protocol_type!r}",
-                    ),
-                )
-                return
-            with self._lock:
-                if self.state is not MemberState.PREPARING_REBALANCE:
-                    self._fail_join(
-                        outer, error_for_code(ErrorCode.unknown_member_id, "left the group during the join")
-                    )
-                    return
-                self.generation = Generation(int(r.generation_id), str(r.member_id), r.protocol_name)
-                self.state = MemberState.COMPLETING_REBALANCE
-                self._heartbeat_enabled = True
-                self.heartbeat.reset_timeouts(self._clock())
-            self.heartbeat_sender.wake()
-            is_leader = str(r.leader) == str(r.member_id)
-            log.info(
-                "group %s: joined generation %s as %s (%s) with protocol %s",
-                self.group_id,
-                r.generation_id,
-                r.member_id,
-                "leader" if is_leader else "follower",
-                r.protocol_name,
-            )
-            try:
-                assignments: dict[str, bytes] = {}
-                if is_leader:
-                    members = [
-                        (str(m.member_id), getattr(m, "group_instance_id", None), bytes(m.metadata))
-                        for m in r.members
-                    ]
-                    assignments = self.on_leader_elected(
-                        str(r.protocol_name), members, bool(getattr(r, "skip_assignment", False))
-                    )
-            except KafkaError as assign_error:
-                self._fail_join(outer, assign_error)
-                return
-            self._send_sync_group(outer, assignments)
-            return
-        exc = error_for_code(code, f"JoinGroup of group {self.group_id}")
-        if code == ErrorCode.member_id_required:
-            with self._lock:  # KIP-394: rejoin at once with the id the coordinator gave us
-                self.generation = Generation(-1, str(r.member_id), None)
-        elif code == ErrorCode.unknown_member_id:
-            self.reset_generation("JoinGroup: unknown member id", reset_member_id=True)
-        elif code == ErrorCode.illegal_generation:
-            self.reset_generation("JoinGroup: illegal generation", reset_member_id=False)
-        elif code in COORDINATOR_MOVED_ERRORS:
-            self.mark_coordinator_unknown(exc.name)
-        elif code == ErrorCode.fenced_instance_id:
-            log.error(
-                "group %s: static member %s was fenced by another instance",
-                self.group_id,
-                self.group_instance_id,
-            )
-        self._fail_join(outer, exc)
-
-    def _send_sync_group(self, outer: RequestFuture, assignments: Mapping[str, bytes]) -> None:
+    def joined(self, generation: Generation) -> bool:
+        """JoinGroup succeeded with ``generation``: enter COMPLETING_REBALANCE and turn
+        heartbeats on. False (nothing changed) when the member left PREPARING_REBALANCE
+        meanwhile (left the group or was reset)."""
         with self._lock:
-            generation = self.generation
-        builder = sync_group_request(
-            self.group_id,
-            generation.generation_id,
-            generation.member_id,
-            self.group_instance_id,
-            self.protocol_type(),
-            generation.protocol_name or "",
-            assignments,
-        )
-        future = self.send_to_coordinator(builder)
-        self.watch_coordinator_errors(future)
-        future.add_callback(lambda f: self._on_sync_response(f, outer, generation))
+            if self.state is not MemberState.PREPARING_REBALANCE:
+                return False
+            self.generation = generation
+            self.state = MemberState.COMPLETING_REBALANCE
+            self._heartbeat_enabled = True
+            self.heartbeat.reset_timeouts(self._clock())
+        self.heartbeat_sender.wake()
+        return True
 
-    def _on_sync_response(self, f: RequestFuture, outer: RequestFuture, generation: Generation) -> None:
-        if f.failed():
-            self._fail_join(
-                outer, f.exception if isinstance(f.exception, KafkaError) else KafkaError(str(f.exception))
-            )
-            return
-        r = f.value
-        code = int(r.error_code)
-        if code == ErrorCode.none:
-            with self._lock:
-                if self.state is not MemberState.COMPLETING_REBALANCE or self.generation != generation:
-                    self._fail_join(
-                        outer,
-                        error_for_code(ErrorCode.rebalance_in_progress, "generation changed during sync"),
-                    )
-                    return
-                self.state = MemberState.STABLE
-                self.heartbeat.reset_timeouts(self._clock())
-            outer.success(bytes(r.assignment or b""))
-            return
-        exc = error_for_code(code, f"SyncGroup of group {self.group_id}")
-        if code == ErrorCode.unknown_member_id:
-            self.reset_generation("SyncGroup: unknown member id", reset_member_id=True)
-        elif code == ErrorCode.illegal_generation:
-            self.reset_generation("SyncGroup: illegal generation", reset_member_id=False)
-        elif code in COORDINATOR_MOVED_ERRORS:
-            self.mark_coordinator_unknown(exc.name)
-        self._fail_join(outer, exc)
+    def synced(self, generation: Generation) -> bool:
+        """SyncGroup succeeded for ``generation``: enter STABLE. False (nothing changed) when
+        the generation or state changed during the sync."""
+        with self._lock:
+            if self.state is not MemberState.COMPLETING_REBALANCE or self.generation != generation:
+                return False
+            self.state = MemberState.STABLE
+            self.heartbeat.reset_timeouts(self._clock())
+        return True
+
+    def set_member_id(self, member_id: str) -> None:
+        """KIP-394: keep the member id the coordinator assigned with MEMBER_ID_REQUIRED."""
+        with self._lock:
+            self.generation = Generation(-1, member_id, None)
 
     # ------------------------------------------------------------------ leave / close
     def maybe_leave_group(self, reason: str, timeout_ms: float) -> None:
