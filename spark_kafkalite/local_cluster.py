@@ -1,9 +1,10 @@
 """``LocalCluster``: broker processes on 127.0.0.1 free ports, for tests, examples and demos.
 
 Each broker runs as ``sys.executable -m broker --config <data_dir>/broker-<id>.properties`` with
-its log dir ``<data_dir>/broker-<id>/`` and its output in ``<data_dir>/broker-<id>.log``. A broker
-is ready when it has written ``<log dir>/.broker-endpoints.json`` (with its own pid) and a TCP
-connection to the advertised port succeeds.
+its log dir ``<data_dir>/broker-<id>/`` and its output in ``<data_dir>/broker-<id>.log``
+(``local_broker_process.BrokerProcess``). A broker is ready when it has written
+``<log dir>/.broker-endpoints.json`` (with its own pid) and a TCP connection to the advertised
+port succeeds.
 
 ``LocalCluster(brokers=1)`` runs a standalone broker (no Raft: the fastest startup).
 ``LocalCluster(brokers=N)`` with N > 1 runs N nodes in KRaft combined mode: every node is a broker
@@ -51,13 +52,9 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
-import json
 import os
 import shutil
 import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 import weakref
@@ -66,11 +63,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from spark_kafkalite.local_broker_process import BrokerProcess, free_port, free_ports
 from spark_kafkalite.local_security import ClusterSecurity
 
 __all__ = ["ClusterSecurity", "LocalCluster", "free_port", "free_ports"]
 
-_ENDPOINTS_FILE = ".broker-endpoints.json"
 _LISTENER = "PLAINTEXT"
 _CONTROLLER = "CONTROLLER"
 
@@ -80,36 +77,6 @@ MULTI_NODE_DEFAULTS = {
     "broker.heartbeat.interval.ms": "250",
     "broker.session.timeout.ms": "2000",
 }
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago."""
-    return free_ports(1, host)[0]
-
-
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """``count`` distinct TCP ports that were free a moment ago. All are held bound until every
-    one is picked: picked one by one, the kernel may hand the same port out twice."""
-    with contextlib.ExitStack() as stack:
-        ports = []
-        for _ in range(count):
-            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind((host, 0))
-            ports.append(int(sock.getsockname()[1]))
-        return ports
-
-
-class _Node:
-    def __init__(self, node_id: int, data_dir: Path) -> None:
-        self.node_id = node_id
-        self.log_dir = data_dir / f"broker-{node_id}"
-        self.config_path = data_dir / f"broker-{node_id}.properties"
-        self.output_path = data_dir / f"broker-{node_id}.log"
-        self.process: subprocess.Popen[bytes] | None = None
-        self.port = 0
-        self.host = "127.0.0.1"
-        self.controller_port = 0
-        self.paused = False
 
 
 class LocalCluster:
@@ -153,7 +120,7 @@ class LocalCluster:
         self.config_overrides = dict(config_overrides or {})
         self.racks = dict(racks or {})
         self.startup_timeout_s = startup_timeout_s
-        self._nodes = {node_id: _Node(node_id, self.data_dir) for node_id in range(1, brokers + 1)}
+        self._nodes = {node_id: BrokerProcess(node_id, self.data_dir) for node_id in range(1, brokers + 1)}
         self.num_brokers = brokers
         self.exit_with_parent = exit_with_parent
         if brokers > 1:
@@ -184,7 +151,7 @@ class LocalCluster:
             for node in self._nodes.values():
                 self._spawn(node)
             for node in self._nodes.values():
-                self._wait_ready(node)
+                node.wait_ready(self.listener, self.startup_timeout_s)
         except BaseException:
             self._terminate_all(timeout_s=5.0)
             raise
@@ -377,7 +344,7 @@ class LocalCluster:
         """SIGTERM broker ``node_id`` and wait for it (SIGKILL after ``timeout_s``); returns its
         exit code (None if it was not running)."""
         node = self._node(node_id)
-        return self._terminate(node, timeout_s)
+        return node.terminate(timeout_s)
 
     def start_nodes(self, *node_ids: int) -> None:
         """Start the given stopped brokers (all stopped ones when none given) together, on their
@@ -390,10 +357,10 @@ class LocalCluster:
             for node in started:
                 self._spawn(node)
             for node in started:
-                self._wait_ready(node)
+                node.wait_ready(self.listener, self.startup_timeout_s)
         except BaseException:
             for node in started:
-                self._terminate(node, 5.0)
+                node.terminate(5.0)
             raise
         self._update_bootstrap()
 
@@ -403,20 +370,21 @@ class LocalCluster:
         node = self._node(node_id)
         if node.paused:
             self.resume(node_id)
-        self._terminate(node, 10.0)
+        node.terminate(10.0)
         self._spawn(node)
         try:
-            self._wait_ready(node)
+            node.wait_ready(self.listener, self.startup_timeout_s)
         except BaseException:
-            self._terminate(node, 5.0)
+            node.terminate(5.0)
             raise
         self._update_bootstrap()
 
     def is_running(self, node_id: int) -> bool:
-        node = self._node(node_id)
-        return node.process is not None and node.process.poll() is None
+        """True while broker ``node_id``'s process is alive (paused or not)."""
+        return self._node(node_id).is_running()
 
     def pid(self, node_id: int) -> int | None:
+        """The process id of broker ``node_id``, or None before its first start."""
         node = self._node(node_id)
         return node.process.pid if node.process is not None else None
 
@@ -426,10 +394,7 @@ class LocalCluster:
 
     def output(self, node_id: int) -> str:
         """Everything broker ``node_id`` wrote to stdout/stderr so far."""
-        try:
-            return self._node(node_id).output_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
+        return self._node(node_id).output()
 
     def __enter__(self) -> LocalCluster:
         return self.start()
@@ -443,7 +408,7 @@ class LocalCluster:
         return f"LocalCluster(bootstrap_servers={self.bootstrap_servers!r}, data_dir={str(self.data_dir)!r})"
 
     # -- internals -----------------------------------------------------------------------------
-    def _node(self, node_id: int) -> _Node:
+    def _node(self, node_id: int) -> BrokerProcess:
         try:
             return self._nodes[node_id]
         except KeyError:
@@ -452,7 +417,8 @@ class LocalCluster:
     def _update_bootstrap(self) -> None:
         self.bootstrap_servers = ",".join(f"{n.host}:{n.port}" for n in self._nodes.values() if n.port)
 
-    def _write_config(self, node: _Node) -> None:
+    def _broker_config(self, node: BrokerProcess) -> dict[str, str]:
+        """The broker config file's properties for ``node`` (``--override`` entries come on top)."""
         listener = f"{self.listener}://127.0.0.1:{node.port}"
         props = {
             "node.id": str(node.node_id),
@@ -492,73 +458,10 @@ class LocalCluster:
             props["broker.rack"] = self.racks[node.node_id]
         if self.security is not None:
             props.update(self.security.broker_config(self.data_dir, node.node_id))
-        text = "# generated by spark_kafkalite.LocalCluster\n" + "".join(
-            f"{key}={_escape(value)}\n" for key, value in props.items()
-        )
-        node.config_path.write_text(text, encoding="utf-8")
+        return props
 
-    def _spawn(self, node: _Node) -> None:
-        node.log_dir.mkdir(parents=True, exist_ok=True)
-        (node.log_dir / _ENDPOINTS_FILE).unlink(missing_ok=True)
-        self._write_config(node)
-        cmd = [sys.executable, "-m", "broker", "--config", str(node.config_path)]
-        if self.exit_with_parent:
-            cmd.append("--exit-with-parent")
-        for key, value in self.config_overrides.items():
-            cmd += ["--override", f"{key}={value}"]
-        env = dict(os.environ)
-        root = str(Path(__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        with open(node.output_path, "ab") as out:
-            node.process = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-            )
-
-    def _wait_ready(self, node: _Node) -> None:
-        if node.process is None:
-            raise RuntimeError(f"broker node {node.node_id} is waited for before it was started")
-        deadline = time.monotonic() + self.startup_timeout_s
-        path = node.log_dir / _ENDPOINTS_FILE
-        delay = 0.005
-        while True:
-            code = node.process.poll()
-            if code is not None:
-                raise RuntimeError(
-                    f"broker {node.node_id} exited with code {code} during startup:\n{self._tail(node)}"
-                )
-            endpoints = _read_endpoints(path, node.process.pid)
-            endpoint = endpoints.get(self.listener)
-            if endpoint is not None and _can_connect(*endpoint):
-                node.host, node.port = endpoint
-                return
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"broker {node.node_id} not ready after {self.startup_timeout_s:.0f} s:\n{self._tail(node)}"
-                )
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
-
-    def _tail(self, node: _Node, lines: int = 40) -> str:
-        return "\n".join(self.output(node.node_id).splitlines()[-lines:])
-
-    def _terminate(self, node: _Node, timeout_s: float) -> int | None:
-        process = node.process
-        if process is None:
-            return None
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        return process.returncode
+    def _spawn(self, node: BrokerProcess) -> None:
+        node.spawn(self._broker_config(node), self.config_overrides, self.exit_with_parent)
 
     def _terminate_all(self, timeout_s: float) -> None:
         for node in self._nodes.values():
@@ -571,37 +474,10 @@ class LocalCluster:
                 with contextlib.suppress(ProcessLookupError):
                     node.process.send_signal(signal.SIGTERM)
         for node in self._nodes.values():
-            self._terminate(node, timeout_s)
+            node.terminate(timeout_s)
 
 
 def _kill_at_exit(ref: weakref.ref[LocalCluster]) -> None:
     cluster = ref()
     if cluster is not None:
         cluster._terminate_all(timeout_s=5.0)
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\")
-
-
-def _read_endpoints(path: Path, pid: int) -> dict[str, tuple[str, int]]:
-    """Listener name -> (host, port) from the endpoints file of process ``pid`` ({} if none yet)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if data.get("pid") != pid:
-        return {}
-    out: dict[str, tuple[str, int]] = {}
-    for name, address in data.get("listeners", {}).items():
-        host, _, port = str(address).rpartition(":")
-        out[str(name)] = (host, int(port))
-    return out
-
-
-def _can_connect(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=1.0):
-            return True
-    except OSError:
-        return False

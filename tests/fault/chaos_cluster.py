@@ -20,7 +20,8 @@ from typing import Any
 
 from fault.chaos_proxy import CLIENT, KAFKA, RAFT, Endpoint, LinkProxy, Links
 
-from spark_kafkalite.local_cluster import LocalCluster, _Node, free_ports
+from spark_kafkalite.local_broker_process import BrokerProcess
+from spark_kafkalite.local_cluster import LocalCluster, free_ports
 
 __all__ = ["AckRecord", "ChaosCluster", "Verdict", "read_batches", "verify_acks"]
 
@@ -79,23 +80,16 @@ class ChaosCluster(LocalCluster):
             owners[self.client_pid] = CLIENT
         return owners
 
-    def _write_config(self, node: _Node) -> None:
-        super()._write_config(node)
+    def _broker_config(self, node: BrokerProcess) -> dict[str, str]:
         voters = ",".join(f"{i}@127.0.0.1:{p.port}" for i, p in self.raft_proxies.items())
         kafka_port, raft_port = self.real_ports[node.node_id]
-        extra = {
+        return {
+            **super()._broker_config(node),
             # LocalCluster learns the advertised (proxy) port at startup; bind the real ones.
             "listeners": f"PLAINTEXT://127.0.0.1:{kafka_port},CONTROLLER://127.0.0.1:{raft_port}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.kafka_proxies[node.node_id].port}",
             "controller.quorum.voters": voters,
         }
-        lines = [
-            line
-            for line in node.config_path.read_text(encoding="utf-8").splitlines()
-            if line.partition("=")[0] not in extra
-        ]
-        lines += [f"{k}={v}" for k, v in extra.items()]
-        node.config_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
     def stop(self) -> None:
         super().stop()
