@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 from rich.console import Console
 
-from spark_kafkalite.cli.cluster import _print_partitions, loop_lag_summary
+from spark_kafkalite.cli.cluster_status import loop_lag_summary, print_partitions
 
 
 def _p(replicas: tuple[int, ...], isr: tuple[int, ...]) -> SimpleNamespace:
@@ -25,7 +25,7 @@ def test_live_replicas_out_of_the_isr_are_named() -> None:
         partitions={"t": {0: _p((1, 2, 3), (1, 2, 3)), 1: _p((1, 2, 3), (1, 2)), 2: _p((1, 2, 4), (1, 2))}},
     )
     out = io.StringIO()
-    assert _print_partitions(Console(file=out, width=200), metadata) == 0
+    assert print_partitions(Console(file=out, width=200), metadata) == 0
     text = out.getvalue()
     assert "3 live broker(s), 3 partition(s), 2 under-replicated, 0 without a leader" in text
     assert "UNDER-REPLICATED with live replicas out of the ISR" in text
@@ -38,7 +38,7 @@ def test_no_warning_when_every_isr_is_full() -> None:
         controller_id=1, nodes={1: ("127.0.0.1", 1)}, partitions={"t": {0: _p((1,), (1,))}}
     )
     out = io.StringIO()
-    _print_partitions(Console(file=out, width=200), metadata)
+    print_partitions(Console(file=out, width=200), metadata)
     assert "UNDER-REPLICATED" not in out.getvalue()
 
 
@@ -59,7 +59,7 @@ def test_thousands_of_partitions_are_summarized_per_topic() -> None:
         controller_id=1, nodes=nodes, partitions={"big": big, "small": {0: _p((1,), (1,))}}
     )
     out = io.StringIO()
-    assert _print_partitions(Console(file=out, width=200), metadata) == 0
+    assert print_partitions(Console(file=out, width=200), metadata) == 0
     text = out.getvalue()
     lines = text.splitlines()
     assert len(lines) < 40  # a summary, not 301 rows
@@ -70,7 +70,7 @@ def test_thousands_of_partitions_are_summarized_per_topic() -> None:
     assert "Partitions without a leader (1)" in text and "none" in text
     # --partitions: one row each
     out = io.StringIO()
-    _print_partitions(Console(file=out, width=200), metadata, every_partition=True)
+    print_partitions(Console(file=out, width=200), metadata, every_partition=True)
     assert out.getvalue().count("│ big ") == 300
 
 
