@@ -118,7 +118,8 @@ class AbstractCoordinator(ABC):
 
     # ------------------------------------------------------------------ subclass hooks
     @abstractmethod
-    def protocol_type(self) -> str: ...
+    def protocol_type(self) -> str:
+        """The JoinGroup protocol type, e.g. ``"consumer"`` (Java ``protocolType``)."""
 
     @abstractmethod
     def metadata_protocols(self) -> list[tuple[str, bytes]]:
@@ -158,9 +159,12 @@ class AbstractCoordinator(ABC):
         return c[0]
 
     def coordinator_unknown(self) -> bool:
+        """True when no usable coordinator is known (Java ``coordinatorUnknown``)."""
         return self.coordinator() is None
 
     def mark_coordinator_unknown(self, reason: str) -> None:
+        """Forget the coordinator for ``reason`` (NOT_COORDINATOR, a disconnect ...); the
+        next request looks it up again (Java ``markCoordinatorUnknown``). Either thread."""
         with self._lock:
             if self._coordinator is not None:
                 log.info(
@@ -173,6 +177,8 @@ class AbstractCoordinator(ABC):
                 self._coordinator = None
 
     def request_rejoin(self, reason: str) -> None:
+        """Rejoin on the next ``poll`` for ``reason`` (sent as the JoinGroup reason, KIP-800);
+        wakes the application's client (Java ``requestRejoin``). Either thread."""
         with self._lock:
             if not self._rejoin_needed:
                 log.info("group %s: request joining the group: %s", self.group_id, reason)
@@ -181,16 +187,20 @@ class AbstractCoordinator(ABC):
         self._client.wakeup()
 
     def rejoin_needed_or_pending(self) -> bool:
+        """True while a rejoin is requested, a join is in flight, or the member is not
+        STABLE (Java ``rejoinNeededOrPending``)."""
         with self._lock:
             return (
                 self._rejoin_needed or self._join_future is not None or self.state is not MemberState.STABLE
             )
 
     def generation_if_stable(self) -> Generation | None:
+        """The generation while the member is STABLE, else None (Java ``generationIfStable``)."""
         with self._lock:
             return self.generation if self.state is MemberState.STABLE else None
 
     def rebalance_in_progress(self) -> bool:
+        """True between JoinGroup sent and SyncGroup answered (Java ``rebalanceInProgress``)."""
         with self._lock:
             return self.state in (MemberState.PREPARING_REBALANCE, MemberState.COMPLETING_REBALANCE)
 
@@ -206,6 +216,7 @@ class AbstractCoordinator(ABC):
         self._client.wakeup()
 
     def is_dynamic_member(self) -> bool:
+        """True without ``group.instance.id`` (KIP-345: only dynamic members send LeaveGroup)."""
         return self.group_instance_id is None
 
     # ------------------------------------------------------------------ for the heartbeat side
@@ -216,10 +227,12 @@ class AbstractCoordinator(ABC):
 
     @property
     def closed(self) -> bool:
+        """True once ``close_coordinator`` ran."""
         return self._closed
 
     @property
     def heartbeat_enabled(self) -> bool:
+        """True while the member is in a generation and heartbeats are due."""
         return self._heartbeat_enabled
 
     @property
@@ -229,6 +242,7 @@ class AbstractCoordinator(ABC):
 
     @property
     def retry_backoff_ms(self) -> float:
+        """``retry.backoff.ms``: the pause before a failed lookup, join or heartbeat is retried."""
         return self._retry_backoff_ms
 
     def forget_coordinator(self) -> None:
@@ -258,6 +272,7 @@ class AbstractCoordinator(ABC):
             self._fatal_error = exc
 
     def is_current_generation(self, generation: Generation) -> bool:
+        """True while ``generation`` is still the member's (a commit of an older one is stale)."""
         with self._lock:
             return self.generation == generation
 
@@ -267,6 +282,8 @@ class AbstractCoordinator(ABC):
 
     @property
     def request_timeout_ms(self) -> int:
+        """``request.timeout.ms`` of requests to the coordinator (JoinGroup gets the rebalance
+        timeout on top)."""
         return self._request_timeout_ms
 
     @property
@@ -275,6 +292,11 @@ class AbstractCoordinator(ABC):
         return self._close_deadline
 
     def raise_fatal_if_any(self) -> None:
+        """Raise (once) an error recorded by ``set_fatal_error``, e.g. FENCED_INSTANCE_ID seen
+        by the heartbeat thread.
+
+        Raises:
+            KafkaError: the recorded error."""
         with self._lock:
             exc, self._fatal_error = self._fatal_error, None
         if exc is not None:
@@ -292,11 +314,15 @@ class AbstractCoordinator(ABC):
         return True
 
     def backoff(self, deadline: float) -> None:
+        """Poll the application's client for ``retry.backoff.ms``, at most until ``deadline``
+        (ms of the coordinator's clock)."""
         remaining = deadline - self._clock()
         if remaining > 0:
             self._client.poll(min(self._retry_backoff_ms, remaining))
 
     def send_to_coordinator(self, builder: Any, timeout_ms: float | None = None) -> RequestFuture:
+        """Send ``builder`` to the coordinator with ``timeout_ms`` (default
+        ``request.timeout.ms``); the future fails with CoordinatorNotAvailableError when none is known."""
         node = self.coordinator()
         if node is None:
             future = RequestFuture()
@@ -343,6 +369,8 @@ class AbstractCoordinator(ABC):
             self.set_coordinator(future.value)
 
     def set_coordinator(self, found: tuple[int, str, int]) -> None:
+        """Use ``found`` = ``(broker id, host, port)`` from FindCoordinator as the coordinator,
+        reached on its own connection (node id ``coordinator_node_id(broker id)``)."""
         broker_id, host, port = found
         with self._lock:
             self._coordinator = (coordinator_node_id(broker_id), host, port)

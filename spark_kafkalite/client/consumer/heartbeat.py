@@ -74,14 +74,20 @@ class Heartbeat:
         self._poll_deadline_ms = now + self.max_poll_interval_ms
 
     def sent_heartbeat(self, now: float) -> None:
+        """A Heartbeat request left at ``now`` (ms): one in flight, the next due
+        ``heartbeat.interval.ms`` later (Java ``Heartbeat.sentHeartbeat``)."""
         self.in_flight = True
         self._next_heartbeat_ms = now + self.heartbeat_interval_ms
 
     def received_heartbeat(self, now: float) -> None:
+        """A Heartbeat response arrived at ``now`` (ms): the session deadline moves to
+        ``now + session.timeout.ms`` (Java ``Heartbeat.receiveHeartbeat``)."""
         self.in_flight = False
         self._session_deadline_ms = now + self.session_timeout_ms
 
     def fail_heartbeat(self, now: float) -> None:
+        """A Heartbeat failed at ``now`` (ms): retry after ``retry.backoff.ms`` (Java
+        ``Heartbeat.failHeartbeat``)."""
         self.in_flight = False
         self._next_heartbeat_ms = now + self.retry_backoff_ms
 
@@ -93,21 +99,30 @@ class Heartbeat:
         self._poll_deadline_ms = now + self.max_poll_interval_ms
 
     def reset_session_timeout(self, now: float) -> None:
+        """Restart the session timer at ``now`` (ms) without touching the others (Java
+        ``Heartbeat.resetSessionTimeout``)."""
         self._session_deadline_ms = now + self.session_timeout_ms
 
     def should_heartbeat(self, now: float) -> bool:
+        """True when none is in flight and the next heartbeat is due at ``now`` (ms)."""
         return not self.in_flight and now >= self._next_heartbeat_ms
 
     def time_to_next_heartbeat(self, now: float) -> float:
+        """Milliseconds from ``now`` until a heartbeat is due (0 when due; Java
+        ``Heartbeat.timeToNextHeartbeat``)."""
         return 0.0 if self.should_heartbeat(now) else max(0.0, self._next_heartbeat_ms - now)
 
     def session_timeout_expired(self, now: float) -> bool:
+        """True when no heartbeat succeeded for ``session.timeout.ms`` up to ``now`` (ms)."""
         return now >= self._session_deadline_ms
 
     def poll_timeout_expired(self, now: float) -> bool:
+        """True when the application did not ``poll`` for ``max.poll.interval.ms`` up to
+        ``now`` (ms; Java ``Heartbeat.pollTimeoutExpired``)."""
         return now >= self._poll_deadline_ms
 
     def last_poll_ms(self) -> float:
+        """When the application last called ``poll`` (ms of the injected clock)."""
         return self._last_poll_ms
 
 
@@ -123,29 +138,66 @@ class HeartbeatMember(Protocol):
     heartbeat: Heartbeat
 
     @property
-    def lock(self) -> threading.RLock: ...
+    def lock(self) -> threading.RLock:
+        """Guards the membership fields shared with the heartbeat thread."""
+
     @property
-    def closed(self) -> bool: ...
+    def closed(self) -> bool:
+        """True once the member closed (the thread then stops)."""
+
     @property
-    def heartbeat_enabled(self) -> bool: ...
+    def heartbeat_enabled(self) -> bool:
+        """True while the member is in a generation (heartbeats are sent)."""
+
     @property
-    def coordinator_endpoint(self) -> tuple[int, str, int] | None: ...
+    def coordinator_endpoint(self) -> tuple[int, str, int] | None:
+        """``(node id, host, port)`` of the known coordinator, or None."""
+
     @property
-    def retry_backoff_ms(self) -> float: ...
+    def retry_backoff_ms(self) -> float:
+        """``retry.backoff.ms``: the pause after a failed heartbeat or lookup."""
+
     @property
-    def request_timeout_ms(self) -> int: ...
-    def now_ms(self) -> float: ...
-    def forget_coordinator(self) -> None: ...
-    def leave_on_poll_timeout(self) -> Generation: ...
-    def is_dynamic_member(self) -> bool: ...
-    def mark_coordinator_unknown(self, reason: str) -> None: ...
-    def request_rejoin(self, reason: str) -> None: ...
-    def generation_if_stable(self) -> Generation | None: ...
-    def is_current_generation(self, generation: Generation) -> bool: ...
-    def reset_generation(self, reason: str, reset_member_id: bool) -> None: ...
-    def set_coordinator(self, found: tuple[int, str, int]) -> None: ...
-    def set_fatal_error(self, exc: KafkaError) -> None: ...
-    def send_find_coordinator(self, client: NetworkClient, group_id: str) -> RequestFuture: ...
+    def request_timeout_ms(self) -> int:
+        """``request.timeout.ms`` of each Heartbeat / FindCoordinator request."""
+
+    def now_ms(self) -> float:
+        """The member's clock, in milliseconds."""
+
+    def forget_coordinator(self) -> None:
+        """Drop the coordinator quietly (its session expired); call under ``lock``."""
+
+    def leave_on_poll_timeout(self) -> Generation:
+        """Leave the generation after ``max.poll.interval.ms`` without ``poll``; returns
+        the generation left. Call under ``lock``."""
+
+    def is_dynamic_member(self) -> bool:
+        """True without ``group.instance.id`` (static members never send LeaveGroup, KIP-345)."""
+
+    def mark_coordinator_unknown(self, reason: str) -> None:
+        """Forget the coordinator for ``reason`` (NOT_COORDINATOR, a disconnect ...)."""
+
+    def request_rejoin(self, reason: str) -> None:
+        """Ask the application thread to rejoin on its next ``poll`` (REBALANCE_IN_PROGRESS)."""
+
+    def generation_if_stable(self) -> Generation | None:
+        """The generation while the member is STABLE, else None."""
+
+    def is_current_generation(self, generation: Generation) -> bool:
+        """True while ``generation`` is still the member's."""
+
+    def reset_generation(self, reason: str, reset_member_id: bool) -> None:
+        """Forget the generation (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID) and ask for a rejoin."""
+
+    def set_coordinator(self, found: tuple[int, str, int]) -> None:
+        """Use ``(broker id, host, port)`` from a FindCoordinator answer as the coordinator."""
+
+    def set_fatal_error(self, exc: KafkaError) -> None:
+        """Record an error the application's next ``poll`` raises (FENCED_INSTANCE_ID)."""
+
+    def send_find_coordinator(self, client: NetworkClient, group_id: str) -> RequestFuture:
+        """Send FindCoordinator for ``group_id`` on ``client``; the future completes with
+        ``(broker id, host, port)`` or fails with the lookup error."""
 
 
 class HeartbeatThread(threading.Thread):
@@ -158,15 +210,21 @@ class HeartbeatThread(threading.Thread):
         self._wake = threading.Event()
 
     def wake(self) -> None:
+        """Cut the thread's current wait short (a join completed, or the member is closing)."""
         self._wake.set()
 
     def close(self, timeout_s: float = 5.0) -> None:
+        """Stop the thread and wait up to ``timeout_s`` seconds for it (not when called from
+        the thread itself)."""
         self._closed.set()
         self._wake.set()
         if self.is_alive() and threading.current_thread() is not self:
             self.join(timeout_s)
 
     def run(self) -> None:
+        """The loop: ``heartbeat_once`` then wait for the milliseconds it returns (or a
+        ``wake``); an unexpected error is logged and retried after 1 s. Closes the thread's client on
+        exit."""
         log.debug("heartbeat thread started")
         try:
             while not self._closed.is_set():
@@ -202,6 +260,7 @@ class HeartbeatSender:
             self._thread.start()
 
     def wake(self) -> None:
+        """Wake the thread so it re-reads the membership state (e.g. heartbeats just enabled)."""
         if self._thread is not None:
             self._thread.wake()
 

@@ -116,12 +116,15 @@ class SubscriptionState:
         self._assignment = new
 
     def unsubscribe(self) -> None:
+        """Drop the whole assignment with its positions (Java ``SubscriptionState.unsubscribe``)."""
         self._assignment = {}
 
     def assigned_partitions(self) -> set[TopicPartition]:
+        """A copy of the assigned partitions (Java ``assignedPartitions``)."""
         return set(self._assignment)
 
     def is_assigned(self, tp: TopicPartition) -> bool:
+        """True while ``tp`` is assigned (Java ``isAssigned``)."""
         return tp in self._assignment
 
     def state(self, tp: TopicPartition) -> TopicPartitionState:
@@ -133,6 +136,7 @@ class SubscriptionState:
         return self._assignment[tp]
 
     def topics(self) -> set[str]:
+        """The topics of the assigned partitions."""
         return {tp.topic for tp in self._assignment}
 
     # -------------------------------------------------------------- positions
@@ -148,6 +152,10 @@ class SubscriptionState:
             state.next_validation_attempt_ms = 0.0
 
     def position(self, tp: TopicPartition) -> int | None:
+        """The next offset to fetch for ``tp``, or None until it is known.
+
+        Raises:
+            KeyError: ``tp`` is not assigned."""
         return self._assignment[tp].position
 
     def set_position(self, tp: TopicPartition, offset: int) -> None:
@@ -171,6 +179,11 @@ class SubscriptionState:
         state.validation_in_flight = False
 
     def is_offset_reset_needed(self, tp: TopicPartition) -> bool:
+        """True while a reset to earliest / latest is pending for ``tp`` (Java
+        ``isOffsetResetNeeded``).
+
+        Raises:
+            KeyError: ``tp`` is not assigned."""
         return self._assignment[tp].reset_strategy is not None
 
     def partitions_missing_position(self) -> list[TopicPartition]:
@@ -194,6 +207,8 @@ class SubscriptionState:
         return delay
 
     def set_reset_pending(self, tps: Iterable[TopicPartition], next_attempt_ms: float) -> None:
+        """A ListOffsets for the reset of ``tps`` was sent: no other until it is answered or
+        ``next_attempt_ms`` (ms) passes (Java ``setNextAllowedRetry``)."""
         for tp in tps:
             state = self._assignment.get(tp)
             if state is not None:
@@ -201,6 +216,8 @@ class SubscriptionState:
                 state.next_reset_attempt_ms = next_attempt_ms
 
     def reset_failed(self, tp: TopicPartition, next_attempt_ms: float) -> None:
+        """The reset ListOffsets for ``tp`` failed: retry it at ``next_attempt_ms`` (ms; Java
+        ``requestFailed``)."""
         state = self._assignment.get(tp)
         if state is not None:
             state.reset_in_flight = False
@@ -250,6 +267,8 @@ class SubscriptionState:
         ]
 
     def set_validation_pending(self, tps: Iterable[TopicPartition], next_attempt_ms: float) -> None:
+        """An OffsetForLeaderEpoch for ``tps`` was sent (KIP-320): no other until it is
+        answered or ``next_attempt_ms`` (ms) passes."""
         for tp in tps:
             state = self._assignment.get(tp)
             if state is not None:
@@ -257,6 +276,7 @@ class SubscriptionState:
                 state.next_validation_attempt_ms = next_attempt_ms
 
     def validation_failed(self, tp: TopicPartition, next_attempt_ms: float) -> None:
+        """The OffsetForLeaderEpoch for ``tp`` failed: retry it at ``next_attempt_ms`` (ms)."""
         state = self._assignment.get(tp)
         if state is not None:
             state.validation_in_flight = False
@@ -299,12 +319,21 @@ class SubscriptionState:
         ]
 
     def pause(self, tp: TopicPartition) -> None:
+        """Stop fetching ``tp`` until :meth:`resume` (Java ``pause``); its position stays.
+
+        Raises:
+            KeyError: ``tp`` is not assigned."""
         self._assignment[tp].paused = True
 
     def resume(self, tp: TopicPartition) -> None:
+        """Fetch ``tp`` again after :meth:`pause` (Java ``resume``).
+
+        Raises:
+            KeyError: ``tp`` is not assigned."""
         self._assignment[tp].paused = False
 
     def paused_partitions(self) -> set[TopicPartition]:
+        """The assigned partitions that are paused (Java ``pausedPartitions``)."""
         return {tp for tp, s in self._assignment.items() if s.paused}
 
     def update_preferred_read_replica(self, tp: TopicPartition, node_id: int, expire_ms: float) -> None:
@@ -338,6 +367,9 @@ class SubscriptionState:
     def update_fetch_metadata(
         self, tp: TopicPartition, high_watermark: int, log_start_offset: int, last_stable_offset: int
     ) -> None:
+        """Record what a fetch response said of ``tp``: its high watermark, and the log start
+        offset and Last Stable Offset when the broker sent them (>= 0). Ignored for a partition no
+        longer assigned."""
         state = self._assignment.get(tp)
         if state is not None:
             state.high_watermark = high_watermark

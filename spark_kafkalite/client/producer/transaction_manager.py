@@ -121,10 +121,12 @@ class TransactionManager:
 
     @property
     def is_transactional(self) -> bool:
+        """True when ``transactional.id`` is set (KIP-98 transactions, not only idempotence)."""
         return self.transactional_id is not None
 
     @property
     def producer_id_and_epoch(self) -> ProducerIdAndEpoch:
+        """The current producer id and epoch (``-1, -1`` before InitProducerId answered)."""
         return self.txn_partition_map.producer_id_and_epoch
 
     def should_stop_drain(self, tp: TopicPartition, first: ProducerBatch) -> bool:
@@ -231,6 +233,14 @@ class TransactionManager:
             self.accepting_sends = True
 
     def begin_commit(self) -> TransactionalRequestResult:
+        """Start committing the open transaction (Java ``beginCommit``): appends stop, the
+        remaining AddPartitionsToTxn and EndTxn(commit) are queued (then InitProducerId when an epoch
+        bump is due). Returns the result ``commit_transaction`` waits on; a retry after a timeout gets
+        the same result.
+
+        Raises:
+            IllegalStateError: no transaction is open, or another call is pending.
+            ProducerFencedError / KafkaError: the producer is in an error state."""
         with self.lock:
 
             def make() -> TransactionalRequestResult:
@@ -241,6 +251,13 @@ class TransactionManager:
             return self._cached_result(make, State.COMMITTING_TRANSACTION, "commitTransaction")
 
     def begin_abort(self) -> TransactionalRequestResult:
+        """Start aborting the transaction (Java ``beginAbort``), also from ABORTABLE_ERROR:
+        appends stop and EndTxn(abort) is queued (then InitProducerId with the current id and epoch
+        when an epoch bump is due, KIP-360). Returns the result ``abort_transaction`` waits on.
+
+        Raises:
+            IllegalStateError: no transaction is open, or another call is pending.
+            KafkaError: the producer is in FATAL_ERROR."""
         with self.lock:
 
             def make() -> TransactionalRequestResult:
@@ -291,6 +308,13 @@ class TransactionManager:
     def send_offsets_to_transaction(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata], group_metadata: Mapping[str, Any]
     ) -> TransactionalRequestResult:
+        """Queue AddOffsetsToTxn then TxnOffsetCommit of ``offsets`` for the group of
+        ``group_metadata`` (``group_id``, and for KIP-447 ``generation_id``, ``member_id``,
+        ``group_instance_id``); Java ``sendOffsetsToTransaction``. Returns the result to wait on.
+
+        Raises:
+            IllegalStateError: not transactional, no transaction open, or another call pending.
+            ProducerFencedError / KafkaError: the producer is in an error state."""
         with self.lock:
             self._ensure_transactional()
             self._throw_if_pending_state("sendOffsetsToTransaction")
@@ -350,9 +374,11 @@ class TransactionManager:
         return handler
 
     def enqueue_request(self, handler: TxnRequestHandler) -> None:
+        """Queue ``handler`` by its priority, then in arrival order (Java ``enqueueRequest``)."""
         heapq.heappush(self._pending_requests, (handler.priority, next(self._request_order), handler))
 
     def has_pending_requests(self) -> bool:
+        """True while a transactional request is queued or in flight."""
         return bool(self._pending_requests) or self.in_flight_request is not None
 
     def next_request(self, has_incomplete_batches: bool) -> TxnRequestHandler | None:
@@ -387,6 +413,8 @@ class TransactionManager:
         self.enqueue_request(FindCoordinatorHandler(self, key_type, key))
 
     def set_coordinator(self, key_type: int, node_id: int, host: str, port: int) -> None:
+        """Record ``(node_id, host, port)`` as the coordinator of ``key_type``
+        (``CoordinatorType``) from a FindCoordinator answer."""
         self._coordinators[key_type] = (node_id, host, port)
 
     def coordinator(self, key_type: int) -> tuple[int, str, int] | None:
@@ -421,6 +449,8 @@ class TransactionManager:
         self.state = target
 
     def transition_to_abortable_error(self, error: KafkaError) -> None:
+        """Enter ABORTABLE_ERROR with ``error`` (the application must abort); ignored while
+        aborting or in FATAL_ERROR (Java ``transitionToAbortableError``)."""
         with self.lock:
             if self.state is State.ABORTING_TRANSACTION:
                 log.debug(
@@ -432,6 +462,8 @@ class TransactionManager:
             self.transition_to(State.ABORTABLE_ERROR, error)
 
     def transition_to_fatal_error(self, error: KafkaError) -> None:
+        """Enter FATAL_ERROR with ``error`` and fail a pending call's result with it (Java
+        ``transitionToFatalError``): every later call raises ``error``."""
         with self.lock:
             self.transition_to(State.FATAL_ERROR, error)
             if self._pending_transition is not None:
@@ -467,6 +499,7 @@ class TransactionManager:
             self.transition_to_abortable_error(kafka_error)
 
     def has_error(self) -> bool:
+        """True in ABORTABLE_ERROR or FATAL_ERROR (Java ``hasError``)."""
         return self.state in (State.ABORTABLE_ERROR, State.FATAL_ERROR)
 
     def _error(self) -> KafkaError:
@@ -486,16 +519,22 @@ class TransactionManager:
         return self._error()
 
     def has_fatal_error(self) -> bool:
+        """True in FATAL_ERROR (Java ``hasFatalError``)."""
         return self.state is State.FATAL_ERROR
 
     def has_abortable_error(self) -> bool:
+        """True in ABORTABLE_ERROR (Java ``hasAbortableError``)."""
         return self.state is State.ABORTABLE_ERROR
 
     def is_aborting(self) -> bool:
+        """True while the transaction is being aborted (Java ``isAborting``)."""
         return self.state is State.ABORTING_TRANSACTION
 
     def is_completing(self) -> bool:
+        """True while the transaction is being committed or aborted (Java ``isCompleting``)."""
         return self.state in (State.COMMITTING_TRANSACTION, State.ABORTING_TRANSACTION)
 
     def transaction_coordinator_key(self) -> tuple[int, str]:
+        """``(CoordinatorType.TRANSACTION, transactional.id)``: the FindCoordinator key of
+        the transaction coordinator."""
         return CoordinatorType.TRANSACTION, self.transactional_id or ""

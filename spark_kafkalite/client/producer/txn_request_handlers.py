@@ -79,6 +79,8 @@ _NEEDS_EPOCH_BUMP = {ErrorCode.unknown_producer_id, ErrorCode.invalid_producer_i
 
 
 def fenced_error(tm: TransactionManager) -> ProducerFencedError:
+    """The ``ProducerFencedError`` for PRODUCER_FENCED / INVALID_PRODUCER_EPOCH: a newer producer
+    with the same ``transactional.id`` bumped the epoch (KIP-98; fatal for this producer)."""
     return ProducerFencedError(
         f"there is a newer producer with the same transactional.id {tm.transactional_id!r} "
         f"({tm.producer_id_and_epoch}): this one is fenced"
@@ -102,21 +104,30 @@ class TxnRequestHandler:
 
     @property
     def coordinator_key(self) -> str:
+        """The FindCoordinator key of the coordinator this request goes to: the
+        ``transactional.id`` (the group id for ``TxnOffsetCommitHandler``)."""
         return self.tm.transactional_id or ""
 
     def request_builder(self) -> RequestBuilder:
+        """The request to send, built per negotiated version (subclasses)."""
         raise NotImplementedError
 
     def handle_response(self, response: Any) -> None:
+        """Move the ``TransactionManager`` on ``response`` (the decoded response entity)
+        and complete, fail or re-enqueue this request (subclasses; see the module docstring)."""
         raise NotImplementedError
 
     # -- outcomes ----------------------------------------------------------------------------
 
     def fatal_error(self, error: KafkaError) -> None:
+        """Fail this request and the producer: every later call raises ``error`` (Java
+        ``TxnRequestHandler.fatalError``)."""
         self.tm.transition_to_fatal_error(error)
         self.result.fail(error)
 
     def abortable_error(self, error: KafkaError) -> None:
+        """Fail this request and put the transaction in ABORTABLE_ERROR: the application
+        must abort it (Java ``TxnRequestHandler.abortableError``)."""
         self.tm.transition_to_abortable_error(error)
         self.result.fail(error)
 
@@ -126,10 +137,17 @@ class TxnRequestHandler:
         self.abortable_error(error)
 
     def reenqueue(self) -> None:
+        """Queue this request again (a retry: the Sender waits ``retry_backoff_ms`` after
+        ``sent_ms``; Java ``TxnRequestHandler.reenqueue``)."""
         self.is_retry = True
         self.tm.enqueue_request(self)
 
     def lookup_coordinator_and_retry(self) -> None:
+        """Queue a FindCoordinator for this request's coordinator ahead of it, then retry
+        it (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, a disconnect).
+
+        Raises:
+            RuntimeError: called on a request without a coordinator (FindCoordinator itself)."""
         if self.coordinator_type is None:  # FindCoordinator goes to any node: it has none to look up
             raise RuntimeError(f"{type(self).__name__} has no coordinator to look up")
         self.tm.lookup_coordinator(self.coordinator_type, self.coordinator_key)
@@ -171,6 +189,9 @@ class TxnRequestHandler:
 
 
 class FindCoordinatorHandler(TxnRequestHandler):
+    """FindCoordinator for the transaction (key type 1) or group (key type 0) coordinator of
+    ``key`` (Java ``FindCoordinatorHandler``); sent to the least loaded node first of all."""
+
     priority = PRIORITY_FIND_COORDINATOR
     coordinator_type = None
 
@@ -180,9 +201,12 @@ class FindCoordinatorHandler(TxnRequestHandler):
         self.key = key
 
     def request_builder(self) -> RequestBuilder:
+        """FindCoordinator for ``key`` of ``key_type`` (``CoordinatorType``)."""
         return find_coordinator_request(self.key, self.key_type)
 
     def handle_response(self, response: Any) -> None:
+        """Record the coordinator; retriable errors retry; TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        is fatal, GROUP_AUTHORIZATION_FAILED abortable, anything else fatal."""
         code = int(response.error_code)
         if code == ErrorCode.none:
             self.tm.set_coordinator(
@@ -201,6 +225,10 @@ class FindCoordinatorHandler(TxnRequestHandler):
 
 
 class InitProducerIdHandler(TxnRequestHandler):
+    """InitProducerId (Java ``InitProducerIdHandler``): a new producer id and epoch for the
+    ``transactional.id``, or with ``producer_id`` >= 0 an epoch bump of the current one after an
+    abortable error (KIP-360; the sequence numbers restart)."""
+
     priority = PRIORITY_INIT_PRODUCER_ID
 
     def __init__(self, tm: TransactionManager, producer_id: int, producer_epoch: int) -> None:
@@ -210,12 +238,16 @@ class InitProducerIdHandler(TxnRequestHandler):
         self.is_epoch_bump = producer_id >= 0
 
     def request_builder(self) -> RequestBuilder:
+        """InitProducerId with ``transaction.timeout.ms`` and the current id / epoch (-1 / -1
+        for a new producer)."""
         tm = self.tm
         return init_producer_id_request(
             tm.transactional_id, tm.transaction_timeout_ms, self.producer_id, self.producer_epoch
         )
 
     def handle_response(self, response: Any) -> None:
+        """Install the id and epoch and go READY; authorization failures are fatal, other
+        errors as the module docstring says."""
         code = int(response.error_code)
         tm = self.tm
         if code == ErrorCode.none:
@@ -236,17 +268,24 @@ class InitProducerIdHandler(TxnRequestHandler):
 
 
 class AddPartitionsToTxnHandler(TxnRequestHandler):
+    """AddPartitionsToTxn (Java ``AddPartitionsToTxnHandler``): register ``partitions`` with the
+    transaction coordinator before the first batch to each is sent (KIP-98)."""
+
     def __init__(self, tm: TransactionManager, partitions: set[TopicPartition]) -> None:
         super().__init__(tm, TransactionalRequestResult("AddPartitionsToTxn"))
         self.partitions = partitions
 
     def request_builder(self) -> RequestBuilder:
+        """AddPartitionsToTxn for ``partitions`` with the current producer id and epoch."""
         pie = self.tm.producer_id_and_epoch
         return add_partitions_to_txn_request(
             self.tm.transactional_id or "", pie.producer_id, pie.epoch, self.partitions
         )
 
     def handle_response(self, response: Any) -> None:
+        """Mark the partitions as in the transaction; CONCURRENT_TRANSACTIONS retries (after
+        ``ADD_PARTITIONS_RETRY_BACKOFF_MS`` while the transaction holds no partition yet);
+        TOPIC_AUTHORIZATION_FAILED and partition errors make the transaction abortable."""
         tm = self.tm
         errors = add_partitions_to_txn_errors(response)
         self.retry_backoff_ms = tm.retry_backoff_ms
@@ -286,6 +325,10 @@ class AddPartitionsToTxnHandler(TxnRequestHandler):
 
 
 class AddOffsetsToTxnHandler(TxnRequestHandler):
+    """AddOffsetsToTxn (Java ``AddOffsetsToTxnHandler``): add the group's ``__consumer_offsets``
+    partition to the transaction, then queue the ``TxnOffsetCommitHandler`` that completes
+    ``result`` (``sendOffsetsToTransaction``, KIP-98 / KIP-447)."""
+
     def __init__(
         self,
         tm: TransactionManager,
@@ -298,12 +341,15 @@ class AddOffsetsToTxnHandler(TxnRequestHandler):
         self.group_metadata = group_metadata
 
     def request_builder(self) -> RequestBuilder:
+        """AddOffsetsToTxn for the group of ``group_metadata`` with the current id and epoch."""
         pie = self.tm.producer_id_and_epoch
         return add_offsets_to_txn_request(
             self.tm.transactional_id or "", pie.producer_id, pie.epoch, self.group_metadata["group_id"]
         )
 
     def handle_response(self, response: Any) -> None:
+        """On success queue the TxnOffsetCommit; GROUP_AUTHORIZATION_FAILED is abortable,
+        other errors as the module docstring says."""
         code = int(response.error_code)
         group_id = self.group_metadata["group_id"]
         if code == ErrorCode.none:
@@ -319,6 +365,10 @@ class AddOffsetsToTxnHandler(TxnRequestHandler):
 
 
 class TxnOffsetCommitHandler(TxnRequestHandler):
+    """TxnOffsetCommit to the group coordinator (Java ``TxnOffsetCommitHandler``): the offsets,
+    committed when the transaction commits; with the group generation and member id (KIP-447) so
+    a zombie member is fenced."""
+
     coordinator_type = CoordinatorType.GROUP
 
     def __init__(
@@ -334,9 +384,11 @@ class TxnOffsetCommitHandler(TxnRequestHandler):
 
     @property
     def coordinator_key(self) -> str:
+        """The group id: this request goes to the group coordinator."""
         return str(self.group_metadata["group_id"])
 
     def request_builder(self) -> RequestBuilder:
+        """TxnOffsetCommit of the offsets still pending, with the group metadata of KIP-447."""
         pie = self.tm.producer_id_and_epoch
         gm = self.group_metadata
         return txn_offset_commit_request(
@@ -351,6 +403,9 @@ class TxnOffsetCommitHandler(TxnRequestHandler):
         )
 
     def handle_response(self, response: Any) -> None:
+        """Drop the committed partitions and retry the rest (a coordinator move looks the
+        group coordinator up again); UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION are abortable as
+        ``CommitFailedError``, PRODUCER_FENCED / INVALID_PRODUCER_EPOCH fatal."""
         group_id = self.coordinator_key
         reloaded = False
         for tp, code in txn_offset_commit_errors(response).items():
@@ -391,6 +446,9 @@ class TxnOffsetCommitHandler(TxnRequestHandler):
 
 
 class EndTxnHandler(TxnRequestHandler):
+    """EndTxn (Java ``EndTxnHandler``): commit (``committed``) or abort the transaction; its
+    result completes ``commit_transaction`` / ``abort_transaction``."""
+
     priority = PRIORITY_END_TXN
     is_end_txn = True
 
@@ -401,10 +459,13 @@ class EndTxnHandler(TxnRequestHandler):
         self.committed = committed
 
     def request_builder(self) -> RequestBuilder:
+        """EndTxn with the current producer id and epoch and the commit / abort flag."""
         pie = self.tm.producer_id_and_epoch
         return end_txn_request(self.tm.transactional_id or "", pie.producer_id, pie.epoch, self.committed)
 
     def handle_response(self, response: Any) -> None:
+        """On success the transaction is complete (READY again); errors as the module
+        docstring says."""
         code = int(response.error_code)
         if code == ErrorCode.none:
             self.tm.complete_transaction()
