@@ -1,6 +1,6 @@
 """Builds the optional Cython extensions of the record hot paths (issue #10); everything else is
-in pyproject.toml. Every ``spark_kafkalite/protocol/_*.pyx`` and
-``spark_kafkalite/client/producer/_*.pyx`` is compiled. Without a C compiler (or
+in pyproject.toml. Every ``.pyx`` under ``spark_kafkalite/`` is compiled (each is a twin of
+``spark_kafkalite.native.TWINS``; ``tests/unit/test_twin_api.py`` checks both lists agree). Without a C compiler (or
 Cython) the install still succeeds, pure-Python, and says so once; ``KAFKALITE_REQUIRE_NATIVE=1``
 turns that into an error (``.ci/run`` also checks the built module after installing).
 
@@ -87,9 +87,7 @@ class OptionalBuildExt(build_ext):
 
 
 def _extensions() -> list:
-    sources = sorted(
-        glob.glob("spark_kafkalite/protocol/_*.pyx") + glob.glob("spark_kafkalite/client/producer/_*.pyx")
-    )
+    sources = sorted(glob.glob("spark_kafkalite/**/*.pyx", recursive=True))
     if not sources:
         return []
     try:

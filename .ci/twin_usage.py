@@ -1,9 +1,9 @@
 """Which unit tests run the pure-Python twins differently under ``KAFKALITE_PURE_PYTHON=1``.
 
 ``.ci/run`` runs the record-path tests a second time on the pure-Python twins of the compiled
-modules (``spark_kafkalite/native.py``, ``EXTENSIONS``). A unit test belongs in that
+modules (``spark_kafkalite/native.py``, ``TWINS``). A unit test belongs in that
 pass only when the switch changes what it runs: it calls a twin's Python functions with the
-switch set that it does not call without it (through ``native.load_extension``). A test that
+switch set that it does not call without it (through ``native.load_twin``). A test that
 never reaches a twin, or that imports both twins itself (``impl`` parametrized over
 ``record_encode`` and ``_record_encode``), runs the same code in both passes.
 
@@ -33,13 +33,14 @@ from typing import Any
 TWIN_FILES = (
     "spark_kafkalite/protocol/record_decode.py",
     "spark_kafkalite/protocol/record_encode.py",
+    "spark_kafkalite/protocol/record_rebuild.py",
     "spark_kafkalite/client/producer/send_path.py",
     "spark_kafkalite/client/producer/batch_state.py",
 )
 HEADER = """\
 # Unit tests left out of the pure-Python pass of .ci/run (KAFKALITE_PURE_PYTHON=1): with the switch
 # set they run the same code as without it (they reach no pure-Python twin through
-# native.load_extension, or they import both twins themselves). One path per line: a file is
+# native.load_twin, or they import both twins themselves). One path per line: a file is
 # ignored, a file::test_function deselected. Every other test file of tests/unit runs in that pass,
 # new files included. Regenerate with: python .ci/twin_usage.py > .ci/pure_pass_skip.txt
 """

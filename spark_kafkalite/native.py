@@ -1,10 +1,11 @@
 """What was built: every compiled module of the package (the protocol's record paths and the
-producer's send path) beside its pure-Python twin.
+producer's send path) beside its pure-Python twin (:data:`TWINS`, the registry every twin is
+listed in; ``tests/unit/test_twin_api.py`` fails for a ``.pyx`` missing from it).
 
 ``python -m spark_kafkalite.native`` prints, per compiled module, ``native`` or why it does not
 import, and which path is in use; ``--require`` exits non-zero when any was not built (``.ci/run``
 and the README's install check use it). The loader itself is
-:func:`spark_kafkalite.protocol.native.load_extension`.
+:func:`spark_kafkalite.protocol.native.load_twin`.
 """
 
 from __future__ import annotations
@@ -14,15 +15,15 @@ import sys
 from spark_kafkalite.client.producer import native_extensions as _client
 from spark_kafkalite.protocol import native as _protocol
 
-__all__ = ["EXTENSIONS", "main", "native_status"]
+__all__ = ["TWINS", "main", "native_status"]
 
-EXTENSIONS: dict[str, str] = {**_protocol.EXTENSIONS, **_client.EXTENSIONS}
+TWINS: tuple[_protocol.Twin, ...] = _protocol.TWINS + _client.TWINS
 """Every compiled module and its pure-Python twin."""
 
 
 def native_status() -> dict[str, str]:
-    """Per module of :data:`EXTENSIONS`: ``"native"`` when it imports, else the import failure."""
-    return _protocol.native_status(EXTENSIONS)
+    """Per compiled module of :data:`TWINS`: ``"native"`` when it imports, else the import failure."""
+    return _protocol.native_status(TWINS)
 
 
 def main(argv: list[str]) -> int:

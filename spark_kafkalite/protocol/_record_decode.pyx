@@ -1,4 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+# cython: binding=True, embedsignature=True, embedsignature.format=python
 """Native record decoding for RecordBatch v2 (Kafka's ``DefaultRecord.readFrom``), the compiled twin
 of :mod:`spark_kafkalite.protocol.record_decode` (the pure-Python reference; both expose the same
 API and pass the same test corpus).
@@ -318,6 +319,9 @@ cdef class ColumnBuilder:
         self.hl_off.append_i32(0)
         self.hk_off.append_i32(0)
         self.hv_off.append_i32(0)
+
+    def __init__(self, bint include_headers=False):
+        """An empty builder; ``include_headers`` adds the headers column (set up by ``__cinit__``)."""
 
     def __len__(self):
         return self.num_rows

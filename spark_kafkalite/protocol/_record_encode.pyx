@@ -1,4 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+# cython: binding=True, embedsignature=True, embedsignature.format=python
 """Compiled record encoding: the hot-path twin of ``record_encode.py`` (same API and bytes; see
 that module for the semantics). Records are varint-encoded straight into a growable C buffer;
 Arrow columns are read through their buffers (validity bitmap, int32 offsets, data) without a
@@ -203,8 +204,8 @@ cdef class MemoryRecordsBuilder:
         self.count += 1
         return total
 
-    def records_bytes(self):
-        """The records section encoded so far (uncompressed)."""
+    cdef bytes _records_bytes(self):
+        # the records section encoded so far (uncompressed)
         return PyBytes_FromStringAndSize(<char*>self.buf, self.size) if self.size else b""
 
     def build(
@@ -229,7 +230,7 @@ cdef class MemoryRecordsBuilder:
         if self.count == 0:
             raise ValueError("a record batch needs at least one record")
         if compression_type:
-            payload = compress(self.records_bytes(), compression_type)
+            payload = compress(self._records_bytes(), compression_type)
             src = <const uint8_t*>PyBytes_AS_STRING(payload)
             n = PyBytes_GET_SIZE(payload)
         else:
@@ -406,6 +407,7 @@ cdef class ArrowRecordColumns:
     cdef list keep
 
     def __init__(self, values, keys=None, timestamps_us=None, headers=None, int64_t default_timestamp_ms=0):
+        """Reads the columns' buffers (kept alive by the instance); see ``record_encode``."""
         import pyarrow as pa
 
         self.keep = []

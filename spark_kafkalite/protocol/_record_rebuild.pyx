@@ -1,4 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+# cython: binding=True, embedsignature=True, embedsignature.format=python
 """Compiled rebuilding of a records section with fresh offsets and timestamp deltas: the twin of
 :mod:`spark_kafkalite.protocol.record_rebuild` (the pure-Python reference; same API, bytes and
 errors, one test corpus). See that module for Kafka's rule (``LogValidator

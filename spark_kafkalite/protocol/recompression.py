@@ -17,12 +17,12 @@ twin otherwise, through :mod:`spark_kafkalite.protocol.native`); the codecs rele
 from __future__ import annotations
 
 from spark_kafkalite.protocol.compression import COMPRESSION_NONE, iter_decompressed
-from spark_kafkalite.protocol.native import load_extension
+from spark_kafkalite.protocol.native import RECORD_REBUILD, load_twin
 from spark_kafkalite.protocol.record_batch import RECORD_BATCH_OVERHEAD, BatchHeader, seal_batch
 
 __all__ = ["rebuild_batch", "IMPLEMENTATION"]
 
-_impl = load_extension("spark_kafkalite.protocol._record_rebuild", "spark_kafkalite.protocol.record_rebuild")
+_impl = load_twin(RECORD_REBUILD)
 _rebuild_records = _impl.rebuild_records
 IMPLEMENTATION: str = _impl.IMPLEMENTATION
 """``"native"`` or ``"pure-python"``: which twin rebuilds the records."""

@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 
 import crc32c as _crc32c
 
-from spark_kafkalite.protocol import native as _native
 from spark_kafkalite.protocol.compression import (
     COMPRESSION_CODECS,
     COMPRESSION_GZIP,
@@ -50,6 +49,7 @@ from spark_kafkalite.protocol.compression import (
     iter_decompressed,
 )
 from spark_kafkalite.protocol.errors import CorruptRecordError, InvalidRecordError, MessageTooLargeError
+from spark_kafkalite.protocol.native import RECORD_DECODE, load_twin
 from spark_kafkalite.protocol.varint import VarintError, read_varint, write_varint
 
 __all__ = [
@@ -255,7 +255,8 @@ def validate_record_framing(
         )
 
 
-_walk_records = _native.record_decode.walk_records
+_decode = load_twin(RECORD_DECODE)
+_walk_records = _decode.walk_records
 """``walk_records(data, p, limit, count, n=0) -> (records seen, position after the last)``:
 native when built (per record on the broker's produce path), else the pure-Python reference."""
 
@@ -538,7 +539,7 @@ def decode_batch(buf: Buffer, pos: int = 0, *, verify_crc: bool = True) -> Decod
     header = validate_batch(buf, pos, strict_counts=False) if verify_crc else read_header(buf, pos)
     data, start, end = records_section(buf, pos, header)
     out = DecodedBatch(header)
-    out.offsets, out.timestamps_ms, out.keys, out.values, out.headers = _native.record_decode.decode_records(
+    out.offsets, out.timestamps_ms, out.keys, out.values, out.headers = _decode.decode_records(
         data,
         start,
         end,

@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from spark_kafkalite.protocol import native as _native
+from spark_kafkalite.protocol.native import RECORD_DECODE, load_twin
 from spark_kafkalite.protocol.record_batch import (
     BatchHeader,
     Buffer,
@@ -35,6 +35,7 @@ HEADERS_ARROW_TYPE = pa.list_(
 is named ``element`` as in pyspark's ``to_arrow_schema``)."""
 
 _TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
+_decode = load_twin(RECORD_DECODE)
 
 if sys.byteorder != "little":  # pragma: no cover - Arrow buffers are written in native order
     raise ImportError("spark_kafkalite.protocol.record_columns needs a little-endian machine")
@@ -42,7 +43,7 @@ if sys.byteorder != "little":  # pragma: no cover - Arrow buffers are written in
 
 def new_builder(include_headers: bool = False) -> Any:
     """An empty column builder (native when built)."""
-    return _native.record_decode.ColumnBuilder(include_headers)
+    return _decode.ColumnBuilder(include_headers)
 
 
 def append_batch(

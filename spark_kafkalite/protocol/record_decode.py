@@ -16,7 +16,7 @@ from typing import Any
 from spark_kafkalite.protocol.errors import CorruptRecordError
 from spark_kafkalite.protocol.varint import VarintError, read_varint, read_varint32
 
-__all__ = ["decode_records", "ColumnBuilder", "read_varint", "walk_records"]
+__all__ = ["decode_records", "ColumnBuilder", "walk_records"]
 
 Header = tuple[str, bytes | None]
 
@@ -162,6 +162,17 @@ class ColumnBuilder:
     """Pure-Python twin of the native ``ColumnBuilder``: accumulates decoded records of one
     topic-partition and ``finish()`` returns the same dict of Arrow column buffers (see
     :func:`spark_kafkalite.protocol.record_columns.to_arrow`)."""
+
+    __slots__ = (
+        "include_headers",
+        "last_offset",
+        "_offsets",
+        "_ts_us",
+        "_ttype",
+        "_keys",
+        "_values",
+        "_headers",
+    )
 
     def __init__(self, include_headers: bool = False) -> None:
         self.include_headers = include_headers

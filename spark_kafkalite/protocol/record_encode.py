@@ -319,6 +319,8 @@ class ArrowRecordColumns:
         default_timestamp_ms: CreateTime of rows without a timestamp.
     """
 
+    __slots__ = ("num_rows", "default_timestamp_ms", "_values", "_keys", "_timestamps_ms", "_headers")
+
     def __init__(
         self,
         values: Any,
@@ -330,19 +332,19 @@ class ArrowRecordColumns:
         import pyarrow as pa
 
         self.num_rows = len(values)
-        self.values = _binary_pylist(values)
-        self.keys = _binary_pylist(keys) if keys is not None else None
-        self.timestamps_ms: list[int] | None = None
+        self._values = _binary_pylist(values)
+        self._keys = _binary_pylist(keys) if keys is not None else None
+        self._timestamps_ms: list[int] | None = None
         if timestamps_us is not None:
             micros = timestamps_us.cast(pa.int64()).to_pylist()
-            self.timestamps_ms = [default_timestamp_ms if t is None else t // 1000 for t in micros]
+            self._timestamps_ms = [default_timestamp_ms if t is None else t // 1000 for t in micros]
         self.default_timestamp_ms = default_timestamp_ms
-        self.headers: list[list[tuple[str, bytes | None]] | None] | None = None
+        self._headers: list[list[tuple[str, bytes | None]] | None] | None = None
         if headers is not None:
-            self.headers = [
+            self._headers = [
                 None if hs is None else [(h["key"], h["value"]) for h in hs] for hs in headers.to_pylist()
             ]
-        for hs_row, hs in enumerate(self.headers or ()):
+        for hs_row, hs in enumerate(self._headers or ()):
             for hkey, _ in hs or ():
                 if hkey is None:
                     raise ValueError(f"row {hs_row}: header key is null")
@@ -350,13 +352,13 @@ class ArrowRecordColumns:
     def record_size(self, row: int) -> int:
         """Upper bound of the bytes that ``row`` adds to a batch (its payload plus framing)."""
         size = 21
-        if self.keys is not None and self.keys[row] is not None:
-            size += len(self.keys[row])  # type: ignore[arg-type]
-        value = self.values[row]
+        if self._keys is not None and self._keys[row] is not None:
+            size += len(self._keys[row])  # type: ignore[arg-type]
+        value = self._values[row]
         if value is not None:
             size += len(value)
-        if self.headers is not None:
-            for hkey, hvalue in self.headers[row] or ():
+        if self._headers is not None:
+            for hkey, hvalue in self._headers[row] or ():
                 size += len(hkey.encode("utf-8")) + (len(hvalue) if hvalue else 0) + 4  # type: ignore[union-attr]
         return size
 
@@ -380,7 +382,7 @@ def encode_rows(
     out: list[MemoryRecordsBuilder] = []
     if builder is None:
         builder = MemoryRecordsBuilder()
-    keys, values, stamps, headers = columns.keys, columns.values, columns.timestamps_ms, columns.headers
+    keys, values, stamps, headers = columns._keys, columns._values, columns._timestamps_ms, columns._headers
     default_ts = columns.default_timestamp_ms
     limit = max_batch_bytes - RECORD_BATCH_OVERHEAD
     for row in rows:

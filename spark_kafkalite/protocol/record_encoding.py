@@ -1,11 +1,11 @@
 """Record encoding entry point: the compiled ``_record_encode`` extension when it is built, else
-its pure-Python twin ``record_encode`` (same API and bytes), through ``protocol.native``'s loader
+its pure-Python twin ``record_encode`` (same API and bytes), through :func:`~spark_kafkalite.protocol.native.load_twin`
 (``KAFKALITE_PURE_PYTHON=1`` forces the twin; a failed native import logs one warning). Client and
 datasource code import the encoder from here, never from either module directly."""
 
 from __future__ import annotations
 
-from spark_kafkalite.protocol.native import load_extension
+from spark_kafkalite.protocol.native import RECORD_ENCODE, load_twin
 from spark_kafkalite.protocol.record_encode import as_bytes  # pure in both: the field rule, not the codec
 
 __all__ = [
@@ -19,7 +19,7 @@ __all__ = [
     "as_bytes",
 ]
 
-_impl = load_extension("spark_kafkalite.protocol._record_encode", "spark_kafkalite.protocol.record_encode")
+_impl = load_twin(RECORD_ENCODE)
 
 MemoryRecordsBuilder = _impl.MemoryRecordsBuilder
 RecordTooLargeError = _impl.RecordTooLargeError

@@ -13,6 +13,7 @@ import pytest
 
 from spark_kafkalite.client.errors import IllegalStateError, TransactionAbortedError
 from spark_kafkalite.client.producer import send_path
+from spark_kafkalite.client.producer.native_extensions import SEND_PATH
 from spark_kafkalite.client.producer.producer_batch import ProducerBatch
 from spark_kafkalite.client.producer.record_accumulator import RecordAccumulator
 from spark_kafkalite.client.producer.transaction_manager import TransactionManager
@@ -35,7 +36,7 @@ from spark_kafkalite.protocol.errors import (
     ProducerFencedError,
     error_for_code,
 )
-from spark_kafkalite.protocol.native import load_extension
+from spark_kafkalite.protocol.native import load_twin
 from spark_kafkalite.protocol.record_encoding import MemoryRecordsBuilder
 
 TP = TopicPartition("t", 0)
@@ -342,7 +343,7 @@ def test_a_timed_out_call_is_retried_with_the_same_result() -> None:
 
 def _send_paths() -> list[ModuleType]:
     """The reference ``send_path`` and the compiled one when the producer uses it."""
-    active = load_extension("spark_kafkalite.client.producer._send_path", send_path.__name__)
+    active = load_twin(SEND_PATH)
     return [send_path] if active is send_path else [send_path, active]
 
 

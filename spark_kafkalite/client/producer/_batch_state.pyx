@@ -1,4 +1,4 @@
-# cython: language_level=3
+# cython: language_level=3, binding=True, embedsignature=True, embedsignature.format=python
 """Compiled twin of ``batch_state.py`` (issue #10): the same three base classes, with their
 fields (declared in ``_batch_state.pxd``) as C members so that the compiled ``_send_path`` appends
 a record without a Python attribute lookup. Python code sees ordinary attributes."""

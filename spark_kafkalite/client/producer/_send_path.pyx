@@ -1,4 +1,4 @@
-# cython: language_level=3
+# cython: language_level=3, binding=True, embedsignature=True, embedsignature.format=python
 """Compiled ``KafkaProducer.send`` for the common record (issue #10): the twin of
 ``send_path.py`` (same API; that module is the reference and documents the semantics).
 
@@ -25,7 +25,7 @@ from spark_kafkalite.client.types import RecordMetadata, TopicPartition
 from spark_kafkalite.protocol.errors import KafkaError
 from spark_kafkalite.protocol.record_encoding import murmur2
 
-__all__ = ["SendPath", "RecordCallback", "IMPLEMENTATION"]
+__all__ = ["SendPath", "IMPLEMENTATION"]
 
 IMPLEMENTATION = "native"
 
@@ -110,6 +110,7 @@ cdef class SendPath:
         max_block_ms,
         linger_ms,
     ):
+        """The producer's parts, as ``send_path.SendPath`` takes them (sizes in bytes, times in ms)."""
         self._ref = _reference.SendPath(
             metadata,
             accumulator,

@@ -2,7 +2,7 @@
 ``ProducerBatch`` and ``FutureRecordMetadata`` (issue #10): the pure-Python reference of the
 compiled ``_batch_state``, whose fields are C members so that the compiled ``_send_path`` appends
 a record (Java ``RecordAccumulator.append`` -> ``ProducerBatch.tryAppend``) without a Python
-attribute lookup. The producer's modules load it with ``protocol.native.load_extension`` (the
+attribute lookup. The producer's modules load it with ``protocol.native.load_twin`` (the
 compiled module unless ``KAFKALITE_PURE_PYTHON`` is set or it was not built)."""
 
 from __future__ import annotations

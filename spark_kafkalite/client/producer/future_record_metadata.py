@@ -23,16 +23,15 @@ from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import _base as futures_base
 from typing import TYPE_CHECKING, Any
 
+from spark_kafkalite.client.producer.native_extensions import BATCH_STATE
 from spark_kafkalite.client.types import RecordMetadata
-from spark_kafkalite.protocol.native import load_extension
+from spark_kafkalite.protocol.native import load_twin
 
 if TYPE_CHECKING:
     from spark_kafkalite.client.producer.batch_state import FutureState
     from spark_kafkalite.client.producer.producer_batch import ProducerBatch
 else:
-    FutureState = load_extension(
-        "spark_kafkalite.client.producer._batch_state", "spark_kafkalite.client.producer.batch_state"
-    ).FutureState
+    FutureState = load_twin(BATCH_STATE).FutureState
 
 __all__ = ["FutureRecordMetadata", "FAST_FUTURES", "complete_watchers"]
 

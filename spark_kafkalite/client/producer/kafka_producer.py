@@ -25,6 +25,7 @@ from spark_kafkalite.client.consumer.group_requests import OffsetAndMetadata
 from spark_kafkalite.client.errors import IllegalStateError
 from spark_kafkalite.client.metadata import Cluster, Metadata
 from spark_kafkalite.client.network_client import NetworkClient, now_ms
+from spark_kafkalite.client.producer.native_extensions import SEND_PATH
 from spark_kafkalite.client.producer.partitioner import StickyPartitioner
 from spark_kafkalite.client.producer.record_accumulator import RecordAccumulator
 from spark_kafkalite.client.producer.sender import Sender
@@ -38,16 +39,14 @@ from spark_kafkalite.protocol.errors import (
     MessageTooLargeError,
     ProducerFencedError,
 )
-from spark_kafkalite.protocol.native import load_extension
+from spark_kafkalite.protocol.native import load_twin
 from spark_kafkalite.protocol.record_batch import COMPRESSION_CODECS, RECORD_BATCH_OVERHEAD, compress
 
 __all__ = ["KafkaProducer", "PRODUCER_DEFAULTS"]
 
 log = logging.getLogger(__name__)
 
-_send_path = load_extension(
-    "spark_kafkalite.client.producer._send_path", "spark_kafkalite.client.producer.send_path"
-)
+_send_path = load_twin(SEND_PATH)
 
 _FORCE_CLOSE_JOIN_S = 5.0
 """How long ``close`` waits for a force-closed network thread (it only has to leave its poll)."""

@@ -24,17 +24,16 @@ from spark_kafkalite.client.producer.future_record_metadata import (
     complete_watchers,
     run_callbacks,
 )
+from spark_kafkalite.client.producer.native_extensions import BATCH_STATE
 from spark_kafkalite.client.types import RecordMetadata, TopicPartition
-from spark_kafkalite.protocol.native import load_extension
+from spark_kafkalite.protocol.native import load_twin
 from spark_kafkalite.protocol.record_batch import RECORD_BATCH_OVERHEAD
 from spark_kafkalite.protocol.record_encoding import MemoryRecordsBuilder
 
 if TYPE_CHECKING:
     from spark_kafkalite.client.producer.batch_state import BatchState
 else:
-    BatchState = load_extension(
-        "spark_kafkalite.client.producer._batch_state", "spark_kafkalite.client.producer.batch_state"
-    ).BatchState
+    BatchState = load_twin(BATCH_STATE).BatchState
 
 __all__ = ["ProducerBatch", "RECORD_OVERHEAD_ESTIMATE", "Record"]
 

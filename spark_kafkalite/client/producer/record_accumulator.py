@@ -25,19 +25,18 @@ from typing import TYPE_CHECKING, Any
 
 from spark_kafkalite.client.metadata import Cluster
 from spark_kafkalite.client.network_client import now_ms
+from spark_kafkalite.client.producer.native_extensions import BATCH_STATE
 from spark_kafkalite.client.producer.producer_batch import ProducerBatch, Record
 from spark_kafkalite.client.types import RecordMetadata, TopicPartition
 from spark_kafkalite.protocol.errors import KafkaError, KafkaTimeoutError, MessageTooLargeError
-from spark_kafkalite.protocol.native import load_extension
+from spark_kafkalite.protocol.native import load_twin
 from spark_kafkalite.protocol.record_batch import RECORD_BATCH_OVERHEAD
 
 if TYPE_CHECKING:
     from spark_kafkalite.client.producer.batch_state import AccumulatorState
     from spark_kafkalite.client.producer.transaction_manager import TransactionManager
 else:
-    AccumulatorState = load_extension(
-        "spark_kafkalite.client.producer._batch_state", "spark_kafkalite.client.producer.batch_state"
-    ).AccumulatorState
+    AccumulatorState = load_twin(BATCH_STATE).AccumulatorState
 
 __all__ = ["RecordAccumulator", "ReadyCheckResult"]
 

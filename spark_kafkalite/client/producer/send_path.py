@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from spark_kafkalite.client.producer.record_accumulator import RecordAccumulator
     from spark_kafkalite.client.producer.sender import Sender
 
-__all__ = ["SendPath", "IMPLEMENTATION", "normalize_headers", "callback_adapter", "failed_future"]
+__all__ = ["SendPath", "IMPLEMENTATION"]
 
 IMPLEMENTATION = "python"
 
