@@ -73,6 +73,8 @@ from broker.log.log_tasks import LogTaskSettings, run_log_tasks
 from broker.network.connection_quotas import parse_per_ip_overrides
 from broker.network.endpoint import Endpoint
 from broker.network.socket_server import SocketServer
+from broker.prometheus.broker_collector import BrokerCollector, BrokerSources
+from broker.prometheus.endpoint import MetricsEndpoint, parse_listener
 from broker.replication.delayed_fetch import FetchPurgatory
 from broker.replication.replica_manager import ReplicaManager
 from broker.security.authorizer import authorizer_for
@@ -238,6 +240,9 @@ class KafkaServer:
         #: the cyclic collector's pauses (see broker.gc_pauses), written with the loop's figures
         self.gc_pauses = GcPauseStats()
         self._loop_lag_file = config.log_dirs[0] / LOOP_LAG_FILE
+        self._log_cleaner: LogCleaner | None = None
+        #: the /metrics listener (``kafkalite.metrics.listener``), None when not configured
+        self.metrics_endpoint: MetricsEndpoint | None = None
 
     # -- the parts built by startup ----------------------------------------------------------------
     def _context(self) -> BrokerContext:
@@ -350,6 +355,7 @@ class KafkaServer:
             replica_manager.apply_delta(image, chunk)  # new logs, leaders / followers, HW, fetchers
             yield
         for topic in delta.deleted_topics:
+            replica_manager.broker_topic_stats.remove_topic(topic.name)
             for partition_index in topic.partitions:
                 log_manager.delete_log(topic.name, partition_index)
                 ctx.fetch_purgatory.notify((topic.name, partition_index))
@@ -488,7 +494,7 @@ class KafkaServer:
         self._transaction_coordinator.startup()
         self._background.append(asyncio.create_task(self._checkpoint_loop(), name="log-checkpoints"))
         self._background.append(asyncio.create_task(self._loop_lag_file_loop(), name="loop-lag-file"))
-        cleaner = LogCleaner(self.log_manager) if config["log.cleaner.enable"] else None
+        cleaner = self._log_cleaner = LogCleaner(self.log_manager) if config["log.cleaner.enable"] else None
         self._background.append(
             asyncio.create_task(
                 run_log_tasks(
@@ -500,6 +506,7 @@ class KafkaServer:
             )
         )
         await self.socket_server.start_serving()
+        self._start_metrics_endpoint(apis)
         self._write_endpoints_file()
         logger.info(
             "broker node %d started in %.0f ms: cluster %s, %d topic(s), listeners %s",
@@ -575,12 +582,37 @@ class KafkaServer:
             out[endpoint.listener_name] = (_advertised_host(endpoint.host or bound_host), port)
         return out
 
+    def _start_metrics_endpoint(self, apis: KafkaApis) -> None:
+        """Serve /metrics on ``kafkalite.metrics.listener`` when it is set.
+
+        Raises:
+            StartupError: the listener cannot be bound.
+        """
+        listener = self.config["kafkalite.metrics.listener"]
+        if not listener:
+            return
+        sources = BrokerSources(
+            self.node_id, lambda: self.ctx, apis, lambda: self.socket_server, lambda: self._log_cleaner
+        )
+        endpoint = MetricsEndpoint([BrokerCollector(sources)])
+        try:
+            host, port = parse_listener(listener)
+            endpoint.start(host, port)
+        except (OSError, ValueError) as exc:
+            raise StartupError(
+                f"cannot serve metrics on kafkalite.metrics.listener={listener}: {exc}"
+            ) from exc
+        self.metrics_endpoint = endpoint
+
     def _write_endpoints_file(self) -> None:
-        payload = {
+        payload: dict[str, object] = {
             "node_id": self.node_id,
             "pid": os.getpid(),
             "listeners": {name: f"{host}:{port}" for name, (host, port) in self.advertised.items()},
         }
+        if self.metrics_endpoint is not None and self.metrics_endpoint.bound is not None:
+            host, port = self.metrics_endpoint.bound
+            payload["metrics"] = f"http://{host}:{port}/metrics"
         write_atomically(self._endpoints_file, json.dumps(payload), tmp_suffix=f".{os.getpid()}.tmp")
 
     async def _checkpoint_loop(self) -> None:
@@ -628,6 +660,9 @@ class KafkaServer:
     async def shutdown(self) -> None:
         """Clean shutdown; safe to call after a partial startup."""
         logger.info("shutting down broker node %d", self.node_id)
+        if self.metrics_endpoint is not None:  # (its serving thread stops within 0.5 s)
+            await asyncio.to_thread(self.metrics_endpoint.stop)
+            self.metrics_endpoint = None
         controller = self.ctx.controller if self.ctx is not None else None
         if controller is not None:
             # Kafka's controlled shutdown: leaderships move away while we still serve fetches.

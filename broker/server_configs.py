@@ -217,6 +217,15 @@ _define(
     at_least(-1),
 )
 _define(
+    "kafkalite.metrics.listener",
+    "string",
+    None,
+    "kafkalite-only (Kafka exposes JMX; operators run the Prometheus JMX exporter): host:port of an "
+    "HTTP listener serving /metrics in the Prometheus text format, under the names the JMX "
+    "exporter's Kafka rules give Kafka's metrics (docs/monitoring.md); port 0 = a free port "
+    "(written to .broker-endpoints.json as metrics). Unset: no metrics listener.",
+)
+_define(
     "kafkalite.socket.request.receive.timeout.ms",
     "long",
     60000,

@@ -52,6 +52,8 @@ class BrokerProcess:
         host / port: the client listener's advertised address (port 0 until known; kept across
             restarts).
         controller_port: the CONTROLLER (Raft) port of a multi-node cluster (0 for one node).
+        metrics_port: the Prometheus endpoint's port (``kafkalite.metrics.listener``; 0 until
+            known; kept across restarts).
         paused: True between SIGSTOP and SIGCONT.
     """
 
@@ -64,6 +66,7 @@ class BrokerProcess:
         self.port = 0
         self.host = "127.0.0.1"
         self.controller_port = 0
+        self.metrics_port = 0
         self.paused = False
 
     def spawn(self, props: Mapping[str, str], overrides: Mapping[str, str], exit_with_parent: bool) -> None:
@@ -121,6 +124,7 @@ class BrokerProcess:
             endpoint = _read_endpoints(path, self.process.pid).get(listener)
             if endpoint is not None and _can_connect(*endpoint):
                 self.host, self.port = endpoint
+                self.metrics_port = _read_metrics_port(path) or self.metrics_port
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError(f"broker {self.node_id} not ready after {timeout_s:.0f} s:\n{self.tail()}")
@@ -161,6 +165,16 @@ class BrokerProcess:
 
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\")
+
+
+def _read_metrics_port(path: Path) -> int:
+    """The port of the ``metrics`` URL in an endpoints file (0 if none)."""
+    try:
+        url = str(json.loads(path.read_text(encoding="utf-8")).get("metrics") or "")
+    except (OSError, ValueError):
+        return 0
+    port = url.rpartition(":")[2].partition("/")[0]
+    return int(port) if port.isdigit() else 0
 
 
 def _read_endpoints(path: Path, pid: int) -> dict[str, tuple[str, int]]:

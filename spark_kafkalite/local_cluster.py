@@ -98,6 +98,7 @@ class LocalCluster:
 
     Attributes:
         bootstrap_servers: ``"127.0.0.1:port[,...]"`` (valid after :meth:`start`).
+        metrics_urls: every broker's Prometheus ``/metrics`` URL, in node-id order.
         data_dir: the data directory.
         security: the ``ClusterSecurity`` or None.
     """
@@ -212,6 +213,13 @@ class LocalCluster:
         if node.process is not None and node.process.poll() is None:
             node.process.send_signal(signal.SIGCONT)
         node.paused = False
+
+    @property
+    def metrics_urls(self) -> list[str]:
+        """``http://127.0.0.1:<port>/metrics`` of every broker's Prometheus endpoint
+        (``kafkalite.metrics.listener``), in node-id order (valid after :meth:`start`; a restarted
+        broker keeps its port)."""
+        return [f"http://127.0.0.1:{self._nodes[n].metrics_port}/metrics" for n in self.node_ids]
 
     @property
     def node_ids(self) -> list[int]:
@@ -426,6 +434,7 @@ class LocalCluster:
             "listeners": listener,
             "advertised.listeners": listener,
             "log.dirs": str(node.log_dir),
+            "kafkalite.metrics.listener": f"127.0.0.1:{node.metrics_port}",
             "num.partitions": "1",
             "default.replication.factor": "1",
             # One broker hosts every group (Kafka's default of 3 would refuse __consumer_offsets).

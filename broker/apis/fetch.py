@@ -42,6 +42,7 @@ from broker.apis.auth_helper import authorize_cluster, authorized_names
 from broker.apis.context import BrokerContext
 from broker.errors import error_code_for
 from broker.log.file_slices import DeferredRecords
+from broker.metrics.meters import record_fetch
 from broker.network.request_context import RequestContext
 from broker.replication.fetch_session_cache import IncrementalFetchContext, fetch_session_cache_for
 from spark_kafkalite.protocol.acl import AclOperation, ResourceType
@@ -254,6 +255,8 @@ async def handle_fetch(ctx: BrokerContext, rctx: RequestContext, request: FetchR
     error_code, response_session_id, topics_out = session_context.update_and_generate_response(
         topics_out, pending
     )
+    if request.replica_id < 0:  # BytesOutPerSec counts consumers only (BrokerTopicStats.updateBytesOut)
+        record_fetch(ctx.replica_manager.broker_topic_stats, topics_out)
     return FetchResponseData(version, error_code, response_session_id, tuple(topics_out))
 
 

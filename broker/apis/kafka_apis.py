@@ -15,12 +15,14 @@ librdkafka <= 2.11.0 only enables compression when Produce v0 is advertised).
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from broker.apis import api_versions as api_versions_api
 from broker.apis.context import BrokerContext
 from broker.apis.supported_apis import SUPPORTED_APIS, ApiSpec
 from broker.errors import error_code_for
+from broker.metrics.meters import RequestMetrics, error_counts, request_name
 from broker.network.request_context import CloseConnection, RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey
 from spark_kafkalite.protocol.bounded_scan import NullInNonNullableFieldError
@@ -49,6 +51,8 @@ class KafkaApis:
         self.ctx = ctx
         self.apis: dict[int, ApiSpec] = {int(spec.api_key): spec for spec in apis}
         self._api_versions_range = self.apis[ApiKey.API_VERSIONS].advertised_range
+        #: RequestsPerSec, ErrorsPerSec and request times (Kafka's ``RequestChannel.Metrics``)
+        self.request_metrics = RequestMetrics()
 
     def advertised_versions(self) -> list[tuple[int, int, int]]:
         """[(api_key, min, max)] as advertised in ApiVersions."""
@@ -112,6 +116,7 @@ class KafkaApis:
                 exc,
             )
             raise CloseConnection(str(exc)) from None
+        started_s = time.monotonic()
         try:
             response = await spec.handler(self.ctx, rctx, request)
         except CloseConnection:
@@ -120,16 +125,41 @@ class KafkaApis:
             code = error_code_for(
                 exc, f"{spec.api_key.name} v{version} request {request!r:.2000} from {rctx.connection_id}"
             )
-            return self._error_response(spec, rctx, request, code)
+            answer = self._error_response(spec, rctx, request, code)
+            self._record(rctx, request, started_s, {int(code): 1})
+            return answer
         if response is None:
+            self._record(rctx, request, started_s, {})
             return None
         try:
-            return self._encode(spec, rctx, response)
+            answer = self._encode(spec, rctx, response)
         except Exception as exc:  # noqa: BLE001 - a response we cannot encode is our bug
             code = error_code_for(
                 exc, f"encoding the {spec.api_key.name} v{version} response to {rctx.connection_id}"
             )
             return self._error_response(spec, rctx, request, code)
+        self._record(rctx, request, started_s, error_counts(response))
+        return answer
+
+    def _record(self, rctx: RequestContext, request: Any, started_s: float, codes: dict[int, int]) -> None:
+        """Count one answered request (Kafka's ``RequestChannel.updateRequestMetrics``): its
+        queue time runs from its frame's arrival to its handler's start, its local time from
+        there to its response being encoded. Fetch times go under ``Fetch`` and under
+        ``FetchConsumer`` or ``FetchFollower`` (Kafka's ``RequestMetrics``)."""
+        api_key = rctx.api_key
+        name = request_name(api_key)
+        if api_key == ApiKey.FETCH:
+            names: tuple[str, ...] = (name, "FetchFollower" if request.replica_id >= 0 else "FetchConsumer")
+        else:
+            names = (name,)
+        self.request_metrics.record(
+            api_key,
+            rctx.api_version,
+            names,
+            codes,
+            (started_s - rctx.received_time_s) * 1000.0,
+            (time.monotonic() - started_s) * 1000.0,
+        )
 
     @staticmethod
     def _encode(spec: ApiSpec, rctx: RequestContext, response: Any) -> bytes | FrameChunks:

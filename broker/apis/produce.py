@@ -59,6 +59,7 @@ from broker.apis.context import BrokerContext
 from broker.config import LONG_MAX
 from broker.errors import error_code_for, error_message_for
 from broker.log.log_validator import raise_record_errors, record_errors_of
+from broker.metrics.meters import FAILED_PRODUCE
 from broker.network.request_context import CloseConnection, RequestContext
 from broker.replication.append_order import AppendTicket
 from spark_kafkalite.protocol.acl import AclOperation, ResourceType
@@ -467,6 +468,11 @@ async def handle_produce(
         if ticket is not None:
             ticket.release()  # (a no-op after append_records released it)
     failed = any(outcome[0] != ErrorCode.none for outcome in outcomes.values())
+    if failed:  # FailedProduceRequestsPerSec, per failed partition
+        stats = ctx.replica_manager.broker_topic_stats
+        for (topic, _index), outcome in outcomes.items():
+            if outcome[0] != ErrorCode.none:
+                stats.record_failure(topic, FAILED_PRODUCE)
     if acks == 0:
         if failed:
             # Kafka closes the connection so that an acks=0 producer notices the failure.

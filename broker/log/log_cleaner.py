@@ -206,6 +206,15 @@ class LogCleaner:
             exc_info=error,
         )
 
+    def uncleanable_counts(self) -> dict[str, int]:
+        """Log dir -> partitions marked uncleanable in it (Kafka's ``LogCleanerManager``
+        ``uncleanable-partitions-count`` per log directory)."""
+        counts: dict[str, int] = {}
+        for log in list(self._uncleanable.values()):
+            log_dir = str(log.dir.parent)
+            counts[log_dir] = counts.get(log_dir, 0) + 1
+        return counts
+
     def is_uncleanable(self, log: UnifiedLog) -> bool:
         """True if cleaning this very log raised (a re-created partition starts cleanable)."""
         return self._uncleanable.get((log.topic, log.partition)) is log

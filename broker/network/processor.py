@@ -137,6 +137,12 @@ class Processor:
         self._ids = itertools.count()
         self.stopping = False
 
+    def request_queue_size(self) -> int:
+        """Requests waiting for a ``queued.max.requests`` slot (Kafka's RequestChannel
+        RequestQueueSize: requests read but not yet taken by a handler)."""
+        waiters = self._request_slots._waiters
+        return len(waiters) if waiters else 0
+
     async def serve(self, sock: socket.socket, listener_name: str, client_host: str) -> None:
         """Serve one accepted connection until it closes: TLS handshake on TLS listeners, SASL
         authentication on SASL listeners, then requests one at a time (see the module
@@ -312,6 +318,7 @@ class Processor:
         """Handle one frame; its response to write now, or None (no response, or a Produce
         request left to ``in_flight`` to answer in order)."""
         size = len(frame)
+        received_s = time.monotonic()
         header: RequestHeaderInfo | None = None
         try:
             if conn.authenticator is None:
@@ -338,7 +345,7 @@ class Processor:
                     conn.connection_id,
                     conn.client_host,
                     conn.listener_name,
-                    now,
+                    received_s,
                     conn.principal,
                     parked,
                 )
@@ -356,7 +363,7 @@ class Processor:
                     conn.connection_id,
                     conn.client_host,
                     conn.listener_name,
-                    now,
+                    received_s,
                     conn.principal,
                     conn.release_slot,
                 )

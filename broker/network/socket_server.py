@@ -199,6 +199,19 @@ class SocketServer:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
+    # -- gauges (read by the metrics endpoint's thread) -------------------------------------------
+    def connection_counts(self) -> dict[str, int]:
+        """Listener name -> open connections (Kafka's ``socket-server-metrics``
+        ``connection-count`` per listener)."""
+        counts = dict.fromkeys(self.bound, 0)
+        for conn in list(self.processor.connections):
+            counts[conn.listener_name] = counts.get(conn.listener_name, 0) + 1
+        return counts
+
+    def request_queue_size(self) -> int:
+        """Requests read and waiting for a ``queued.max.requests`` slot."""
+        return self.processor.request_queue_size()
+
     # -- the acceptor (Kafka's Acceptor) ---------------------------------------------------------------------------
     async def _accept_loop(self, lsock: socket.socket, listener_name: str) -> None:
         loop = asyncio.get_running_loop()

@@ -87,6 +87,13 @@ class FetchPurgatory:
         """Pass every later :meth:`notify` / :meth:`notify_all` to ``listener`` too."""
         self._listeners.append(listener)
 
+    def watch_count(self) -> int:
+        """Parked fetches summed over the partitions each watches (Kafka's PurgatorySize counts
+        an operation once per key it watches); safe to call from another thread."""
+        return sum(map(len, list(self._watchers.values()))) + sum(
+            map(len, list(self._follower_watchers.values()))
+        )
+
     @property
     def num_watched_keys(self) -> int:
         return len(self._watchers.keys() | self._follower_watchers.keys())

@@ -92,6 +92,11 @@ class ProducePurgatory:
         self._lookup = lookup
         self._watchers: dict[TopicPartitionKey, set[DelayedProduce]] = {}
 
+    def watch_count(self) -> int:
+        """Parked produces summed over the partitions each watches (Kafka's PurgatorySize);
+        safe to call from another thread."""
+        return sum(map(len, list(self._watchers.values())))
+
     @property
     def num_delayed(self) -> int:
         return len({op for ops in self._watchers.values() for op in ops})

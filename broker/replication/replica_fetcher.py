@@ -87,6 +87,9 @@ class PartitionFetchState:
     #: handled; the same answer again means the truncation did not help (see _truncate_on_diverging).
     last_diverging: tuple[int, int, int, int | None] | None = None
     diverging_repeats: int = 0
+    #: the leader's high watermark minus our log end offset after the last answer (Kafka's
+    #: ``FetcherLagStats``, the source of ReplicaFetcherManager MaxLag)
+    lag: int = 0
 
     @property
     def key(self) -> TopicPartitionKey:
@@ -429,6 +432,9 @@ class ReplicaFetcher:
                     state.delayed_until = time.monotonic() + self.settings.backoff_ms / 1000
                 return
         high_watermark_moved = partition.update_follower_high_watermark(pd.high_watermark)
+        state = self.partitions.get(partition.key)
+        if state is not None:
+            state.lag = max(0, pd.high_watermark - log.log_end_offset)
         leader_start = pd.log_start_offset
         if leader_start > log.log_start_offset:
             with contextlib.suppress(KafkaError):

@@ -28,6 +28,7 @@ from broker.cluster.partition import LogReadResult, Partition
 from broker.errors import error_code_for, error_message_for
 from broker.log.log_results import FetchDataInfo
 from broker.log.producer_state_manager import AppendOrigin
+from broker.metrics.meters import BrokerTopicStats, IsrChangeMeters
 from broker.replication.append_order import AppendOrder, AppendTicket
 from broker.replication.delayed_produce import DelayedProduce, ProducePurgatory
 from broker.replication.replica_fetcher import FetcherSettings
@@ -111,6 +112,11 @@ class ReplicaManager:
         #: KIP-392: ``replica.selector.class`` is set (its one value: the rack-aware selector)
         self._replica_selector_enabled = config["replica.selector.class"] is not None
         self._partitions: dict[TopicPartitionKey, Partition] = {}
+        #: MessagesIn / BytesIn per topic (counted here, per appended batch) and the meters the
+        #: fetch and produce handlers add to (Kafka's ``BrokerTopicStats``)
+        self.broker_topic_stats = BrokerTopicStats()
+        #: IsrShrinksPerSec / IsrExpandsPerSec of the partitions led here
+        self.isr_change_meters = IsrChangeMeters()
         self._listeners: list[LeadershipListener] = []
         self.produce_purgatory = ProducePurgatory(self._partitions.get)
         #: per-partition order of appends that wait for a worker thread (broker.apis.produce)
@@ -383,6 +389,7 @@ class ReplicaManager:
                 results[key] = PartitionAppendResult(
                     ErrorCode.none, info.first_offset, info.log_append_time_ms, p.log.log_start_offset
                 )
+                self.broker_topic_stats.record_produce(topic, info.records_count, info.valid_bytes)
                 required[key] = info.last_offset + 1
                 self._complete_delayed(key)
             except Exception as exc:  # noqa: BLE001 - per-partition wire error
@@ -567,7 +574,7 @@ class ReplicaManager:
     async def _send_alter_partition(
         self, alter: Any, p: Partition, new_isr: tuple[int, ...], reason: str
     ) -> None:
-        epoch, partition_epoch = p.leader_epoch, p.partition_epoch
+        epoch, partition_epoch, old_isr_size = p.leader_epoch, p.partition_epoch, len(p.isr)
         broker = self._image().brokers.get(self.node_id)
         broker_epoch = int(getattr(broker, "epoch", -1)) if broker is not None else -1
         logger.info(
@@ -600,6 +607,7 @@ class ReplicaManager:
             self._isr_retry_at_ms[p.key] = self.time_ms() + _ISR_RETRY_BACKOFF_MS
         else:
             self._isr_retry_at_ms.pop(p.key, None)
+            self.isr_change_meters.record(old_isr_size, len(new_isr))
         # The ISR (and so the HW / min.isr checks) may have changed.
         p.maybe_increment_leader_hw()
         self._complete_delayed(p.key)

@@ -127,7 +127,9 @@ def test_local_cluster_contract(tmp_path: Path) -> None:
             "node_id": 1,
             "pid": cluster.pid(1),
             "listeners": {"PLAINTEXT": cluster.bootstrap_servers},
+            "metrics": cluster.metrics_urls[0],  # kafkalite.metrics.listener, always on here
         }
+        metrics_urls = cluster.metrics_urls
         assert cluster.is_running(1)
         # the broker process runs on uvloop wherever it is installed (pyproject: not on Windows)
         loop_line = "event loop: uvloop.Loop" if _uvloop_installed() else "event loop: asyncio."
@@ -137,6 +139,7 @@ def test_local_cluster_contract(tmp_path: Path) -> None:
         cluster.restart(1)
         assert cluster.is_running(1)
         assert cluster.bootstrap_servers == f"{host}:{port}"
+        assert cluster.metrics_urls == metrics_urls  # a restarted broker keeps its metrics port
     assert not cluster.is_running(1)
     assert data_dir.exists()  # a data dir given by the caller is kept
     temp = LocalCluster().start()

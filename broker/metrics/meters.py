@@ -1,0 +1,254 @@
+"""Counters and latency histograms updated on the request and record paths (Kafka's
+``BrokerTopicStats``, ``RequestChannel.Metrics`` / ``RequestMetrics`` and the ISR change meters of
+``Partition``), kept as plain Python numbers: recording one request or one appended batch is a few
+dict lookups and integer additions on the event loop, never a lock and never per record. The
+Prometheus collector (``broker.prometheus.broker_collector``) reads them from its HTTP thread; each
+read copies a dict with one C-level call (atomic under the GIL), so a scrape never sees a dict
+change size while it iterates. Figures only grow (counters) or are bucketed counts (histograms).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from typing import Any
+
+from spark_kafkalite.protocol.api_keys import ApiKey
+
+__all__ = [
+    "TIME_BUCKETS_MS",
+    "BrokerTopicStats",
+    "RequestMetrics",
+    "RequestTimes",
+    "IsrChangeMeters",
+    "FAILED_FETCH",
+    "FAILED_PRODUCE",
+    "error_counts",
+    "record_fetch",
+    "request_name",
+]
+
+#: Upper bounds (ms) of the request-time histograms' buckets (``le`` labels; +Inf is implied).
+TIME_BUCKETS_MS: tuple[float, ...] = (
+    0.5,
+    1,
+    2.5,
+    5,
+    10,
+    25,
+    50,
+    100,
+    250,
+    500,
+    1000,
+    2500,
+    5000,
+    10000,
+    30000,
+)
+
+# BrokerTopicStats slots: MessagesInPerSec, BytesInPerSec, BytesOutPerSec,
+# FailedProduceRequestsPerSec, FailedFetchRequestsPerSec.
+MESSAGES_IN, BYTES_IN, BYTES_OUT, FAILED_PRODUCE, FAILED_FETCH = range(5)
+
+
+class BrokerTopicStats:
+    """Kafka's ``BrokerTopicStats``: per-topic meters plus the all-topics ones.
+
+    Attributes:
+        topics: topic -> [messages in, bytes in, bytes out, failed produce, failed fetch]
+            (counts since the broker started; a deleted topic's entry is dropped).
+        all_topics: the same five counts over every topic (deleted ones included).
+    """
+
+    __slots__ = ("topics", "all_topics")
+
+    def __init__(self) -> None:
+        self.topics: dict[str, list[int]] = {}
+        self.all_topics = [0, 0, 0, 0, 0]
+
+    def _topic(self, topic: str) -> list[int]:
+        counts = self.topics.get(topic)
+        if counts is None:
+            counts = self.topics[topic] = [0, 0, 0, 0, 0]
+        return counts
+
+    def record_produce(self, topic: str, records: int, size_bytes: int) -> None:
+        """One batch of ``records`` records and ``size_bytes`` bytes appended to ``topic`` by a
+        client (Kafka's ``ReplicaManager.appendToLocalLog``: MessagesInPerSec, BytesInPerSec)."""
+        counts = self._topic(topic)
+        counts[MESSAGES_IN] += records
+        counts[BYTES_IN] += size_bytes
+        total = self.all_topics
+        total[MESSAGES_IN] += records
+        total[BYTES_IN] += size_bytes
+
+    def record_bytes_out(self, topic: str, size_bytes: int) -> None:
+        """``size_bytes`` of ``topic`` returned to a consumer fetch (Kafka's
+        ``BrokerTopicStats.updateBytesOut`` for a non-follower: BytesOutPerSec)."""
+        self._topic(topic)[BYTES_OUT] += size_bytes
+        self.all_topics[BYTES_OUT] += size_bytes
+
+    def record_failure(self, topic: str, slot: int) -> None:
+        """One partition of a produce (``FAILED_PRODUCE``) or fetch (``FAILED_FETCH``) request
+        failed (Kafka marks FailedProduceRequestsPerSec / FailedFetchRequestsPerSec per
+        partition error)."""
+        self._topic(topic)[slot] += 1
+        self.all_topics[slot] += 1
+
+    def remove_topic(self, topic: str) -> None:
+        """The topic was deleted (Kafka's ``BrokerTopicStats.removeMetrics``)."""
+        self.topics.pop(topic, None)
+
+
+class RequestTimes:
+    """The time histograms of one request name (Kafka's ``RequestMetrics``: TotalTimeMs and its
+    RequestQueueTimeMs, LocalTimeMs, RemoteTimeMs, ResponseQueueTimeMs and ResponseSendTimeMs
+    parts; the response queue and send times are not measured). Each histogram is [bucket counts..., +Inf count] and a [sum ms]."""
+
+    __slots__ = ("buckets", "sums")
+
+    #: Kafka's TotalTimeMs, RequestQueueTimeMs (waiting for a ``queued.max.requests`` slot and
+    #: for the Produce requests before it on its connection) and LocalTimeMs (the handler, here
+    #: including the time a request parks in a purgatory, which Kafka counts as RemoteTimeMs)
+    PARTS = ("totaltimems", "requestqueuetimems", "localtimems")
+
+    def __init__(self) -> None:
+        self.buckets = [[0] * (len(TIME_BUCKETS_MS) + 1) for _ in self.PARTS]
+        self.sums = [0.0] * len(self.PARTS)
+
+    def observe(self, part: int, ms: float) -> None:
+        self.buckets[part][bisect.bisect_left(TIME_BUCKETS_MS, ms)] += 1
+        self.sums[part] += ms
+
+
+class RequestMetrics:
+    """Kafka's ``RequestChannel.Metrics``: RequestsPerSec by (request, version), ErrorsPerSec by
+    (request, error) and the request-time histograms by request name (``Fetch`` times are also
+    recorded under ``FetchConsumer`` or ``FetchFollower``, as Kafka does).
+
+    Attributes:
+        requests: (api key, version) -> requests served.
+        errors: (api key, error code) -> count (error code 0 = NONE is counted too, as in Kafka's
+            ``errorCounts``).
+        times: request name -> its :class:`RequestTimes`.
+    """
+
+    __slots__ = ("requests", "errors", "times")
+
+    def __init__(self) -> None:
+        self.requests: dict[tuple[int, int], int] = {}
+        self.errors: dict[tuple[int, int], int] = {}
+        self.times: dict[str, RequestTimes] = {}
+
+    def record(
+        self,
+        api_key: int,
+        version: int,
+        names: Iterable[str],
+        codes: dict[int, int],
+        queue_ms: float,
+        local_ms: float,
+    ) -> None:
+        """One request answered: its error code counts (``error_counts``), and its times under
+        each of ``names`` (its request name, plus FetchConsumer / FetchFollower for Fetch)."""
+        requests = self.requests
+        key = (api_key, version)
+        requests[key] = requests.get(key, 0) + 1
+        errors = self.errors
+        for code, count in codes.items():
+            ekey = (api_key, code)
+            errors[ekey] = errors.get(ekey, 0) + count
+        total_ms = queue_ms + local_ms
+        for name in names:
+            times = self.times.get(name)
+            if times is None:
+                times = self.times[name] = RequestTimes()
+            times.observe(0, total_ms)
+            times.observe(1, queue_ms)
+            times.observe(2, local_ms)
+
+
+class IsrChangeMeters:
+    """Kafka's ``ReplicaManager`` IsrShrinksPerSec / IsrExpandsPerSec (marked by the leader when
+    its AlterPartition commits) and the ``ReplicaFetcherManager`` restarts are counted here."""
+
+    __slots__ = ("shrinks", "expands")
+
+    def __init__(self) -> None:
+        self.shrinks = 0
+        self.expands = 0
+
+    def record(self, old_isr_size: int, new_isr_size: int) -> None:
+        if new_isr_size < old_isr_size:
+            self.shrinks += 1
+        elif new_isr_size > old_isr_size:
+            self.expands += 1
+
+
+_API_NAMES: dict[int, str] = {}
+
+
+def request_name(api_key: int) -> str:
+    """Kafka's ``ApiKeys.name`` of an api key (1 -> ``Fetch``, 2 -> ``ListOffsets``)."""
+    name = _API_NAMES.get(api_key)
+    if name is None:
+        name = _API_NAMES[api_key] = "".join(part.capitalize() for part in ApiKey(api_key).name.split("_"))
+    return name
+
+
+_CHILDREN: dict[type, tuple[str, ...]] = {}
+_LEAVES = (str, bytes, bytearray, memoryview, int, float, bool)
+
+
+def _child_fields(cls: type) -> tuple[str, ...]:
+    fields = _CHILDREN.get(cls)
+    if fields is None:
+        names: list[str] = list(getattr(cls, "_fields", ()))  # NamedTuple
+        if not names:
+            dataclass_fields = getattr(cls, "__dataclass_fields__", None)
+            if dataclass_fields is not None:
+                names = list(dataclass_fields)
+            else:
+                for klass in cls.__mro__:
+                    slots = klass.__dict__.get("__slots__", ())
+                    names.extend((slots,) if isinstance(slots, str) else slots)
+        fields = _CHILDREN[cls] = tuple(n for n in names if n != "error_code")
+    return fields
+
+
+def error_counts(response: Any) -> dict[int, int]:
+    """Error code -> count over a response entity, as Kafka's ``AbstractResponse.errorCounts``:
+    the top-level ``error_code`` and every ``error_code`` in its nested entries (partitions of
+    a Produce or Fetch response, topics of CreateTopics, ...). Costs one visit per nested
+    entry, i.e. in proportion to what the request carried."""
+    counts: dict[int, int] = {}
+    stack = [response]
+    while stack:
+        entry = stack.pop()
+        code = getattr(entry, "error_code", None)
+        if code is not None:
+            code = int(code)
+            counts[code] = counts.get(code, 0) + 1
+        for name in _child_fields(type(entry)):
+            value = getattr(entry, name, None)
+            if type(value) in (tuple, list) and value and not isinstance(value[0], _LEAVES):
+                stack.extend(value)
+    return counts
+
+
+def record_fetch(stats: BrokerTopicStats, topics: Iterable[Any]) -> None:
+    """A consumer's Fetch response is ready: count each partition's bytes (BytesOutPerSec) and
+    each failed partition (FailedFetchRequestsPerSec). ``topics``: the response's topic entries
+    (``.topic``, ``.partitions`` with ``.error_code`` and ``.records``); one visit per partition
+    answered."""
+    for entry in topics:
+        topic = entry.topic
+        size = 0
+        for partition in entry.partitions:
+            if partition.error_code:
+                stats.record_failure(topic, FAILED_FETCH)
+            elif partition.records is not None:
+                size += len(partition.records)
+        if size:
+            stats.record_bytes_out(topic, size)
