@@ -683,6 +683,21 @@ for _kind in ("consumer", "share"):
         at_least(1),
     )
 _define(
+    "group.consumer.assignors",
+    "list",
+    ["uniform", "range"],
+    "Server-side assignors of consumer groups (KIP-848), by name: uniform, range; the first is the "
+    "default, a member picks another with group.remote.assignor.",
+    one_of("uniform", "range"),
+)
+_define(
+    "group.consumer.max.size",
+    "int",
+    2147483647,
+    "Maximum members of a consumer group (GROUP_MAX_SIZE_REACHED beyond).",
+    at_least(1),
+)
+_define(
     "group.share.record.lock.duration.ms",
     "int",
     30000,

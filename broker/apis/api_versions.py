@@ -32,12 +32,38 @@ def valid_client_software(request: Any) -> bool:
     return bool(name and version and _SOFTWARE_RE.match(name) and _SOFTWARE_RE.match(version))
 
 
+#: Features (KIP-584) this broker supports and has finalized, name -> (min, max, finalized level):
+#: ``group.version`` 1 is KIP-848's consumer group protocol (Kafka's ``GroupVersion.GV_1``),
+#: which clients check before sending ConsumerGroupHeartbeat. The levels are fixed (no
+#: UpdateFeatures is served), so the finalized epoch stays 0.
+FEATURES: dict[str, tuple[int, int, int]] = {"group.version": (0, 1, 1)}
+FINALIZED_FEATURES_EPOCH = 0
+
+
 def api_versions_response(version: int, error_code: ErrorCode, ranges: Sequence[tuple[int, int, int]]) -> Any:
-    """An ApiVersionsResponse of ``version`` listing ``ranges`` = [(api_key, min, max)]."""
+    """An ApiVersionsResponse of ``version`` listing ``ranges`` = [(api_key, min, max)] and,
+    from v3 on a success, the supported and finalized :data:`FEATURES` (tagged fields)."""
     cls = response_class(ApiKey.API_VERSIONS, version)
     api_version_cls = nested(cls, "ApiVersion")
     keys = tuple(api_version_cls(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in sorted(ranges))
-    return build(cls, error_code=error_code, api_keys=keys, throttle_time=ZERO_DURATION)
+    if version < 3 or error_code != ErrorCode.none:
+        return build(cls, error_code=error_code, api_keys=keys, throttle_time=ZERO_DURATION)
+    supported_cls = nested(cls, "SupportedFeatureKey")
+    finalized_cls = nested(cls, "FinalizedFeatureKey")
+    return build(
+        cls,
+        error_code=error_code,
+        api_keys=keys,
+        throttle_time=ZERO_DURATION,
+        supported_features=tuple(
+            supported_cls(name=name, min_version=lo, max_version=hi) for name, (lo, hi, _) in FEATURES.items()
+        ),
+        finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
+        finalized_features=tuple(
+            finalized_cls(name=name, min_version_level=level, max_version_level=level)
+            for name, (_, _, level) in FEATURES.items()
+        ),
+    )
 
 
 def unsupported_version_response(api_versions_range: tuple[int, int]) -> Any:

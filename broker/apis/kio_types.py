@@ -164,6 +164,10 @@ if TYPE_CHECKING:
     from kio.schema.delete_groups.v0 import request as k42v0q, response as k42v0s
     from kio.schema.delete_groups.v1 import request as k42v1q, response as k42v1s
     from kio.schema.delete_groups.v2 import request as k42v2q, response as k42v2s
+    from kio.schema.consumer_group_heartbeat.v0 import request as k68v0q, response as k68v0s
+    from kio.schema.consumer_group_heartbeat.v1 import request as k68v1q, response as k68v1s
+    from kio.schema.consumer_group_describe.v0 import request as k69v0q, response as k69v0s
+    from kio.schema.consumer_group_describe.v1 import request as k69v1q, response as k69v1s
     from kio.schema.offset_delete.v0 import request as k47v0q, response as k47v0s
     from kio.schema.create_topics.v2 import request as k19v2q, response as k19v2s
     from kio.schema.create_topics.v3 import request as k19v3q, response as k19v3s
@@ -577,6 +581,18 @@ if TYPE_CHECKING:
     )
     DeleteGroupsResponse: TypeAlias = (
         k42v0s.DeleteGroupsResponse | k42v1s.DeleteGroupsResponse | k42v2s.DeleteGroupsResponse
+    )
+    ConsumerGroupHeartbeatRequest: TypeAlias = (
+        k68v0q.ConsumerGroupHeartbeatRequest | k68v1q.ConsumerGroupHeartbeatRequest
+    )
+    ConsumerGroupHeartbeatResponse: TypeAlias = (
+        k68v0s.ConsumerGroupHeartbeatResponse | k68v1s.ConsumerGroupHeartbeatResponse
+    )
+    ConsumerGroupDescribeRequest: TypeAlias = (
+        k69v0q.ConsumerGroupDescribeRequest | k69v1q.ConsumerGroupDescribeRequest
+    )
+    ConsumerGroupDescribeResponse: TypeAlias = (
+        k69v0s.ConsumerGroupDescribeResponse | k69v1s.ConsumerGroupDescribeResponse
     )
     OffsetDeleteRequest: TypeAlias = k47v0q.OffsetDeleteRequest
     OffsetDeleteResponse: TypeAlias = k47v0s.OffsetDeleteResponse

@@ -1,6 +1,6 @@
 """ListGroups (key 16), v0-5 (``KafkaApis.handleListGroupsRequest``): the groups this broker
-coordinates. v4+ ``states_filter`` (KIP-518, case-insensitive), v5+ ``types_filter`` (KIP-848;
-every group here is ``classic``)."""
+coordinates. v4+ ``states_filter`` (KIP-518, case-insensitive), v5+ ``types_filter`` (KIP-848:
+``classic`` or ``consumer``, case-insensitive)."""
 
 from __future__ import annotations
 
@@ -31,11 +31,11 @@ async def handle_list_groups(
     states = set(getattr(request, "states_filter", ()) or ()) or None
     types = {t.lower() for t in (getattr(request, "types_filter", ()) or ())}
     error, groups = coordinator_of(ctx).offsets.handle_list_groups(states)
-    if types and "classic" not in types:
-        groups = []
+    if types:
+        groups = [entry for entry in groups if entry[3] in types]
     if not authorize_cluster(ctx, rctx, AclOperation.DESCRIBE):
         visible = authorized_names(
-            ctx, rctx, AclOperation.DESCRIBE, ResourceType.GROUP, [g for g, _, _ in groups]
+            ctx, rctx, AclOperation.DESCRIBE, ResourceType.GROUP, [entry[0] for entry in groups]
         )
         groups = [entry for entry in groups if entry[0] in visible]
     return build(
@@ -43,8 +43,8 @@ async def handle_list_groups(
         throttle_time=ZERO_DURATION,
         error_code=ErrorCode(error),
         groups=tuple(
-            build(listed_cls, group_id=g, protocol_type=pt, group_state=state, group_type="classic")
-            for g, pt, state in groups
+            build(listed_cls, group_id=g, protocol_type=pt, group_state=state, group_type=group_type)
+            for g, pt, state, group_type in groups
         ),
     )
 

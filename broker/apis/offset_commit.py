@@ -96,6 +96,7 @@ async def handle_offset_commit(
                 getattr(request, "group_instance_id", None),
                 request.generation_id_or_member_epoch,
                 known,
+                version,
             )
         )
     return _response(version, request, errors, ErrorCode.none)

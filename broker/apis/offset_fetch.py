@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.offset_fetch.v9.request import OffsetFetchRequestGroup as GroupV9
+
 from broker.apis.auth_helper import authorize, authorized_names
 from broker.apis.context import BrokerContext
 from broker.coordinator.group.api_support import coordinator_of
@@ -38,8 +40,11 @@ def _group_entry(
     topic_cls: type[Any],
     partition_cls: type[Any],
     require_stable: bool = False,
+    member_id: str | None = None,
+    member_epoch: int = -1,
 ) -> tuple[int, tuple[Any, ...]]:
-    """(group error, response topics) for one group."""
+    """(group error, response topics) for one group; v9+ ``member_id`` / ``member_epoch`` are
+    checked against a consumer group (KIP-848)."""
     requested = None if topics is None else [(t.name, int(p)) for t in topics for p in t.partition_indexes]
     offsets: dict[tuple[str, int], Any]
     unstable: set[tuple[str, int]] = set()
@@ -48,7 +53,9 @@ def _group_entry(
     elif coordinator is None:
         error, offsets = int(ErrorCode.coordinator_not_available), {}
     else:
-        error, offsets = coordinator.offsets.handle_fetch_offsets(group_id, requested)
+        error, offsets = coordinator.offsets.handle_fetch_offsets(
+            group_id, requested, member_id, member_epoch
+        )
         if require_stable and not error:
             unstable = coordinator.offsets.unstable_partitions(group_id, requested)
     if error:
@@ -107,8 +114,19 @@ async def handle_offset_fetch(
         groups = []
         stable = bool(request.require_stable)  # type: ignore[union-attr]
         for g in request.groups:  # type: ignore[union-attr]  # v8+ (checked above)
+            member_id, member_epoch = (g.member_id, g.member_epoch) if isinstance(g, GroupV9) else (None, -1)
             error, topics = _group_entry(
-                ctx, rctx, coordinator, version, g.group_id, g.topics, topic_cls, partition_cls, stable
+                ctx,
+                rctx,
+                coordinator,
+                version,
+                g.group_id,
+                g.topics,
+                topic_cls,
+                partition_cls,
+                stable,
+                member_id,
+                member_epoch,
             )
             groups.append(group_cls(group_id=g.group_id, topics=topics, error_code=ErrorCode(error)))
         return build(cls, throttle_time=ZERO_DURATION, groups=tuple(groups))

@@ -19,6 +19,14 @@ from broker.apis.add_partitions_to_txn import (
     handle_add_partitions_to_txn,
 )
 from broker.apis.alter_configs import alter_configs_error_response, handle_alter_configs
+from broker.apis.consumer_group_describe import (
+    consumer_group_describe_error_response,
+    handle_consumer_group_describe,
+)
+from broker.apis.consumer_group_heartbeat import (
+    consumer_group_heartbeat_error_response,
+    handle_consumer_group_heartbeat,
+)
 from broker.apis.context import BrokerContext
 from broker.apis.create_acls import create_acls_error_response, handle_create_acls
 from broker.apis.create_partitions import create_partitions_error_response, handle_create_partitions
@@ -233,6 +241,21 @@ SUPPORTED_APIS: tuple[ApiSpec, ...] = (
     ApiSpec(ApiKey.DESCRIBE_GROUPS, 0, 5, handle_describe_groups, describe_groups_error_response),
     ApiSpec(ApiKey.LIST_GROUPS, 0, 5, handle_list_groups, list_groups_error_response),
     ApiSpec(ApiKey.DELETE_GROUPS, 0, 2, handle_delete_groups, delete_groups_error_response),
+    # KIP-848 consumer groups (Kafka 4.x serves v0-1 of both)
+    ApiSpec(
+        ApiKey.CONSUMER_GROUP_HEARTBEAT,
+        0,
+        1,
+        handle_consumer_group_heartbeat,
+        consumer_group_heartbeat_error_response,
+    ),
+    ApiSpec(
+        ApiKey.CONSUMER_GROUP_DESCRIBE,
+        0,
+        1,
+        handle_consumer_group_describe,
+        consumer_group_describe_error_response,
+    ),
     ApiSpec(ApiKey.OFFSET_DELETE, 0, 0, handle_offset_delete, offset_delete_error_response),
     ApiSpec(ApiKey.CREATE_TOPICS, 2, 7, handle_create_topics, create_topics_error_response),
     ApiSpec(ApiKey.DELETE_TOPICS, 1, 6, handle_delete_topics, delete_topics_error_response),

@@ -11,6 +11,7 @@ structs with tagged fields. Pure, no I/O.
 from __future__ import annotations
 
 import struct
+import uuid
 from typing import Literal, overload
 
 from spark_kafkalite.protocol.varint import VarintError, read_unsigned_varint
@@ -157,6 +158,10 @@ class SchemaReader:
         if n > len(self.buf) - self.pos:
             raise self.error(f"{self.what}: array of {n} elements exceeds the data")
         return n
+
+    def uuid(self) -> uuid.UUID:
+        """A 16-byte UUID (Kafka's ``uuid`` type)."""
+        return uuid.UUID(bytes=self._take(16))
 
     def skip_bytes(self, n: int) -> None:
         """Skip ``n`` bytes (e.g. an unknown tagged field's value)."""

@@ -477,7 +477,7 @@ def test_list_and_describe(state_filter: set[str] | None) -> None:
         c = h.coordinator
         await stable_group(h)
         err, groups = c.offsets.handle_list_groups(state_filter)
-        expected = [] if state_filter == {"Empty"} else [(GROUP, "consumer", "Stable")]
+        expected = [] if state_filter == {"Empty"} else [(GROUP, "consumer", "Stable", "classic")]
         assert err == 0 and groups == expected
         err, summary = c.offsets.handle_describe_group(GROUP)
         assert summary.state == "Stable" and summary.protocol == "range" and len(summary.members) == 2

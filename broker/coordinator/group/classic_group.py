@@ -16,7 +16,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_kafkalite.protocol.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
@@ -25,6 +25,9 @@ from spark_kafkalite.protocol.consumer_protocol import (
 )
 from spark_kafkalite.protocol.errors import ErrorCode
 from spark_kafkalite.protocol.group_records import OffsetAndMetadata
+
+if TYPE_CHECKING:
+    from broker.coordinator.group.consumer_group import ConsumerGroup
 
 __all__ = [
     "GroupState",
@@ -179,6 +182,8 @@ class GroupMetadata:
         # timers owned by the coordinator: asyncio handles, cancelled on transitions
         self.join_timer: Any = None
         self.sync_timer: Any = None
+        #: the KIP-848 membership when this is a consumer group (classic members stay empty then)
+        self.consumer: ConsumerGroup | None = None
 
     def has_pending_txn_offsets(self, tp: tuple[str, int]) -> bool:
         """Whether a TxnOffsetCommit for ``tp`` awaits its marker (KIP-447 UNSTABLE_OFFSET_COMMIT)."""

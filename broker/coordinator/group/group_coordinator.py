@@ -39,6 +39,13 @@ from broker.coordinator.group.classic_group import (
     SyncCallback,
     SyncResult,
 )
+from broker.coordinator.group.consumer_group_coordinator import (
+    ConsumerGroupConfig,
+    ConsumerGroupCoordinator,
+)
+from broker.coordinator.group.consumer_group_record_helpers import (
+    group_tombstones as consumer_group_tombstones,
+)
 from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
 from broker.coordinator.group.group_offset_manager import GroupOffsetManager
 from broker.coordinator.group.rebalance import GroupRebalancer, join_result
@@ -79,6 +86,9 @@ class GroupConfig:
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offsets_retention_check_interval_ms: int = 600000
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
+    #: KIP-848: group.consumer.assignors / group.consumer.max.size / group.consumer.session.timeout.ms
+    consumer: ConsumerGroupConfig = ConsumerGroupConfig()
+    consumer_session_timeout_ms: int = 45000
 
 
 class GroupCoordinator:
@@ -94,6 +104,8 @@ class GroupCoordinator:
         self.rebalance = GroupRebalancer(manager, scheduler, config, self.spawn)
         #: OffsetCommit/OffsetFetch/ListGroups/DescribeGroups/DeleteGroups/OffsetDelete, expiration.
         self.offsets = GroupOffsetManager(self, manager, scheduler, config)
+        #: KIP-848 consumer groups: ConsumerGroupHeartbeat / ConsumerGroupDescribe and their timers.
+        self.consumer = ConsumerGroupCoordinator(self, manager, scheduler, config.consumer, self.spawn)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def startup(self) -> None:
@@ -158,6 +170,11 @@ class GroupCoordinator:
         if group is None:
             callback(JoinResult(member_id, int(E.unknown_member_id)))
             return
+        if group.consumer is not None:
+            if group.consumer.members:  # KIP-848 mixed groups are not served
+                callback(JoinResult(member_id, int(E.inconsistent_group_protocol)))
+                return
+            self._convert_empty_consumer_group(group)
         if not self._accept_joining_member(group, member_id):
             group.remove(member_id)
             group.pending_members.discard(member_id)
@@ -172,6 +189,19 @@ class GroupCoordinator:
             self._do_current_member_join(group, member_id, group_instance_id, join, callback)
         if group.is_state(GroupState.PREPARING_REBALANCE):
             self.rebalance.try_complete_join(group)
+
+    def _convert_empty_consumer_group(self, group: GroupMetadata) -> None:
+        """A classic member joins an empty consumer group: it becomes a classic group (its
+        offsets stay), the consumer group records are deleted (Kafka's conversion of an empty
+        group)."""
+        consumer = group.consumer
+        if consumer is None:
+            return
+        consumer.dead = True
+        self.consumer.cancel_all_timers(consumer)
+        group.consumer = None
+        group.protocol_type = None
+        self.spawn(self.manager.append_records(group.group_id, consumer_group_tombstones(group.group_id)))
 
     def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
         if group.is_state(GroupState.EMPTY, GroupState.DEAD):
@@ -528,6 +558,8 @@ class GroupCoordinator:
         return completed
 
     def _on_group_loaded(self, group: GroupMetadata) -> None:
+        if group.consumer is not None:
+            self.consumer.on_group_loaded(group.consumer, self.config.consumer_session_timeout_ms)
         for member in group.members.values():
             self.rebalance.complete_and_schedule_heartbeat(group, member)
 
@@ -543,3 +575,6 @@ class GroupCoordinator:
             group.invoke_sync_callback(member, SyncResult(int(E.not_coordinator)))
         for member_id in group.pending_members:
             self.rebalance.cancel_heartbeat(group, member_id)
+        if group.consumer is not None:
+            group.consumer.dead = True
+            self.consumer.cancel_all_timers(group.consumer)

@@ -24,6 +24,10 @@ from collections.abc import Callable, Iterable
 from typing import Any, Literal, overload
 
 from broker.coordinator.group.classic_group import GroupMetadata, GroupState, MemberMetadata
+from broker.coordinator.group.consumer_group_record_helpers import (
+    group_tombstones as consumer_group_tombstones,
+)
+from broker.coordinator.group.consumer_group_replay import ConsumerGroupReplay
 from broker.coordinator.group.offsets_log import (
     KeyValue,
     LoadedMarker,
@@ -32,6 +36,7 @@ from broker.coordinator.group.offsets_log import (
     read_partition_with_markers,
     storage_error_to_coordinator_error,
 )
+from spark_kafkalite.protocol.consumer_group_records import decode_key as decode_consumer_group_key
 from spark_kafkalite.protocol.errors import ErrorCode
 from spark_kafkalite.protocol.group_records import (
     GroupMetadataKey,
@@ -83,6 +88,8 @@ class _Replay:
         self.offsets: dict[str, _Loaded] = {}
         self.groups: dict[str, GroupMetadataRecord | None] = {}
         self.pending: dict[int, dict[str, _Loaded]] = {}
+        #: KIP-848 consumer groups: group id -> their records so far
+        self.consumer: dict[str, ConsumerGroupReplay] = {}
 
     def marker(self, producer_id: int, committed: bool) -> None:
         pending = self.pending.pop(producer_id, {})
@@ -211,6 +218,10 @@ class GroupMetadataManager:
         )
         return encode_group_metadata_key(group.group_id), encode_group_metadata_value(value)
 
+    async def append_records(self, group_id: str, records: list[KeyValue]) -> int:
+        """Append ``records`` of ``group_id`` (acks=-1); error code (coordinator errors)."""
+        return await self._append(group_id, records)
+
     async def store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> int:
         """Persist the group's metadata with ``assignment`` (member id -> bytes); error code."""
         return await self._append(group.group_id, [self.group_metadata_record(group, assignment)])
@@ -329,10 +340,14 @@ class GroupMetadataManager:
             (encode_offset_commit_key(group.group_id, t, p), None) for t, p in group.offsets
         ]
         records.append((encode_group_metadata_key(group.group_id), None))
+        if group.consumer is not None:
+            records.extend(consumer_group_tombstones(group.group_id))
         code = await self._append(group.group_id, records)
         if code == 0:
             group.offsets.clear()
             group.offset_commit_order.clear()
+            if group.consumer is not None:
+                group.consumer.dead = True
             self.remove_group(group)
         return code
 
@@ -381,7 +396,7 @@ class GroupMetadataManager:
         loaded = 0
         offsets, groups = replay.offsets, replay.groups
         pending_groups = {g for per_producer in replay.pending.values() for g in per_producer}
-        for group_id in set(offsets) | set(groups) | pending_groups:
+        for group_id in set(offsets) | set(groups) | pending_groups | set(replay.consumer):
             if self.partition_for(group_id) != partition:
                 continue
             record = groups.get(group_id)
@@ -391,9 +406,14 @@ class GroupMetadataManager:
                 for pid, per_group in replay.pending.items()
                 if per_group.get(group_id)
             }
-            if record is None and not group_offsets and not group_pending:
+            consumer_replay = replay.consumer.get(group_id)
+            consumer = None if consumer_replay is None else consumer_replay.build(group_id)
+            if record is None and not group_offsets and not group_pending and consumer is None:
                 continue  # deleted group
             group = self._group_from_record(group_id, record)
+            if consumer is not None and not group.members:
+                group.consumer = consumer
+                group.protocol_type = "consumer"
             group.offsets = {tp: value for tp, (value, _order) in group_offsets.items()}
             group.offset_commit_order = {tp: order for tp, (_value, order) in group_offsets.items()}
             group.pending_txn_offsets = group_pending
@@ -431,6 +451,10 @@ class GroupMetadataManager:
                     per_group[tp] = (decode_offset_commit_value(value), next(self._commit_order))
             elif isinstance(parsed, GroupMetadataKey):
                 replay.groups[parsed.group] = None if value is None else decode_group_metadata_value(value)
+            elif parsed is None and (consumer_key := decode_consumer_group_key(key)) is not None:
+                replay.consumer.setdefault(consumer_key.group, ConsumerGroupReplay()).apply(
+                    consumer_key, value
+                )
         except RecordFormatError as exc:
             logger.warning(
                 "skipping an unreadable record in %s-%d: %s", GROUP_METADATA_TOPIC_NAME, partition, exc

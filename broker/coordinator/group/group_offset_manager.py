@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.coordinator.group.classic_group import GroupMetadata, GroupState
+from broker.coordinator.group.consumer_group_coordinator import ConsumerGroupCoordinator
 from spark_kafkalite.protocol.errors import ErrorCode
 from spark_kafkalite.protocol.group_records import OffsetAndMetadata
 from spark_kafkalite.protocol.types import TopicPartitionKey
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
 __all__ = ["GroupOffsetManager", "GroupMembership", "GroupSummary", "MemberSummary"]
 
 logger = logging.getLogger(__name__)
+
+validate_consumer_offset_commit = ConsumerGroupCoordinator.validate_offset_commit
+validate_consumer_offset_fetch = ConsumerGroupCoordinator.validate_offset_fetch
 
 E = ErrorCode
 
@@ -106,8 +110,11 @@ class GroupOffsetManager:
         group_instance_id: str | None,
         generation_id: int,
         offsets: dict[TopicPartitionKey, OffsetAndMetadata],
+        api_version: int = 9,
     ) -> dict[TopicPartitionKey, int]:
-        """Per-partition error codes, after the commit record was appended (acks=-1)."""
+        """Per-partition error codes, after the commit record was appended (acks=-1).
+        ``generation_id`` is the member epoch for a consumer group (KIP-848:
+        STALE_MEMBER_EPOCH / UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION below OffsetCommit v9)."""
         error = self.membership.validate_group_status(group_id, allow_empty_id=True)
         if error:
             return {tp: error for tp in offsets}
@@ -116,7 +123,10 @@ class GroupOffsetManager:
             if generation_id >= 0:
                 return {tp: int(E.illegal_generation) for tp in offsets}
             group = self.manager.get_or_create_group(group_id, create=True)
-        error = self._validate_offset_commit(group, member_id, group_instance_id, generation_id)
+        if group.consumer is not None and not group.members:
+            error = validate_consumer_offset_commit(group.consumer, member_id, generation_id, api_version)
+        else:
+            error = self._validate_offset_commit(group, member_id, group_instance_id, generation_id)
         if error:
             return {tp: error for tp in offsets}
         if group.has(member_id):
@@ -146,9 +156,12 @@ class GroupOffsetManager:
             if generation_id >= 0:
                 return {tp: int(E.illegal_generation) for tp in offsets}
             group = self.manager.get_or_create_group(group_id, create=True)
-        error = self._validate_offset_commit(
-            group, member_id, group_instance_id, generation_id, transactional=True
-        )
+        if group.consumer is not None and not group.members:
+            error = validate_consumer_offset_commit(group.consumer, member_id, generation_id, None)
+        else:
+            error = self._validate_offset_commit(
+                group, member_id, group_instance_id, generation_id, transactional=True
+            )
         if error:
             return {tp: error for tp in offsets}
         return await self.manager.store_txn_offsets(group, producer_id, producer_epoch, offsets)
@@ -179,12 +192,23 @@ class GroupOffsetManager:
 
     # -- OffsetFetch -------------------------------------------------------------------------------
     def handle_fetch_offsets(
-        self, group_id: str, partitions: list[TopicPartitionKey] | None
+        self,
+        group_id: str,
+        partitions: list[TopicPartitionKey] | None,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> tuple[int, dict[TopicPartitionKey, OffsetAndMetadata | None]]:
-        """(group error, committed offsets); ``partitions`` None = every committed partition."""
+        """(group error, committed offsets); ``partitions`` None = every committed partition.
+        OffsetFetch v9+ ``member_id`` / ``member_epoch`` are checked against a consumer group
+        (KIP-848: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH)."""
         error = self.membership.validate_group_status(group_id, allow_empty_id=True)
         if error:
             return error, {}
+        group = self.manager.get_group(group_id)
+        if group is not None and group.consumer is not None and not group.members:
+            error = validate_consumer_offset_fetch(group.consumer, member_id, member_epoch)
+            if error:
+                return error, {}
         return 0, self.manager.get_offsets(group_id, partitions)
 
     def unstable_partitions(
@@ -200,9 +224,13 @@ class GroupOffsetManager:
         return {tp for tp in candidates if group.has_pending_txn_offsets(tp)}
 
     # -- ListGroups / DescribeGroups -------------------------------------------------------------
-    def handle_list_groups(self, states: set[str] | None = None) -> tuple[int, list[tuple[str, str, str]]]:
-        """(error, [(group id, protocol type, state)]) of local groups; ``states`` filters
-        case-insensitively (KIP-518). COORDINATOR_LOAD_IN_PROGRESS while a partition loads."""
+    def handle_list_groups(
+        self, states: set[str] | None = None
+    ) -> tuple[int, list[tuple[str, str, str, str]]]:
+        """(error, [(group id, protocol type, state, group type)]) of local groups; ``states``
+        filters case-insensitively (KIP-518). A consumer group (KIP-848) is listed with protocol
+        type ``consumer``, its own state (Empty / Assigning / Reconciling / Stable) and type
+        ``consumer``. COORDINATOR_LOAD_IN_PROGRESS while a partition loads."""
         if not self.membership.active:
             return int(E.coordinator_not_available), []
         if self.manager.is_loading():
@@ -212,9 +240,13 @@ class GroupOffsetManager:
         for group in self.manager.current_groups():
             if group.is_state(GroupState.DEAD):
                 continue
-            if wanted is not None and group.state.value.lower() not in wanted:
+            if group.consumer is not None and not group.members:
+                entry = (group.group_id, "consumer", group.consumer.state.value, "consumer")
+            else:
+                entry = (group.group_id, group.protocol_type or "", group.state.value, "classic")
+            if wanted is not None and entry[2].lower() not in wanted:
                 continue
-            out.append((group.group_id, group.protocol_type or "", group.state.value))
+            out.append(entry)
         return 0, out
 
     def handle_describe_group(self, group_id: str) -> tuple[int, GroupSummary]:
@@ -223,8 +255,8 @@ class GroupOffsetManager:
         if error:
             return error, dead
         group = self.manager.get_group(group_id)
-        if group is None:
-            return 0, dead
+        if group is None or (group.consumer is not None and not group.members):
+            return 0, dead  # a consumer group is not described by DescribeGroups v0-5 (Kafka 4.0)
         stable = group.is_state(GroupState.STABLE) and group.protocol_name is not None
         members = tuple(
             MemberSummary(
@@ -256,7 +288,9 @@ class GroupOffsetManager:
             group = self.manager.get_group(group_id)
             if group is None or group.is_state(GroupState.DEAD):
                 results[group_id] = int(E.group_id_not_found)
-            elif not group.is_state(GroupState.EMPTY):
+            elif not group.is_state(GroupState.EMPTY) or (
+                group.consumer is not None and group.consumer.members
+            ):
                 results[group_id] = int(E.non_empty_group)
             else:
                 results[group_id] = await self._delete_empty_group(group)
@@ -288,7 +322,9 @@ class GroupOffsetManager:
         if group is None or group.is_state(GroupState.DEAD):
             return int(E.group_id_not_found), {}
         subscribed: set[str] = set()
-        if not group.is_state(GroupState.EMPTY):
+        if group.consumer is not None and group.consumer.members:
+            subscribed = set(group.consumer.subscription_metadata)
+        elif not group.is_state(GroupState.EMPTY):
             topics = group.subscribed_topics()
             if topics is None:
                 return int(E.non_empty_group), {}
@@ -322,7 +358,9 @@ class GroupOffsetManager:
         retention = self.config.offsets_retention_ms
         expired_total = 0
         for group in self.manager.current_groups():
-            if not group.is_state(GroupState.EMPTY):
+            if not group.is_state(GroupState.EMPTY) or (
+                group.consumer is not None and group.consumer.members
+            ):
                 continue
             expired = []
             for tp, value in group.offsets.items():

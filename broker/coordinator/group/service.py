@@ -17,6 +17,7 @@ import logging
 from typing import Any
 
 from broker.controller.controller import CreatableTopicSpec
+from broker.coordinator.group.consumer_group_coordinator import ConsumerGroupConfig
 from broker.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator
 from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
 from broker.coordinator.group.offsets_log import ReplicaManagerAppender
@@ -39,6 +40,11 @@ def group_config_from(config: Any) -> GroupConfig:
         max_size=config["group.max.size"],
         offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
         offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
+        consumer=ConsumerGroupConfig(
+            assignors=tuple(config["group.consumer.assignors"]),
+            max_size=config["group.consumer.max.size"],
+        ),
+        consumer_session_timeout_ms=config["group.consumer.session.timeout.ms"],
     )
 
 
