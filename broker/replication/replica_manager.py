@@ -11,7 +11,8 @@
   LEO; their fetch offset updates the leader's view of them, the HW, and may expand the ISR).
 * ISR changes go to the controller (``alter_partition``, compare-and-set on the partition
   epoch); the committed result comes back as metadata. A periodic task shrinks the ISR of
-  followers not caught up within ``replica.lag.time.max.ms`` (interval: half of it).
+  followers not caught up within ``replica.lag.time.max.ms`` (interval: half of it):
+  :mod:`broker.replication.isr_change_manager`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from broker.log.producer_state_manager import AppendOrigin
 from broker.metrics.meters import BrokerTopicStats, IsrChangeMeters
 from broker.replication.append_order import AppendOrder, AppendTicket
 from broker.replication.delayed_produce import DelayedProduce, ProducePurgatory
+from broker.replication.isr_change_manager import IsrChangeManager
 from broker.replication.replica_fetcher import FetcherSettings
 from broker.replication.replica_fetcher_manager import ReplicaFetcherManager
 from broker.replication.replica_selector import preferred_read_replica
@@ -58,8 +60,6 @@ __all__ = ["ReplicaManager", "PartitionAppendResult"]
 logger = logging.getLogger(__name__)
 
 LeadershipListener = Callable[[str, int, bool, int], None]
-
-_ISR_RETRY_BACKOFF_MS = 200
 
 
 @dataclass(slots=True)
@@ -138,14 +138,17 @@ class ReplicaManager:
             # KIP-392: consumers' fetches parked on a follower wait for its HW
             lambda partition: fetch_purgatory.notify_high_watermark(partition.key),
         )
-        self._isr_retry_at_ms: dict[TopicPartitionKey, int] = {}
-        #: an under-replicated partition led here is logged as a WARNING after this long.
-        self.urp_warn_after_ms = max(2 * self.replica_lag_time_max_ms, 10_000)
-        self._urp_since_ms: dict[TopicPartitionKey, int] = {}
-        self._urp_warned_ms: dict[TopicPartitionKey, int] = {}
-        #: partitions ISR expiration must look at (Partition.isr_watcher): a round costs in
-        #: proportion to the partitions whose ISR or log changed, not to those hosted.
-        self._isr_watch: set[TopicPartitionKey] = set()
+        self.isr_changes = IsrChangeManager(
+            node_id,
+            self.replica_lag_time_max_ms,
+            partition=self._partitions.get,
+            image=image,
+            controller=controller,
+            time_ms=self.time_ms,
+            spawn=self._spawn,
+            on_isr_changed=self._complete_delayed,
+            meters=self.isr_change_meters,
+        )
         self._tasks: set[asyncio.Task[Any]] = set()
         self._shrink_task: asyncio.Task[None] | None = None
 
@@ -233,11 +236,8 @@ class ReplicaManager:
         return p
 
     def _register(self, p: Partition) -> None:
-        p.isr_watcher = self._watch_isr
+        p.isr_watcher = self.isr_changes.watch
         self._partitions[p.key] = p
-
-    def _watch_isr(self, p: Partition) -> None:
-        self._isr_watch.add(p.key)
 
     def apply_delta(self, image: MetadataImage, delta: MetadataDelta) -> None:
         """Apply committed partition changes (KRaft ``ReplicaManager.applyDelta``): leaders
@@ -315,7 +315,7 @@ class ReplicaManager:
         """Start the ISR-expiration task (every ``replica.lag.time.max.ms / 2``)."""
         if self._shrink_task is None:
             self._shrink_task = asyncio.get_running_loop().create_task(
-                self._isr_expiration_loop(), name="isr-expiration"
+                self.isr_changes.run(), name="isr-expiration"
             )
 
     async def shutdown(self) -> None:
@@ -495,7 +495,7 @@ class ReplicaManager:
             result.high_watermark = p.high_watermark
             result.last_stable_offset = p.log.last_stable_offset
             if p.isr_expansion_candidate(replica_id):
-                self._alter_isr(p, tuple(sorted({*p.isr, replica_id})), "expand")
+                self.isr_changes.alter_isr(p, tuple(sorted({*p.isr, replica_id})), "expand")
             # a follower outside the ISR is read on each fetch so that its expansion is retried
             result.pending = fetch_offset < result.log_end_offset or replica_id not in p.isr
         elif not is_follower:
@@ -557,142 +557,3 @@ class ReplicaManager:
         if registration is None or registration.fenced:
             return False, None
         return True, registration.rack
-
-    # -- ISR changes ---------------------------------------------------------------------------
-    def _alter_isr(self, p: Partition, new_isr: tuple[int, ...], reason: str) -> None:
-        alter = getattr(self._controller(), "alter_partition", None)
-        if alter is None or p.topic_id is None:
-            return
-        now = self.time_ms()
-        if self._isr_retry_at_ms.get(p.key, 0) > now:
-            return
-        p.pending_isr = new_isr
-        self._spawn(
-            self._send_alter_partition(alter, p, new_isr, reason), f"alter-partition-{p.topic}-{p.partition}"
-        )
-
-    async def _send_alter_partition(
-        self, alter: Any, p: Partition, new_isr: tuple[int, ...], reason: str
-    ) -> None:
-        epoch, partition_epoch, old_isr_size = p.leader_epoch, p.partition_epoch, len(p.isr)
-        broker = self._image().brokers.get(self.node_id)
-        broker_epoch = int(getattr(broker, "epoch", -1)) if broker is not None else -1
-        logger.info(
-            "%s-%d: %s ISR %s -> %s (leader epoch %d, partition epoch %d)",
-            p.topic,
-            p.partition,
-            reason,
-            list(p.isr),
-            list(new_isr),
-            epoch,
-            partition_epoch,
-        )
-        code: Any = ErrorCode.unknown_server_error
-        try:
-            code, _registration = await alter(
-                self.node_id, broker_epoch, p.topic_id, p.partition, epoch, new_isr, partition_epoch
-            )
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - retried by the next fetch / expiration round
-            logger.info("%s-%d: AlterPartition failed: %r", p.topic, p.partition, exc)
-        finally:
-            # Success: the committed registration was already applied (apply_delta cleared it).
-            if p.pending_isr == new_isr and p.partition_epoch == partition_epoch:
-                p.pending_isr = None
-        if code != ErrorCode.none:
-            logger.info(
-                "%s-%d: AlterPartition %s -> %s", p.topic, p.partition, list(new_isr), ErrorCode(code).name
-            )
-            self._isr_retry_at_ms[p.key] = self.time_ms() + _ISR_RETRY_BACKOFF_MS
-        else:
-            self._isr_retry_at_ms.pop(p.key, None)
-            self.isr_change_meters.record(old_isr_size, len(new_isr))
-        # The ISR (and so the HW / min.isr checks) may have changed.
-        p.maybe_increment_leader_hw()
-        self._complete_delayed(p.key)
-
-    def maybe_shrink_isr(self) -> None:
-        """One ISR-expiration round (Kafka's ``maybeShrinkIsr``) over the watched partitions:
-        a follower leaves the ISR only after the leader's log grew past it (or it fetched below
-        the log end, or the assignment changed), each of which puts the partition in the watch."""
-        now = self.time_ms()
-        for key in list(self._isr_watch):
-            p = self._partitions.get(key)
-            if p is None or not p.is_leader:
-                continue
-            out = p.out_of_sync_replicas(now)
-            if out:
-                new_isr = tuple(b for b in p.isr if b not in out)
-                logger.info(
-                    "%s-%d: followers %s not caught up within %d ms",
-                    p.topic,
-                    p.partition,
-                    out,
-                    self.replica_lag_time_max_ms,
-                )
-                self._alter_isr(p, new_isr, "shrink")
-
-    def check_under_replicated(self) -> list[TopicPartitionKey]:
-        """Log loudly every partition led here whose ISR has been short of its replicas for
-        longer than :attr:`urp_warn_after_ms` (a follower that never heals must not go unseen:
-        issue #14), again every :attr:`urp_warn_after_ms`; log when it heals. Returns the keys
-        warned about in this round."""
-        now = self.time_ms()
-        warned: list[TopicPartitionKey] = []
-        for key in list(self._isr_watch | self._urp_since_ms.keys()):
-            p = self._partitions.get(key)
-            if p is None:  # no longer hosted here
-                self._urp_since_ms.pop(key, None)
-                self._urp_warned_ms.pop(key, None)
-                continue
-            if not p.is_leader or len(p.isr) >= len(p.replicas):
-                if self._urp_since_ms.pop(key, None) is not None and self._urp_warned_ms.pop(key, 0):
-                    logger.warning(
-                        "%s-%d: under-replicated partition healed: ISR %s", key[0], key[1], list(p.isr)
-                    )
-                continue
-            since = self._urp_since_ms.setdefault(key, now)
-            last = self._urp_warned_ms.get(key)
-            if now - since < self.urp_warn_after_ms or (
-                last is not None and now - last < self.urp_warn_after_ms
-            ):
-                continue
-            self._urp_warned_ms[key] = now
-            warned.append(key)
-            lagging = {
-                b: (r.log_end_offset, r.last_caught_up_time_ms)
-                for b, r in p.remote_replicas.items()
-                if b not in p.isr
-            }
-            logger.warning(
-                "%s-%d: UNDER-REPLICATED for %.1f s: ISR %s of replicas %s; leader LEO %d, out-of-sync "
-                "replicas (LEO, last caught up ms ago): %s",
-                key[0],
-                key[1],
-                (now - since) / 1000,
-                list(p.isr),
-                list(p.replicas),
-                p.log.log_end_offset,
-                {b: (leo, now - t if t else None) for b, (leo, t) in lagging.items()},
-            )
-        return warned
-
-    async def _isr_expiration_loop(self) -> None:
-        interval_s = max(self.replica_lag_time_max_ms / 2, 50) / 1000
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                self.maybe_shrink_isr()
-                self.check_under_replicated()
-                self._forget_settled()
-            except Exception:
-                logger.exception("ISR expiration failed")
-
-    def _forget_settled(self) -> None:
-        """Drop from the ISR watch the partitions with nothing left to watch
-        (``Partition.isr_settled``); a change puts them back."""
-        for key in list(self._isr_watch):
-            p = self._partitions.get(key)
-            if p is None or p.isr_settled():
-                self._isr_watch.discard(key)

@@ -220,20 +220,20 @@ def test_an_under_replicated_partition_that_does_not_heal_is_logged_loudly(
     leader = _partition(tmp_path, 1)
     manager._register(leader)
     leader.make_leader(PartitionRegistration(0, (1, 2, 3), (1, 2), 1, 5, 5))
-    assert manager.urp_warn_after_ms == 10_000
-    with caplog.at_level(logging.WARNING, logger="broker.replication.replica_manager"):
-        assert manager.check_under_replicated() == []  # just became under-replicated
+    assert manager.isr_changes.urp_warn_after_ms == 10_000
+    with caplog.at_level(logging.WARNING, logger="broker.replication.isr_change_manager"):
+        assert manager.isr_changes.check_under_replicated() == []  # just became under-replicated
         now[0] += 9_000
-        assert manager.check_under_replicated() == []
+        assert manager.isr_changes.check_under_replicated() == []
         now[0] += 1_000
-        assert manager.check_under_replicated() == [KEY]
+        assert manager.isr_changes.check_under_replicated() == [KEY]
         assert "UNDER-REPLICATED for 10.0 s" in caplog.text and "replicas [1, 2, 3]" in caplog.text
         now[0] += 5_000
-        assert manager.check_under_replicated() == []  # not again before another 10 s
+        assert manager.isr_changes.check_under_replicated() == []  # not again before another 10 s
         now[0] += 5_000
-        assert manager.check_under_replicated() == [KEY]
+        assert manager.isr_changes.check_under_replicated() == [KEY]
         leader.make_leader(PartitionRegistration(0, (1, 2, 3), (1, 2, 3), 1, 5, 6))
-        assert manager.check_under_replicated() == []
+        assert manager.isr_changes.check_under_replicated() == []
         assert "healed" in caplog.text
 
 
@@ -254,7 +254,7 @@ def _isr_expiration_rounds(path: Path, count: int, visits: list[tuple[str, int]]
         config, 1, None, None, image=lambda: None, controller=lambda: None, time_ms=lambda: now[0]
     )  # type: ignore[arg-type]
     shrunk: list[tuple[tuple[str, int], tuple[int, ...]]] = []
-    manager._alter_isr = lambda p, isr, reason: shrunk.append((p.key, isr))  # type: ignore[method-assign]
+    manager.isr_changes.alter_isr = lambda p, isr, reason: shrunk.append((p.key, isr))  # type: ignore[method-assign]
     leaders = []
     for i in range(count):
         log = UnifiedLog(path / f"t-{i}", LogConfig())
@@ -267,9 +267,9 @@ def _isr_expiration_rounds(path: Path, count: int, visits: list[tuple[str, int]]
 
     def round_() -> None:
         visits.clear()
-        manager.maybe_shrink_isr()
-        manager.check_under_replicated()
-        manager._forget_settled()
+        manager.isr_changes.maybe_shrink_isr()
+        manager.isr_changes.check_under_replicated()
+        manager.isr_changes.forget_settled()
 
     round_()
     assert len(visits) == count  # the new leaderships: each looked at once
