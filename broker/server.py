@@ -14,7 +14,8 @@ node is derived from the voters (every node agrees without a format step); inste
 broker starts its controller quorum node (:class:`~broker.controller.quorum_controller.QuorumController`:
 Raft journal replay, then catch-up), registers (broker epoch), and waits until the controller
 unfences it (caught up with the metadata log) before it serves clients; metadata then arrives as
-committed records (``_commit``) or whole snapshots (``_reset_image``). Logs on disk are not
+committed records or whole snapshots, applied by the
+:class:`~broker.metadata_publisher.BrokerMetadataPublisher`. Logs on disk are not
 declared committed (the ReplicaManager decides high watermarks). Shutdown starts with a
 controlled shutdown (leaderships move away first) and leaves the quorum before the logs close.
 
@@ -27,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import dataclasses
 import hashlib
 import json
 import logging
@@ -35,7 +35,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -44,11 +44,9 @@ from broker.apis.context import BrokerContext
 from broker.apis.init_producer_id import producer_id_manager
 from broker.apis.kafka_apis import KafkaApis
 from broker.config import LONG_MAX, KafkaConfig, parse_properties
-from broker.config_def import parse_list
 from broker.controller.acl_store import ACLS_FILE
-from broker.controller.broker_configs import DYNAMIC_CONNECTION_CONFIGS, DYNAMIC_LOG_CONFIGS
 from broker.controller.controller import Controller
-from broker.controller.metadata_image import MetadataDelta, MetadataImage, MetadataRecord, diff_images
+from broker.controller.metadata_image import MetadataImage
 from broker.controller.producer_id_block import PRODUCER_ID_BLOCK_FILE
 from broker.controller.publish_queue import MetadataPublishQueue
 from broker.controller.quorum import METADATA_DIR_NAME
@@ -58,7 +56,6 @@ from broker.controller.resource_config_store import RESOURCE_CONFIGS_FILE
 from broker.controller.scram_control import ScramUpsertion, scram_credential
 from broker.controller.scram_store import SCRAM_FILE
 from broker.controller.single_node_controller import SingleNodeController
-from broker.controller.topic_configs import log_config_for
 from broker.controller.topic_publisher import TopicMetadataPublisher
 from broker.coordinator.group.service import GroupCoordinatorService
 from broker.coordinator.transaction.service import TransactionCoordinatorService
@@ -70,7 +67,7 @@ from broker.log.log_cleaner import LogCleaner
 from broker.log.log_config import LogConfig
 from broker.log.log_manager import LogManager
 from broker.log.log_tasks import LogTaskSettings, run_log_tasks
-from broker.network.connection_quotas import parse_per_ip_overrides
+from broker.metadata_publisher import BrokerMetadataPublisher
 from broker.network.endpoint import Endpoint
 from broker.network.socket_server import SocketServer
 from broker.prometheus.broker_collector import BrokerCollector, BrokerSources
@@ -93,8 +90,6 @@ LOOP_LAG_FILE_INTERVAL_S = 5.0
 META_PROPERTIES_FILE = "meta.properties"
 #: a large metadata delta is applied for at most this long per event-loop step
 PUBLISH_SLICE_MS = 20.0
-#: partitions per ``ReplicaManager.apply_delta`` call when a delta is applied in slices
-_APPLY_DELTA_CHUNK = 16
 
 
 class StartupError(RuntimeError):
@@ -228,9 +223,8 @@ class KafkaServer:
         self.bound: dict[str, tuple[str, int]] = {}
         self.advertised: dict[str, tuple[str, int]] = {}
         self._background: list[asyncio.Task[None]] = []
-        self._topic_publisher: TopicMetadataPublisher | None = None
+        self.metadata_publisher: BrokerMetadataPublisher | None = None
         self._endpoints_file = config.log_dirs[0] / ENDPOINTS_FILE
-        self._catching_up = False
         self._dir_locks = LogDirLocks()
         self._publish_queue = MetadataPublishQueue(PUBLISH_SLICE_MS)
         self._group_coordinator: GroupCoordinatorService | None = None
@@ -257,123 +251,6 @@ class KafkaServer:
             raise RuntimeError("the broker is not running: it has no log manager")
         return self.log_manager
 
-    # -- metadata -------------------------------------------------------------------------------
-    def _commit(self, records: list[MetadataRecord]) -> None:
-        """Apply records to the image and publish the delta: create logs for new partitions led
-        here, delete logs of removed topics (Kafka's ``BrokerMetadataPublisher``)."""
-        ctx = self._context()
-        image, delta = ctx.image.apply(records)
-        if self._catching_up:  # publishers start once caught up (Kafka's initial catch-up)
-            ctx.image = image
-            return
-        self._publish(image, delta)
-
-    def _reset_image(self, image: MetadataImage) -> None:
-        """Replace the whole image (the controller quorum loaded a metadata snapshot)."""
-        ctx = self._context()
-        if self._catching_up:
-            ctx.image = image
-            return
-        self._publish(image, diff_images(ctx.image, image))
-
-    def _delete_stray_logs(self) -> None:
-        """After the initial metadata catch-up: delete local logs of topics that no longer exist
-        (or were re-created with another topic id) while this broker was down."""
-        ctx = self._context()
-        log_manager = self._logs()
-        for (name, partition), log in log_manager.all_logs().items():
-            topic = ctx.image.topic(name)
-            if topic is None or (log.topic_id is not None and log.topic_id != topic.topic_id):
-                logger.warning(
-                    "deleting stray log %s-%d: its topic is not in the cluster metadata", name, partition
-                )
-                log_manager.delete_log(name, partition)
-
-    def _publish(self, image: MetadataImage, delta: MetadataDelta) -> None:
-        """Make ``image`` current and publish ``delta`` to the logs and replication, after the
-        deltas published before it (``MetadataPublishQueue``: a large delta is applied in
-        slices between which the event loop serves requests; until a partition's slice is
-        applied, requests for it are answered as before the delta)."""
-        ctx = self._context()
-        ctx.image = image  # the controller's view; the logs follow in publication order
-        self._publish_queue.publish(self._publish_steps(image, delta))
-
-    def _apply_dynamic_broker_configs(self, image: MetadataImage, delta: MetadataDelta) -> Iterator[None]:
-        """Take the dynamic broker configs of ``image`` (``DynamicBrokerConfig``): new connection
-        limits go to the socket server's ``ConnectionQuotas``; when a broker default of topic configs changed (Kafka's ``DynamicLogConfig.reconfigure``), recompute
-        the default ``LogConfig`` and every existing topic's, ``_APPLY_DELTA_CHUNK`` topics per
-        step (the cost of a broker config change follows the topics; requests pay nothing)."""
-        log_manager = self._logs()
-        changed = self._dynamic_config.update(image)
-        if not changed:
-            return
-        logger.info("dynamic broker configs changed: %s", sorted(changed))
-        config = self._dynamic_config.config
-        if changed & DYNAMIC_CONNECTION_CONFIGS and self.socket_server is not None:
-            self.socket_server.quotas.reconfigure(
-                config["max.connections"],
-                config["max.connections.per.ip"],
-                parse_per_ip_overrides(parse_list(config["max.connections.per.ip.overrides"])),
-            )
-        if not changed & DYNAMIC_LOG_CONFIGS:
-            return
-        log_manager.config = log_config_from(config)
-        created = {t.name for t in delta.created_topics}
-        names = [n for n in image.topics if n not in created]
-        for start in range(0, len(names), _APPLY_DELTA_CHUNK):
-            for name in names[start : start + _APPLY_DELTA_CHUNK]:
-                log_manager.update_topic_config(name, log_config_for(config.values, image.topic_config(name)))
-            yield
-
-    def _publish_steps(self, image: MetadataImage, delta: MetadataDelta) -> Iterator[None]:
-        """Apply ``delta`` (Kafka's ``BrokerMetadataPublisher`` then ``ReplicaManager.applyDelta``),
-        yielding between chunks of partitions: the topic config store and the topic configs
-        first (``TopicMetadataPublisher``), then ``_APPLY_DELTA_CHUNK`` changed partitions at a
-        time (the logs of new partitions hosted here, leaders / followers / fetchers), then the
-        logs of deleted topics. Every broker applies the partitions of a delta in the same
-        order, so a follower starts fetching a new partition about when its leader leads it.
-        Logs one summary line per delta."""
-        ctx = self._context()
-        log_manager = self._logs()
-        started = time.monotonic()
-        slices = self._publish_queue.slices
-        created = log_manager.logs_created
-        if delta.changed_resource_configs:
-            yield from self._apply_dynamic_broker_configs(image, delta)
-        if self._topic_publisher is not None:  # before any log of the delta is created
-            self._topic_publisher.publish(image, delta)
-        changed = delta.changed_partitions
-        replica_manager = ctx.replica_manager
-        for start in range(0, max(len(changed), 1), _APPLY_DELTA_CHUNK):
-            # deleted topics stop in the first chunk, before their logs go below
-            chunk = dataclasses.replace(
-                delta,
-                created_topics=(),
-                deleted_topics=delta.deleted_topics if start == 0 else (),
-                changed_partitions=changed[start : start + _APPLY_DELTA_CHUNK],
-            )
-            replica_manager.apply_delta(image, chunk)  # new logs, leaders / followers, HW, fetchers
-            yield
-        for topic in delta.deleted_topics:
-            replica_manager.broker_topic_stats.remove_topic(topic.name)
-            for partition_index in topic.partitions:
-                log_manager.delete_log(topic.name, partition_index)
-                ctx.fetch_purgatory.notify((topic.name, partition_index))
-                yield
-        if delta.deleted_topics and self._group_coordinator is not None:  # their committed offsets go too
-            self._group_coordinator.on_topics_deleted({t.name for t in delta.deleted_topics})
-        created = log_manager.logs_created - created
-        if created or len(changed) > 1 or delta.deleted_topics:
-            logger.info(
-                "applied metadata delta: %d log(s) created, %d partition change(s), %d topic(s) "
-                "deleted in %.0f ms (%d event-loop step(s))",
-                created,
-                len(changed),
-                len(delta.deleted_topics),
-                (time.monotonic() - started) * 1000,
-                self._publish_queue.slices - slices + 1,
-            )
-
     # -- lifecycle ------------------------------------------------------------------------------
     async def startup(self) -> None:
         """Start everything; raises :class:`StartupError` (or OSError from binding)."""
@@ -394,17 +271,27 @@ class KafkaServer:
         self._dynamic_config = DynamicBrokerConfig(config, self.node_id)
         self.log_manager = LogManager(config.log_dirs, log_config_from(config))
         self.log_manager.startup()
-        self._topic_publisher = TopicMetadataPublisher.for_broker(config, self.log_manager)
+        topic_publisher = TopicMetadataPublisher.for_broker(config, self.log_manager)
+        publisher = self.metadata_publisher = BrokerMetadataPublisher(
+            self._context,
+            self.log_manager,
+            self._publish_queue,
+            topic_publisher,
+            self._dynamic_config,
+            log_config_from=log_config_from,
+            connection_quotas=lambda: self.socket_server.quotas if self.socket_server is not None else None,
+            on_topics_deleted=self._on_topics_deleted,
+        )
         image = MetadataImage(cluster_id=cluster_id, controller_id=-1 if quorum else self.node_id)
         controller: Controller
         if quorum:
-            controller = self._quorum_controller(cluster_id)
+            controller = self._quorum_controller(cluster_id, publisher)
         else:
-            log_manager, topic_publisher = self.log_manager, self._topic_publisher
+            log_manager = self.log_manager
             controller = SingleNodeController(
                 self.node_id,
                 lambda: self._image(),
-                self._commit,
+                publisher.commit,
                 default_num_partitions=config.num_partitions,
                 default_replication_factor=config.default_replication_factor,
                 delete_topic_enable=config.delete_topic_enable,
@@ -469,16 +356,13 @@ class KafkaServer:
         # broker does; the image is built silently until then and publishers get it whole at
         # the end. Single node: the bootstrap records (topics on disk) are applied at once.
         empty = self.ctx.image
-        self._catching_up = controller.replays_metadata_log
+        publisher.catching_up = controller.replays_metadata_log
         try:
             await controller.startup(self.advertised, config.broker_rack)
         except OSError as exc:
             raise StartupError(str(exc)) from exc
-        if self._catching_up:
-            self._catching_up = False
-            self._publish(self.ctx.image, diff_images(empty, self.ctx.image))
-            self._publish_queue.run_all()  # not serving yet: the whole image at once
-            self._delete_stray_logs()
+        if publisher.catching_up:
+            publisher.finish_catch_up(empty)  # not serving yet: the whole image at once
         controller.start_background()
         await self._bootstrap_scram_credentials(controller)
         # High watermarks: Partition.make_leader (ISR of one: HW = LEO; else from the
@@ -521,6 +405,11 @@ class KafkaServer:
         ctx = self._context()
         return ctx.image
 
+    def _on_topics_deleted(self, names: set[str]) -> None:
+        """Deleted topics' committed offsets go too (the group coordinator, once started)."""
+        if self._group_coordinator is not None:
+            self._group_coordinator.on_topics_deleted(names)
+
     async def _bootstrap_scram_credentials(self, controller: Controller) -> None:
         """``--add-scram`` credentials (Kafka's ``kafka-storage format --add-scram``, KIP-900):
         written through the controller only for users that have no credential of that mechanism
@@ -538,7 +427,7 @@ class KafkaServer:
                 raise StartupError(f"--add-scram for {user!r} failed: {code.name.upper()} {message or ''}")
         logger.info("added SCRAM credential(s) for %s", sorted({u.name for u in missing}))
 
-    def _quorum_controller(self, cluster_id: str) -> QuorumController:
+    def _quorum_controller(self, cluster_id: str, publisher: BrokerMetadataPublisher) -> QuorumController:
         config = self.config
         metadata_dir = config.metadata_log_dir / METADATA_DIR_NAME
         return QuorumController(
@@ -553,8 +442,8 @@ class KafkaServer:
                 bool(config["unclean.leader.election.enable"]),
             ),
             self._image,
-            self._commit,
-            self._reset_image,
+            publisher.commit,
+            publisher.reset_image,
             election_timeout_ms=config["controller.quorum.election.timeout.ms"],
             password=quorum_password(config, cluster_id),
             heartbeat_interval_ms=config["broker.heartbeat.interval.ms"],

@@ -61,7 +61,7 @@ def leader_change(broker: InProcessBroker, topic: str, truncate_to: int | None =
         if truncate_to is not None:
             server.ctx.log_manager.get_log(topic, 0).truncate_to(truncate_to)
         new_epoch = registration.leader_epoch + 1
-        server._commit(
+        server.metadata_publisher.commit(
             [
                 PartitionRecord(
                     image.topics[topic].topic_id,
