@@ -24,7 +24,8 @@ create partitions, alter configs, ``alter_partition``, ``allocate_producer_ids``
   leaderships away before it exits (bounded wait when the quorum is gone).
 
 On the active controller only (the Raft leader): broker sessions are tracked in memory, as in
-Kafka's ``BrokerHeartbeatManager``: heartbeats reach it outside the log
+Kafka's ``BrokerHeartbeatManager``
+(:class:`~broker.controller.broker_heartbeat_manager.BrokerHeartbeatManager`, ``heartbeats``): heartbeats reach it outside the log
 (:meth:`~broker.controller.quorum.MetadataQuorum.send_heartbeat`) and are answered from its state
 machine. They also reach the other voters, which note each broker's last contact, so a new
 active controller keeps those clocks (a broker that died with the previous controller is fenced
@@ -44,7 +45,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -52,6 +52,7 @@ from typing import Any
 
 from broker.controller.acl_control import AclDeleteResult
 from broker.controller.alter_partition_manager import AlterPartitionManager
+from broker.controller.broker_heartbeat_manager import BrokerHeartbeatManager
 from broker.controller.broker_lifecycle_manager import BrokerLifecycleManager, ControllerUnavailable
 from broker.controller.controller import CreatableTopicSpec, CreatePartitionsSpec, CreateTopicOutcome
 from broker.controller.controller_commands import (
@@ -67,11 +68,7 @@ from broker.controller.controller_commands import (
     DeleteAclsCmd,
     DeleteTopicsCmd,
     ElectLeadersCmd,
-    FenceBrokerCmd,
-    HeartbeatCmd,
     HeartbeatResult,
-    MetadataStateMachine,
-    RegisterBrokerCmd,
 )
 from broker.controller.election import Election
 from broker.controller.metadata_image import MetadataImage, MetadataRecord, PartitionRegistration
@@ -113,7 +110,7 @@ class QuorumController:
         settings: topic defaults and unclean election (``ControllerSettings``).
         broker_image: returns the broker's applied image (its metadata offset is reported in
             heartbeats; validate-only requests run against it).
-        commit: applies committed records on the event loop (``KafkaServer._commit``).
+        commit: applies committed records on the event loop (``BrokerMetadataPublisher.commit``).
         reset: replaces the whole image on the event loop after a snapshot load.
         election_timeout_ms, password: Raft settings (see :mod:`broker.controller.quorum`).
         heartbeat_interval_ms, session_timeout_ms: ``broker.heartbeat.interval.ms`` /
@@ -155,15 +152,7 @@ class QuorumController:
         self.heartbeat_interval_s = heartbeat_interval_ms / 1000
         self.session_timeout_s = session_timeout_ms / 1000
         self.request_timeout_s = max(request_timeout_ms / 1000, 0.1)
-        self.auto_rebalance = auto_rebalance
-        self.rebalance_interval_s = rebalance_interval_s
-        self.imbalance_percentage = imbalance_percentage
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._last_heartbeat: dict[int, float] = {}
-        self._leader_since: float | None = None
-        #: no broker is fenced before this time (monotonic s): set on activation and after a stall
-        self._fence_after = 0.0
-        self._fencing: dict[int, int] = {}  # broker -> epoch being fenced
         self._tasks: list[asyncio.Task[None]] = []
         self.lifecycle = BrokerLifecycleManager(
             node_id,
@@ -182,10 +171,19 @@ class QuorumController:
             QuorumSettings(election_timeout_ms, password),
             self._on_records,
             self._on_reset,
-            self._on_executed,
-            self._on_state_change,
+            lambda command: self.heartbeats.on_executed(command),
+            lambda leader: self.heartbeats.on_state_change(leader),
             bind_address,
-            on_heartbeat=self._answer_heartbeat,
+            on_heartbeat=lambda request, active: self.heartbeats.answer_heartbeat(request, active),
+        )
+        self.heartbeats = BrokerHeartbeatManager(
+            node_id,
+            self.quorum,
+            self._submit,
+            session_timeout_s=self.session_timeout_s,
+            auto_rebalance=auto_rebalance,
+            rebalance_interval_s=rebalance_interval_s,
+            imbalance_percentage=imbalance_percentage,
         )
 
     # -- pysyncobj thread -> event loop ---------------------------------------------------------
@@ -203,44 +201,6 @@ class QuorumController:
 
     def _on_reset(self, image: MetadataImage) -> None:
         self._post(self._reset, image)
-
-    def _on_executed(self, command: Any) -> None:
-        if isinstance(command, (HeartbeatCmd, RegisterBrokerCmd)) and not getattr(
-            command, "want_shutdown", False
-        ):
-            self._last_heartbeat[command.node_id] = time.monotonic()
-
-    def _on_state_change(self, leader: bool) -> None:
-        if leader:
-            # Every voter notes the heartbeats it receives (they reach all voters, outside the
-            # log), so this node's clocks are current: keep them, and a broker that died with
-            # the previous controller is fenced one session after its last heartbeat, not one
-            # session after this election (Kafka's BrokerHeartbeatManager, which only the
-            # active controller feeds, restarts every clock on activation; that costs a
-            # failover the election time again). Brokers get at least half a session from now
-            # to reach this controller.
-            now = time.monotonic()
-            self._leader_since = now
-            self._fence_after = now + self.session_timeout_s / 2
-            self._fencing.clear()
-            logger.info("node %d is now the active controller (term %d)", self.node_id, self.quorum.term)
-        else:
-            self._leader_since = None
-            logger.info("node %d is no longer the active controller", self.node_id)
-
-    def _answer_heartbeat(
-        self, request: tuple[int, int, int], active: bool
-    ) -> tuple[int, bool, bool, bool] | None:
-        """A broker heartbeat at this voter (pysyncobj thread): the broker's session clock
-        restarts when it is the registered incarnation; the active controller answers it from
-        the state machine."""
-        node_id, epoch, metadata_offset = request
-        result = self.quorum.machine.heartbeat_state(node_id, epoch, metadata_offset)
-        if result.error == ErrorCode.none:
-            self._last_heartbeat[node_id] = time.monotonic()
-        if not active:
-            return None
-        return int(result.error), result.is_caught_up, result.is_fenced, result.should_shutdown
 
     # -- lifecycle ------------------------------------------------------------------------------
     @property
@@ -263,7 +223,7 @@ class QuorumController:
     def start_background(self) -> None:
         """Start the heartbeat task and the active-controller duties (after registration)."""
         self.lifecycle.start_heartbeats()
-        self._tasks.append(asyncio.create_task(self._active_controller_loop(), name="controller-duties"))
+        self._tasks.append(asyncio.create_task(self.heartbeats.run(), name="controller-duties"))
 
     async def controlled_shutdown(self, timeout_s: float) -> bool:
         """Kafka's controlled shutdown (when this broker registered): its leaderships move away
@@ -546,86 +506,3 @@ class QuorumController:
         return self._or_error(
             result, lambda err: [(user, ErrorCode(err.error_code), str(err)) for user in users]
         )
-
-    # -- active controller duties ---------------------------------------------------------------
-    async def _active_controller_loop(self) -> None:
-        tick = min(0.25, self.session_timeout_s / 4)
-        last_rebalance = last_tick = time.monotonic()
-        while True:
-            await asyncio.sleep(tick)
-            now = time.monotonic()
-            stalled_s, last_tick = now - last_tick - tick, now
-            if not self.quorum.is_leader or self._leader_since is None:
-                last_rebalance = now
-                continue
-            if stalled_s > self.session_timeout_s / 2:
-                # This process stalled (SIGSTOP, swap, an overloaded host): the brokers'
-                # heartbeats of that time wait unread in its sockets, so a silence it measured
-                # across its own stall says nothing about them. Restart the session clocks, as
-                # on becoming the active controller, instead of fencing healthy brokers.
-                logger.warning(
-                    "active controller stalled %.1f s: restarting broker session timers", stalled_s
-                )
-                self._fence_after = now + self.session_timeout_s
-                continue
-            try:
-                await self._fence_expired_brokers()
-                if self.auto_rebalance and time.monotonic() - last_rebalance >= self.rebalance_interval_s:
-                    last_rebalance = time.monotonic()
-                    await self._rebalance_leaders()
-            except ControllerUnavailable:
-                continue
-            except Exception:  # noqa: BLE001 - the controller keeps running
-                logger.exception("active controller duties failed")
-
-    async def _fence_expired_brokers(self) -> None:
-        now = time.monotonic()
-        image = self.quorum.image
-        since = self._leader_since or now
-        for broker_id, registration in image.brokers.items():
-            if registration.fenced:
-                self._fencing.pop(broker_id, None)
-                continue
-            last = self._last_heartbeat.get(broker_id, since)
-            if (
-                now - last <= self.session_timeout_s
-                or now < self._fence_after
-                or self._fencing.get(broker_id) == registration.epoch
-            ):
-                continue
-            self._fencing[broker_id] = registration.epoch
-            logger.warning(
-                "fencing broker %d (epoch %d): no heartbeat for %.1f s",
-                broker_id,
-                registration.epoch,
-                now - last,
-            )
-            try:
-                await self._submit(FenceBrokerCmd(broker_id, registration.epoch))
-            finally:
-                self._fencing.pop(broker_id, None)
-
-    async def _rebalance_leaders(self) -> None:
-        image = self.quorum.image
-        candidates = MetadataStateMachine.imbalanced_partitions(image)
-        if not candidates:
-            return
-        preferred_total: dict[int, int] = {}
-        for topic in image.topics.values():
-            for reg in topic.partitions.values():
-                if reg.replicas:
-                    preferred_total[reg.replicas[0]] = preferred_total.get(reg.replicas[0], 0) + 1
-        by_broker: dict[int, list[tuple[str, int]]] = {}
-        for name, index in candidates:
-            candidate = image.partition(name, index)
-            if candidate is None:  # candidates are listed from this image
-                raise RuntimeError(f"partition {name}-{index} is not in the metadata image")
-            by_broker.setdefault(candidate.replicas[0], []).append((name, index))
-        wanted: list[tuple[str, int]] = []
-        for broker, parts in by_broker.items():
-            ratio = len(parts) / max(preferred_total.get(broker, 1), 1)
-            if ratio * 100 > self.imbalance_percentage:
-                wanted.extend(parts)
-        if wanted:
-            logger.info("auto preferred-leader election for %d partition(s)", len(wanted))
-            await self._submit(ElectLeadersCmd(Election.PREFERRED, tuple(sorted(wanted))))
