@@ -10,19 +10,16 @@ from their recovery points (batch-by-batch validation, truncation at the first b
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import functools
 import logging
 import operator
 import os
 import shutil
-import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from spark_kafkalite.atomic_file import fsync_dir, fsync_file, fsync_written, sync_file_system
 from spark_kafkalite.protocol.errors import KafkaStorageError
 from spark_kafkalite.protocol.internal_topics import CLUSTER_METADATA_TOPIC_NAME
 from spark_kafkalite.protocol.types import TopicPartitionKey
@@ -35,15 +32,12 @@ from .checkpoints import (
     write_offset_checkpoint,
 )
 from .log_config import LogConfig
+from .log_file_writer import LogFileWriter
 from .unified_log import UnifiedLog, parse_topic_partition_dir, topic_partition_dir_name
 
 __all__ = ["LogManager", "CLEAN_SHUTDOWN_FILE", "DELETE_DIR_SUFFIX"]
 
 logger = logging.getLogger(__name__)
-
-#: from this many files made durable together, one ``syncfs`` per file system replaces their
-#: fsyncs (see ``LogManager._drain_writes``)
-_SYNCFS_MIN_FILES = 8
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
@@ -115,11 +109,9 @@ class LogManager:
         self.logs_created = 0
         self._log_dir_of: dict[TopicPartitionKey, Path] = {}
         self._logs_in_dir: dict[Path, int] = {}  # log dir -> logs in it (where new logs go)
-        self._file_writer: concurrent.futures.ThreadPoolExecutor | None = None
-        self._writes_lock = threading.Lock()
-        self._writes: list[Callable[[], None]] = []  # queued for the file-writer thread
-        self._writes_draining = False  # a _drain_writes job is submitted and not finished
-        self._pending_deletes: set[asyncio.TimerHandle] = set()  # see _delete_later
+        #: the fsyncs and writes kept off the event loop (partition.metadata,
+        #: leader-epoch-checkpoint, delayed segment deletes, periodic checkpoints)
+        self.file_writer = LogFileWriter()
         #: logs a background flush must visit (UnifiedLog.awaits_background_flush): an idle
         #: broker's flush pass costs nothing however many logs it holds.
         self._unflushed: set[TopicPartitionKey] = set()
@@ -182,8 +174,8 @@ class LogManager:
                     high_watermark=high_watermarks.get(key),
                     had_clean_shutdown=clean,
                     time_ms=self.time_ms,
-                    write_later=self._write_later,
-                    delete_later=self._delete_later,
+                    write_later=self.file_writer.write_later,
+                    delete_later=self.file_writer.delete_later,
                     on_unflushed=self._note_unflushed,
                     on_high_watermark_changed=self._note_high_watermark_changed,
                     on_config_changed=self._note_config,
@@ -210,9 +202,7 @@ class LogManager:
         for log in self._logs.values():
             log.close()
         self.flush_file_writes()  # deferred partition.metadata / leader-epoch-checkpoint writes
-        for handle in self._pending_deletes:  # their .deleted files go at the next load
-            handle.cancel()
-        self._pending_deletes.clear()
+        self.file_writer.cancel_pending_deletes()  # their .deleted files go at the next load
         self._logs.clear()
         self._logs_of_topic.clear()
         self._log_dir_of.clear()
@@ -305,8 +295,8 @@ class LogManager:
             self.config_for(topic),
             topic_id=topic_id,
             time_ms=self.time_ms,
-            write_later=self._write_later,
-            delete_later=self._delete_later,
+            write_later=self.file_writer.write_later,
+            delete_later=self.file_writer.delete_later,
             on_unflushed=self._note_unflushed,
             on_high_watermark_changed=self._note_high_watermark_changed,
             on_config_changed=self._note_config,
@@ -327,88 +317,9 @@ class LogManager:
     def _note_high_watermark_changed(self) -> None:
         self._high_watermarks_changed = True
 
-    def _write_later(self, write: Callable[[], None]) -> None:
-        """Run ``write`` (the fsyncs that make a just-replaced ``partition.metadata`` or
-        ``leader-epoch-checkpoint`` durable: file and directory; a periodic offset checkpoint)
-        on the log manager's
-        file-writer thread, in submission order, not on the event loop: creating or taking the
-        leadership of thousands of partitions must not wait for thousands of fsyncs in a row
-        (Kafka's ``UnifiedLog`` flushes ``partition.metadata`` from its scheduler,
-        "flush-metadata-file"). The files themselves are replaced before this is called, so a
-        killed broker restarts with them; only a power loss within that moment loses them.
-        Writes queued while the thread is busy are taken in one batch (one hand-over for the
-        thousands of writes of a large metadata delta, not one each). Thread-safe."""
-        with self._writes_lock:
-            self._writes.append(write)
-            if self._writes_draining:
-                return
-            self._writes_draining = True
-            if self._file_writer is None:
-                self._file_writer = concurrent.futures.ThreadPoolExecutor(1, "log-file-writer")
-            self._file_writer.submit(self._drain_writes)
-
-    def _drain_writes(self) -> None:
-        """The file-writer thread: run the queued writes, in order, until none is left.
-
-        Consecutive :func:`~spark_kafkalite.atomic_file.fsync_written` jobs of a batch are made durable
-        together before the next other write runs: each file fsynced and each directory once
-        (a new log's ``partition.metadata`` and ``leader-epoch-checkpoint`` share one), or, from
-        ``_SYNCFS_MIN_FILES`` files on, one ``syncfs`` per file system. A CreateTopics of
-        thousands of partitions then costs a few journal commits, not two per new log: every
-        commit also holds up the event loop's own file creations (mkdir, open) on that file
-        system, which is what made creating 4,000 partitions take ~20 s."""
-        while True:
-            with self._writes_lock:
-                batch, self._writes = self._writes, []
-                if not batch:
-                    self._writes_draining = False
-                    return
-            pending: list[Path] = []
-            for write in batch:
-                if isinstance(write, functools.partial) and write.func is fsync_written:
-                    pending.append(Path(*write.args))
-                    continue
-                if pending:
-                    self._run_write(functools.partial(_make_durable, pending))
-                    pending = []
-                self._run_write(write)
-            if pending:
-                self._run_write(functools.partial(_make_durable, pending))
-
-    def _delete_later(self, delay_ms: int, delete: Callable[[], None]) -> None:
-        """Run ``delete`` (unlinking a removed segment's ``.deleted`` files) on the file-writer
-        thread ``delay_ms`` from now (Kafka's ``UnifiedLog.deleteSegmentFiles`` scheduling
-        "delete-file" after ``file.delete.delay.ms``); at once when no event loop runs. A stop
-        before then leaves the files to the next load, which removes ``.deleted`` files."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self._write_later(delete)
-            return
-        handle: asyncio.TimerHandle | None = None
-
-        def due() -> None:
-            self._pending_deletes.discard(handle)  # type: ignore[arg-type]
-            self._write_later(delete)
-
-        handle = loop.call_later(max(delay_ms, 0) / 1000, due)
-        self._pending_deletes.add(handle)
-
-    @staticmethod
-    def _run_write(write: Callable[[], None]) -> None:
-        try:
-            write()
-        except FileNotFoundError:  # the partition was deleted meanwhile
-            pass
-        except Exception:  # noqa: BLE001 - the writes queued behind it still run
-            logger.exception("deferred write of a log file failed")
-
     def flush_file_writes(self) -> None:
-        """Wait until every deferred file write (:meth:`_write_later`) is done."""
-        with self._writes_lock:
-            writer, self._file_writer = self._file_writer, None
-        if writer is not None:
-            writer.shutdown(wait=True)
+        """Wait until every deferred file write (``file_writer``) is done."""
+        self.file_writer.flush()
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Close the log and remove its directory (renamed to ``<name>.<uuid>-delete`` first, so
@@ -584,7 +495,9 @@ class LogManager:
                 write_offset_checkpoint(log_dir / file_name, offsets, sync=True)
                 self._checkpointed[written] = offsets
             elif self._checkpointed.get(written) != offsets:
-                self._write_later(functools.partial(self._write_offset_checkpoint, written, offsets))
+                self.file_writer.write_later(
+                    functools.partial(self._write_offset_checkpoint, written, offsets)
+                )
 
     def _offsets_in(self, log_dir: Path, field: str) -> dict[TopicPartitionKey, int]:
         """{key: ``log.<field>``} of the logs in ``log_dir`` (every log when there is one dir)."""
@@ -607,32 +520,3 @@ class LogManager:
                 self._high_watermarks_changed = True  # retried at the next pass
             raise
         self._checkpointed[written] = offsets
-
-
-def _make_durable(paths: list[Path]) -> None:
-    """fsync ``paths`` (files written without fsync) and their directories: one ``syncfs`` per
-    file system when there are ``_SYNCFS_MIN_FILES`` or more, else each file and each directory
-    once. A file removed meanwhile is skipped."""
-    if len(paths) >= _SYNCFS_MIN_FILES:
-        roots: dict[int, Path] = {}
-        for path in paths:
-            try:
-                roots.setdefault(os.stat(path.parent).st_dev, path.parent)
-            except FileNotFoundError:
-                continue
-        if all(sync_file_system(directory) for directory in roots.values()):
-            return
-    dirs: dict[Path, None] = {}
-    for path in paths:
-        try:
-            if fsync_file(path):
-                dirs[path.parent] = None
-        except OSError:  # the next files are still made durable
-            logger.exception("fsync of %s failed", path)
-    for directory in dirs:
-        try:
-            fsync_dir(directory)
-        except FileNotFoundError:  # the partition was deleted meanwhile
-            pass
-        except OSError:
-            logger.exception("fsync of directory %s failed", directory)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from broker.log import log_file_writer
 from broker.log import log_manager as log_manager_module
 from broker.log.checkpoints import (
     RECOVERY_POINT_CHECKPOINT_FILE,
@@ -262,16 +263,16 @@ def test_new_logs_fsync_each_partition_directory_once(
         fsynced.append(Path(path).name + "/")
         fsync_dir(path)
 
-    monkeypatch.setattr(log_manager_module, "fsync_file", counting_file)
-    monkeypatch.setattr(log_manager_module, "fsync_dir", counting_dir)
+    monkeypatch.setattr(log_file_writer, "fsync_file", counting_file)
+    monkeypatch.setattr(log_file_writer, "fsync_dir", counting_dir)
     mgr = LogManager([tmp_path], CONFIG, time_ms=Clock())
     mgr.startup()
     topic_id = uuid.uuid4()
-    mgr._writes_draining = True  # as while the writer is busy: the jobs queue up as one batch
+    mgr.file_writer.draining = True  # as while the writer is busy: the jobs queue up as one batch
     for p in range(3):
         mgr.get_or_create_log("t", p, topic_id).leader_epoch_cache.assign(0, 0)
-    mgr._writes_draining = False
-    mgr._write_later(lambda: None)
+    mgr.file_writer.draining = False
+    mgr.file_writer.write_later(lambda: None)
     mgr.flush_file_writes()
     dirs = [name for name in fsynced if name.endswith("/")]
     assert sorted(dirs) == ["t-0/", "t-1/", "t-2/"]
@@ -283,7 +284,7 @@ def test_new_logs_fsync_each_partition_directory_once(
 def test_many_new_logs_are_made_durable_by_one_syncfs_before_the_next_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """From _SYNCFS_MIN_FILES files waiting together on, one syncfs of their file system replaces
+    """From SYNCFS_MIN_FILES files waiting together on, one syncfs of their file system replaces
     their fsyncs (a CreateTopics of thousands of partitions costs a few journal commits, not two
     per log), and it runs before the write queued after them (issue #19)."""
     from spark_kafkalite import atomic_file
@@ -295,19 +296,19 @@ def test_many_new_logs_are_made_durable_by_one_syncfs_before_the_next_write(
         events.append("syncfs")
         return sync_file_system(directory)
 
-    monkeypatch.setattr(log_manager_module, "sync_file_system", counting_syncfs)
-    monkeypatch.setattr(log_manager_module, "fsync_file", lambda path: events.append("fsync") or True)
-    monkeypatch.setattr(log_manager_module, "fsync_dir", lambda path: events.append("fsync dir"))
+    monkeypatch.setattr(log_file_writer, "sync_file_system", counting_syncfs)
+    monkeypatch.setattr(log_file_writer, "fsync_file", lambda path: events.append("fsync") or True)
+    monkeypatch.setattr(log_file_writer, "fsync_dir", lambda path: events.append("fsync dir"))
     mgr = LogManager([tmp_path], CONFIG, time_ms=Clock())
     mgr.startup()
     topic_id = uuid.uuid4()
-    partitions = log_manager_module._SYNCFS_MIN_FILES
-    mgr._writes_draining = True  # as while the writer is busy: the jobs queue up as one batch
+    partitions = log_file_writer.SYNCFS_MIN_FILES
+    mgr.file_writer.draining = True  # as while the writer is busy: the jobs queue up as one batch
     for p in range(partitions):
         mgr.get_or_create_log("t", p, topic_id).leader_epoch_cache.assign(0, 0)
-    mgr._write_later(lambda: events.append("next write"))
-    mgr._writes_draining = False
-    mgr._write_later(lambda: None)
+    mgr.file_writer.write_later(lambda: events.append("next write"))
+    mgr.file_writer.draining = False
+    mgr.file_writer.write_later(lambda: None)
     mgr.flush_file_writes()
     assert events == ["syncfs", "next write"]
     assert atomic_file.sync_file_system(tmp_path) is True  # the real call succeeds here
