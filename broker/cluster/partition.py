@@ -24,7 +24,7 @@ from broker.cluster.replica import Replica
 from broker.controller.metadata_image import PartitionRegistration
 from broker.log.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from broker.log.log_results import FetchDataInfo, LogAppendInfo
-from broker.log.producer_state_manager import AppendOrigin
+from broker.log.producer_state_entry import AppendOrigin
 from broker.log.unified_log import UnifiedLog
 from spark_kafkalite.protocol.errors import (
     ErrorCode,

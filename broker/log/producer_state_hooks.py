@@ -23,12 +23,8 @@ from spark_kafkalite.protocol.errors import KafkaError
 from spark_kafkalite.protocol.record_batch import BatchHeader, Buffer
 
 from .log_results import LogAppendInfo
-from .producer_state_manager import (
-    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-    BatchMetadata,
-    ProducerStateManager,
-    ReplayItem,
-)
+from .producer_state_entry import BatchMetadata
+from .producer_state_manager import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager, ReplayItem
 from .transaction_index import AbortedTxn
 
 __all__ = [

@@ -54,7 +54,7 @@ from .partition_metadata import (
     parse_topic_partition_dir,
     topic_partition_dir_name,
 )
-from .producer_state_manager import AppendOrigin
+from .producer_state_entry import AppendOrigin
 from .segment_files import validated_stored_batches
 from .transaction_index import AbortedTxn
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from broker.cluster.partition import LogReadResult, Partition
 from broker.errors import error_code_for, error_message_for
 from broker.log.log_results import FetchDataInfo
-from broker.log.producer_state_manager import AppendOrigin
+from broker.log.producer_state_entry import AppendOrigin
 from broker.metrics.meters import BrokerTopicStats, IsrChangeMeters
 from broker.replication.append_order import AppendOrder, AppendTicket
 from broker.replication.delayed_produce import DelayedProduce, ProducePurgatory

@@ -21,7 +21,7 @@ from broker.log.cleaner_transactions import (
 from broker.log.log_cleaner import LogCleaner
 from broker.log.log_config import LogConfig
 from broker.log.log_manager import LogManager
-from broker.log.producer_state_manager import AppendOrigin
+from broker.log.producer_state_entry import AppendOrigin
 from broker.log.segment_files import headers_in, validate_stored_batch
 from broker.log.transaction_index import AbortedTxn
 from broker.log.unified_log import UnifiedLog

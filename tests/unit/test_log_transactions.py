@@ -14,7 +14,7 @@ from broker.log.log_cleaner import LogCleaner
 from broker.log.log_config import LogConfig
 from broker.log.log_manager import LogManager
 from broker.log.ongoing_transactions import CompletedTxn, OngoingTransactions
-from broker.log.producer_state_manager import AppendOrigin
+from broker.log.producer_state_entry import AppendOrigin
 from broker.log.segment_files import headers_in
 from broker.log.transaction_index import ABORTED_TXN_SIZE, AbortedTxn, TransactionIndex
 from broker.log.unified_log import UnifiedLog

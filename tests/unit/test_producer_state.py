@@ -9,13 +9,15 @@ from pathlib import Path
 import pytest
 
 from broker.log.log_config import LogConfig
-from broker.log.producer_state_manager import (
+from broker.log.producer_state_entry import (
     NUM_BATCHES_TO_RETAIN,
     BatchMetadata,
     ProducerStateEntry,
     check_client_batch,
     in_sequence,
     last_sequence,
+)
+from broker.log.producer_state_manager import (
     parse_snapshot_file_name,
     snapshot_file_name,
 )
