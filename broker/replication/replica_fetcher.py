@@ -11,7 +11,8 @@ the local log start offset; over a KIP-227 incremental fetch session
 Per partition in the response (``processPartitionData`` / ``truncateOnFetchResponse``):
 
 * ``DivergingEpoch`` -> truncate the local log per Kafka's ``getOffsetTruncationState`` (possibly
-  in several steps: the next fetch carries the new last fetched epoch) and fetch on;
+  in several steps: the next fetch carries the new last fetched epoch) and fetch on
+  (:mod:`broker.replication.fetcher_truncation`);
 * records -> ``append_as_follower`` (batches keep the leader's offsets and epochs); the follower
   HW becomes ``min(leader HW, LEO)``; the log start offset follows the leader's;
 * ``OFFSET_OUT_OF_RANGE`` -> ListOffsets to the leader: truncate to its log end offset if ours is
@@ -32,9 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 from broker.network.channel_builders import InterBrokerSecurity
 from broker.replication.broker_connection import BrokerConnection, BrokerConnectionError
+from broker.replication.fetcher_truncation import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    fetch_leader_offset,
+    truncate_on_diverging,
+)
 from broker.tasks import await_cancelled
-from spark_kafkalite.protocol.api_keys import ApiKey, request_class
-from spark_kafkalite.protocol.entities import build, nested
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError, needs_metadata_refresh
 from spark_kafkalite.protocol.fetch_session import FetchRequestData, FetchSessionHandler, PartitionFetchData
 from spark_kafkalite.protocol.replica_fetch_codec import (
@@ -47,16 +52,12 @@ from spark_kafkalite.protocol.types import TopicPartitionKey
 
 if TYPE_CHECKING:
     from broker.cluster.partition import Partition
-    from broker.log.unified_log import UnifiedLog
 
-__all__ = ["ReplicaFetcher", "FetcherSettings", "PartitionFetchState", "truncation_offset"]
+__all__ = ["ReplicaFetcher", "FetcherSettings", "PartitionFetchState"]
 
 logger = logging.getLogger(__name__)
 
 FETCH_VERSION = REPLICA_FETCH_VERSION
-LIST_OFFSETS_VERSION = 7
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,23 +95,6 @@ class PartitionFetchState:
     @property
     def key(self) -> TopicPartitionKey:
         return (self.topic, self.partition)
-
-
-def truncation_offset(log: UnifiedLog, leader_epoch: int, leader_end_offset: int) -> tuple[int | None, bool]:
-    """Where to truncate given the leader's (epoch, end offset) for our last epoch (Kafka's
-    ``AbstractFetcherThread.getOffsetTruncationState``). Returns (offset or None for "no
-    truncation", complete); when not complete, the next fetch re-checks with our new last epoch."""
-    leo = log.log_end_offset
-    if leader_end_offset < 0:
-        return None, True
-    if leader_epoch < 0:
-        return min(leader_end_offset, leo), True
-    follower_epoch, follower_end = log.leader_epoch_cache.end_offset_for(leader_epoch, leo)
-    if follower_end < 0:
-        return min(leader_end_offset, leo), True
-    if follower_epoch != leader_epoch:
-        return min(follower_end, leo), False
-    return min(leader_end_offset, follower_end, leo), True
 
 
 class ReplicaFetcher:
@@ -398,7 +382,16 @@ class ReplicaFetcher:
         if code == ErrorCode.none:
             diverging = getattr(pd, "diverging_epoch", None)
             if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
-                self._truncate_on_diverging(partition, diverging.epoch, diverging.end_offset, state)
+                truncate_on_diverging(
+                    partition,
+                    diverging.epoch,
+                    diverging.end_offset,
+                    state,
+                    name=self.name,
+                    backoff_ms=self.settings.backoff_ms,
+                )
+                if self._on_appended is not None:
+                    self._on_appended(partition)
                 return None
             state.last_diverging = None
             self._append(partition, pd)
@@ -442,82 +435,6 @@ class ReplicaFetcher:
         if high_watermark_moved and self._on_appended is not None:
             self._on_appended(partition)
 
-    def _truncate_on_diverging(
-        self, partition: Partition, epoch: int, end_offset: int, state: PartitionFetchState | None = None
-    ) -> None:
-        """Kafka's ``AbstractFetcherThread.truncateOnFetchResponse``: truncate to the offset
-        ``truncation_offset`` gives. Truncation at or past the log end removes no record but
-        still drops leader-epoch entries starting at the log end (``UnifiedLog.truncateTo``),
-        so the next fetch carries the epoch the leader knows.
-
-        The same answer twice for an unchanged log (log end, last epoch) means this did not
-        help: never loop silently. As ``AbstractFetcherThread`` does when the divergence point
-        cannot be determined, fall back to truncating to the high watermark, log an error and
-        back the partition off (``replica.fetch.backoff.ms``)."""
-        log = partition.log
-        answer = (epoch, end_offset, log.log_end_offset, log.leader_epoch_cache.latest_epoch)
-        if state is not None and state.last_diverging == answer:
-            target = min(log.high_watermark, end_offset) if end_offset >= 0 else log.high_watermark
-            logger.error(
-                "%s: %s-%d: the leader answered diverging epoch (%d, %d) twice for LEO %d and last "
-                "epoch %s (epoch cache %s); falling back to truncating to the high watermark %d and "
-                "backing off %d ms",
-                self.name,
-                partition.topic,
-                partition.partition,
-                epoch,
-                end_offset,
-                log.log_end_offset,
-                answer[3],
-                log.leader_epoch_cache.entries()[-3:],
-                target,
-                self.settings.backoff_ms,
-            )
-            state.diverging_repeats += 1
-            state.last_diverging = None
-            state.delayed_until = time.monotonic() + self.settings.backoff_ms / 1000
-            log.truncate_to(max(target, log.log_start_offset))
-            if self._on_appended is not None:
-                self._on_appended(partition)
-            return
-        offset, complete = truncation_offset(log, epoch, end_offset)
-        if offset is None or offset >= log.log_end_offset:
-            # Kafka calls truncate here too (offset = the fetch offset when the leader's end
-            # offset is undefined): it drops an empty trailing epoch (see above).
-            log.truncate_to(log.log_end_offset)
-            logger.info(
-                "%s: %s-%d: diverging epoch (%d, %d) removes no record at LEO %d (epoch cache now ends %s)",
-                self.name,
-                partition.topic,
-                partition.partition,
-                epoch,
-                end_offset,
-                log.log_end_offset,
-                log.leader_epoch_cache.entries()[-2:],
-            )
-        else:
-            logger.warning(
-                "%s: %s-%d: truncating from %d to %d (leader's end of epoch %d is %d%s)",
-                self.name,
-                partition.topic,
-                partition.partition,
-                log.log_end_offset,
-                offset,
-                epoch,
-                end_offset,
-                "" if complete else "; will check again",
-            )
-            log.truncate_to(offset)
-        if state is not None:
-            state.last_diverging = (
-                epoch,
-                end_offset,
-                log.log_end_offset,
-                log.leader_epoch_cache.latest_epoch,
-            )
-        if self._on_appended is not None:
-            self._on_appended(partition)
-
     async def _handle_out_of_range(self, partition: Partition, state: PartitionFetchState) -> None:
         """Kafka's ``fetchOffsetAndTruncate``."""
         log = partition.log
@@ -554,6 +471,17 @@ class ReplicaFetcher:
             logger.info("%s: ListOffsets failed: %s", self.name, exc)
         state.delayed_until = time.monotonic() + self.settings.backoff_ms / 1000
 
+    async def _list_offset(
+        self, partition: Partition, state: PartitionFetchState, timestamp: int
+    ) -> int | None:
+        """The leader's offset for ``timestamp`` (see :func:`fetch_leader_offset`), or None."""
+        connection = await self._connect()
+        if connection is None:
+            return None
+        return await fetch_leader_offset(
+            connection, self.node_id, partition, state.leader_epoch, timestamp, name=self.name
+        )
+
     def _unchanged_since(self, partition: Partition, state: PartitionFetchState, leo: int) -> bool:
         """After an ``await``: is this still the same follower state (same fetch state and
         leader epoch, still a follower, same log end)? Otherwise a truncation decided before the
@@ -566,44 +494,3 @@ class ReplicaFetcher:
             and partition.leader_epoch == state.leader_epoch
             and partition.log.log_end_offset == leo
         )
-
-    async def _list_offset(
-        self, partition: Partition, state: PartitionFetchState, timestamp: int
-    ) -> int | None:
-        connection = await self._connect()
-        if connection is None:
-            return None
-        cls = request_class(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION)
-        topic_cls = nested(cls, "ListOffsetsTopic")
-        part_cls = nested(cls, "ListOffsetsPartition")
-        request = build(
-            cls,
-            replica_id=self.node_id,
-            isolation_level=0,
-            topics=(
-                topic_cls(
-                    name=partition.topic,
-                    partitions=(
-                        build(
-                            part_cls,
-                            partition_index=partition.partition,
-                            current_leader_epoch=state.leader_epoch,
-                            timestamp=timestamp,
-                        ),
-                    ),
-                ),
-            ),
-        )
-        response = await connection.send(request)
-        for t in response.topics:
-            for p in t.partitions:
-                if p.error_code == ErrorCode.none:
-                    return int(p.offset)
-                logger.info(
-                    "%s: ListOffsets %s-%d: %s",
-                    self.name,
-                    t.name,
-                    p.partition_index,
-                    ErrorCode(p.error_code).name,
-                )
-        return None

@@ -142,7 +142,7 @@ async def _test_same_diverging_answer_twice_falls_back_loudly(
     )
     await fetcher._process_partition(KEY, pd, sent)
     assert follower.log.log_end_offset == 10 and state.diverging_repeats == 0
-    with caplog.at_level(logging.ERROR, logger="broker.replication.replica_fetcher"):
+    with caplog.at_level(logging.ERROR, logger="broker.replication.fetcher_truncation"):
         await fetcher._process_partition(KEY, pd, sent)
     assert state.diverging_repeats == 1
     assert any("twice" in r.getMessage() for r in caplog.records if r.levelno == logging.ERROR)
