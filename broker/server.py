@@ -71,6 +71,7 @@ from broker.metadata_publisher import BrokerMetadataPublisher
 from broker.network.endpoint import Endpoint
 from broker.network.socket_server import SocketServer
 from broker.prometheus.broker_collector import BrokerCollector, BrokerSources
+from broker.prometheus.consumer_lag import ConsumerLagCollector
 from broker.prometheus.endpoint import MetricsEndpoint, parse_listener
 from broker.replication.delayed_fetch import FetchPurgatory
 from broker.replication.replica_manager import ReplicaManager
@@ -237,6 +238,7 @@ class KafkaServer:
         self._log_cleaner: LogCleaner | None = None
         #: the /metrics listener (``kafkalite.metrics.listener``), None when not configured
         self.metrics_endpoint: MetricsEndpoint | None = None
+        self._consumer_lag: ConsumerLagCollector | None = None
 
     # -- the parts built by startup ----------------------------------------------------------------
     def _context(self) -> BrokerContext:
@@ -483,7 +485,8 @@ class KafkaServer:
         sources = BrokerSources(
             self.node_id, lambda: self.ctx, apis, lambda: self.socket_server, lambda: self._log_cleaner
         )
-        endpoint = MetricsEndpoint([BrokerCollector(sources)])
+        self._consumer_lag = ConsumerLagCollector(self.node_id, lambda: self.ctx, asyncio.get_running_loop())
+        endpoint = MetricsEndpoint([BrokerCollector(sources), self._consumer_lag])
         try:
             host, port = parse_listener(listener)
             endpoint.start(host, port)
@@ -552,6 +555,8 @@ class KafkaServer:
         if self.metrics_endpoint is not None:  # (its serving thread stops within 0.5 s)
             await asyncio.to_thread(self.metrics_endpoint.stop)
             self.metrics_endpoint = None
+        if self._consumer_lag is not None:
+            await self._consumer_lag.close()
         controller = self.ctx.controller if self.ctx is not None else None
         if controller is not None:
             # Kafka's controlled shutdown: leaderships move away while we still serve fetches.

@@ -9,7 +9,7 @@ change size while it iterates. Figures only grow (counters) or are bucketed coun
 
 from __future__ import annotations
 
-import bisect
+from bisect import bisect_left as _bisect_left
 from collections.abc import Iterable
 from typing import Any
 
@@ -101,10 +101,15 @@ class BrokerTopicStats:
         self.topics.pop(topic, None)
 
 
+_STRIDE = len(TIME_BUCKETS_MS) + 1  # buckets per histogram, +Inf included
+
+
 class RequestTimes:
     """The time histograms of one request name (Kafka's ``RequestMetrics``: TotalTimeMs and its
-    RequestQueueTimeMs, LocalTimeMs, RemoteTimeMs, ResponseQueueTimeMs and ResponseSendTimeMs
-    parts; the response queue and send times are not measured). Each histogram is [bucket counts..., +Inf count] and a [sum ms]."""
+    RequestQueueTimeMs and LocalTimeMs parts; the remote, response queue and send times are not
+    measured). ``buckets`` holds the histograms one after the other, each
+    ``len(TIME_BUCKETS_MS) + 1`` counts (the last one: above every bound); ``sums`` their sums in ms.
+    """
 
     __slots__ = ("buckets", "sums")
 
@@ -114,12 +119,12 @@ class RequestTimes:
     PARTS = ("totaltimems", "requestqueuetimems", "localtimems")
 
     def __init__(self) -> None:
-        self.buckets = [[0] * (len(TIME_BUCKETS_MS) + 1) for _ in self.PARTS]
+        self.buckets = [0] * (_STRIDE * len(self.PARTS))
         self.sums = [0.0] * len(self.PARTS)
 
-    def observe(self, part: int, ms: float) -> None:
-        self.buckets[part][bisect.bisect_left(TIME_BUCKETS_MS, ms)] += 1
-        self.sums[part] += ms
+    def histogram(self, part: int) -> list[int]:
+        """The bucket counts (not cumulative) of histogram ``part`` (an index of ``PARTS``)."""
+        return self.buckets[part * _STRIDE : (part + 1) * _STRIDE]
 
 
 class RequestMetrics:
@@ -145,7 +150,7 @@ class RequestMetrics:
         self,
         api_key: int,
         version: int,
-        names: Iterable[str],
+        names: tuple[str, ...],
         codes: dict[int, int],
         queue_ms: float,
         local_ms: float,
@@ -160,18 +165,27 @@ class RequestMetrics:
             ekey = (api_key, code)
             errors[ekey] = errors.get(ekey, 0) + count
         total_ms = queue_ms + local_ms
+        total_at = _bisect_left(TIME_BUCKETS_MS, total_ms)
+        queue_at = _STRIDE + _bisect_left(TIME_BUCKETS_MS, queue_ms)
+        local_at = 2 * _STRIDE + _bisect_left(TIME_BUCKETS_MS, local_ms)
+        all_times = self.times
         for name in names:
-            times = self.times.get(name)
+            times = all_times.get(name)
             if times is None:
-                times = self.times[name] = RequestTimes()
-            times.observe(0, total_ms)
-            times.observe(1, queue_ms)
-            times.observe(2, local_ms)
+                times = all_times[name] = RequestTimes()
+            buckets = times.buckets
+            buckets[total_at] += 1
+            buckets[queue_at] += 1
+            buckets[local_at] += 1
+            sums = times.sums
+            sums[0] += total_ms
+            sums[1] += queue_ms
+            sums[2] += local_ms
 
 
 class IsrChangeMeters:
     """Kafka's ``ReplicaManager`` IsrShrinksPerSec / IsrExpandsPerSec (marked by the leader when
-    its AlterPartition commits) and the ``ReplicaFetcherManager`` restarts are counted here."""
+    its AlterPartition commits)."""
 
     __slots__ = ("shrinks", "expands")
 
@@ -197,11 +211,15 @@ def request_name(api_key: int) -> str:
     return name
 
 
-_CHILDREN: dict[type, tuple[str, ...]] = {}
+_CHILDREN: dict[type, list[str]] = {}
+_CONTAINERS = (tuple, list)
 _LEAVES = (str, bytes, bytearray, memoryview, int, float, bool)
 
 
-def _child_fields(cls: type) -> tuple[str, ...]:
+def _child_fields(cls: type) -> list[str]:
+    """The fields of ``cls`` that may hold nested entries: every field but ``error_code`` at
+    first; :func:`error_counts` drops a field the first time it holds a scalar (a field's type
+    does not change within a generated class)."""
     fields = _CHILDREN.get(cls)
     if fields is None:
         names: list[str] = list(getattr(cls, "_fields", ()))  # NamedTuple
@@ -213,7 +231,7 @@ def _child_fields(cls: type) -> tuple[str, ...]:
                 for klass in cls.__mro__:
                     slots = klass.__dict__.get("__slots__", ())
                     names.extend((slots,) if isinstance(slots, str) else slots)
-        fields = _CHILDREN[cls] = tuple(n for n in names if n != "error_code")
+        fields = _CHILDREN[cls] = [n for n in names if n != "error_code"]
     return fields
 
 
@@ -230,10 +248,16 @@ def error_counts(response: Any) -> dict[int, int]:
         if code is not None:
             code = int(code)
             counts[code] = counts.get(code, 0) + 1
-        for name in _child_fields(type(entry)):
+        fields = _child_fields(type(entry))
+        for name in tuple(fields):
             value = getattr(entry, name, None)
-            if type(value) in (tuple, list) and value and not isinstance(value[0], _LEAVES):
-                stack.extend(value)
+            if value is None:
+                continue
+            if type(value) in _CONTAINERS:
+                if value and not isinstance(value[0], _LEAVES):
+                    stack.extend(value)
+            else:  # a scalar field (or a record set): never a list of entries
+                fields.remove(name)
     return counts
 
 

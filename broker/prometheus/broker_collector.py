@@ -129,7 +129,7 @@ class BrokerCollector(Collector):
                 labels=["request"],
             )
             for name, recorded in times:
-                counts = list(recorded.buckets[part])
+                counts = recorded.histogram(part)
                 cumulative = 0
                 buckets = []
                 for le, count in zip(_LE, counts, strict=True):

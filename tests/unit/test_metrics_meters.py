@@ -82,11 +82,11 @@ def test_request_times_are_bucketed_under_each_name() -> None:
     assert metrics.requests == {(1, 12): 2}
     assert metrics.errors == {(1, 0): 4, (1, 6): 1}
     fetch = metrics.times["Fetch"]
-    assert sum(fetch.buckets[0]) == 2 and abs(fetch.sums[0] - 703.2) < 1e-9
-    assert fetch.buckets[0][TIME_BUCKETS_MS.index(1000)] == 1  # 700.2 ms: the (500, 1000] bucket
-    assert fetch.buckets[0][TIME_BUCKETS_MS.index(5)] == 1  # 3 ms: (2.5, 5]
-    assert sum(metrics.times["FetchConsumer"].buckets[0]) == 1
-    assert sum(metrics.times["FetchFollower"].buckets[2]) == 1
+    assert sum(fetch.histogram(0)) == 2 and abs(fetch.sums[0] - 703.2) < 1e-9
+    assert fetch.histogram(0)[TIME_BUCKETS_MS.index(1000)] == 1  # 700.2 ms: the (500, 1000] bucket
+    assert fetch.histogram(0)[TIME_BUCKETS_MS.index(5)] == 1  # 3 ms: (2.5, 5]
+    assert sum(metrics.times["FetchConsumer"].histogram(0)) == 1
+    assert sum(metrics.times["FetchFollower"].histogram(2)) == 1
 
 
 def test_topic_meters_keep_the_all_topics_total_after_a_topic_goes() -> None:
