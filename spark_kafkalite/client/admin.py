@@ -497,6 +497,7 @@ class KafkaAdminClient:
         )
 
     def close(self) -> None:
+        """Close the connections (idempotent); later calls raise ``IllegalStateError``."""
         if self._closed:
             return
         self._closed = True

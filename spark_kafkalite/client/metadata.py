@@ -87,10 +87,14 @@ class Cluster:
         return pm.leader
 
     def partition(self, tp: TopicPartition) -> PartitionMetadata | None:
+        """The metadata of ``tp`` (leader, leader epoch, replicas, ISR, offline replicas), or
+        None when the topic or partition is unknown (Java ``Cluster.partition``)."""
         parts = self.partitions.get(tp.topic)
         return None if parts is None else parts.get(tp.partition)
 
     def partitions_for_topic(self, topic: str) -> dict[int, PartitionMetadata] | None:
+        """``{partition id: PartitionMetadata}`` of ``topic``, or None when the topic is
+        unknown (Java ``Cluster.partitionsForTopic``)."""
         return self.partitions.get(topic)
 
     def available_partitions(self, topic: str) -> list[int]:
@@ -224,10 +228,13 @@ class Metadata:
         return list(nodes) if nodes else list(self._bootstrap)
 
     def node_address(self, node_id: int) -> tuple[str, int] | None:
+        """``(host, port)`` of broker ``node_id`` in the last response, or of a bootstrap
+        pseudo-node (negative id); None when unknown."""
         return self._cluster.nodes.get(node_id) or self._bootstrap.get(node_id)
 
     @property
     def topics(self) -> frozenset[str]:
+        """The topics whose metadata is kept fresh (the topics of interest)."""
         return frozenset(self._topics)
 
     # -------------------------------------------------------------- interest and requests
@@ -271,6 +278,8 @@ class Metadata:
             return self._version
 
     def update_requested(self) -> bool:
+        """True when a refresh was requested and not yet answered (Java
+        ``Metadata.updateRequested``)."""
         return self._request_version > self._handled_request_version
 
     def time_to_next_update(self, now_ms: float) -> float:
@@ -283,6 +292,8 @@ class Metadata:
         return max(ttl, backoff, 0.0)
 
     def mark_update_attempt(self, now_ms: float) -> None:
+        """A MetadataRequest was sent at ``now_ms``: the next waits ``retry.backoff.ms``
+        after it."""
         self._last_attempt_ms = now_ms
 
     def build_request(self) -> RequestBuilder:
@@ -361,6 +372,7 @@ class Metadata:
         return updated
 
     def close(self) -> None:
+        """Close the cache: threads waiting for an update wake up (their wait returns False)."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()

@@ -22,6 +22,10 @@ log = logging.getLogger(__name__)
 
 
 class MetadataUpdater:
+    """Keeps a client's ``Metadata`` fresh from its ``NetworkClient.poll`` (Java
+    ``NetworkClient.DefaultMetadataUpdater``): one MetadataRequest at a time to the least loaded
+    node when the metadata is due (requested, or older than ``metadata.max.age.ms``)."""
+
     def __init__(self, client: NetworkClient, metadata: Metadata) -> None:
         self._client = client
         self._metadata = metadata

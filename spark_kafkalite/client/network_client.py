@@ -116,10 +116,13 @@ class NetworkClient:
 
     @property
     def request_timeout_ms(self) -> int:
+        """``request.timeout.ms``: the default deadline of a request, in ms."""
         return self._request_timeout_ms
 
     @property
     def reconnect_backoff_ms(self) -> int:
+        """``reconnect.backoff.ms``: the first reconnect backoff (it doubles up to
+        ``reconnect.backoff.max.ms``)."""
         return self._reconnect_backoff_ms
 
     def add_node(self, node_id: int, host: str, port: int) -> None:

@@ -28,12 +28,15 @@ class RequestFuture:
         self._callbacks: list[Callable[[RequestFuture], None]] = []
 
     def is_done(self) -> bool:
+        """True once the future succeeded or failed."""
         return self._state != _PENDING
 
     def succeeded(self) -> bool:
+        """True once completed with a value (``value``)."""
         return self._state == _SUCCEEDED
 
     def failed(self) -> bool:
+        """True once completed with an error (``exception``)."""
         return self._state == _FAILED
 
     def success(self, value: Any) -> None:

@@ -76,6 +76,8 @@ class ConsumerPartitionAssignor(ABC):
     name: str = ""
 
     def supported_protocols(self) -> list[RebalanceProtocol]:
+        """The rebalance protocols this assignor works with, preferred first (Java
+        ``ConsumerPartitionAssignor.supportedProtocols``; KIP-429): EAGER by default."""
         return [RebalanceProtocol.EAGER]
 
     def subscription_user_data(self, topics: set[str]) -> bytes | None:
@@ -90,6 +92,9 @@ class ConsumerPartitionAssignor(ABC):
     def assign(
         self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]
     ) -> dict[str, Assignment]:
+        """``{member_id: Assignment}`` for every member of ``subscriptions`` from
+        ``partitions_per_topic`` (``{topic: partition count}``); run by the group leader (Java
+        ``ConsumerPartitionAssignor.assign``)."""
         raise NotImplementedError
 
 
@@ -112,6 +117,8 @@ class RangeAssignor(ConsumerPartitionAssignor):
     def assign(
         self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]
     ) -> dict[str, Assignment]:
+        """Per topic, consecutive ranges of partitions to the members subscribed to it, in
+        member order; the first ``count % members`` get one more."""
         ordered = _sorted_members(subscriptions)
         assigned: dict[str, list[TopicPartition]] = {m: [] for m in ordered}
         for topic in sorted(partitions_per_topic):
@@ -136,6 +143,8 @@ class RoundRobinAssignor(ConsumerPartitionAssignor):
     def assign(
         self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]
     ) -> dict[str, Assignment]:
+        """Every partition of every subscribed topic, in topic / partition order, dealt to
+        the members in turn (skipping members not subscribed to the topic)."""
         ordered = _sorted_members(subscriptions)
         assigned: dict[str, list[TopicPartition]] = {m: [] for m in ordered}
         if not ordered:
@@ -175,17 +184,24 @@ class CooperativeStickyAssignor(ConsumerPartitionAssignor):
         self.generation = -1
 
     def supported_protocols(self) -> list[RebalanceProtocol]:
+        """COOPERATIVE first (incremental rebalancing, KIP-429), then EAGER."""
         return [RebalanceProtocol.COOPERATIVE, RebalanceProtocol.EAGER]
 
     def subscription_user_data(self, topics: set[str]) -> bytes | None:
+        """The generation of this member's current assignment as an int32 (Java's
+        ``CooperativeStickyAssignor`` user data), so the leader can drop stale owners."""
         return _I32.pack(self.generation)
 
     def on_assignment(self, assignment: Assignment, generation_id: int) -> None:
+        """Remember ``generation_id`` for the next subscription's user data."""
         self.generation = generation_id
 
     def assign(
         self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]
     ) -> dict[str, Assignment]:
+        """A balanced assignment that keeps each partition with its valid previous owner
+        where possible; a partition changing owner is left out this round (its owner revokes it
+        first and the next rebalance hands it on, KIP-429)."""
         ordered = _sorted_members(subscriptions)
         if not ordered:
             return {}

@@ -186,6 +186,12 @@ class ConsumerCoordinator(AbstractCoordinator):
 
     # ------------------------------------------------------------------ subscriptions
     def subscribe(self, topics: Iterable[str], listener: ConsumerRebalanceListener | None) -> None:
+        """Subscribe to ``topics`` (Java ``SubscriptionState.subscribe``): the metadata follows
+        them and a changed set requests a rejoin; ``listener`` (kept when None) gets the rebalance
+        callbacks.
+
+        Raises:
+            ValueError: an empty topic name."""
         names = {str(t) for t in topics}
         if any(not t.strip() for t in names):
             raise ValueError("topic names must not be empty")
@@ -196,6 +202,8 @@ class ConsumerCoordinator(AbstractCoordinator):
     def subscribe_pattern(
         self, pattern: str | re.Pattern[str], listener: ConsumerRebalanceListener | None
     ) -> None:
+        """Subscribe to every topic whose name matches ``pattern`` (``re.fullmatch``
+        semantics of Java's ``Pattern.matcher().matches()``), re-evaluated as the metadata changes."""
         self.subscription_type = SubscriptionType.AUTO_PATTERN
         self.pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
         self._pattern_evaluated = False
@@ -211,6 +219,8 @@ class ConsumerCoordinator(AbstractCoordinator):
             self.request_rejoin(f"subscription changed to {sorted(topics)}")
 
     def is_auto_subscribed(self) -> bool:
+        """True for a topic or pattern subscription (the group assigns), False for
+        ``assign`` or no subscription."""
         return self.subscription_type in (SubscriptionType.AUTO_TOPICS, SubscriptionType.AUTO_PATTERN)
 
     def unsubscribe(self) -> None:
@@ -233,9 +243,13 @@ class ConsumerCoordinator(AbstractCoordinator):
 
     # ------------------------------------------------------------------ protocol hooks
     def protocol_type(self) -> str:
+        """``"consumer"`` (Java ``ConsumerProtocol.PROTOCOL_TYPE``)."""
         return CONSUMER_PROTOCOL_TYPE
 
     def metadata_protocols(self) -> list[tuple[str, bytes]]:
+        """One ``(assignor name, Subscription bytes)`` per configured assignor, in
+        ``partition.assignment.strategy`` order: the subscribed topics, the owned partitions, the
+        generation and ``client.rack`` (Java ``ConsumerProtocol`` subscription v3, KIP-429 / KIP-881)."""
         self._joined_subscription = set(self.subscribed_topics)
         topics = tuple(sorted(self._joined_subscription))
         owned = tuple(sorted(self._subscriptions.assigned_partitions()))
@@ -278,6 +292,12 @@ class ConsumerCoordinator(AbstractCoordinator):
             self._metadata.set_topics(self.subscribed_topics | self._group_subscription)
 
     def on_join_prepare(self, generation: Generation) -> None:
+        """Before (re)joining (Java ``ConsumerCoordinator.onJoinPrepare``): auto-commit the
+        consumed offsets; then all partitions lost (generation reset), all revoked (EAGER) or only
+        those of unsubscribed topics revoked (COOPERATIVE, KIP-429).
+
+        Raises:
+            Exception: what a rebalance listener raised (after the step completed)."""
         if self.offsets.auto_commit_enabled and generation.generation_id >= 0 and generation.member_id:
             self.offsets.commit_quietly(self.offsets.all_consumed_offsets(), "before rebalance")
         owned = self._subscriptions.assigned_partitions()
@@ -301,6 +321,12 @@ class ConsumerCoordinator(AbstractCoordinator):
     def on_leader_elected(
         self, protocol: str, members: list[tuple[str, str | None, bytes]], skip_assignment: bool
     ) -> dict[str, bytes]:
+        """Leader only (Java ``ConsumerCoordinator.onLeaderElected``): decode the members'
+        subscriptions, run the ``protocol`` assignor over the partition counts in the metadata and
+        return ``{member_id: Assignment bytes}``; empty with ``skip_assignment`` (KIP-814).
+
+        Raises:
+            KafkaError: the coordinator chose an assignor this consumer lacks."""
         assignor = self._assignor(protocol)
         subscriptions: dict[str, Subscription] = {}
         for member_id, instance_id, metadata in members:
@@ -329,6 +355,13 @@ class ConsumerCoordinator(AbstractCoordinator):
         return {m: encode_assignment(a) for m, a in assignments.items()}
 
     def on_join_complete(self, generation: Generation, assignment_bytes: bytes) -> None:
+        """Install the SyncGroup assignment (Java ``ConsumerCoordinator.onJoinComplete``):
+        under COOPERATIVE, partitions that moved are committed, revoked and a rejoin requested; the
+        listener gets ``on_partitions_assigned`` for the new ones. An assignment naming topics outside
+        the subscription requests a rejoin instead.
+
+        Raises:
+            Exception: what a rebalance listener raised."""
         assignment = decode_assignment(assignment_bytes)
         assigned = set(assignment.partitions)
         foreign = {tp for tp in assigned if tp.topic not in self.subscribed_topics}
@@ -364,6 +397,8 @@ class ConsumerCoordinator(AbstractCoordinator):
         self._raise_listener_error()
 
     def on_leave_prepare(self, generation: Generation) -> None:
+        """Before leaving (Java ``onLeavePrepare``): auto-commit, then the listener gets
+        the owned partitions as revoked (or lost without a generation) and the assignment is cleared."""
         owned = self._subscriptions.assigned_partitions()
         if self.offsets.auto_commit_enabled and generation.generation_id >= 0:
             self.offsets.commit_quietly(self.offsets.all_consumed_offsets(), "before leaving the group")

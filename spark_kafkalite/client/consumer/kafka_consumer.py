@@ -127,6 +127,8 @@ class KafkaConsumer:
         self.assign([])
 
     def assignment(self) -> set[TopicPartition]:
+        """The partitions assigned to this consumer now, by ``assign`` or by the group (Java
+        ``KafkaConsumer.assignment``); a copy."""
         return self._subscriptions.assigned_partitions()
 
     def _assigned(self, tp: Any) -> TopicPartition:
@@ -191,14 +193,24 @@ class KafkaConsumer:
         return position
 
     def pause(self, *partitions: TopicPartition) -> None:
+        """Stop fetching ``partitions`` until :meth:`resume`; their positions stay and ``poll``
+        returns none of their records meanwhile (Java ``KafkaConsumer.pause``).
+
+        Raises:
+            IllegalStateError: a partition is not assigned to this consumer."""
         for tp in partitions:
             self._subscriptions.pause(self._assigned(tp))
 
     def resume(self, *partitions: TopicPartition) -> None:
+        """Fetch ``partitions`` again after :meth:`pause` (Java ``KafkaConsumer.resume``).
+
+        Raises:
+            IllegalStateError: a partition is not assigned to this consumer."""
         for tp in partitions:
             self._subscriptions.resume(self._assigned(tp))
 
     def paused(self) -> set[TopicPartition]:
+        """The assigned partitions that are paused (Java ``KafkaConsumer.paused``)."""
         return self._subscriptions.paused_partitions()
 
     def highwater(self, partition: TopicPartition) -> int | None:

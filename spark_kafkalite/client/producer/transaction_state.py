@@ -59,23 +59,28 @@ class TransactionalRequestResult:
         self.is_acked = False
 
     def done(self) -> None:
+        """Complete successfully and wake the waiters."""
         self._event.set()
 
     def fail(self, error: KafkaError) -> None:
+        """Complete with ``error`` and wake the waiters (ignored once completed)."""
         if not self._event.is_set():
             self._error = error
             self._event.set()
 
     @property
     def is_completed(self) -> bool:
+        """True once done or failed (Java ``TransactionalRequestResult.isCompleted``)."""
         return self._event.is_set()
 
     @property
     def is_successful(self) -> bool:
+        """True once done without an error (Java ``isSuccessful``)."""
         return self._event.is_set() and self._error is None
 
     @property
     def error(self) -> KafkaError | None:
+        """The error it failed with, or None."""
         return self._error
 
     def await_result(self, timeout_ms: float | None) -> None:

@@ -69,11 +69,15 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class ProducerIdAndEpoch:
+    """A producer id and its epoch (Java ``ProducerIdAndEpoch``; KIP-98): -1 / -1 until
+    InitProducerId answered."""
+
     producer_id: int = NO_PRODUCER_ID
     epoch: int = NO_PRODUCER_EPOCH
 
     @property
     def is_valid(self) -> bool:
+        """True once a producer id was assigned (>= 0)."""
         return self.producer_id >= 0
 
 
@@ -99,10 +103,12 @@ class TxnPartitionEntry:
     in_flight: list[ProducerBatch] = field(default_factory=list)  # sorted by base_sequence
 
     def add(self, batch: ProducerBatch) -> None:
+        """Insert ``batch`` among the in-flight batches, kept sorted by base sequence."""
         keys = [b.base_sequence for b in self.in_flight]
         self.in_flight.insert(bisect.bisect_right(keys, batch.base_sequence), batch)
 
     def remove(self, batch: ProducerBatch) -> None:
+        """Forget ``batch`` (acknowledged or failed); no-op when it is not in flight."""
         try:
             self.in_flight.remove(batch)
         except ValueError:
@@ -126,9 +132,12 @@ class TxnPartitionMap:
     # -- producer id -----------------------------------------------------------------------
 
     def has_producer_id(self) -> bool:
+        """True once InitProducerId assigned a producer id."""
         return self.producer_id_and_epoch.is_valid
 
     def set_producer_id_and_epoch(self, producer_id: int, epoch: int) -> None:
+        """Use ``producer_id`` / ``epoch`` from now on; partitions waiting for an epoch bump
+        restart their sequences at 0, their in-flight batches renumbered (KIP-360)."""
         log.info("producer id %d epoch %d", producer_id, epoch)
         self.producer_id_and_epoch = ProducerIdAndEpoch(producer_id, epoch)
         for tp in list(self._to_rewrite):
