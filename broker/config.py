@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from broker.config_def import INT_MAX, LONG_MAX, ConfigError, ConfigKey, parse_list
+from broker.log.log_config import LogConfig
+from broker.log.log_tasks import LogTaskSettings
 from broker.network.channel_builders import (
     LISTENER_PREFIX,
     InterBrokerSecurity,
@@ -30,6 +32,8 @@ from broker.server_configs import CONFIG_DEF
 from spark_kafkalite.protocol.properties import parse_properties as _parse_properties
 
 __all__ = [
+    "log_config_from",
+    "log_task_settings_from",
     "ConfigError",
     "ConfigKey",
     "CONFIG_DEF",
@@ -420,3 +424,46 @@ def parse_overrides(overrides: Iterable[str]) -> dict[str, str]:
             raise ConfigError(item or "--override", "override must look like key=value")
         result[key] = value
     return result
+
+
+def log_config_from(config: KafkaConfig) -> LogConfig:
+    """The default ``LogConfig`` (Kafka's ``LogConfig.fromProps`` of
+    ``KafkaConfig.extractLogConfigMap``) from broker keys (log.segment.bytes, log.index.interval.bytes,
+    message.max.bytes, log.flush.interval.messages, log.index.size.max.bytes, log.roll.ms/hours,
+    log.retention.ms/minutes/hours, log.retention.bytes, log.cleanup.policy,
+    log.flush.interval.ms, min.insync.replicas, log.message.timestamp.before/after.max.ms,
+    log.segment.delete.delay.ms, compression.type and its compression.*.level keys)."""
+    flush_messages = config["log.flush.interval.messages"]
+    flush_ms = config.log_flush_interval_ms
+    return LogConfig(
+        segment_bytes=config["log.segment.bytes"],
+        index_interval_bytes=config["log.index.interval.bytes"],
+        max_message_bytes=config.message_max_bytes,
+        flush_interval_messages=None if flush_messages >= LONG_MAX else flush_messages,
+        segment_index_bytes=config["log.index.size.max.bytes"],
+        segment_ms=config.log_roll_ms,
+        retention_ms=config.log_retention_ms,
+        retention_bytes=config["log.retention.bytes"],
+        cleanup_policy=tuple(config["log.cleanup.policy"]),
+        flush_ms=None if flush_ms >= LONG_MAX else flush_ms,
+        min_insync_replicas=config["min.insync.replicas"],
+        message_timestamp_before_max_ms=config["log.message.timestamp.before.max.ms"],
+        message_timestamp_after_max_ms=config["log.message.timestamp.after.max.ms"],
+        file_delete_delay_ms=config["log.segment.delete.delay.ms"],
+        compression_type=config["compression.type"],
+        compression_gzip_level=config["compression.gzip.level"],
+        compression_lz4_level=config["compression.lz4.level"],
+        compression_zstd_level=config["compression.zstd.level"],
+    )
+
+
+def log_task_settings_from(config: KafkaConfig) -> LogTaskSettings:
+    """Intervals of the log background jobs (log.retention.check.interval.ms,
+    log.initial.task.delay.ms, log.flush.scheduler.interval.ms capped at 1 s, log.cleaner.backoff.ms)."""
+    flush_check_ms = config["log.flush.scheduler.interval.ms"]
+    return LogTaskSettings(
+        retention_check_interval_ms=config["log.retention.check.interval.ms"],
+        initial_task_delay_ms=config["log.initial.task.delay.ms"],
+        flush_check_interval_ms=min(flush_check_ms, 1000, max(config.log_flush_interval_ms, 10)),
+        cleaner_backoff_ms=config.values.get("log.cleaner.backoff.ms", 15000),
+    )

@@ -17,8 +17,9 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from broker.config import log_config_from
 from broker.config_def import parse_list
 from broker.controller.broker_configs import DYNAMIC_CONNECTION_CONFIGS, DYNAMIC_LOG_CONFIGS
 from broker.controller.metadata_image import MetadataDelta, MetadataImage, MetadataRecord, diff_images
@@ -26,7 +27,6 @@ from broker.controller.publish_queue import MetadataPublishQueue
 from broker.controller.topic_configs import log_config_for
 from broker.controller.topic_publisher import TopicMetadataPublisher
 from broker.dynamic_broker_config import DynamicBrokerConfig
-from broker.log.log_config import LogConfig
 from broker.log.log_manager import LogManager
 from broker.network.connection_quotas import ConnectionQuotas, parse_per_ip_overrides
 
@@ -51,8 +51,6 @@ class BrokerMetadataPublisher:
         topic_publisher: the topic config store and the topic configs (Kafka's
             ``DynamicConfigPublisher`` for topics).
         dynamic_config: the broker's dynamic configs.
-        log_config_from: the default ``LogConfig`` of a broker config (after a broker default of
-            topic configs changed).
         connection_quotas: ``fn() -> ConnectionQuotas | None`` (the socket server's, once bound).
         on_topics_deleted: ``fn(topic names)``: the group coordinator drops their offsets.
 
@@ -69,7 +67,6 @@ class BrokerMetadataPublisher:
         topic_publisher: TopicMetadataPublisher,
         dynamic_config: DynamicBrokerConfig,
         *,
-        log_config_from: Callable[[Any], LogConfig],
         connection_quotas: Callable[[], ConnectionQuotas | None],
         on_topics_deleted: Callable[[set[str]], None],
     ) -> None:
@@ -78,7 +75,6 @@ class BrokerMetadataPublisher:
         self._publish_queue = publish_queue
         self._topic_publisher = topic_publisher
         self._dynamic_config = dynamic_config
-        self._log_config_from = log_config_from
         self._connection_quotas = connection_quotas
         self._on_topics_deleted = on_topics_deleted
         self.catching_up = False
@@ -153,7 +149,7 @@ class BrokerMetadataPublisher:
             )
         if not changed & DYNAMIC_LOG_CONFIGS:
             return
-        log_manager.config = self._log_config_from(config)
+        log_manager.config = log_config_from(config)
         created = {t.name for t in delta.created_topics}
         names = [n for n in image.topics if n not in created]
         for start in range(0, len(names), APPLY_DELTA_CHUNK):

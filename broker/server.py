@@ -26,24 +26,20 @@ Shutdown: stop accepting and close connections, wake parked fetches, flush and c
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import hashlib
 import json
 import logging
 import os
 import socket
 import time
-import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 from broker.apis.context import BrokerContext
 from broker.apis.init_producer_id import producer_id_manager
 from broker.apis.kafka_apis import KafkaApis
-from broker.config import LONG_MAX, KafkaConfig, parse_properties
+from broker.config import KafkaConfig, log_config_from, log_task_settings_from
 from broker.controller.acl_store import ACLS_FILE
 from broker.controller.controller import Controller
 from broker.controller.metadata_image import MetadataImage
@@ -64,9 +60,14 @@ from broker.event_loop_monitor import EventLoopMonitor
 from broker.gc_pauses import GcPauseStats
 from broker.log.dir_lock import LogDirLockError, LogDirLocks
 from broker.log.log_cleaner import LogCleaner
-from broker.log.log_config import LogConfig
 from broker.log.log_manager import LogManager
-from broker.log.log_tasks import LogTaskSettings, run_log_tasks
+from broker.log.log_tasks import run_log_tasks
+from broker.meta_properties import (
+    MetaPropertiesError,
+    ensure_meta_properties,
+    quorum_cluster_id,
+    quorum_password,
+)
 from broker.metadata_publisher import BrokerMetadataPublisher
 from broker.network.endpoint import Endpoint
 from broker.network.socket_server import SocketServer
@@ -80,7 +81,7 @@ from broker.tasks import await_cancelled
 from spark_kafkalite.atomic_file import write_atomically
 from spark_kafkalite.protocol.errors import ErrorCode
 
-__all__ = ["KafkaServer", "StartupError", "ENDPOINTS_FILE", "META_PROPERTIES_FILE", "log_config_from"]
+__all__ = ["KafkaServer", "StartupError", "ENDPOINTS_FILE"]
 
 logger = logging.getLogger(__name__)
 
@@ -88,115 +89,12 @@ ENDPOINTS_FILE = ".broker-endpoints.json"
 LOOP_LAG_FILE = "loop-lag.json"
 """The event loop's lag figures (``LoopLagStats.snapshot``), in the first log dir."""
 LOOP_LAG_FILE_INTERVAL_S = 5.0
-META_PROPERTIES_FILE = "meta.properties"
 #: a large metadata delta is applied for at most this long per event-loop step
 PUBLISH_SLICE_MS = 20.0
 
 
 class StartupError(RuntimeError):
     """The broker cannot start (e.g. node id mismatch in meta.properties, port in use)."""
-
-
-def log_config_from(config: KafkaConfig) -> LogConfig:
-    """The default ``LogConfig`` from broker keys (log.segment.bytes, log.index.interval.bytes,
-    message.max.bytes, log.flush.interval.messages, log.index.size.max.bytes, log.roll.ms/hours,
-    log.retention.ms/minutes/hours, log.retention.bytes, log.cleanup.policy,
-    log.flush.interval.ms, min.insync.replicas, log.message.timestamp.before/after.max.ms,
-    log.segment.delete.delay.ms, compression.type and its compression.*.level keys)."""
-    flush_messages = config["log.flush.interval.messages"]
-    flush_ms = config.log_flush_interval_ms
-    return LogConfig(
-        segment_bytes=config["log.segment.bytes"],
-        index_interval_bytes=config["log.index.interval.bytes"],
-        max_message_bytes=config.message_max_bytes,
-        flush_interval_messages=None if flush_messages >= LONG_MAX else flush_messages,
-        segment_index_bytes=config["log.index.size.max.bytes"],
-        segment_ms=config.log_roll_ms,
-        retention_ms=config.log_retention_ms,
-        retention_bytes=config["log.retention.bytes"],
-        cleanup_policy=tuple(config["log.cleanup.policy"]),
-        flush_ms=None if flush_ms >= LONG_MAX else flush_ms,
-        min_insync_replicas=config["min.insync.replicas"],
-        message_timestamp_before_max_ms=config["log.message.timestamp.before.max.ms"],
-        message_timestamp_after_max_ms=config["log.message.timestamp.after.max.ms"],
-        file_delete_delay_ms=config["log.segment.delete.delay.ms"],
-        compression_type=config["compression.type"],
-        compression_gzip_level=config["compression.gzip.level"],
-        compression_lz4_level=config["compression.lz4.level"],
-        compression_zstd_level=config["compression.zstd.level"],
-    )
-
-
-def log_task_settings_from(config: KafkaConfig) -> LogTaskSettings:
-    """Intervals of the log background jobs (log.retention.check.interval.ms,
-    log.initial.task.delay.ms, log.flush.scheduler.interval.ms capped at 1 s, log.cleaner.backoff.ms)."""
-    flush_check_ms = config["log.flush.scheduler.interval.ms"]
-    return LogTaskSettings(
-        retention_check_interval_ms=config["log.retention.check.interval.ms"],
-        initial_task_delay_ms=config["log.initial.task.delay.ms"],
-        flush_check_interval_ms=min(flush_check_ms, 1000, max(config.log_flush_interval_ms, 10)),
-        cleaner_backoff_ms=config.values.get("log.cleaner.backoff.ms", 15000),
-    )
-
-
-def _new_cluster_id() -> str:
-    """Kafka's ``Uuid.randomUuid().toString()``: base64url, 22 characters."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
-
-
-def quorum_cluster_id(voters: dict[int, tuple[str, int]]) -> str:
-    """The cluster id of a fresh multi-node cluster: derived from ``controller.quorum.voters``
-    so every node agrees without a ``kafka-storage format`` step (base64url, 22 characters)."""
-    text = ",".join(f"{vid}@{host}:{port}" for vid, (host, port) in sorted(voters.items()))
-    digest = uuid.uuid5(uuid.NAMESPACE_URL, "kafkalite-cluster:" + text)
-    return base64.urlsafe_b64encode(digest.bytes).rstrip(b"=").decode("ascii")
-
-
-def quorum_password(config: KafkaConfig, cluster_id: str) -> str:
-    """``controller.quorum.password``, else a secret derived from the cluster id."""
-    explicit = config["controller.quorum.password"]
-    if explicit:
-        return str(explicit)
-    return hashlib.sha256(f"kafkalite-raft:{cluster_id}".encode()).hexdigest()
-
-
-def ensure_meta_properties(log_dirs: list[Path], node_id: int, default_cluster_id: str | None = None) -> str:
-    """Read (or create) ``meta.properties`` in every log dir and return the cluster id
-    (``default_cluster_id`` or a random one for a new cluster).
-
-    Raises:
-        StartupError: a dir belongs to another node id or the dirs disagree on the cluster id.
-    """
-    cluster_id: str | None = None
-    missing: list[Path] = []
-    for log_dir in log_dirs:
-        log_dir.mkdir(parents=True, exist_ok=True)
-        path = log_dir / META_PROPERTIES_FILE
-        if not path.exists():
-            missing.append(path)
-            continue
-        props = parse_properties(path.read_text(encoding="utf-8"), str(path))
-        stored_node = props.get("node.id")
-        if stored_node is not None and int(stored_node) != node_id:
-            raise StartupError(
-                f"Stored node id {stored_node} in {path} doesn't match the configured node.id {node_id}"
-            )
-        stored_cluster = props.get("cluster.id")
-        if stored_cluster:
-            if cluster_id is not None and stored_cluster != cluster_id:
-                raise StartupError(
-                    f"Log dirs disagree on the cluster id: {cluster_id} vs {stored_cluster} ({path})"
-                )
-            cluster_id = stored_cluster
-    if cluster_id is None:
-        cluster_id = default_cluster_id or _new_cluster_id()
-    for path in missing:
-        text = (
-            "#\n#" + time.strftime("%a %b %d %H:%M:%S %Z %Y") + "\n"
-            f"cluster.id={cluster_id}\ndirectory.id={_new_cluster_id()}\nnode.id={node_id}\nversion=1\n"
-        )
-        write_atomically(path, text)
-    return cluster_id
 
 
 def _advertised_host(host: str) -> str:
@@ -266,9 +164,12 @@ class KafkaServer:
         except LogDirLockError as exc:
             raise StartupError(f"{exc} (log.dirs={','.join(str(d) for d in config.log_dirs)})") from None
         quorum = config.quorum_enabled
-        cluster_id = ensure_meta_properties(
-            config.log_dirs, self.node_id, quorum_cluster_id(config.quorum_voters) if quorum else None
-        )
+        try:
+            cluster_id = ensure_meta_properties(
+                config.log_dirs, self.node_id, quorum_cluster_id(config.quorum_voters) if quorum else None
+            )
+        except MetaPropertiesError as exc:
+            raise StartupError(str(exc)) from None
         self._endpoints_file.unlink(missing_ok=True)
         self._dynamic_config = DynamicBrokerConfig(config, self.node_id)
         self.log_manager = LogManager(config.log_dirs, log_config_from(config))
@@ -280,7 +181,6 @@ class KafkaServer:
             self._publish_queue,
             topic_publisher,
             self._dynamic_config,
-            log_config_from=log_config_from,
             connection_quotas=lambda: self.socket_server.quotas if self.socket_server is not None else None,
             on_topics_deleted=self._on_topics_deleted,
         )

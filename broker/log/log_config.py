@@ -1,7 +1,7 @@
 """Per-log storage settings (Kafka's ``LogConfig``, the subset the log layer needs).
 
 Topic-level keys (``segment.ms``, ``retention.ms``, ``cleanup.policy`` ...) map one-to-one on the
-fields below; the broker builds the default from its ``log.*`` keys (``broker.server.log_config_from``)
+fields below; the broker builds the default from its ``log.*`` keys (``broker.config.log_config_from``)
 and per-topic overrides replace fields with ``dataclasses.replace``.
 """
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from broker.config import ConfigError, KafkaConfig
-from broker.server import quorum_cluster_id
+from broker.meta_properties import quorum_cluster_id
 
 ROOT = Path(__file__).resolve().parents[2]
 
