@@ -6,13 +6,15 @@ Appends are one unbuffered ``write`` per call (data reaches the OS page cache, s
 kill of the process); reads are ``pread`` calls that return whole batches. Everything works per
 batch (61-byte headers), never per record.
 
-Every read of a ``.log`` file goes through ``segment_files.counted_pread``, which counts calls and bytes in
-:data:`SEGMENT_READ_STATS` (tests use it to prove that lookups use the indexes).
+The ``.log`` file itself is a :class:`~broker.log.file_records.FileRecords` (Kafka's
+``FileRecords``): this module keeps the indexes, the segment's timestamps and the lookups that
+start from an index entry. Every read of a ``.log`` file goes through
+``segment_files.counted_pread``, which counts calls and bytes in :data:`SEGMENT_READ_STATS`
+(tests use it to prove that lookups use the indexes).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
@@ -23,12 +25,11 @@ from pathlib import Path
 from spark_kafkalite.protocol.record_batch import (
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
-    decode_batch,
     read_header,
 )
 
+from .file_records import SCAN_CHUNK_BYTES, FileRecords
 from .file_slices import FileSlice
-from .index_file import write_all, writev_all
 from .log_config import LogConfig
 from .offset_index import OffsetIndex
 from .segment_files import (
@@ -38,12 +39,8 @@ from .segment_files import (
     SEGMENT_READ_STATS,
     TIME_INDEX_SUFFIX,
     ReadStats,
-    counted_pread,
-    headers_in,
     index_file_name,
-    iter_file_headers,
     log_file_name,
-    scan_valid_batches,
     time_index_file_name,
     txn_index_file_name,
 )
@@ -65,9 +62,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-_SCAN_CHUNK_BYTES = 64 * 1024
-_pread = counted_pread
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,10 +105,8 @@ class LogSegment:
         self.created_ms = int(time.time() * 1000) if created_ms is None else created_ms
         log_dir = log_dir if isinstance(log_dir, Path) else Path(log_dir)
         self.log_path = log_dir / (log_file_name(base_offset) + file_suffix)
-        self._fd = os.open(
-            self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND | (os.O_EXCL if new else 0), 0o644
-        )
-        self._size = 0 if new else os.fstat(self._fd).st_size
+        #: the ``.log`` file (Kafka's ``FileRecords``)
+        self.log = FileRecords(self.log_path, new)
         index_path = log_dir / (index_file_name(base_offset) + file_suffix)
         time_index_path = log_dir / (time_index_file_name(base_offset) + file_suffix)
         self.index = OffsetIndex(index_path, base_offset, config.segment_index_bytes, load=not new)
@@ -125,7 +117,7 @@ class LogSegment:
             log_dir / (txn_index_file_name(base_offset) + file_suffix), base_offset, load=not new
         )
         self._bytes_since_last_index_entry = 0
-        self._next_offset: int | None = base_offset if self._size == 0 else None
+        self._next_offset: int | None = base_offset if self.log.size == 0 else None
         self._max_timestamp_ms, self._offset_of_max_timestamp = self.time_index.last_entry
         self._first_batch_timestamp_ms: int | None = None
         #: (base offset, position) of the last append: a read from there on (a follower or
@@ -134,7 +126,7 @@ class LogSegment:
         self._tail_offset = -1
         self._tail_position = 0
         self.rebuilt_indexes = False
-        if self._size and (
+        if self.log.size and (
             missing_index
             or missing_time_index
             or self.index.was_trimmed
@@ -148,7 +140,7 @@ class LogSegment:
             )
             self.rebuild_index()
         else:
-            self._bytes_since_last_index_entry = self._size - self.index.last_entry[1]
+            self._bytes_since_last_index_entry = self.log.size - self.index.last_entry[1]
         #: the ``.txnindex`` must be rebuilt from the batches by the log (which knows the producer
         #: state at the segment's start): set when the segment was recovered, its indexes were
         #: rebuilt, or the transaction index is corrupt; the log clears it after the rebuild.
@@ -161,10 +153,11 @@ class LogSegment:
         ``sanityCheck``, a little stricter)."""
         if self.index.entries:
             offset, position = self.index.last_entry
-            if position + RECORD_BATCH_OVERHEAD > self._size:
+            size = self.log.size
+            if position + RECORD_BATCH_OVERHEAD > size:
                 return False
-            header = read_header(_pread(self._fd, RECORD_BATCH_OVERHEAD, position))
-            if header.last_offset != offset or header.magic != 2 or position + header.size_bytes > self._size:
+            header = self.log.read_header(position)
+            if header.last_offset != offset or header.magic != 2 or position + header.size_bytes > size:
                 return False
         if self.time_index.entries:
             timestamp, offset = self.time_index.last_entry
@@ -206,7 +199,8 @@ class LogSegment:
 
     @property
     def size_bytes(self) -> int:
-        return self._size
+        """Bytes in the ``.log`` file."""
+        return self.log.size
 
     @property
     def next_offset(self) -> int:
@@ -216,12 +210,12 @@ class LogSegment:
             last_offset, pos = self.index.last_entry
             nxt = last_offset + 1 if self.index.entries else self.base_offset
             end = pos
-            for p, header in self._iter_headers(pos):
+            for p, header in self.log.iter_headers(pos):
                 nxt = header.next_offset
                 end = p + header.size_bytes
-            if end < self._size:
+            if end < self.log.size:
                 logger.warning(
-                    "segment %s: %d bytes of partial batch at the tail", self.log_path, self._size - end
+                    "segment %s: %d bytes of partial batch at the tail", self.log_path, self.log.size - end
                 )
             self._next_offset = nxt
         return self._next_offset
@@ -231,9 +225,9 @@ class LogSegment:
         """True if the file does not end on a batch boundary (needs ``recover``)."""
         _, pos = self.index.last_entry
         end = pos
-        for p, header in self._iter_headers(pos):
+        for p, header in self.log.iter_headers(pos):
             end = p + header.size_bytes
-        return end != self._size
+        return end != self.log.size
 
     @property
     def max_timestamp_ms(self) -> int:
@@ -249,11 +243,9 @@ class LogSegment:
     def first_batch_timestamp_ms(self) -> int:
         """max_timestamp of the first batch (-1 if empty): Kafka's ``rollingBasedTimestamp``."""
         if self._first_batch_timestamp_ms is None:
-            if self._size < RECORD_BATCH_OVERHEAD:
+            if self.log.size < RECORD_BATCH_OVERHEAD:
                 return -1
-            self._first_batch_timestamp_ms = read_header(
-                _pread(self._fd, RECORD_BATCH_OVERHEAD, 0)
-            ).max_timestamp
+            self._first_batch_timestamp_ms = self.log.read_header(0).max_timestamp
         return self._first_batch_timestamp_ms
 
     def time_waited_for_roll_ms(self, now_ms: int, batch_max_timestamp_ms: int) -> int:
@@ -268,7 +260,8 @@ class LogSegment:
         """True if a batch of ``size_bytes`` ending at ``last_offset`` belongs in this segment:
         it fits ``segment_bytes`` (or the segment is empty), both indexes have room, and the
         offset fits an int32 relative offset."""
-        if self._size and self._size + size_bytes > segment_bytes:
+        size = self.log.size
+        if size and size + size_bytes > segment_bytes:
             return False
         return self.index.can_append(last_offset) and not self.time_index.is_full
 
@@ -302,24 +295,11 @@ class LogSegment:
         """
         if head is not None and (max_timestamp_ms is None or batches is not None):
             raise ValueError("head is for a single batch with its max_timestamp_ms given")
-        position = self._size
+        position = self.log.size
         if position == 0:  # the indexes exist beside any data: a load rebuilds missing ones
             self.index.create()
             self.time_index.create()
-        try:
-            if head is None:
-                write_all(self._fd, records)
-                size_bytes = len(records)
-            else:
-                writev_all(self._fd, (head, records))
-                size_bytes = len(head) + len(records)
-        except OSError:
-            # Best effort: drop a partly written batch (e.g. ENOSPC / EFBIG mid-write) so the
-            # file ends on a batch boundary again; recovery would truncate it otherwise.
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, position)
-            raise
-        self._size += size_bytes
+        size_bytes = self.log.append(records, head)  # (a failed write is cut off again)
         self._tail_offset, self._tail_position = first_offset, position
         interval = self.config.index_interval_bytes
         if batches is None:
@@ -373,12 +353,11 @@ class LogSegment:
         if 0 <= self._tail_offset <= offset:
             # batches before the last append all end below its base offset
             pos = max(pos, self._tail_position)
-        # The target is usually within ~index_interval_bytes of the index entry.
-        chunk = min(_SCAN_CHUNK_BYTES, self.config.index_interval_bytes + 4 * 1024)
-        for p, header in self._iter_headers(max(pos, starting_position), chunk):
-            if header.last_offset >= offset:
-                return p, header
-        return None
+        return self.log.search_for_offset(offset, max(pos, starting_position), self._scan_chunk_bytes())
+
+    def _scan_chunk_bytes(self) -> int:
+        """A header walk from an index entry usually ends within ``index.interval.bytes``."""
+        return min(SCAN_CHUNK_BYTES, self.config.index_interval_bytes + 4 * 1024)
 
     def read(
         self,
@@ -404,28 +383,20 @@ class LogSegment:
         if found is None:
             return None
         start, first = found
-        limit = self._size if max_position is None else min(max_position, self._size)
+        size = self.log.size
+        limit = size if max_position is None else min(max_position, size)
         if start >= limit or (max_offset is not None and first.base_offset >= max_offset):
             return SegmentRead(b"", -1, -1, start, start)
         want = min(max(max_bytes, 0), limit - start)
         if defer_above is not None and want > defer_above:
             return self._read_deferred(start, first, want, limit, min_one_message, max_offset)
-        buf = _pread(self._fd, want, start) if want >= RECORD_BATCH_OVERHEAD else b""
-        end = 0
-        next_offset = -1
-        for p, header in headers_in(buf, 0):
-            if max_offset is not None and header.base_offset >= max_offset:
-                break
-            end = p + header.size_bytes
-            next_offset = header.next_offset
-        if end == 0:
+        data, end, next_offset = self.log.read_batches(start, want, max_offset)
+        if not data:
             if not min_one_message or first.size_bytes > limit - start:
                 return SegmentRead(b"", -1, -1, start, start)
-            whole = _pread(self._fd, first.size_bytes, start)
+            whole = self.log.read(first.size_bytes, start)
             return SegmentRead(whole, first.base_offset, first.next_offset, start, start + len(whole))
-        # a view, not a copy: the fetch response sends it by reference (encode_fetch_response)
-        data: bytes | memoryview = buf if end == len(buf) else memoryview(buf)[:end]
-        return SegmentRead(data, first.base_offset, next_offset, start, start + end)
+        return SegmentRead(data, first.base_offset, next_offset, start, end)
 
     def _read_deferred(
         self,
@@ -444,22 +415,14 @@ class LogSegment:
         resume = self.index.position_before(bound)
         if max_offset is not None:
             resume = min(resume, self.index.lookup(max_offset - 1)[1])
-        resume = max(resume, start)
-        chunk = min(_SCAN_CHUNK_BYTES, self.config.index_interval_bytes + 4 * 1024)
-        end = 0
-        next_offset = -1
-        for p, header in iter_file_headers(self._fd, bound, resume, chunk):
-            if max_offset is not None and header.base_offset >= max_offset:
-                break
-            end = p + header.size_bytes
-            next_offset = header.next_offset
+        end, next_offset = self.log.batches_end(
+            max(resume, start), bound, max_offset, self._scan_chunk_bytes()
+        )
         if end == 0:
             if not min_one_message or first.size_bytes > limit - start:
                 return SegmentRead(b"", -1, -1, start, start)
             end, next_offset = start + first.size_bytes, first.next_offset
-        return SegmentRead(
-            FileSlice(self._fd, start, end - start), first.base_offset, next_offset, start, end
-        )
+        return SegmentRead(self.log.slice(start, end - start), first.base_offset, next_offset, start, end)
 
     def find_offset_by_timestamp(self, timestamp_ms: int, starting_offset: int = 0) -> tuple[int, int] | None:
         """(offset, timestamp_ms) of the first record at or after ``starting_offset`` whose
@@ -475,11 +438,10 @@ class LogSegment:
         entry = self.time_index.lookup_before(timestamp_ms)
         start = max(self.base_offset if entry is None else entry[1] + 1, starting_offset)
         _, pos = self.index.lookup(start)
-        chunk = min(_SCAN_CHUNK_BYTES, self.config.index_interval_bytes + 4 * 1024)
-        for p, header in self._iter_headers(pos, chunk):
+        for p, header in self.log.iter_headers(pos, self._scan_chunk_bytes()):
             if header.last_offset < starting_offset or header.max_timestamp < timestamp_ms:
                 continue
-            found = self._first_record(p, header, timestamp_ms, starting_offset)
+            found = self.log.first_record(p, header, timestamp_ms, starting_offset)
             if found is not None:
                 return found
         return None
@@ -494,30 +456,16 @@ class LogSegment:
         if found is None:
             return None
         p, header = found
-        result = self._first_record(p, header, self._max_timestamp_ms, starting_offset)
+        result = self.log.first_record(p, header, self._max_timestamp_ms, starting_offset)
         return result if result is not None and result[1] == self._max_timestamp_ms else None
-
-    def _first_record(
-        self, position: int, header: BatchHeader, timestamp_ms: int, starting_offset: int
-    ) -> tuple[int, int] | None:
-        decoded = decode_batch(_pread(self._fd, header.size_bytes, position), verify_crc=False)
-        for offset, ts in zip(decoded.offsets, decoded.timestamps_ms, strict=True):
-            if offset >= starting_offset and ts >= timestamp_ms:
-                return offset, ts
-        return None
 
     def read_bytes(self, position: int, size: int) -> bytes:
         """Raw bytes [position, position + size) of the ``.log`` file (for sendfile-free paths)."""
-        return _pread(self._fd, size, position)
+        return self.log.read(size, position)
 
     def iter_batches(self, start_position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of every complete batch from ``start_position`` (no CRC check)."""
-        return self._iter_headers(start_position)
-
-    def _iter_headers(
-        self, start_position: int, chunk_bytes: int = _SCAN_CHUNK_BYTES
-    ) -> Iterator[tuple[int, BatchHeader]]:
-        return iter_file_headers(self._fd, self._size, start_position, chunk_bytes)
+        return self.log.iter_headers(start_position)
 
     # -- recovery / truncation -------------------------------------------------------------
 
@@ -548,7 +496,7 @@ class LogSegment:
         """Rebuild the offset and time indexes from batch headers (no CRC check)."""
         self._reset_indexes()
         nxt = self.base_offset
-        for p, header in self._iter_headers(0):
+        for p, header in self.log.iter_headers(0):
             self._index_batch(p, header)
             nxt = header.next_offset
         self._next_offset = nxt
@@ -573,13 +521,11 @@ class LogSegment:
         def on_invalid(position: int, reason: str) -> None:
             logger.warning("segment %s: invalid batch at %d: %s", self.log_path, position, reason)
 
-        size = self._size
-        valid, next_offset = scan_valid_batches(self._fd, size, self.base_offset, on_batch, on_invalid)
-        truncated = size - valid
+        truncated, next_offset = self.log.recover(self.base_offset, on_batch, on_invalid)
         if truncated:
-            logger.warning("segment %s: truncating %d bytes at position %d", self.log_path, truncated, valid)
-            os.ftruncate(self._fd, valid)
-            self._size = valid
+            logger.warning(
+                "segment %s: truncating %d bytes at position %d", self.log_path, truncated, self.log.size
+            )
         self._tail_offset, self._tail_position = -1, 0
         self._next_offset = next_offset
         self._finish_rebuild()
@@ -592,9 +538,7 @@ class LogSegment:
         if found is None:
             return 0
         position, _ = found
-        removed = self._size - position
-        os.ftruncate(self._fd, position)
-        self._size = position
+        removed = self.log.truncate_to(position)
         self._tail_offset, self._tail_position = -1, 0
         self.index.truncate_to(offset)
         self.index.truncate_to_position(position)
@@ -604,7 +548,7 @@ class LogSegment:
         _, last_pos = self.index.last_entry
         self._bytes_since_last_index_entry = 0
         nxt = self.base_offset if not self.index.entries else self.index.last_entry[0] + 1
-        for p, header in self._iter_headers(last_pos):
+        for p, header in self.log.iter_headers(last_pos):
             self._bytes_since_last_index_entry = p + header.size_bytes - last_pos
             nxt = header.next_offset
         self._next_offset = nxt
@@ -616,7 +560,7 @@ class LogSegment:
         self._max_timestamp_ms, self._offset_of_max_timestamp = ts, off
         self._first_batch_timestamp_ms = None
         start = self.index.lookup(off + 1)[1] if self.time_index.entries else 0
-        for _, header in self._iter_headers(start):
+        for _, header in self.log.iter_headers(start):
             if header.last_offset > off or not self.time_index.entries:
                 self._track_max_timestamp(header.max_timestamp, header.last_offset)
 
@@ -624,7 +568,7 @@ class LogSegment:
 
     def flush(self) -> None:
         """fsync the ``.log``, ``.index``, ``.timeindex`` (and ``.txnindex``) files."""
-        os.fsync(self._fd)
+        self.log.flush()
         self.index.flush()
         self.time_index.flush()
         self.txn_index.flush()
@@ -632,19 +576,15 @@ class LogSegment:
     def close(self) -> None:
         """Close the files, first writing the final time-index entry (a clean close leaves the
         segment's max timestamp in the time index, so loading needs no scan)."""
-        if self._fd >= 0:
-            if self._size:
-                self.on_become_inactive()
-            os.close(self._fd)
-            self._fd = -1
+        if self.log.fd >= 0 and self.log.size:
+            self.on_become_inactive()
+        self.log.close()
         self.index.close()
         self.time_index.close()
 
     def delete(self) -> None:
         """Close (without a final index entry) and remove the segment's files."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self.log.close()
         self.log_path.unlink(missing_ok=True)
         self.index.delete()
         self.time_index.delete()
@@ -656,9 +596,7 @@ class LogSegment:
         loop (Kafka's ``LogSegment.changeFileSuffixes("", DELETED_FILE_SUFFIX)`` before
         ``UnifiedLog.deleteSegmentFiles`` schedules the removal after ``file.delete.delay.ms``).
         A load removes ``.deleted`` files a stop left behind (:mod:`broker.log.log_loader`)."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self.log.close()
         self.index.close()
         self.time_index.close()
         renamed = []
@@ -672,7 +610,7 @@ class LogSegment:
         return renamed
 
     def __repr__(self) -> str:
-        return f"LogSegment(base_offset={self.base_offset}, size_bytes={self._size})"
+        return f"LogSegment(base_offset={self.base_offset}, size_bytes={self.log.size})"
 
 
 def unlink_paths(paths: list[Path]) -> None:
