@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 from broker.config import log_config_from
 from broker.config_def import parse_list
 from broker.controller.broker_configs import DYNAMIC_CONNECTION_CONFIGS, DYNAMIC_LOG_CONFIGS
-from broker.controller.metadata_image import MetadataDelta, MetadataImage, MetadataRecord, diff_images
+from broker.controller.metadata_image import MetadataDelta, MetadataImage, MetadataRecord
+from broker.controller.metadata_snapshot import diff_images
 from broker.controller.publish_queue import MetadataPublishQueue
 from broker.controller.topic_configs import log_config_for
 from broker.controller.topic_publisher import TopicMetadataPublisher

@@ -14,7 +14,7 @@ the commit index) and ``raft.snapshot`` (a full dump written at log compaction).
 replays them and then catches up from the leader.
 
 Snapshots: the state is serialized as the records that rebuild the image
-(:func:`~broker.controller.metadata_image.image_to_records`) plus its offset; a node that loads a
+(:func:`~broker.controller.metadata_snapshot.image_to_records`) plus its offset; a node that loads a
 snapshot (restart, or a leader sending one to a lagging follower) hands the broker the whole new
 image (``on_reset``).
 
@@ -57,7 +57,8 @@ from typing import Any
 from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated  # type: ignore[import-untyped]
 
 from broker.controller.controller_commands import Command, MetadataStateMachine
-from broker.controller.metadata_image import MetadataImage, MetadataRecord, image_to_records
+from broker.controller.metadata_image import MetadataImage, MetadataRecord
+from broker.controller.metadata_snapshot import image_to_records
 from broker.controller.replication_control import ControllerSettings
 from spark_kafkalite.protocol.internal_topics import CLUSTER_METADATA_TOPIC_NAME
 

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from broker.controller import acl_control
 from broker.controller.acl_store import load_acls, save_acls
-from broker.controller.metadata_image import MetadataImage, image_to_records
+from broker.controller.metadata_image import MetadataImage
+from broker.controller.metadata_snapshot import image_to_records
 from broker.security.authorizer import StandardAuthorizer, authorizer_for, parse_super_users
 from spark_kafkalite.protocol.acl import (
     AclBinding,

@@ -20,12 +20,8 @@ from broker.controller.controller_commands import (
     RegisterBrokerCmd,
 )
 from broker.controller.election import Election, change_partition, remove_from_isr
-from broker.controller.metadata_image import (
-    MetadataImage,
-    PartitionRegistration,
-    diff_images,
-    image_to_records,
-)
+from broker.controller.metadata_image import MetadataImage, PartitionRegistration
+from broker.controller.metadata_snapshot import diff_images, image_to_records
 from broker.controller.placement import assign_replicas
 from broker.controller.replication_control import (
     ControllerSettings,

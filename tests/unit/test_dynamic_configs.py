@@ -16,9 +16,8 @@ from broker.controller.metadata_image import (
     ConfigRecord,
     MetadataImage,
     MetadataRecord,
-    diff_images,
-    image_to_records,
 )
+from broker.controller.metadata_snapshot import diff_images, image_to_records
 from broker.controller.resource_configs import alter_resource_configs
 from broker.controller.single_node_controller import SingleNodeController
 from broker.dynamic_broker_config import DynamicBrokerConfig

@@ -27,9 +27,8 @@ from broker.controller.metadata_image import (
     PartitionRecord,
     RemoveTopicRecord,
     TopicRecord,
-    diff_images,
-    image_to_records,
 )
+from broker.controller.metadata_snapshot import diff_images, image_to_records
 from broker.controller.replication_control import (
     ControllerSettings,
 )

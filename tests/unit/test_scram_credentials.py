@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.controller.metadata_image import MetadataImage, image_to_records
+from broker.controller.metadata_image import MetadataImage
+from broker.controller.metadata_snapshot import image_to_records
 from broker.controller.scram_control import (
     ScramDeletion,
     ScramUpsertion,
