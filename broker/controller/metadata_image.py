@@ -219,10 +219,12 @@ class TopicImage:
 
     @property
     def num_partitions(self) -> int:
+        """How many partitions the topic has."""
         return len(self.partitions)
 
     @property
     def replication_factor(self) -> int:
+        """Replicas of partition 0 (0 when it has none)."""
         first = self.partitions.get(0)
         return len(first.replicas) if first is not None else 0
 
@@ -309,9 +311,11 @@ class MetadataImage:
         return tuple(r for r in partition.replicas if not self.is_alive(r))
 
     def topic(self, name: str) -> TopicImage | None:
+        """The topic named ``name``, or None."""
         return self.topics.get(name)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
+        """The topic with id ``topic_id``, or None."""
         name = self.topic_ids.get(topic_id)
         return None if name is None else self.topics.get(name)
 
@@ -324,6 +328,7 @@ class MetadataImage:
         return self.resource_configs.get((resource_type, name), _EMPTY)
 
     def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
+        """The registration of ``topic``-``partition``, or None (unknown topic or partition)."""
         image = self.topics.get(topic)
         if image is None:
             return None

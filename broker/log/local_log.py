@@ -76,6 +76,7 @@ class LocalLog:
 
     @property
     def active_segment(self) -> LogSegment:
+        """The last segment, the one appends go to."""
         return self.segments[-1]
 
     @property

@@ -225,6 +225,7 @@ class LogManager:
     # -- lookup / create / delete ----------------------------------------------------------
 
     def get_log(self, topic: str, partition: int) -> UnifiedLog | None:
+        """The log of ``topic``-``partition`` on this broker, or None."""
         return self._logs.get((topic, partition))
 
     # -- per-topic configs -----------------------------------------------------------------

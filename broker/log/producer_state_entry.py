@@ -125,6 +125,7 @@ class ProducerStateEntry:
 
     @property
     def last_offset(self) -> int:
+        """Last offset written (-1 when no batch is retained)."""
         return self.batches[-1].last_offset if self.batches else -1
 
     def find_duplicate(self, producer_epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:

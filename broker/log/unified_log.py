@@ -222,6 +222,7 @@ class UnifiedLog:
 
     @property
     def active_segment(self) -> LogSegment:
+        """The last segment, the one appends go to."""
         return self.local_log.segments[-1]
 
     @property

@@ -94,6 +94,7 @@ class PartitionFetchState:
 
     @property
     def key(self) -> TopicPartitionKey:
+        """``(topic, partition)``."""
         return (self.topic, self.partition)
 
 
@@ -150,11 +151,14 @@ class ReplicaFetcher:
 
     # -- partitions ----------------------------------------------------------------------------
     def add_partitions(self, states: dict[TopicPartitionKey, PartitionFetchState]) -> None:
+        """Fetch ``states``' partitions from the next round on (replacing a partition's state
+        when it is fetched already: a new leader epoch)."""
         self.partitions.update(states)
         self._changed.update(states)
         self._wake.set()
 
     def remove_partitions(self, keys: set[TopicPartitionKey] | list[TopicPartitionKey]) -> None:
+        """Stop fetching ``keys`` (unknown keys are ignored); the fetch session forgets them."""
         for key in keys:
             self.partitions.pop(key, None)
             self._changed.add(key)
@@ -162,6 +166,7 @@ class ReplicaFetcher:
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
+        """Start the fetch loop (once; not after :meth:`shutdown`). Must run on the loop."""
         if self._task is None and not self._stopped:
             self._task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
             self._task.add_done_callback(self._on_task_done)
@@ -187,6 +192,7 @@ class ReplicaFetcher:
             asyncio.get_running_loop().call_later(self.settings.backoff_ms / 1000, self.start)
 
     async def shutdown(self) -> None:
+        """Stop the fetch loop for good and close the connection to the source broker."""
         self._stopped = True
         task, self._task = self._task, None
         if task is not None:

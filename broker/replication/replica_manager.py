@@ -154,9 +154,11 @@ class ReplicaManager:
 
     # -- lookup ----------------------------------------------------------------------------
     def partition(self, topic: str, partition: int) -> Partition | None:
+        """The local replica of ``topic``-``partition`` (leader or follower), or None."""
         return self._partitions.get((topic, partition))
 
     def partitions(self) -> dict[TopicPartitionKey, Partition]:
+        """A copy of key -> local replica, for every partition hosted here."""
         return dict(self._partitions)
 
     def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1) -> Partition:
@@ -319,6 +321,8 @@ class ReplicaManager:
             )
 
     async def shutdown(self) -> None:
+        """Stop the ISR-expiration and background tasks and the replica fetchers; parked
+        acks=all produces complete (with their current state)."""
         for task in [self._shrink_task, *self._tasks]:
             if task is not None:
                 task.cancel()
