@@ -88,6 +88,7 @@ class Fetcher:
     # -------------------------------------------------------------- sending
 
     def has_pending_fetches(self) -> bool:
+        """True while a FetchRequest is outstanding to some node."""
         return bool(self._nodes_with_pending)
 
     def has_buffered_records(self) -> bool:
