@@ -195,6 +195,7 @@ class KafkaConfig:
         self.log_dirs = [Path(d) for d in dirs]
         self._validate_quorum(v)
         self._validate_connection_limits(v)
+        self._validate_consumer_group_bounds(v)
         self._validate_security(v)
 
     def _validate_security(self, v: dict[str, Any]) -> None:
@@ -233,6 +234,26 @@ class KafkaConfig:
             if len(self.quorum_voters) > 1
             else None
         )
+
+    @staticmethod
+    def _validate_consumer_group_bounds(v: dict[str, Any]) -> None:
+        """Kafka's ``GroupCoordinatorConfig`` checks of the KIP-848 defaults against their bounds."""
+        for kind in ("session.timeout.ms", "heartbeat.interval.ms"):
+            key, low, high = (
+                f"group.consumer.{kind}",
+                f"group.consumer.min.{kind}",
+                f"group.consumer.max.{kind}",
+            )
+            if v[high] < v[low]:
+                raise ConfigError(high, f"must be greater than or equal to {low}")
+            if v[key] < v[low]:
+                raise ConfigError(key, f"must be greater than or equal to {low}")
+            if v[key] > v[high]:
+                raise ConfigError(key, f"must be less than or equal to {high}")
+        if v["group.consumer.heartbeat.interval.ms"] >= v["group.consumer.session.timeout.ms"]:
+            raise ConfigError(
+                "group.consumer.heartbeat.interval.ms", "must be less than group.consumer.session.timeout.ms"
+            )
 
     def _validate_connection_limits(self, v: dict[str, Any]) -> None:
         """``max.connections.per.ip.overrides`` parses (hosts resolved once, as Kafka does), and
