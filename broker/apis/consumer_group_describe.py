@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 __all__ = ["handle_consumer_group_describe", "consumer_group_describe_error_response"]
 
-#: ConsumerGroupDescribe v1 ``member_type``: 1 = a member using the consumer protocol
-CONSUMER_MEMBER_TYPE = 1
+#: ConsumerGroupDescribe v1 ``member_type``: 0 = a classic member (JoinGroup), 1 = a consumer-protocol one
+CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1
 
 
 async def handle_consumer_group_describe(
@@ -88,7 +88,7 @@ async def handle_consumer_group_describe(
                 subscribed_topic_regex=m.subscribed_topic_regex,
                 assignment=assignment(m.assigned_partitions),
                 target_assignment=assignment(group.target_assignment.get(m.member_id, {})),
-                member_type=CONSUMER_MEMBER_TYPE,
+                member_type=CLASSIC_MEMBER_TYPE if m.uses_classic_protocol else CONSUMER_MEMBER_TYPE,
             )
             for m in group.members.values()
         )

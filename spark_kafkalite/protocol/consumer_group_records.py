@@ -85,7 +85,7 @@ class ConsumerGroupRecordKey:
 
 @dataclass(frozen=True, slots=True)
 class MemberMetadataValue:
-    """``ConsumerGroupMemberMetadataValue`` v0 (the tagged ClassicMemberMetadata is not written)."""
+    """``ConsumerGroupMemberMetadataValue`` v0."""
 
     instance_id: str | None
     rack_id: str | None
@@ -95,6 +95,9 @@ class MemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    #: tagged field 0 ``ClassicMemberMetadata``: (session timeout ms, ((protocol name, metadata), ...))
+    #: for a member that joined with the classic protocol (JoinGroup) in a consumer group
+    classic: tuple[int, tuple[tuple[str, bytes], ...]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,7 +237,22 @@ def encode_member_metadata_value(value: MemberMetadataValue) -> bytes:
     write_compact_nullable_string(out, value.subscribed_topic_regex)
     out += I32.pack(value.rebalance_timeout_ms)
     write_compact_nullable_string(out, value.server_assignor)
-    _end_struct(out)
+    if value.classic is None:
+        _end_struct(out)
+        return bytes(out)
+    session_timeout_ms, protocols = value.classic
+    tagged = bytearray(I32.pack(session_timeout_ms))
+    write_unsigned_varint(tagged, len(protocols) + 1)
+    for name, metadata in protocols:
+        write_compact_string(tagged, name)
+        write_unsigned_varint(tagged, len(metadata) + 1)
+        tagged += metadata
+        _end_struct(tagged)
+    _end_struct(tagged)
+    write_unsigned_varint(out, 1)  # one tagged field: ClassicMemberMetadata (tag 0)
+    write_unsigned_varint(out, 0)
+    write_unsigned_varint(out, len(tagged))
+    out += tagged
     return bytes(out)
 
 
@@ -248,8 +266,23 @@ def decode_member_metadata_value(value: bytes) -> MemberMetadataValue:
     regex = r.string(nullable=True)
     rebalance_timeout_ms = r.i32()
     assignor = r.string(nullable=True)
+    classic = None
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        if tag != 0:
+            r.skip_bytes(size)
+            continue
+        session_timeout_ms = r.i32()
+        protocols = []
+        for _ in range(r.count()):
+            name = r.string()
+            metadata = r.nullable_bytes() or b""
+            r.skip_tags()
+            protocols.append((name, metadata))
+        r.skip_tags()
+        classic = (session_timeout_ms, tuple(protocols))
     return MemberMetadataValue(
-        instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout_ms, assignor
+        instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout_ms, assignor, classic
     )
 
 

@@ -2,7 +2,8 @@
 against the broker: server-side assignment, incremental rebalances when members join, leave or
 are killed (session timeout), a regular-expression subscription that picks up a topic created
 later, commits and committed offsets with member epochs, and the admin view of the group
-(ListGroups type ``consumer``, ConsumerGroupDescribe). One broker shared by the module, with
+(ListGroups type ``consumer``, ConsumerGroupDescribe), and a classic librdkafka group upgraded
+online to a mixed group. One broker shared by the module, with
 Kafka's consumer group session / heartbeat bounds lowered so a killed member is noticed in 2 s."""
 
 from __future__ import annotations
@@ -170,3 +171,50 @@ def test_regex_subscription_picks_up_a_new_topic(kcluster: LocalCluster) -> None
         assert (f"{prefix}-b", 0) in {(tp.topic, tp.partition) for tp in consumer.assignment()}
     finally:
         consumer.close()
+
+
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_classic_group_upgrades_online_to_a_mixed_group(kcluster: LocalCluster, strategy: str) -> None:
+    """KIP-848 online upgrade: a classic librdkafka member owns every partition; a
+    consumer-protocol member joins, the group becomes a consumer group with both, the classic
+    member is told to rejoin and keeps half (eager ``range`` and incremental
+    ``cooperative-sticky``: it revokes before the other gets them); when it leaves, the other takes
+    everything. Every record is read."""
+    bootstrap = kcluster.bootstrap_servers
+    topic, group = _names()
+    create_topic(bootstrap, topic, PARTITIONS)
+    produce(bootstrap, topic, PARTITIONS, PER_PARTITION)
+    collector = Collector()
+    classic = member(
+        bootstrap,
+        group,
+        [topic],
+        **{
+            "group.protocol": "classic",
+            "partition.assignment.strategy": strategy,
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 200,
+        },
+    )
+    members = [classic]
+    try:
+        assert wait_balanced(members, PARTITIONS, collector, 20) == [set(range(PARTITIONS))]
+        members.append(member(bootstrap, group, [topic]))
+        two = wait_balanced(members, PARTITIONS, collector, 30)
+        assert sorted(len(s) for s in two) == [2, 2]
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        described = admin.describe_consumer_groups([group])[group].result(timeout=10)
+        assert described.type == ConsumerGroupType.CONSUMER and len(described.members) == 2
+        deadline = time.monotonic() + 10
+        while len({(p, o) for _, p, o, _ in collector.records}) < PARTITIONS * PER_PARTITION and (
+            time.monotonic() < deadline
+        ):
+            collector.poll(members)
+        assert sorted({(p, o) for _, p, o, _ in collector.records}) == [
+            (p, o) for p in range(PARTITIONS) for o in range(PER_PARTITION)
+        ]
+        members.pop(0).close()  # LeaveGroup of the classic member
+        assert wait_balanced(members, PARTITIONS, collector, 20) == [set(range(PARTITIONS))]
+    finally:
+        for m in members:
+            m.close()

@@ -1,7 +1,8 @@
 """KIP-848 consumer groups, pure logic: the assignors, the reconciliation state machine
 (CurrentAssignmentBuilder), the record formats, and the coordinator driven by heartbeats on a
 manual clock with an in-memory ``__consumer_offsets`` (join, incremental rebalance, epochs,
-leave, static members, session expiry, offsets with member epochs, reload after failover)."""
+leave, static members, session expiry, offsets with member epochs, reload after failover, the
+online upgrade of a classic group and its classic member in the consumer group)."""
 
 from __future__ import annotations
 
@@ -12,15 +13,24 @@ from typing import Any
 
 import pytest
 
-from broker.controller.metadata_image import TopicImage
+from broker.controller.metadata_image import MetadataImage, TopicImage
 from broker.coordinator.group.assignors import AssignmentMember, RangeAssignor, UniformAssignor
+from broker.coordinator.group.classic_group import GroupState
 from broker.coordinator.group.consumer_group_coordinator import HeartbeatRequest, HeartbeatResult
 from broker.coordinator.group.consumer_group_member import ConsumerGroupMember, MemberState
 from broker.coordinator.group.current_assignment_builder import reconcile
 from spark_kafkalite.protocol import consumer_group_records as rec
+from spark_kafkalite.protocol.consumer_protocol import Assignment as ProtocolAssignment
+from spark_kafkalite.protocol.consumer_protocol import (
+    Subscription,
+    decode_assignment,
+    encode_assignment,
+    encode_subscription,
+)
 from spark_kafkalite.protocol.errors import ErrorCode as E
 from spark_kafkalite.protocol.group_records import OffsetAndMetadata
-from tests.unit.test_group_coordinator_state import Harness
+from spark_kafkalite.protocol.types import TopicPartition
+from tests.unit.test_group_coordinator_state import DELAY_MS, Harness, settle
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
 GROUP = "g"
@@ -158,9 +168,11 @@ def event_loop_for_heartbeats() -> Iterator[None]:
     """The loop ``hb`` runs heartbeats on (the coordinator's appends await)."""
     global _loop
     _loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(_loop)  # the coordinator spawns its appends on it
     try:
         yield
     finally:
+        asyncio.set_event_loop(None)
         _loop.close()
 
 
@@ -258,3 +270,51 @@ def test_regex_subscription_follows_new_topics() -> None:
     assert hb(h, "b", 0, subscribed_topic_names=None, subscribed_topic_regex="(", topics=two).error == (
         E.invalid_regular_expression
     )
+
+
+def test_classic_group_upgrades_online_and_its_member_stays_classic() -> None:
+    h = Harness()
+    h.coordinator.consumer.image_provider = lambda: MetadataImage("c", 1, topics=TOPICS)
+    _loop.run_until_complete(h.load())
+    protocols = [("range", encode_subscription(Subscription(("t",))))]
+    first = h.join(protocols=protocols)
+    parked = h.join(first[0].member_id, protocols=protocols)
+    h.scheduler.advance(DELAY_MS)
+    joined = parked[0]
+    everything = encode_assignment(ProtocolAssignment(tuple(TopicPartition("t", p) for p in range(4))))
+    h.sync(joined.member_id, joined.generation_id, {joined.member_id: everything})
+    _loop.run_until_complete(settle())
+    assert h.group().state is GroupState.STABLE
+    # a consumer-protocol member joins: the classic group becomes a consumer group
+    b = hb(h, "b", 0)
+    group = h.group()
+    assert b.error == 0 and group.consumer is not None and not group.members
+    classic = group.consumer.members[joined.member_id]
+    assert classic.uses_classic_protocol and classic.assigned_partitions == {T1: frozenset(range(4))}
+    assert group.consumer.group_epoch == joined.generation_id + 1
+    # the classic member is told to rejoin; JoinGroup answers at once, without a leader
+    heartbeat = h.coordinator.handle_heartbeat
+    assert heartbeat(GROUP, joined.member_id, None, joined.generation_id) == E.rebalance_in_progress
+    rejoined = h.join(joined.member_id, protocols=protocols)
+    _loop.run_until_complete(settle())
+    assert rejoined[0].error == 0 and rejoined[0].leader_id == "" and rejoined[0].members == []
+    synced = h.sync(joined.member_id, rejoined[0].generation_id)
+    kept = {tp.partition for tp in decode_assignment(synced[0].assignment).partitions}
+    assert len(kept) == 2
+    assert heartbeat(GROUP, joined.member_id, None, rejoined[0].generation_id) == 0
+    # the consumer-protocol member gets the rest; the classic one commits with its generation
+    assert parts(hb(h, "b", b.member_epoch, [])) == {0, 1, 2, 3} - kept
+    commit = h.coordinator.offsets.handle_commit_offsets
+    offsets = {("t", min(kept)): OffsetAndMetadata(1)}
+    assert _loop.run_until_complete(commit(GROUP, joined.member_id, None, 99, offsets, 8)) == {
+        ("t", min(kept)): E.illegal_generation
+    }
+    assert _loop.run_until_complete(
+        commit(GROUP, joined.member_id, None, rejoined[0].generation_id, offsets, 8)
+    ) == {("t", min(kept)): 0}
+    # LeaveGroup removes it from the consumer group
+    assert h.coordinator.handle_leave_group(GROUP, [(joined.member_id, None)]) == (
+        0,
+        [(joined.member_id, None, 0)],
+    )
+    assert set(group.consumer.members) == {"b"}

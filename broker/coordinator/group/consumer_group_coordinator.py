@@ -35,6 +35,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from broker.controller.metadata_image import MetadataImage
 from broker.coordinator.group.assignors import ASSIGNORS, AssignmentMember, PartitionAssignor
 from broker.coordinator.group.classic_group import GroupState
 from broker.coordinator.group.consumer_group import ConsumerGroup, ConsumerGroupState, compile_regex
@@ -57,10 +58,12 @@ from broker.coordinator.group.consumer_group_record_helpers import (
 )
 from broker.coordinator.group.current_assignment_builder import FencedMemberEpochError, reconcile
 from broker.coordinator.group.offsets_log import KeyValue
+from spark_kafkalite.protocol.consumer_protocol import ConsumerProtocolError
 from spark_kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.coordinator.group.classic_group import GroupMetadata
+    from broker.coordinator.group.consumer_group_classic import ClassicMembers
     from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
     from broker.coordinator.group.scheduler import Scheduler
 
@@ -69,6 +72,7 @@ __all__ = ["ConsumerGroupCoordinator", "HeartbeatRequest", "HeartbeatResult", "C
 logger = logging.getLogger(__name__)
 
 E = ErrorCode
+_EMPTY_IMAGE = MetadataImage("", -1)
 Owned = list[tuple[uuid.UUID, list[int]]]
 
 
@@ -151,6 +155,10 @@ class ConsumerGroupCoordinator:
         self.scheduler = scheduler
         self.config = config
         self.spawn = spawn
+        #: the broker's current metadata image (set by the service; empty in unit tests)
+        self.image_provider: Callable[[], MetadataImage] = lambda: _EMPTY_IMAGE
+        #: classic members in consumer groups (upgrade, JoinGroup / SyncGroup / Heartbeat / LeaveGroup)
+        self.classic: ClassicMembers | None = None
         self.assignors: dict[str, PartitionAssignor] = {}
         for name in config.assignors:
             if name not in ASSIGNORS:
@@ -158,6 +166,12 @@ class ConsumerGroupCoordinator:
                     f"group.consumer.assignors: unknown assignor {name!r} (known: {sorted(ASSIGNORS)})"
                 )
             self.assignors[name] = ASSIGNORS[name]
+
+    def image(self) -> MetadataImage:
+        return self.image_provider()
+
+    def topics(self) -> Mapping[str, Any]:
+        return self.image_provider().topics
 
     # -- ConsumerGroupHeartbeat ----------------------------------------------------------------------
     async def heartbeat(self, request: HeartbeatRequest, topics: Mapping[str, Any]) -> HeartbeatResult:
@@ -222,10 +236,22 @@ class ConsumerGroupCoordinator:
                     f"SubscribedTopicRegex {r.subscribed_topic_regex} is invalid: {exc}",
                 ) from None
 
-    def _group(self, group_id: str, create: bool) -> tuple[GroupMetadata, ConsumerGroup]:
+    def _group(
+        self, group_id: str, create: bool, records: list[KeyValue] | None = None
+    ) -> tuple[GroupMetadata, ConsumerGroup]:
         holder = self.manager.get_or_create_group(group_id, create=create)
         if holder is None or (holder.consumer is None and not create):
             raise _HeartbeatError(E.group_id_not_found, f"Group {group_id} not found.")
+        if holder.members and create and records is not None and self.classic is not None:
+            if not self.classic.can_upgrade(holder):
+                raise _HeartbeatError(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
+            try:  # KIP-848 online upgrade: the classic members become members of a consumer group
+                return holder, self.classic.upgrade(holder, records)
+            except ConsumerProtocolError as exc:
+                raise _HeartbeatError(
+                    E.group_id_not_found,
+                    f"Cannot upgrade the classic group {group_id} to a consumer group: {exc}",
+                ) from None
         if holder.members or holder.pending_members:
             raise _HeartbeatError(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
         if holder.is_state(GroupState.DEAD):
@@ -307,7 +333,7 @@ class ConsumerGroupCoordinator:
     def _heartbeat(
         self, r: HeartbeatRequest, topics: Mapping[str, Any], records: list[KeyValue]
     ) -> tuple[GroupMetadata, HeartbeatResult]:
-        holder, group = self._group(r.group_id, create=r.member_epoch == JOIN_GROUP_MEMBER_EPOCH)
+        holder, group = self._group(r.group_id, r.member_epoch == JOIN_GROUP_MEMBER_EPOCH, records)
         if len(group.members) >= self.config.max_size and r.member_id not in group.members:
             raise _HeartbeatError(
                 E.group_max_size_reached,
@@ -332,6 +358,39 @@ class ConsumerGroupCoordinator:
             client_id=r.client_id,
             client_host=r.client_host,
         )
+        reconciled = self.update_and_reconcile(group, member, updated, r.owned, topics, records)
+        self.schedule_session_timeout(group, reconciled.member_id, r.session_timeout_ms)
+        self._maybe_schedule_rebalance_timeout(group, updated, reconciled)
+        full = r.member_epoch == JOIN_GROUP_MEMBER_EPOCH or (
+            r.rebalance_timeout_ms != -1 and r.subscribed_topic_names is not None and r.owned is not None
+        )
+        send_assignment = full or _assigned_changed(member, reconciled)
+        return holder, HeartbeatResult(
+            0,
+            member_id=reconciled.member_id,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=r.heartbeat_interval_ms,
+            assignment=reconciled.assigned_partitions if send_assignment else None,
+        )
+
+    def update_and_reconcile(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerGroupMember | None,
+        updated: ConsumerGroupMember,
+        owned: Owned | None,
+        topics: Mapping[str, Any],
+        records: list[KeyValue],
+    ) -> ConsumerGroupMember:
+        """Steps 3-5 of a heartbeat (or of a classic member's JoinGroup) for ``updated``, the
+        member with this request's changes applied (``member``: before them, None when new):
+        the group epoch, the target assignment, one reconciliation step; appends the records
+        to ``records`` and returns the reconciled member (already in the group).
+
+        Raises:
+            _HeartbeatError: FENCED_MEMBER_EPOCH (a member in an unknown state).
+        """
+        base = member if member is not None else ConsumerGroupMember(updated.member_id)
         bump = member is None or _subscription_changed(base, updated)
         if member is None or updated != base:
             records.append(member_metadata_record(group.group_id, updated))
@@ -358,25 +417,13 @@ class ConsumerGroupCoordinator:
         # 3. reconcile the member
         target = group.target_assignment.get(updated.member_id, {})
         try:
-            reconciled = reconcile(updated, group.assignment_epoch, target, group.partition_epoch, r.owned)
+            reconciled = reconcile(updated, group.assignment_epoch, target, group.partition_epoch, owned)
         except FencedMemberEpochError as exc:
             raise _HeartbeatError(E.fenced_member_epoch, str(exc)) from None
         if reconciled != updated or member is None or base.member_epoch != reconciled.member_epoch:
             group.update_member(reconciled)
             records.append(current_assignment_record(group.group_id, reconciled))
-        self._schedule_session_timeout(group, reconciled.member_id, r.session_timeout_ms)
-        self._maybe_schedule_rebalance_timeout(group, updated, reconciled)
-        full = r.member_epoch == JOIN_GROUP_MEMBER_EPOCH or (
-            r.rebalance_timeout_ms != -1 and r.subscribed_topic_names is not None and r.owned is not None
-        )
-        send_assignment = full or _assigned_changed(member, reconciled)
-        return holder, HeartbeatResult(
-            0,
-            member_id=reconciled.member_id,
-            member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=r.heartbeat_interval_ms,
-            assignment=reconciled.assigned_partitions if send_assignment else None,
-        )
+        return reconciled
 
     def _update_target_assignment(
         self, group: ConsumerGroup, topics: Mapping[str, Any], records: list[KeyValue]
@@ -439,10 +486,16 @@ class ConsumerGroupCoordinator:
                 "consumer group %s: static member %s left temporarily", group.group_id, member.member_id
             )
         else:
-            self._remove(group, member.member_id, records, "left")
+            self.remove(group, member.member_id, records, "left")
         return holder, HeartbeatResult(0, member_id=r.member_id, member_epoch=r.member_epoch)
 
-    def _remove(self, group: ConsumerGroup, member_id: str, records: list[KeyValue], reason: str) -> None:
+    def remove_quietly(self, group: ConsumerGroup, member_id: str, records: list[KeyValue]) -> None:
+        """Drop a member being replaced (a static member's new process) without a new epoch."""
+        group.remove_member(member_id)
+        self._cancel_timers(group, member_id)
+        records.extend(member_tombstones(group.group_id, member_id))
+
+    def remove(self, group: ConsumerGroup, member_id: str, records: list[KeyValue], reason: str) -> None:
         group.remove_member(member_id)
         self._cancel_timers(group, member_id)
         records.extend(member_tombstones(group.group_id, member_id))
@@ -457,7 +510,7 @@ class ConsumerGroupCoordinator:
         )
 
     # -- timers ---------------------------------------------------------------------------------------
-    def _schedule_session_timeout(self, group: ConsumerGroup, member_id: str, timeout_ms: int) -> None:
+    def schedule_session_timeout(self, group: ConsumerGroup, member_id: str, timeout_ms: int) -> None:
         old = group.session_timers.pop(member_id, None)
         if old is not None:
             old.cancel()  # type: ignore[attr-defined]
@@ -509,7 +562,7 @@ class ConsumerGroupCoordinator:
         ):
             return
         records: list[KeyValue] = []
-        self._remove(group, member_id, records, reason)
+        self.remove(group, member_id, records, reason)
         self.spawn(self._append_in_background(group.group_id, records))
 
     async def _append_in_background(self, group_id: str, records: list[KeyValue]) -> None:
@@ -522,7 +575,7 @@ class ConsumerGroupCoordinator:
     def on_group_loaded(self, group: ConsumerGroup, session_timeout_ms: int) -> None:
         """A loaded group's members get a fresh session (Kafka schedules their timeouts on load)."""
         for member_id in group.members:
-            self._schedule_session_timeout(group, member_id, session_timeout_ms)
+            self.schedule_session_timeout(group, member_id, session_timeout_ms)
 
     # -- offsets (Kafka's ConsumerGroup.validateOffsetCommit / validateOffsetFetch) -------------
     @staticmethod
@@ -536,6 +589,8 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id)
         if member is None:
             return int(E.unknown_member_id)
+        if member.uses_classic_protocol:  # Kafka: the classic member's generation is its epoch
+            return 0 if member_epoch == member.member_epoch else int(E.illegal_generation)
         if api_version is not None and api_version < 9:
             return int(E.unsupported_version)
         if member_epoch != member.member_epoch:
@@ -550,7 +605,7 @@ class ConsumerGroupCoordinator:
         if member is None:
             return int(E.unknown_member_id)
         if member_epoch != member.member_epoch:
-            return int(E.stale_member_epoch)
+            return int(E.illegal_generation if member.uses_classic_protocol else E.stale_member_epoch)
         return 0
 
     # -- ConsumerGroupDescribe -------------------------------------------------------------------

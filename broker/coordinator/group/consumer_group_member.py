@@ -59,6 +59,14 @@ class ConsumerGroupMember:
     state: MemberState = MemberState.STABLE
     assigned_partitions: Assignment = field(default_factory=dict)
     partitions_pending_revocation: Assignment = field(default_factory=dict)
+    #: a member that joined with JoinGroup (classic protocol): its session timeout and its
+    #: ``(protocol name, metadata)`` list (Kafka's ``ClassicMemberMetadata``); None otherwise
+    classic_session_timeout_ms: int | None = None
+    classic_protocols: tuple[tuple[str, bytes], ...] | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic_protocols is not None
 
     def owned_partitions(self) -> set[tuple[uuid.UUID, int]]:
         """Assigned and pending-revocation partitions as (topic id, partition)."""

@@ -32,6 +32,9 @@ def member_metadata_record(group_id: str, member: ConsumerGroupMember) -> KeyVal
         member.subscribed_topic_regex,
         member.rebalance_timeout_ms,
         member.server_assignor,
+        None
+        if member.classic_protocols is None or member.classic_session_timeout_ms is None
+        else (member.classic_session_timeout_ms, member.classic_protocols),
     )
     return rec.encode_key(T.MEMBER_METADATA, group_id, member.member_id), rec.encode_member_metadata_value(
         value

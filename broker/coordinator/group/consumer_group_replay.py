@@ -82,6 +82,8 @@ class ConsumerGroupReplay:
                     subscribed_topic_regex=meta.subscribed_topic_regex,
                     server_assignor=meta.server_assignor,
                     rebalance_timeout_ms=meta.rebalance_timeout_ms,
+                    classic_session_timeout_ms=None if meta.classic is None else meta.classic[0],
+                    classic_protocols=None if meta.classic is None else meta.classic[1],
                     member_epoch=current.member_epoch if current is not None else 0,
                     previous_member_epoch=current.previous_member_epoch if current is not None else 0,
                     state=state,

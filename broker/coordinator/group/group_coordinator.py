@@ -39,6 +39,7 @@ from broker.coordinator.group.classic_group import (
     SyncCallback,
     SyncResult,
 )
+from broker.coordinator.group.consumer_group_classic import ClassicMembers
 from broker.coordinator.group.consumer_group_coordinator import (
     ConsumerGroupConfig,
     ConsumerGroupCoordinator,
@@ -106,6 +107,8 @@ class GroupCoordinator:
         self.offsets = GroupOffsetManager(self, manager, scheduler, config)
         #: KIP-848 consumer groups: ConsumerGroupHeartbeat / ConsumerGroupDescribe and their timers.
         self.consumer = ConsumerGroupCoordinator(self, manager, scheduler, config.consumer, self.spawn)
+        #: classic members in consumer groups (KIP-848 online upgrade and mixed groups)
+        self.consumer.classic = self.mixed = ClassicMembers(self.consumer, self.rebalance)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def startup(self) -> None:
@@ -171,8 +174,20 @@ class GroupCoordinator:
             callback(JoinResult(member_id, int(E.unknown_member_id)))
             return
         if group.consumer is not None:
-            if group.consumer.members:  # KIP-848 mixed groups are not served
-                callback(JoinResult(member_id, int(E.inconsistent_group_protocol)))
+            if group.consumer.members:  # a classic member of a consumer group (KIP-848 mixed group)
+                self._join_consumer_group(
+                    group,
+                    member_id,
+                    group_instance_id,
+                    require_known_member_id,
+                    client_id,
+                    client_host,
+                    rebalance_timeout_ms,
+                    session_timeout_ms,
+                    protocol_type,
+                    protocols,
+                    callback,
+                )
                 return
             self._convert_empty_consumer_group(group)
         if not self._accept_joining_member(group, member_id):
@@ -189,6 +204,44 @@ class GroupCoordinator:
             self._do_current_member_join(group, member_id, group_instance_id, join, callback)
         if group.is_state(GroupState.PREPARING_REBALANCE):
             self.rebalance.try_complete_join(group)
+
+    def _join_consumer_group(
+        self,
+        group: GroupMetadata,
+        member_id: str,
+        instance_id: str | None,
+        require_known_member_id: bool,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        callback: JoinCallback,
+    ) -> None:
+        """JoinGroup of a classic member to a consumer group: answered once its records are
+        written (:class:`ClassicMembers`)."""
+        result, records = self.mixed.join(
+            group,
+            member_id,
+            instance_id,
+            require_known_member_id,
+            client_id,
+            client_host,
+            rebalance_timeout_ms,
+            session_timeout_ms,
+            protocol_type,
+            protocols,
+        )
+        if not records:
+            callback(result)
+            return
+
+        async def append_then_answer() -> None:
+            code = await self.manager.append_records(group.group_id, records)
+            callback(JoinResult(result.member_id, code) if code else result)
+
+        self.spawn(append_then_answer())
 
     def _convert_empty_consumer_group(self, group: GroupMetadata) -> None:
         """A classic member joins an empty consumer group: it becomes a classic group (its
@@ -421,6 +474,13 @@ class GroupCoordinator:
         if group.is_state(GroupState.DEAD):
             callback(SyncResult(int(E.coordinator_not_available)))
             return
+        if group.consumer is not None and group.consumer.members:
+            callback(
+                self.mixed.sync(
+                    group.consumer, member_id, group_instance_id, generation_id, protocol_type, protocol_name
+                )
+            )
+            return
         error = self.validate_current_member(group, member_id, group_instance_id)
         if not error and generation_id != group.generation_id:
             error = int(E.illegal_generation)
@@ -464,6 +524,8 @@ class GroupCoordinator:
             return int(E.unknown_member_id)
         if group.is_state(GroupState.DEAD):
             return int(E.coordinator_not_available)
+        if group.consumer is not None and group.consumer.members:
+            return self.mixed.heartbeat(group.consumer, member_id, group_instance_id, generation_id)
         error = self.validate_current_member(group, member_id, group_instance_id)
         if error:
             return error
@@ -489,6 +551,11 @@ class GroupCoordinator:
             return 0, [(m, i, int(E.unknown_member_id)) for m, i in members]
         if group.is_state(GroupState.DEAD):
             return int(E.coordinator_not_available), []
+        if group.consumer is not None and group.consumer.members:
+            left, records = self.mixed.leave(group.consumer, members)
+            if records:
+                self.spawn(self.manager.append_records(group.group_id, records))
+            return 0, left
         results: list[tuple[str, str | None, int]] = []
         for member_id, instance_id in members:
             if member_id == "":

@@ -70,6 +70,7 @@ class GroupCoordinatorService:
             load_buffer_bytes=config["offsets.load.buffer.size"],
         )
         self.coordinator = GroupCoordinator(manager, scheduler, group_config_from(config))
+        self.coordinator.consumer.image_provider = lambda: ctx.image
         self._create_lock = asyncio.Lock()
         self._expiration_task: asyncio.Task[None] | None = None
         ctx.group_coordinator = self.coordinator
