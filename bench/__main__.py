@@ -40,6 +40,7 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("consume", [], ["--records", "100000"]),
     ("produce", [], ["--records", "100000"]),
     ("broker_ingest", [], ["--quick"]),
+    ("metrics_overhead", [], ["--quick"]),  # issue #22: the Prometheus meters on vs off
     ("spark_write", ["--records", "300000"], ["--records", "100000"]),
     ("replication", [], ["--records", "30000", "--failovers", "1"]),
     ("spark_latency", [], ["--seconds", "10"]),

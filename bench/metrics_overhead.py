@@ -2,20 +2,23 @@
 same broker built from the commit before the meters existed, in the same run.
 
 The meters (``broker.metrics``) are plain counters the record path always updates (once per
-produce request, appended batch and fetch response), so "metrics off" is the broker without
-them: the tree of the parent of the commit that added ``broker/metrics/meters.py`` (exported
-with ``git archive``, the compiled record extensions copied from this checkout), started as a
-one-broker ``LocalCluster`` from that tree. "Metrics on" is this checkout's broker, whose
-``/metrics`` is scraped every ``--scrape-interval-s`` (1 s: fifteen times Prometheus's default
-rate) while it works.
+request, appended batch and fetch response), so "metrics off" is the same broker with every meter
+call made a no-op: this checkout's HEAD exported with ``git archive`` (the compiled record
+extensions copied over) plus a ``sitecustomize`` module that replaces the meter functions and
+``KafkaApis``'s error counting and recording with no-ops before the broker starts, run as a
+one-broker ``LocalCluster`` from that tree. (The remaining no-op calls make the figure a slight
+underestimate.) "Metrics on" is this checkout's broker (its
+endpoint listening, not scraped during the runs; one scrape's broker CPU is measured at the end
+over 20 scrapes, a cost per scrape interval, not per record).
 
-Each round, for each broker in turn (alternating), one confluent-kafka (librdkafka) producer sends
-N keyed records (``acks=1``, 4 partitions; warm-up first) and one confluent-kafka consumer reads
-them all back. Reported: the median round's seconds and the broker process's CPU seconds
-(user + system, ``/proc``) for each phase; the broker CPU per record is the figure that least
-depends on the machine's other load.
+Each round runs both brokers back to back (which goes first alternates): one confluent-kafka
+(librdkafka) producer sends N keyed records (``acks=1``, 4 partitions; warm-up first) and one
+confluent-kafka consumer reads them all back. Reported per phase: the median round's seconds and
+the broker process's CPU seconds (user + system, ``/proc``), and the median over the rounds of the
+on / off ratio of the two adjacent runs (broker CPU and throughput): pairing adjacent runs keeps
+the machine's changing load out of the ratio as far as possible.
 
-    python bench/metrics_overhead.py [--records 300000] [--rounds 5] [--quick]
+    python bench/metrics_overhead.py [--records 100000] [--rounds 12] [--quick]
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -60,29 +62,41 @@ cluster.stop()
 """
 
 
+#: Loaded first by the "off" broker's interpreter (``sitecustomize`` on its PYTHONPATH): every
+#: meter call on the request and record paths becomes a no-op (the calls themselves remain).
+_METERS_OFF = """
+import broker.metrics.meters as meters
+
+def _nothing(*_args, **_kwargs):
+    return None
+
+meters.BrokerTopicStats.record_produce = _nothing
+meters.BrokerTopicStats.record_bytes_out = _nothing
+meters.BrokerTopicStats.record_failure = _nothing
+meters.IsrChangeMeters.record = _nothing
+meters.record_fetch = _nothing
+
+import broker.apis.kafka_apis as kafka_apis
+
+_EMPTY = {}
+kafka_apis.error_counts = lambda _response: _EMPTY
+kafka_apis.KafkaApis._record = _nothing
+"""
+
+
 def _baseline_tree(dest: Path) -> str:
-    """Export the parent of the commit that added the meters into ``dest``; returns its id."""
-    added = subprocess.run(
-        ["git", "log", "--diff-filter=A", "--format=%H", "--", "broker/metrics/meters.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    if not added:
-        raise SystemExit("cannot find the commit that added broker/metrics/meters.py")
-    parent = added[-1] + "~1"
-    archive = subprocess.run(["git", "archive", parent], cwd=ROOT, capture_output=True, check=True).stdout
+    """This checkout's HEAD exported into ``dest / "tree"`` (the compiled record extensions
+    copied over) with a ``sitecustomize`` that turns the meters into no-ops; returns HEAD's id."""
+    archive = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, capture_output=True, check=True).stdout
     archive_path = dest / "baseline.tar"
     archive_path.write_bytes(archive)
     with tarfile.open(archive_path) as tar:
         tar.extractall(dest / "tree", filter="data")
     for so in ROOT.glob("spark_kafkalite/**/*.so"):  # the same compiled record paths
-        target = dest / "tree" / so.relative_to(ROOT)
-        if target.with_suffix("").with_suffix(".pyx").exists() or target.parent.exists():
-            shutil.copy2(so, target)
+        shutil.copy2(so, dest / "tree" / so.relative_to(ROOT))
+    (dest / "tree" / "sitecustomize.py").write_text(_METERS_OFF, encoding="utf-8")
     return subprocess.run(
-        ["git", "rev-parse", "--short", parent], cwd=ROOT, capture_output=True, text=True, check=True
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.strip()
 
 
@@ -105,30 +119,6 @@ def _cluster(tree: Path) -> Iterator[dict[str, object]]:
         assert child.stdin is not None
         child.stdin.close()
         child.wait(timeout=60)
-
-
-class _Scraper:
-    """Scrapes a /metrics URL every ``interval_s`` on a thread; counts scrapes and their bytes."""
-
-    def __init__(self, url: str, interval_s: float) -> None:
-        self.url, self.interval_s = url, interval_s
-        self.scrapes = self.bytes = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            with urllib.request.urlopen(self.url, timeout=10) as response:
-                self.bytes += len(response.read())
-            self.scrapes += 1
-
-    def __enter__(self) -> _Scraper:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def consume_all(bootstrap_servers: str, topic: str, partitions: int, expected: int, broker_cpu: BrokerCpu):
@@ -175,23 +165,76 @@ def _scrape_cpu(url: str, pid: int, count: int = 20) -> float:
     return float("nan") if before is None or after is None else (after - before) / count * 1000
 
 
-VARIANTS = ("on", "scraped", "off")
-LABELS = {
-    "on": "ours: metrics on (meters only, not scraped)",
-    "scraped": "ours: metrics on, /metrics scraped every {interval:g} s",
-    "off": "peer: metrics off (broker at {baseline})",
-}
+VARIANTS = ("on", "off")
+
+
+def _messages_in(url: str) -> float:
+    """The all-topics ``kafka_server_brokertopicmetrics_messagesin_total`` of a broker."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith("kafka_server_brokertopicmetrics_messagesin_total "):
+                return float(line.split()[1])
+    return 0.0
+
+
+def _requests(url: str, request: str) -> float:
+    """``kafka_network_requestmetrics_requests_total{request=...}`` summed over versions."""
+    total = 0.0
+    with urllib.request.urlopen(url, timeout=10) as response:
+        for line in response.read().decode().splitlines():
+            if (
+                line.startswith("kafka_network_requestmetrics_requests_total{")
+                and f'request="{request}"' in line
+            ):
+                total += float(line.split()[-1])
+    return total
+
+
+def _meter_cost_us(partitions: int) -> float:
+    """CPU µs the meters add to one Produce request of ``partitions`` batches, measured here with
+    ``time.process_time`` over many calls: the response's error counts, the request record (three
+    histograms), one MessagesIn / BytesIn update per batch and the three clock reads."""
+    from broker.metrics.meters import BrokerTopicStats, RequestMetrics, error_counts, request_name
+    from spark_kafkalite.protocol.produce_response import (
+        ProducePartitionResult,
+        ProduceResponseData,
+        ProduceTopicResult,
+    )
+
+    response = ProduceResponseData(
+        9,
+        (
+            ProduceTopicResult(
+                "t", tuple(ProducePartitionResult(i, 0, 5, 0, None) for i in range(partitions))
+            ),
+        ),
+    )
+    metrics, stats = RequestMetrics(), BrokerTopicStats()
+    clock = time.monotonic
+    calls = 20000
+    started = time.process_time()
+    for _ in range(calls):
+        received = clock()
+        begun = clock()
+        for _p in range(partitions):
+            stats.record_produce("t", 80, 9000)
+        metrics.record(0, 9, (request_name(0),), error_counts(response), begun - received, clock() - begun)
+    return (time.process_time() - started) / calls * 1e6
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[(len(ordered) - 1) // 2] if ordered else float("nan")
 
 
 def main() -> None:
-    parser = base_parser(__doc__.splitlines()[0], default_records=300_000)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--warmup-records", type=int, default=20_000)
-    parser.add_argument("--scrape-interval-s", type=float, default=1.0)
-    parser.add_argument("--quick", action="store_true", help="100k records, 3 rounds")
+    parser = base_parser(__doc__.splitlines()[0], default_records=100_000)
+    parser.add_argument("--rounds", type=int, default=12, help="pairs of runs (one per broker, adjacent)")
+    parser.add_argument("--warmup-records", type=int, default=10_000)
+    parser.add_argument("--quick", action="store_true", help="50k records, 6 rounds")
     args = parser.parse_args()
     if args.quick:
-        args.records, args.rounds = 100_000, 3
+        args.records, args.rounds = 50_000, 6
     keys = make_keys(args.records)
     warmup = [b"warm-%07d" % i for i in range(args.warmup_records)]
     value = os.urandom(100)
@@ -200,67 +243,66 @@ def main() -> None:
     runs: dict[str, dict[str, list[tuple[float, float | None, str]]]] = {
         v: {"produce": [], "consume": []} for v in VARIANTS
     }
-    scrapes = [0, 0]
     with tempfile.TemporaryDirectory(prefix="kafkalite-bench-metrics-") as tmp:
         baseline = _baseline_tree(Path(tmp))
-        with _cluster(ROOT) as on, _cluster(ROOT) as scraped, _cluster(Path(tmp) / "tree") as off:
-            clusters = {"on": on, "scraped": scraped, "off": off}
+        with _cluster(ROOT) as on, _cluster(Path(tmp) / "tree") as off:
+            clusters = {"on": on, "off": off}
             for round_no in range(args.rounds):
-                order = VARIANTS[round_no % 3 :] + VARIANTS[: round_no % 3]  # each goes first in turn
-                for variant in order:
+                for variant in VARIANTS if round_no % 2 == 0 else VARIANTS[::-1]:
                     info = clusters[variant]
-                    print(f"metrics overhead, round {round_no + 1}/{args.rounds}: {variant} ...", flush=True)
+                    print(
+                        f"metrics overhead, round {round_no + 1}/{args.rounds}: metrics {variant} ...",
+                        flush=True,
+                    )
                     bootstrap = str(info["bootstrap"])
                     cpu = BrokerCpu(int(str(info["pid"])))
-                    with contextlib.ExitStack() as stack:
-                        scraper = None
-                        if variant == "scraped":
-                            scraper = stack.enter_context(
-                                _Scraper(str(info["metrics"]), args.scrape_interval_s)
-                            )
-                        topic = topic_name("bench-metrics")
-                        create_topic(bootstrap, topic, args.partitions)
-                        config = {**settings.config(), "bootstrap.servers": bootstrap}
-                        cpu_before = cpu.read()
-                        elapsed = _produce_timed(
-                            config, topic, args.partitions, keys, warmup, value, args.timeout_s
-                        )
-                        cpu_after = cpu.read()
-                        written = topic_record_count(bootstrap, topic, args.partitions)
-                        note = "" if written == len(keys) + len(warmup) else f"WRONG COUNT: {written}"
-                        used = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
-                        runs[variant]["produce"].append((elapsed, used, note))
-                        runs[variant]["consume"].append(
-                            consume_all(bootstrap, topic, args.partitions, len(keys) + len(warmup), cpu)
-                        )
-                    if scraper is not None:
-                        scrapes[0] += scraper.scrapes
-                        scrapes[1] += scraper.bytes
-            scrape_ms = _scrape_cpu(str(scraped["metrics"]), int(str(scraped["pid"])))
+                    topic = topic_name("bench-metrics")
+                    create_topic(bootstrap, topic, args.partitions)
+                    config = {**settings.config(), "bootstrap.servers": bootstrap}
+                    cpu_before = cpu.read()
+                    elapsed = _produce_timed(
+                        config, topic, args.partitions, keys, warmup, value, args.timeout_s
+                    )
+                    cpu_after = cpu.read()
+                    written = topic_record_count(bootstrap, topic, args.partitions)
+                    note = "" if written == len(keys) + len(warmup) else f"WRONG COUNT: {written}"
+                    used = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+                    runs[variant]["produce"].append((elapsed, used, note))
+                    runs[variant]["consume"].append(
+                        consume_all(bootstrap, topic, args.partitions, len(keys) + len(warmup), cpu)
+                    )
+            with urllib.request.urlopen(str(on["metrics"]), timeout=10) as response:
+                scrape_bytes = len(response.read())
+            for variant, info in clusters.items():  # the meters counted in "on" only
+                counted = _messages_in(str(info["metrics"]))
+                if (counted > 0) != (variant == "on"):
+                    raise SystemExit(f"metrics {variant}: MessagesIn counted {counted} records")
+            scrape_ms = _scrape_cpu(str(on["metrics"]), int(str(on["pid"])))
+            produce_requests = _requests(str(on["metrics"]), "Produce")
+    per_request_us = _meter_cost_us(args.partitions)
     payload = sum(len(k) for k in keys) + 100 * len(keys)
     total = len(keys) + len(warmup)
     for phase, records in (("produce", len(keys)), ("consume", total)):
         results = [
+            median_of_rounds(f"ours: metrics on, {phase}", records, runs["on"][phase], payload),
             median_of_rounds(
-                f"{LABELS[v].format(interval=args.scrape_interval_s, baseline=baseline)}, {phase}",
-                records,
-                runs[v][phase],
-                payload,
-            )
-            for v in VARIANTS
+                f"peer: metrics off (meters no-op, {baseline}), {phase}", records, runs["off"][phase], payload
+            ),
         ]
-        medians = {}
-        for v in VARIANTS:
-            per_record = sorted(c / total * 1e6 for _s, c, _n in runs[v][phase] if c is not None)
-            medians[v] = per_record[(len(per_record) - 1) // 2] if per_record else float("nan")
-        off = medians["off"]
+        on_cpu = [c for _s, c, _n in runs["on"][phase]]
+        off_cpu = [c for _s, c, _n in runs["off"][phase]]
+        pairs = [a / b for a, b in zip(on_cpu, off_cpu, strict=True) if a is not None and b]
+        speed = [b[0] / a[0] for a, b in zip(runs["on"][phase], runs["off"][phase], strict=True)]
         print_table(
-            f"metrics overhead, {phase}: {records:,} records (100-byte values, 4 partitions, acks=1), median of "
-            f"{args.rounds} rounds, the three brokers in turn; broker CPU per record (warm-up included): "
-            f"meters only {medians['on']:.3f} µs ({(medians['on'] / off - 1) * 100:+.1f} %), scraped "
-            f"{medians['scraped']:.3f} µs ({(medians['scraped'] / off - 1) * 100:+.1f} %), off {off:.3f} µs; "
-            f"{scrapes[0]} scrapes of {scrapes[1] // max(scrapes[0], 1):,} bytes, {scrape_ms:.1f} ms of broker CPU "
-            f"each; load average {load:.1f} at start",
+            f"metrics overhead, {phase}: {records:,} records (100-byte values, {args.partitions} partitions, "
+            f"acks=1), {args.rounds} adjacent pairs of runs; broker CPU on / off per pair: median "
+            f"{(_median(pairs) - 1) * 100:+.1f} % (pairs {', '.join(f'{(p - 1) * 100:+.0f}' for p in pairs)} %); "
+            f"throughput on / off per pair: median {(_median(speed) - 1) * 100:+.1f} %; broker CPU per record "
+            f"(warm-up included): on {_median([c / total * 1e6 for c in on_cpu if c]):.2f} µs, off "
+            f"{_median([c / total * 1e6 for c in off_cpu if c]):.2f} µs; one scrape: {scrape_bytes:,} bytes, "
+            f"{scrape_ms:.1f} ms of broker CPU; meters per Produce request ({args.partitions} batches) "
+            f"{per_request_us:.1f} µs CPU, {produce_requests / (args.rounds * total):.4f} requests per record: "
+            f"{per_request_us * produce_requests / (args.rounds * total):.3f} µs per record; load average {load:.1f} at start",
             results,
             mb_label="key+value MB/s",
         )

@@ -80,6 +80,10 @@ PAIRS = [
     Pair("broker_ingest", ("compression.type=zstd",), ("compression.type=producer",), None),
     Pair("broker_ingest", ("compression.type=gzip",), ("compression.type=producer",), None),
     Pair("replication", ("RF=3",), ("RF=1",), None),
+    # issue #22: the Prometheus meters may cost the record path at most 3 % (the same broker
+    # without them, same run)
+    Pair("metrics_overhead", ("ours:", "produce"), ("peer:", "produce"), 0.97),
+    Pair("metrics_overhead", ("ours:", "consume"), ("peer:", "consume"), 0.97),
     # issue #10 item 5: our micro-batch at most 1.5x a no-op Python source -> noop sink's (ratio >= 1/1.5)
     Pair(
         "spark_latency",

@@ -412,6 +412,13 @@ class LocalCluster:
     ) -> None:
         self.stop()
 
+    def _repr_html_(self) -> str:
+        """Jupyter's view: brokers, partitions with their ISR, consumer-group lag
+        (``spark_kafkalite.notebook_views.cluster_html``)."""
+        from spark_kafkalite.notebook_views import cluster_html
+
+        return cluster_html(self)
+
     def __repr__(self) -> str:
         return f"LocalCluster(bootstrap_servers={self.bootstrap_servers!r}, data_dir={str(self.data_dir)!r})"
 

@@ -9,7 +9,8 @@ LocalCluster (``LocalCluster.metrics_urls``) every 0.5 s; PromQL through its HTT
   their leaders);
 * ``kafka_server_replicamanager_underreplicatedpartitions`` summed over the brokers is > 0 while
   one broker is down (killed) and back to 0 once it restarted and caught up; exactly one active
-  controller throughout.
+  controller throughout;
+* every query of the Grafana dashboard in ``conf/grafana/`` returns data.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from fault.replication_helpers import create_topic, start_cluster
 from spark_kafkalite.local_cluster import LocalCluster, free_port
 
 PROMETHEUS = shutil.which("prometheus")
+DASHBOARD = Path(__file__).resolve().parents[2] / "conf" / "grafana" / "kafkalite-dashboard.json"
 pytestmark = [
     pytest.mark.skipif(
         PROMETHEUS is None, reason="Prometheus is not installed (Debian: apt-get install prometheus)"
@@ -180,6 +182,9 @@ def test_prometheus_sees_throughput_lag_and_under_replication(
         ends = {
             p: consumer.get_watermark_offsets(TopicPartition(lag_topic, p), timeout=10)[1] for p in range(3)
         }
+        # a fetch past the end: an OFFSET_OUT_OF_RANGE error response (librdkafka then resets)
+        consumer.assign([TopicPartition(lag_topic, 0, 10**9)])
+        consumer.poll(1.0)
     finally:
         consumer.close()
     expected = {str(p): float(ends[p] - committed[p]) for p in range(3)}
@@ -198,6 +203,11 @@ def test_prometheus_sees_throughput_lag_and_under_replication(
         prometheus.scalar(f'count(kafka_consumergroup_members{{consumergroup="{group}"}})') == 1
     )  # one coordinator
 
+    out_of_range = (
+        'sum(kafka_network_requestmetrics_errors_total{request="Fetch",error="OFFSET_OUT_OF_RANGE"})'
+    )
+    wait_for(lambda: (prometheus.scalar(out_of_range) or 0) >= 1, 10, "the OFFSET_OUT_OF_RANGE error counted")
+
     # -- under-replicated partitions while a broker is down ---------------------------------------
     urp = "sum(kafka_server_replicamanager_underreplicatedpartitions)"
     assert prometheus.scalar(urp) == 0
@@ -207,6 +217,14 @@ def test_prometheus_sees_throughput_lag_and_under_replication(
     wait_for(lambda: prometheus.scalar("count(up == 1)") == 3, 20, "the restarted broker scraped")
     wait_for(lambda: prometheus.scalar(urp) == 0, 30, "under-replicated partitions back to 0")
     assert prometheus.scalar("sum(kafka_controller_kafkacontroller_activecontrollercount)") == 1
+
+    # -- the Grafana dashboard: every query returns data (the out-of-range fetch above made an
+    # error response, the failover ISR changes, the group above has lag) ---------------------
+    dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    queries = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    assert len(queries) >= 15
+    empty = [query for query in queries if not prometheus.query(query)]
+    assert not empty, f"dashboard queries without data: {empty}"
 
 
 def _raw(prometheus: PrometheusServer, series: str) -> list[tuple[float, float]]:
