@@ -22,6 +22,8 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy, memset
 
+from spark_kafkalite.protocol._varint cimport VARINT_CUT, read_varlong
+
 from spark_kafkalite.protocol.errors import CorruptRecordError
 
 __all__ = ["decode_records", "ColumnBuilder", "walk_records"]
@@ -47,22 +49,11 @@ cdef struct Rec:
 
 
 cdef inline int _varint(const uint8_t* d, Py_ssize_t* p, Py_ssize_t limit, int64_t* out) except -1:
-    cdef uint64_t result = 0
-    cdef int shift = 0
-    cdef uint8_t b
-    while True:
-        if p[0] >= limit:
-            raise CorruptRecordError("record batch ends inside a record")
-        b = d[p[0]]
-        p[0] += 1
-        if shift < 64:
-            result |= (<uint64_t>(b & 0x7F)) << shift
-        if b < 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint too long in record")
-    out[0] = <int64_t>(result >> 1) ^ -(<int64_t>(result & 1))
+    cdef int err = read_varlong(d, p, limit, out)
+    if err == VARINT_CUT:
+        raise CorruptRecordError("record batch ends inside a record")
+    if err:
+        raise CorruptRecordError("varint too long in record")
     return 0
 
 

@@ -14,10 +14,14 @@ from libc.string cimport memcpy
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 
+from spark_kafkalite.protocol._varint cimport put_varint, varint_size
+
 from crc32c import crc32c as _crc32c
 
+from spark_kafkalite.protocol import record_layout as _layout
+from spark_kafkalite.protocol.record_layout import batch_attributes as _batch_attributes
 from spark_kafkalite.protocol.record_batch import compress
-from spark_kafkalite.protocol.record_encode import RecordTooLargeError
+from spark_kafkalite.protocol.record_encode import MURMUR2_M, MURMUR2_SEED, RecordTooLargeError
 
 __all__ = [
     "MemoryRecordsBuilder",
@@ -31,26 +35,25 @@ __all__ = [
 
 IMPLEMENTATION = "native"
 
-cdef int RECORD_BATCH_OVERHEAD = 61
-
-
-cdef inline int varint_size(int64_t value) noexcept nogil:
-    cdef uint64_t v = (<uint64_t>value << 1) ^ <uint64_t>(value >> 63)
-    cdef int n = 1
-    while v > 0x7F:
-        v >>= 7
-        n += 1
-    return n
-
-
-cdef inline uint8_t* put_varint(uint8_t* p, int64_t value) noexcept nogil:
-    cdef uint64_t v = (<uint64_t>value << 1) ^ <uint64_t>(value >> 63)
-    while v > 0x7F:
-        p[0] = <uint8_t>((v & 0x7F) | 0x80)
-        p += 1
-        v >>= 7
-    p[0] = <uint8_t>v
-    return p + 1
+# the batch layout (record_layout, the one definition) as C variables
+cdef Py_ssize_t RECORD_BATCH_OVERHEAD = _layout.RECORD_BATCH_OVERHEAD
+cdef Py_ssize_t LOG_OVERHEAD = _layout.LOG_OVERHEAD
+cdef Py_ssize_t MAX_RECORD_OVERHEAD = _layout.MAX_RECORD_OVERHEAD
+cdef Py_ssize_t LENGTH_OFFSET = _layout.LENGTH_OFFSET
+cdef Py_ssize_t PARTITION_LEADER_EPOCH_OFFSET = _layout.PARTITION_LEADER_EPOCH_OFFSET
+cdef Py_ssize_t MAGIC_OFFSET = _layout.MAGIC_OFFSET
+cdef Py_ssize_t CRC_OFFSET = _layout.CRC_OFFSET
+cdef Py_ssize_t ATTRIBUTES_OFFSET = _layout.ATTRIBUTES_OFFSET
+cdef Py_ssize_t LAST_OFFSET_DELTA_OFFSET = _layout.LAST_OFFSET_DELTA_OFFSET
+cdef Py_ssize_t BASE_TIMESTAMP_OFFSET = _layout.BASE_TIMESTAMP_OFFSET
+cdef Py_ssize_t MAX_TIMESTAMP_OFFSET = _layout.MAX_TIMESTAMP_OFFSET
+cdef Py_ssize_t PRODUCER_ID_OFFSET = _layout.PRODUCER_ID_OFFSET
+cdef Py_ssize_t PRODUCER_EPOCH_OFFSET = _layout.PRODUCER_EPOCH_OFFSET
+cdef Py_ssize_t BASE_SEQUENCE_OFFSET = _layout.BASE_SEQUENCE_OFFSET
+cdef Py_ssize_t RECORDS_COUNT_OFFSET = _layout.RECORDS_COUNT_OFFSET
+cdef uint8_t MAGIC_V2 = _layout.MAGIC_V2
+cdef uint32_t _MURMUR2_M = MURMUR2_M
+cdef uint32_t _MURMUR2_SEED = MURMUR2_SEED
 
 
 cdef inline uint8_t* put_bytes(uint8_t* p, const uint8_t* src, Py_ssize_t n) noexcept nogil:
@@ -221,7 +224,7 @@ cdef class MemoryRecordsBuilder:
     ):
         """The RecordBatch v2 bytes (baseOffset 0) of the records appended so far, written in one
         allocation: header, records (compressed by ``record_batch.compress`` when a codec is
-        given) and the CRC-32C over [21, end) (Kafka ``DefaultRecordBatch``)."""
+        given) and the CRC-32C over attributes..end (Kafka ``DefaultRecordBatch``; ``record_layout``)."""
         cdef object payload
         cdef const uint8_t* src
         cdef Py_ssize_t n, total
@@ -239,26 +242,22 @@ cdef class MemoryRecordsBuilder:
         total = RECORD_BATCH_OVERHEAD + n
         result = PyBytes_FromStringAndSize(NULL, total)
         out = <uint8_t*>PyBytes_AS_STRING(result)
-        attributes = compression_type & 0x07
-        if timestamp_type:
-            attributes |= 0x08
-        if is_transactional:
-            attributes |= 0x10
+        attributes = _batch_attributes(compression_type, timestamp_type, is_transactional)
         put_be64(out, 0)  # baseOffset
-        put_be32(out + 8, <uint32_t>(total - 12))  # batchLength
-        put_be32(out + 12, <uint32_t>partition_leader_epoch)
-        out[16] = 2  # magic
-        put_be16(out + 21, <uint16_t>attributes)
-        put_be32(out + 23, <uint32_t>(self.count - 1))  # lastOffsetDelta
-        put_be64(out + 27, <uint64_t>self.base_ts)
-        put_be64(out + 35, <uint64_t>self.max_ts)
-        put_be64(out + 43, <uint64_t>producer_id)
-        put_be16(out + 51, <uint16_t>producer_epoch)
-        put_be32(out + 53, <uint32_t>base_sequence)
-        put_be32(out + 57, <uint32_t>self.count)
+        put_be32(out + LENGTH_OFFSET, <uint32_t>(total - LOG_OVERHEAD))
+        put_be32(out + PARTITION_LEADER_EPOCH_OFFSET, <uint32_t>partition_leader_epoch)
+        out[MAGIC_OFFSET] = MAGIC_V2
+        put_be16(out + ATTRIBUTES_OFFSET, <uint16_t>attributes)
+        put_be32(out + LAST_OFFSET_DELTA_OFFSET, <uint32_t>(self.count - 1))
+        put_be64(out + BASE_TIMESTAMP_OFFSET, <uint64_t>self.base_ts)
+        put_be64(out + MAX_TIMESTAMP_OFFSET, <uint64_t>self.max_ts)
+        put_be64(out + PRODUCER_ID_OFFSET, <uint64_t>producer_id)
+        put_be16(out + PRODUCER_EPOCH_OFFSET, <uint16_t>producer_epoch)
+        put_be32(out + BASE_SEQUENCE_OFFSET, <uint32_t>base_sequence)
+        put_be32(out + RECORDS_COUNT_OFFSET, <uint32_t>self.count)
         if n:
             memcpy(out + RECORD_BATCH_OVERHEAD, src, n)
-        put_be32(out + 17, <uint32_t>_crc32c(memoryview(result)[21:]))
+        put_be32(out + CRC_OFFSET, <uint32_t>_crc32c(memoryview(result)[ATTRIBUTES_OFFSET:]))
         return result
 
 
@@ -284,8 +283,8 @@ cdef inline void put_be64(uint8_t* p, uint64_t v) noexcept nogil:
 
 
 cdef inline int32_t murmur2_c(const uint8_t* data, Py_ssize_t length) noexcept nogil:
-    cdef uint32_t m = 0x5BD1E995U
-    cdef uint32_t h = 0x9747B28CU ^ <uint32_t>length
+    cdef uint32_t m = _MURMUR2_M
+    cdef uint32_t h = _MURMUR2_SEED ^ <uint32_t>length
     cdef uint32_t k
     cdef Py_ssize_t i, n4 = length // 4, base
     for i in range(n4):
@@ -492,7 +491,7 @@ cdef class ArrowRecordColumns:
         cdef const uint8_t* p
         cdef Py_ssize_t kn = bin_get(&self.keys, row, &p)
         cdef Py_ssize_t vn = bin_get(&self.values, row, &p)
-        return 21 + (kn if kn > 0 else 0) + (vn if vn > 0 else 0) + (self.headers_size(row) - 1)
+        return MAX_RECORD_OVERHEAD + (kn if kn > 0 else 0) + (vn if vn > 0 else 0) + (self.headers_size(row) - 1)
 
 
 cdef Py_ssize_t fill(

@@ -16,6 +16,8 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy
 
+from spark_kafkalite.protocol._varint cimport VARINT_CUT, VARINT_OK, put_varint, read_varint, read_varlong, varint_size
+
 from spark_kafkalite.protocol.errors import CorruptRecordError
 
 __all__ = ["rebuild_records", "IMPLEMENTATION"]
@@ -28,7 +30,6 @@ cdef extern from "Python.h":
     int PyBUF_SIMPLE
 
 cdef Py_ssize_t _NOGIL_BYTES = 256 * 1024
-cdef uint64_t _LOW32 = 0xFFFFFFFF
 
 # error codes of the nogil passes (raised as CorruptRecordError with the GIL)
 cdef enum:
@@ -56,44 +57,14 @@ cdef struct Scan:
 
 
 cdef inline int _varlong(const uint8_t* d, Py_ssize_t* p, Py_ssize_t limit, int64_t* out) noexcept nogil:
-    cdef uint64_t result = 0
-    cdef int shift = 0
-    cdef uint8_t b
-    while True:
-        if p[0] >= limit:
-            return E_CUT
-        b = d[p[0]]
-        p[0] += 1
-        if shift < 64:
-            result |= (<uint64_t>(b & 0x7F)) << shift
-        if b < 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            return E_VARINT
-    out[0] = <int64_t>(result >> 1) ^ -(<int64_t>(result & 1))
-    return OK
+    cdef int err = read_varlong(d, p, limit, out)
+    return OK if err == VARINT_OK else E_CUT if err == VARINT_CUT else E_VARINT
 
 
 cdef inline int _length(const uint8_t* d, Py_ssize_t* p, Py_ssize_t limit, int64_t* out) noexcept nogil:
     # a record length: a 32-bit zig-zag varint (at most 5 bytes, Kafka's ByteUtils.readVarint)
-    cdef uint64_t result = 0
-    cdef int shift = 0
-    cdef uint8_t b
-    while True:
-        if p[0] >= limit:
-            return E_LENGTH_CUT
-        b = d[p[0]]
-        p[0] += 1
-        result |= (<uint64_t>(b & 0x7F)) << shift
-        if b < 0x80:
-            break
-        shift += 7
-        if shift > 28:
-            return E_VARINT
-    result &= _LOW32
-    out[0] = <int64_t>(result >> 1) ^ -(<int64_t>(result & 1))
-    return OK
+    cdef int err = read_varint(d, p, limit, out)
+    return OK if err == VARINT_OK else E_LENGTH_CUT if err == VARINT_CUT else E_VARINT
 
 
 cdef inline int _skip_field(const uint8_t* d, Py_ssize_t* p, Py_ssize_t limit, Scan* s,
@@ -111,25 +82,6 @@ cdef inline int _skip_field(const uint8_t* d, Py_ssize_t* p, Py_ssize_t limit, S
             return E_CUT
         p[0] += <Py_ssize_t>n
     return OK
-
-
-cdef inline int _varint_size(int64_t value) noexcept nogil:
-    cdef uint64_t v = (<uint64_t>value << 1) ^ <uint64_t>(value >> 63)
-    cdef int n = 1
-    while v > 0x7F:
-        v >>= 7
-        n += 1
-    return n
-
-
-cdef inline uint8_t* _put_varint(uint8_t* p, int64_t value) noexcept nogil:
-    cdef uint64_t v = (<uint64_t>value << 1) ^ <uint64_t>(value >> 63)
-    while v > 0x7F:
-        p[0] = <uint8_t>((v & 0x7F) | 0x80)
-        p += 1
-        v >>= 7
-    p[0] = <uint8_t>v
-    return p + 1
 
 
 cdef int _pass(const uint8_t* d, Py_ssize_t start, Py_ssize_t end, Py_ssize_t count, int64_t base_ts,
@@ -195,14 +147,14 @@ cdef int _pass(const uint8_t* d, Py_ssize_t start, Py_ssize_t end, Py_ssize_t co
         if ts > s.max_ts:
             s.max_ts = ts
         delta = <int64_t>(<uint64_t>ts - <uint64_t>s.first_ts)
-        body = 1 + _varint_size(delta) + _varint_size(n) + (rec_end - tail)
+        body = 1 + varint_size(delta) + varint_size(n) + (rec_end - tail)
         if out == NULL:
-            s.out_size += _varint_size(body) + body
+            s.out_size += varint_size(body) + body
         else:
-            out = _put_varint(out, body)
+            out = put_varint(out, body)
             out[0] = 0
-            out = _put_varint(out + 1, delta)
-            out = _put_varint(out, n)
+            out = put_varint(out + 1, delta)
+            out = put_varint(out, n)
             memcpy(out, d + tail, rec_end - tail)
             out += rec_end - tail
     if p != end:

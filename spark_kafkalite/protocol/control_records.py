@@ -26,6 +26,7 @@ from spark_kafkalite.protocol.record_batch import (
     read_header,
     seal_batch,
 )
+from spark_kafkalite.protocol.record_layout import ATTR_CONTROL, ATTR_TRANSACTIONAL
 
 __all__ = [
     "ControlRecordType",
@@ -37,8 +38,6 @@ __all__ = [
     "ATTR_CONTROL",
 ]
 
-ATTR_TRANSACTIONAL = 0x10
-ATTR_CONTROL = 0x20
 _KEY = struct.Struct(">hh")
 _VALUE = struct.Struct(">hi")
 _CURRENT_VERSION = 0

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from spark_kafkalite.protocol.compression import COMPRESSION_NONE, iter_decompressed
 from spark_kafkalite.protocol.native import RECORD_REBUILD, load_twin
-from spark_kafkalite.protocol.record_batch import RECORD_BATCH_OVERHEAD, BatchHeader, seal_batch
+from spark_kafkalite.protocol.record_batch import BatchHeader, seal_batch
+from spark_kafkalite.protocol.record_layout import ATTR_TRANSACTIONAL, RECORD_BATCH_OVERHEAD
 
 __all__ = ["rebuild_batch", "IMPLEMENTATION"]
 
@@ -27,7 +28,6 @@ _rebuild_records = _impl.rebuild_records
 IMPLEMENTATION: str = _impl.IMPLEMENTATION
 """``"native"`` or ``"pure-python"``: which twin rebuilds the records."""
 
-_ATTR_TRANSACTIONAL = 0x10
 
 Buffer = bytes | bytearray | memoryview
 
@@ -72,7 +72,7 @@ def rebuild_batch(
         records,
         base_offset=header.base_offset,
         partition_leader_epoch=header.partition_leader_epoch,
-        attributes=compression_type | (header.attributes & _ATTR_TRANSACTIONAL),
+        attributes=compression_type | (header.attributes & ATTR_TRANSACTIONAL),
         last_offset_delta=header.records_count - 1,
         base_timestamp=first_timestamp,
         max_timestamp=max_timestamp,

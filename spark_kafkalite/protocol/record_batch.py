@@ -50,6 +50,23 @@ from spark_kafkalite.protocol.compression import (
 )
 from spark_kafkalite.protocol.errors import CorruptRecordError, InvalidRecordError, MessageTooLargeError
 from spark_kafkalite.protocol.native import RECORD_DECODE, load_twin
+from spark_kafkalite.protocol.record_layout import (
+    ATTR_COMPRESSION_MASK,
+    ATTR_CONTROL,
+    ATTR_DELETE_HORIZON,
+    ATTR_TIMESTAMP_TYPE,
+    ATTR_TRANSACTIONAL,
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    HEADER,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    batch_attributes,
+)
 from spark_kafkalite.protocol.varint import VarintError, read_varint, write_varint
 
 __all__ = [
@@ -82,23 +99,12 @@ __all__ = [
     "COMPRESSION_CODECS",
 ]
 
-RECORD_BATCH_OVERHEAD = 61
 #: Largest decompressed records section of one batch that a reader inflates (kafkalite's bound;
 #: Java's ``DefaultRecordBatch`` has none): a compression bomb from a hostile broker (a few KB
 #: that inflate to gigabytes) costs at most this much memory and then raises. Equal to the
 #: broker's default ``kafkalite.message.max.uncompressed.bytes``, so no batch a broker with
 #: default limits accepted is refused.
 MAX_UNCOMPRESSED_RECORDS_BYTES = 64 * 1024 * 1024
-MAGIC_V2 = 2
-_LOG_OVERHEAD = 12  # baseOffset + batchLength
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_CRC_START = 21
-
-_ATTR_COMPRESSION_MASK = 0x07
-_ATTR_TIMESTAMP_TYPE = 0x08
-_ATTR_TRANSACTIONAL = 0x10
-_ATTR_CONTROL = 0x20
-ATTR_DELETE_HORIZON = 0x40
 
 Buffer = bytes | bytearray | memoryview
 Header = tuple[str, bytes | None]
@@ -127,7 +133,7 @@ class BatchHeader:
     @property
     def size_bytes(self) -> int:
         """Total size of the batch on the wire and on disk (batch_length + 12)."""
-        return self.batch_length + _LOG_OVERHEAD
+        return self.batch_length + LOG_OVERHEAD
 
     @property
     def last_offset(self) -> int:
@@ -139,20 +145,20 @@ class BatchHeader:
 
     @property
     def compression_type(self) -> int:
-        return self.attributes & _ATTR_COMPRESSION_MASK
+        return self.attributes & ATTR_COMPRESSION_MASK
 
     @property
     def timestamp_type(self) -> int:
         """0 = CreateTime, 1 = LogAppendTime (Kafka's ``TimestampType.id``)."""
-        return 1 if self.attributes & _ATTR_TIMESTAMP_TYPE else 0
+        return 1 if self.attributes & ATTR_TIMESTAMP_TYPE else 0
 
     @property
     def is_transactional(self) -> bool:
-        return bool(self.attributes & _ATTR_TRANSACTIONAL)
+        return bool(self.attributes & ATTR_TRANSACTIONAL)
 
     @property
     def is_control(self) -> bool:
-        return bool(self.attributes & _ATTR_CONTROL)
+        return bool(self.attributes & ATTR_CONTROL)
 
     @property
     def delete_horizon_ms(self) -> int | None:
@@ -171,7 +177,7 @@ def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
         raise CorruptRecordError(
             f"record batch header needs {RECORD_BATCH_OVERHEAD} bytes, {len(buf) - pos} available"
         )
-    return BatchHeader(*_HEADER.unpack_from(buf, pos))
+    return BatchHeader(*HEADER.unpack_from(buf, pos))
 
 
 def validate_batch(
@@ -192,7 +198,7 @@ def validate_batch(
     if header.magic != MAGIC_V2:
         raise InvalidRecordError(f"unsupported record batch magic {header.magic} (only v2)")
     total = header.size_bytes
-    if header.batch_length < RECORD_BATCH_OVERHEAD - _LOG_OVERHEAD:
+    if header.batch_length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
         raise CorruptRecordError(f"record batch length {header.batch_length} is below the minimum")
     if pos + total > len(buf):
         raise CorruptRecordError(
@@ -200,7 +206,7 @@ def validate_batch(
         )
     if size is not None and total != size:
         raise CorruptRecordError(f"record batch length {total} does not match the {size} bytes sent")
-    crc = _crc32c.crc32c(memoryview(buf)[pos + _CRC_START : pos + total])
+    crc = _crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + total])
     if crc != header.crc:
         raise CorruptRecordError(
             f"record batch CRC mismatch: stored {header.crc:#010x}, computed {crc:#010x}"
@@ -332,9 +338,9 @@ def iter_batch_headers(buf: Buffer, start_pos: int = 0) -> Iterator[tuple[int, B
     pos = start_pos
     end = len(buf)
     while end - pos >= RECORD_BATCH_OVERHEAD:
-        header = BatchHeader(*_HEADER.unpack_from(buf, pos))
-        total = header.batch_length + _LOG_OVERHEAD
-        if header.batch_length < RECORD_BATCH_OVERHEAD - _LOG_OVERHEAD or pos + total > end:
+        header = BatchHeader(*HEADER.unpack_from(buf, pos))
+        total = header.batch_length + LOG_OVERHEAD
+        if header.batch_length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD or pos + total > end:
             return
         yield pos, header
         pos += total
@@ -351,13 +357,11 @@ def assign_offsets(batch: bytearray | memoryview, base_offset: int, partition_le
     """Patch baseOffset (bytes 0-7) and partitionLeaderEpoch (12-15) in place; neither is under
     the CRC, so the batch stays valid (Kafka's in-place offset assignment in ``LogValidator``)."""
     _OFFSET.pack_into(batch, 0, base_offset)
-    _EPOCH.pack_into(batch, 12, partition_leader_epoch)
+    _EPOCH.pack_into(batch, PARTITION_LEADER_EPOCH_OFFSET, partition_leader_epoch)
 
 
 _ATTRIBUTES = struct.Struct(">h")
 _MAX_TIMESTAMP = struct.Struct(">q")
-_ATTRIBUTES_AT = 21
-_MAX_TIMESTAMP_AT = 35
 
 
 def set_log_append_time(batch: bytearray, log_append_time_ms: int) -> None:
@@ -367,12 +371,12 @@ def set_log_append_time(batch: bytearray, log_append_time_ms: int) -> None:
     deltas; readers take maxTimestamp as every record's timestamp (Kafka's
     ``DefaultRecordBatch.setMaxTimestamp(TimestampType.LOG_APPEND_TIME, now)`` in
     ``LogValidator``). Costs one CRC pass over the batch."""
-    (attributes,) = _ATTRIBUTES.unpack_from(batch, _ATTRIBUTES_AT)
-    _ATTRIBUTES.pack_into(batch, _ATTRIBUTES_AT, attributes | _ATTR_TIMESTAMP_TYPE)
-    _MAX_TIMESTAMP.pack_into(batch, _MAX_TIMESTAMP_AT, log_append_time_ms)
-    (length,) = struct.unpack_from(">i", batch, 8)
-    end = _LOG_OVERHEAD + length
-    struct.pack_into(">I", batch, 17, _crc32c.crc32c(memoryview(batch)[_CRC_START:end]))
+    (attributes,) = _ATTRIBUTES.unpack_from(batch, ATTRIBUTES_OFFSET)
+    _ATTRIBUTES.pack_into(batch, ATTRIBUTES_OFFSET, attributes | ATTR_TIMESTAMP_TYPE)
+    _MAX_TIMESTAMP.pack_into(batch, MAX_TIMESTAMP_OFFSET, log_append_time_ms)
+    (length,) = struct.unpack_from(">i", batch, LENGTH_OFFSET)
+    end = LOG_OVERHEAD + length
+    struct.pack_into(">I", batch, CRC_OFFSET, _crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:end]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -416,16 +420,11 @@ def encode_batch(
     body = bytearray()
     for offset_delta, (key, value, ts, headers) in enumerate(records):
         append_record(body, ts - base_ts, offset_delta, key, value, headers)
-    attributes = compression_type & _ATTR_COMPRESSION_MASK
-    if timestamp_type:
-        attributes |= _ATTR_TIMESTAMP_TYPE
-    if is_transactional:
-        attributes |= _ATTR_TRANSACTIONAL
     return seal_batch(
         body,
         base_offset=base_offset,
         partition_leader_epoch=partition_leader_epoch,
-        attributes=attributes,
+        attributes=batch_attributes(compression_type, timestamp_type, is_transactional),
         last_offset_delta=len(records) - 1,
         base_timestamp=base_ts,
         max_timestamp=max_ts,
@@ -481,15 +480,15 @@ def seal_batch(
     Raises:
         UnsupportedCompressionTypeError: the codec's library is missing.
     """
-    codec = attributes & _ATTR_COMPRESSION_MASK
+    codec = attributes & ATTR_COMPRESSION_MASK
     payload = compress(bytes(body), codec, level) if codec else body
     total = RECORD_BATCH_OVERHEAD + len(payload)
     out = bytearray(total)
-    _HEADER.pack_into(
+    HEADER.pack_into(
         out,
         0,
         base_offset,
-        total - _LOG_OVERHEAD,
+        total - LOG_OVERHEAD,
         partition_leader_epoch,
         MAGIC_V2,
         0,
@@ -503,7 +502,7 @@ def seal_batch(
         records_count,
     )
     out[RECORD_BATCH_OVERHEAD:] = payload
-    struct.pack_into(">I", out, 17, _crc32c.crc32c(memoryview(out)[_CRC_START:]))
+    struct.pack_into(">I", out, CRC_OFFSET, _crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     return bytes(out)
 
 

@@ -25,12 +25,11 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import crc32c as _crc32c
-
-from spark_kafkalite.protocol.record_batch import (
-    MAGIC_V2,
+from spark_kafkalite.protocol.record_batch import seal_batch
+from spark_kafkalite.protocol.record_layout import (
+    MAX_RECORD_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
-    compress,
+    batch_attributes,
 )
 from spark_kafkalite.protocol.varint import write_varint
 
@@ -45,12 +44,6 @@ __all__ = [
 ]
 
 IMPLEMENTATION = "pure-python"
-
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_CRC = struct.Struct(">I")
-_LOG_OVERHEAD = 12
-_ATTR_TIMESTAMP_TYPE = 0x08
-_ATTR_TRANSACTIONAL = 0x10
 
 
 class RecordTooLargeError(ValueError):
@@ -220,58 +213,44 @@ def _build_batch(
     is_transactional: bool,
     partition_leader_epoch: int,
 ) -> bytes:
-    """Header + (compressed) records + CRC-32C over [21, end) (Kafka ``DefaultRecordBatch``)."""
+    """Header + (compressed) records + CRC-32C (:func:`~spark_kafkalite.protocol.record_batch.seal_batch`)."""
     if count == 0:
         raise ValueError("a record batch needs at least one record")
-    payload = compress(body, compression_type) if compression_type else body
-    attributes = compression_type & 0x07
-    if timestamp_type:
-        attributes |= _ATTR_TIMESTAMP_TYPE
-    if is_transactional:
-        attributes |= _ATTR_TRANSACTIONAL
-    total = RECORD_BATCH_OVERHEAD + len(payload)
-    out = bytearray(total)
-    _HEADER.pack_into(
-        out,
-        0,
-        0,
-        total - _LOG_OVERHEAD,
-        partition_leader_epoch,
-        MAGIC_V2,
-        0,
-        attributes,
-        count - 1,
-        base_ts,
-        max_ts,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        count,
+    return seal_batch(
+        body,
+        base_offset=0,
+        partition_leader_epoch=partition_leader_epoch,
+        attributes=batch_attributes(compression_type, timestamp_type, is_transactional),
+        last_offset_delta=count - 1,
+        base_timestamp=base_ts,
+        max_timestamp=max_ts,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        records_count=count,
     )
-    out[RECORD_BATCH_OVERHEAD:] = payload
-    _CRC.pack_into(out, 17, _crc32c.crc32c(memoryview(out)[21:]))
-    return bytes(out)
 
 
 # ---------------------------------------------------------------------------------------------
 # murmur2 (Kafka ``Utils.murmur2``)
 
-_M = 0x5BD1E995
-_SEED = 0x9747B28C
+MURMUR2_M = 0x5BD1E995
+"""Kafka ``Utils.murmur2``'s multiplier (the compiled twin reads it and the seed from here)."""
+MURMUR2_SEED = 0x9747B28C
 _MASK = 0xFFFFFFFF
 
 
 def murmur2(data: bytes) -> int:
     """Kafka's ``Utils.murmur2``: the 32-bit MurmurHash2 of ``data`` as a signed Java int."""
     length = len(data)
-    h = (_SEED ^ length) & _MASK
+    h = (MURMUR2_SEED ^ length) & _MASK
     n4 = length // 4
     if n4:
         for k in struct.unpack_from(f"<{n4}I", data, 0):
-            k = (k * _M) & _MASK
+            k = (k * MURMUR2_M) & _MASK
             k ^= k >> 24
-            k = (k * _M) & _MASK
-            h = ((h * _M) & _MASK) ^ k
+            k = (k * MURMUR2_M) & _MASK
+            h = ((h * MURMUR2_M) & _MASK) ^ k
     tail = length & 3
     base = length & ~3
     if tail == 3:
@@ -280,9 +259,9 @@ def murmur2(data: bytes) -> int:
         h ^= data[base + 1] << 8
     if tail >= 1:
         h ^= data[base]
-        h = (h * _M) & _MASK
+        h = (h * MURMUR2_M) & _MASK
     h ^= h >> 13
-    h = (h * _M) & _MASK
+    h = (h * MURMUR2_M) & _MASK
     h ^= h >> 15
     return h - 0x100000000 if h & 0x80000000 else h
 
@@ -351,7 +330,7 @@ class ArrowRecordColumns:
 
     def record_size(self, row: int) -> int:
         """Upper bound of the bytes that ``row`` adds to a batch (its payload plus framing)."""
-        size = 21
+        size = MAX_RECORD_OVERHEAD
         if self._keys is not None and self._keys[row] is not None:
             size += len(self._keys[row])  # type: ignore[arg-type]
         value = self._values[row]

@@ -29,6 +29,7 @@ from spark_kafkalite.client.types import RecordMetadata, TopicPartition
 from spark_kafkalite.protocol.native import load_twin
 from spark_kafkalite.protocol.record_batch import RECORD_BATCH_OVERHEAD
 from spark_kafkalite.protocol.record_encoding import MemoryRecordsBuilder
+from spark_kafkalite.protocol.record_layout import MAX_RECORD_OVERHEAD
 
 if TYPE_CHECKING:
     from spark_kafkalite.client.producer.batch_state import BatchState
@@ -37,9 +38,8 @@ else:
 
 __all__ = ["ProducerBatch", "RECORD_OVERHEAD_ESTIMATE", "Record"]
 
-#: Upper bound of a record's framing in a v2 batch (length, attributes, timestamp and offset
-#: deltas, key/value lengths, header count varints), like Java's ``DefaultRecord`` estimate.
-RECORD_OVERHEAD_ESTIMATE = 21
+#: Upper bound of a record's framing in a v2 batch (Java's ``DefaultRecord.MAX_RECORD_OVERHEAD``).
+RECORD_OVERHEAD_ESTIMATE = MAX_RECORD_OVERHEAD
 
 _PRODUCER_FIELDS = struct.Struct(">qhi")  # producer id, epoch, base sequence at byte 43
 
