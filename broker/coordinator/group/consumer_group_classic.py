@@ -29,12 +29,19 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from broker.coordinator.group.classic_group import GroupMetadata, GroupState, JoinResult, SyncResult
+from broker.coordinator.group.classic_group import (
+    GroupMetadata,
+    GroupState,
+    JoinCallback,
+    JoinResult,
+    SyncResult,
+)
 from broker.coordinator.group.consumer_group import ConsumerGroup
 from broker.coordinator.group.consumer_group_member import Assignment, ConsumerGroupMember, MemberState
 from broker.coordinator.group.consumer_group_record_helpers import (
     current_assignment_record,
     group_epoch_record,
+    group_tombstones,
     member_metadata_record,
     partition_metadata_record,
     target_assignment_epoch_record,
@@ -252,6 +259,59 @@ class ClassicMembers:
             leader_id="",
             members=[],
         ), records
+
+    def join_and_answer(
+        self,
+        group: GroupMetadata,
+        member_id: str,
+        instance_id: str | None,
+        require_known_member_id: bool,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        callback: JoinCallback,
+    ) -> None:
+        """JoinGroup of a classic member to a consumer group: answered once its records are
+        written (:class:`ClassicMembers`)."""
+        result, records = self.join(
+            group,
+            member_id,
+            instance_id,
+            require_known_member_id,
+            client_id,
+            client_host,
+            rebalance_timeout_ms,
+            session_timeout_ms,
+            protocol_type,
+            protocols,
+        )
+        if not records:
+            callback(result)
+            return
+
+        async def append_then_answer() -> None:
+            code = await self.consumer.manager.append_records(group.group_id, records)
+            callback(JoinResult(result.member_id, code) if code else result)
+
+        self.consumer.spawn(append_then_answer())
+
+    def convert_empty_consumer_group(self, group: GroupMetadata) -> None:
+        """A classic member joins an empty consumer group: it becomes a classic group (its
+        offsets stay), the consumer group records are deleted (Kafka's conversion of an empty
+        group)."""
+        consumer = group.consumer
+        if consumer is None:
+            return
+        consumer.dead = True
+        self.consumer.cancel_all_timers(consumer)
+        group.consumer = None
+        group.protocol_type = None
+        self.consumer.spawn(
+            self.consumer.manager.append_records(group.group_id, group_tombstones(group.group_id))
+        )
 
     def _member(
         self, group: ConsumerGroup, member_id: str, instance_id: str | None

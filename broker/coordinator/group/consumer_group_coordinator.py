@@ -29,21 +29,27 @@ group.
 from __future__ import annotations
 
 import logging
-import re
-import uuid
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from broker.controller.metadata_image import MetadataImage
 from broker.coordinator.group.assignors import ASSIGNORS, AssignmentMember, PartitionAssignor
 from broker.coordinator.group.classic_group import GroupState
-from broker.coordinator.group.consumer_group import ConsumerGroup, ConsumerGroupState, compile_regex
+from broker.coordinator.group.consumer_group import ConsumerGroup, ConsumerGroupState
+from broker.coordinator.group.consumer_group_heartbeat_request import (
+    ConsumerGroupConfig,
+    HeartbeatError,
+    HeartbeatRequest,
+    HeartbeatResult,
+    Owned,
+    check_member_epoch,
+    validate_heartbeat_request,
+)
 from broker.coordinator.group.consumer_group_member import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-    Assignment,
     ConsumerGroupMember,
     MemberState,
 )
@@ -73,56 +79,6 @@ logger = logging.getLogger(__name__)
 
 E = ErrorCode
 _EMPTY_IMAGE = MetadataImage("", -1)
-Owned = list[tuple[uuid.UUID, list[int]]]
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupConfig:
-    """Broker keys: ``group.consumer.assignors`` (names, the first is the default) and
-    ``group.consumer.max.size``."""
-
-    assignors: tuple[str, ...] = ("uniform", "range")
-    max_size: int = 2**31 - 1
-
-
-@dataclass(frozen=True, slots=True)
-class HeartbeatRequest:
-    """A ConsumerGroupHeartbeat's fields (None = unchanged since the last heartbeat), the
-    client's id and host, and the group's session timeout and heartbeat interval (ms)."""
-
-    group_id: str
-    member_id: str
-    member_epoch: int
-    instance_id: str | None
-    rack_id: str | None
-    rebalance_timeout_ms: int
-    subscribed_topic_names: tuple[str, ...] | None
-    subscribed_topic_regex: str | None
-    server_assignor: str | None
-    owned: Owned | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    heartbeat_interval_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class HeartbeatResult:
-    """The answer: an error code (+ message) or the member's id, epoch, heartbeat interval and
-    assignment (None = not sent)."""
-
-    error: int
-    message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = 0
-    heartbeat_interval_ms: int = 0
-    assignment: Assignment | None = None
-
-
-class _HeartbeatError(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = int(code)
 
 
 def _subscription_changed(old: ConsumerGroupMember, new: ConsumerGroupMember) -> bool:
@@ -181,13 +137,13 @@ class ConsumerGroupCoordinator:
         if error:
             return HeartbeatResult(error)
         try:
-            self._validate(request)
+            validate_heartbeat_request(request, self.assignors)
             records: list[KeyValue] = []
             if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 holder, result = self._leave(request, records)
             else:
                 holder, result = self._heartbeat(request, topics, records)
-        except _HeartbeatError as exc:
+        except HeartbeatError as exc:
             return HeartbeatResult(exc.code, str(exc))
         if records:
             code = await self.manager.append_records(holder.group_id, records)
@@ -195,91 +151,30 @@ class ConsumerGroupCoordinator:
                 return HeartbeatResult(code)
         return result
 
-    def _validate(self, r: HeartbeatRequest) -> None:
-        """Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid`` (v1: the client makes the
-        member id)."""
-        if r.instance_id == "":
-            raise _HeartbeatError(E.invalid_request, "InstanceId can't be empty.")
-        if r.rack_id == "":
-            raise _HeartbeatError(E.invalid_request, "RackId can't be empty.")
-        if not r.member_id:
-            raise _HeartbeatError(E.invalid_request, "MemberId can't be empty.")
-        if r.member_epoch == JOIN_GROUP_MEMBER_EPOCH:
-            if r.rebalance_timeout_ms == -1:
-                raise _HeartbeatError(
-                    E.invalid_request, "RebalanceTimeoutMs must be provided in first request."
-                )
-            if r.owned is None or r.owned:
-                raise _HeartbeatError(E.invalid_request, "TopicPartitions must be empty when (re-)joining.")
-            if not r.subscribed_topic_names and r.subscribed_topic_regex is None:
-                raise _HeartbeatError(
-                    E.invalid_request,
-                    "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
-                )
-        elif r.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            if r.instance_id is None:
-                raise _HeartbeatError(E.invalid_request, "InstanceId can't be null.")
-        elif r.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            raise _HeartbeatError(E.invalid_request, "MemberEpoch is invalid.")
-        if r.server_assignor is not None and r.server_assignor not in self.assignors:
-            raise _HeartbeatError(
-                E.unsupported_assignor,
-                f"ServerAssignor {r.server_assignor} is not supported. "
-                f"Supported assignors: {', '.join(self.assignors)}.",
-            )
-        if r.subscribed_topic_regex:
-            try:
-                compile_regex(r.subscribed_topic_regex)
-            except re.error as exc:
-                raise _HeartbeatError(
-                    E.invalid_regular_expression,
-                    f"SubscribedTopicRegex {r.subscribed_topic_regex} is invalid: {exc}",
-                ) from None
-
     def _group(
         self, group_id: str, create: bool, records: list[KeyValue] | None = None
     ) -> tuple[GroupMetadata, ConsumerGroup]:
         holder = self.manager.get_or_create_group(group_id, create=create)
         if holder is None or (holder.consumer is None and not create):
-            raise _HeartbeatError(E.group_id_not_found, f"Group {group_id} not found.")
+            raise HeartbeatError(E.group_id_not_found, f"Group {group_id} not found.")
         if holder.members and create and records is not None and self.classic is not None:
             if not self.classic.can_upgrade(holder):
-                raise _HeartbeatError(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
+                raise HeartbeatError(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
             try:  # KIP-848 online upgrade: the classic members become members of a consumer group
                 return holder, self.classic.upgrade(holder, records)
             except ConsumerProtocolError as exc:
-                raise _HeartbeatError(
+                raise HeartbeatError(
                     E.group_id_not_found,
                     f"Cannot upgrade the classic group {group_id} to a consumer group: {exc}",
                 ) from None
         if holder.members or holder.pending_members:
-            raise _HeartbeatError(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
+            raise HeartbeatError(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
         if holder.is_state(GroupState.DEAD):
-            raise _HeartbeatError(E.coordinator_not_available, f"Group {group_id} is being deleted.")
+            raise HeartbeatError(E.coordinator_not_available, f"Group {group_id} is being deleted.")
         if holder.consumer is None:
             holder.consumer = ConsumerGroup(group_id)
             holder.protocol_type = "consumer"
         return holder, holder.consumer
-
-    @staticmethod
-    def _check_epoch(member: ConsumerGroupMember, received: int, owned: Owned | None) -> None:
-        """Kafka's ``throwIfMemberEpochIsInvalid``."""
-        if received > member.member_epoch:
-            raise _HeartbeatError(
-                E.fenced_member_epoch,
-                f"The consumer group member has a greater member epoch ({received}) than the one known "
-                f"by the group coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
-            )
-        if received < member.member_epoch:
-            subset = owned is not None and all(
-                p in member.assigned_partitions.get(t, frozenset()) for t, parts in owned for p in parts
-            )
-            if received != member.previous_member_epoch or not subset:
-                raise _HeartbeatError(
-                    E.fenced_member_epoch,
-                    f"The consumer group member has a smaller member epoch ({received}) than the one known "
-                    f"by the group coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
-                )
 
     def _find_member(
         self, group: ConsumerGroup, r: HeartbeatRequest, records: list[KeyValue]
@@ -295,17 +190,17 @@ class ConsumerGroupCoordinator:
                     records.extend(member_tombstones(group.group_id, member.member_id))
                 return None
             if member is None:
-                raise _HeartbeatError(
+                raise HeartbeatError(
                     E.unknown_member_id, f"Member {r.member_id} is not a member of group {group.group_id}."
                 )
-            self._check_epoch(member, r.member_epoch, r.owned)
+            check_member_epoch(member, r.member_epoch, r.owned)
             return member
         existing = group.static_member(r.instance_id)
         if joining:
             if existing is None:
                 return None
             if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and existing.member_id != r.member_id:
-                raise _HeartbeatError(
+                raise HeartbeatError(
                     E.unreleased_instance_id,
                     f"Static member {existing.member_id} with instance id {r.instance_id} is not released.",
                 )
@@ -321,13 +216,13 @@ class ConsumerGroupCoordinator:
                 records.append(target_assignment_record(group.group_id, r.member_id, target))
             return replacement
         if existing is None:
-            raise _HeartbeatError(E.unknown_member_id, f"Instance id {r.instance_id} is unknown.")
+            raise HeartbeatError(E.unknown_member_id, f"Instance id {r.instance_id} is unknown.")
         if existing.member_id != r.member_id:
-            raise _HeartbeatError(
+            raise HeartbeatError(
                 E.fenced_instance_id,
                 f"Static member {r.member_id} with instance id {r.instance_id} was fenced by member {existing.member_id}.",
             )
-        self._check_epoch(existing, r.member_epoch, r.owned)
+        check_member_epoch(existing, r.member_epoch, r.owned)
         return existing
 
     def _heartbeat(
@@ -335,7 +230,7 @@ class ConsumerGroupCoordinator:
     ) -> tuple[GroupMetadata, HeartbeatResult]:
         holder, group = self._group(r.group_id, r.member_epoch == JOIN_GROUP_MEMBER_EPOCH, records)
         if len(group.members) >= self.config.max_size and r.member_id not in group.members:
-            raise _HeartbeatError(
+            raise HeartbeatError(
                 E.group_max_size_reached,
                 f"The consumer group has reached its maximum capacity of {self.config.max_size} members.",
             )
@@ -388,7 +283,7 @@ class ConsumerGroupCoordinator:
         to ``records`` and returns the reconciled member (already in the group).
 
         Raises:
-            _HeartbeatError: FENCED_MEMBER_EPOCH (a member in an unknown state).
+            HeartbeatError: FENCED_MEMBER_EPOCH (a member in an unknown state).
         """
         base = member if member is not None else ConsumerGroupMember(updated.member_id)
         bump = member is None or _subscription_changed(base, updated)
@@ -419,7 +314,7 @@ class ConsumerGroupCoordinator:
         try:
             reconciled = reconcile(updated, group.assignment_epoch, target, group.partition_epoch, owned)
         except FencedMemberEpochError as exc:
-            raise _HeartbeatError(E.fenced_member_epoch, str(exc)) from None
+            raise HeartbeatError(E.fenced_member_epoch, str(exc)) from None
         if reconciled != updated or member is None or base.member_epoch != reconciled.member_epoch:
             group.update_member(reconciled)
             records.append(current_assignment_record(group.group_id, reconciled))
@@ -465,15 +360,15 @@ class ConsumerGroupCoordinator:
         if r.instance_id is None:
             member = group.members.get(r.member_id)
             if member is None:
-                raise _HeartbeatError(
+                raise HeartbeatError(
                     E.unknown_member_id, f"Member {r.member_id} is not a member of group {group.group_id}."
                 )
         else:
             member = group.static_member(r.instance_id)
             if member is None:
-                raise _HeartbeatError(E.unknown_member_id, f"Instance id {r.instance_id} is unknown.")
+                raise HeartbeatError(E.unknown_member_id, f"Instance id {r.instance_id} is unknown.")
             if member.member_id != r.member_id:
-                raise _HeartbeatError(
+                raise HeartbeatError(
                     E.fenced_instance_id,
                     f"Static member {r.member_id} with instance id {r.instance_id} was fenced.",
                 )

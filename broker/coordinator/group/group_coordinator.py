@@ -44,9 +44,6 @@ from broker.coordinator.group.consumer_group_coordinator import (
     ConsumerGroupConfig,
     ConsumerGroupCoordinator,
 )
-from broker.coordinator.group.consumer_group_record_helpers import (
-    group_tombstones as consumer_group_tombstones,
-)
 from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
 from broker.coordinator.group.group_offset_manager import GroupOffsetManager
 from broker.coordinator.group.rebalance import GroupRebalancer, join_result
@@ -175,7 +172,7 @@ class GroupCoordinator:
             return
         if group.consumer is not None:
             if group.consumer.members:  # a classic member of a consumer group (KIP-848 mixed group)
-                self._join_consumer_group(
+                self.mixed.join_and_answer(
                     group,
                     member_id,
                     group_instance_id,
@@ -189,7 +186,7 @@ class GroupCoordinator:
                     callback,
                 )
                 return
-            self._convert_empty_consumer_group(group)
+            self.mixed.convert_empty_consumer_group(group)
         if not self._accept_joining_member(group, member_id):
             group.remove(member_id)
             group.pending_members.discard(member_id)
@@ -204,57 +201,6 @@ class GroupCoordinator:
             self._do_current_member_join(group, member_id, group_instance_id, join, callback)
         if group.is_state(GroupState.PREPARING_REBALANCE):
             self.rebalance.try_complete_join(group)
-
-    def _join_consumer_group(
-        self,
-        group: GroupMetadata,
-        member_id: str,
-        instance_id: str | None,
-        require_known_member_id: bool,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        callback: JoinCallback,
-    ) -> None:
-        """JoinGroup of a classic member to a consumer group: answered once its records are
-        written (:class:`ClassicMembers`)."""
-        result, records = self.mixed.join(
-            group,
-            member_id,
-            instance_id,
-            require_known_member_id,
-            client_id,
-            client_host,
-            rebalance_timeout_ms,
-            session_timeout_ms,
-            protocol_type,
-            protocols,
-        )
-        if not records:
-            callback(result)
-            return
-
-        async def append_then_answer() -> None:
-            code = await self.manager.append_records(group.group_id, records)
-            callback(JoinResult(result.member_id, code) if code else result)
-
-        self.spawn(append_then_answer())
-
-    def _convert_empty_consumer_group(self, group: GroupMetadata) -> None:
-        """A classic member joins an empty consumer group: it becomes a classic group (its
-        offsets stay), the consumer group records are deleted (Kafka's conversion of an empty
-        group)."""
-        consumer = group.consumer
-        if consumer is None:
-            return
-        consumer.dead = True
-        self.consumer.cancel_all_timers(consumer)
-        group.consumer = None
-        group.protocol_type = None
-        self.spawn(self.manager.append_records(group.group_id, consumer_group_tombstones(group.group_id)))
 
     def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
         if group.is_state(GroupState.EMPTY, GroupState.DEAD):
