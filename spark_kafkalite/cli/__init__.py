@@ -23,6 +23,8 @@ Commands::
     kafkalite cluster up [--brokers 3] [--data-dir DIR] | status | down   (spark_kafkalite.cli.cluster)
     kafkalite acls add|list|remove ...                     (see spark_kafkalite.cli.acls)
     kafkalite users add|list|remove ...                    (SCRAM users; spark_kafkalite.cli.users)
+    kafkalite top --bootstrap-server H:P [--metrics-url URL ...] [--interval S] [--iterations N]
+                                          (live view; spark_kafkalite.cli.top)
     kafkalite kafka-path [--dir DIR]     (prints a directory whose bin/ holds kafka-topics.sh etc.;
                                           spark_kafkalite.cli.kafka_tools)
 
@@ -48,6 +50,7 @@ from spark_kafkalite.cli.cluster import add_cluster_parser, cmd_cluster
 from spark_kafkalite.cli.console import add_consume_parser, add_produce_parser, cmd_consume, cmd_produce
 from spark_kafkalite.cli.groups import add_groups_parser, cmd_groups
 from spark_kafkalite.cli.kafka_tools.kafka_path import add_kafka_path_parser, cmd_kafka_path
+from spark_kafkalite.cli.top import add_top_parser, cmd_top
 from spark_kafkalite.cli.topics import add_topics_parser, cmd_topics
 from spark_kafkalite.cli.transactions import add_transactions_parser, cmd_transactions
 from spark_kafkalite.cli.users import add_users_parser, cmd_users
@@ -71,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_acls_parser(commands)  # kafkalite acls add|list|remove
     add_users_parser(commands)  # kafkalite users add|list|remove (SCRAM)
     add_kafka_path_parser(commands)  # kafkalite kafka-path: a $KAFKA_PATH with bin/kafka-*.sh
+    add_top_parser(commands)  # kafkalite top: live view of brokers, topics and lag
     return parser
 
 
@@ -93,6 +97,8 @@ def _run(args: argparse.Namespace) -> int:
         return cmd_cluster(args, sys.stdout)
     if args.command == "kafka-path":
         return cmd_kafka_path(args)
+    if args.command == "top":
+        return cmd_top(args, sys.stdout)
     return run_demo_command(args)
 
 
