@@ -3,7 +3,7 @@ against the broker: server-side assignment, incremental rebalances when members 
 are killed (session timeout), a regular-expression subscription that picks up a topic created
 later, commits and committed offsets with member epochs, and the admin view of the group
 (ListGroups type ``consumer``, ConsumerGroupDescribe), and a classic librdkafka group upgraded
-online to a mixed group. One broker shared by the module, with
+online to a mixed group and back. One broker shared by the module, with
 Kafka's consumer group session / heartbeat bounds lowered so a killed member is noticed in 2 s."""
 
 from __future__ import annotations
@@ -174,11 +174,14 @@ def test_regex_subscription_picks_up_a_new_topic(kcluster: LocalCluster) -> None
 
 
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
-def test_classic_group_upgrades_online_to_a_mixed_group(kcluster: LocalCluster, strategy: str) -> None:
+def test_classic_group_upgrades_online_to_a_mixed_group_and_back(
+    kcluster: LocalCluster, strategy: str
+) -> None:
     """KIP-848 online upgrade: a classic librdkafka member owns every partition; a
     consumer-protocol member joins, the group becomes a consumer group with both, the classic
     member is told to rejoin and keeps half (eager ``range`` and incremental
-    ``cooperative-sticky``: it revokes before the other gets them); when it leaves, the other takes
+    ``cooperative-sticky``: it revokes before the other gets them); when the consumer-protocol
+    member leaves, the group turns classic again (downgrade) and the classic member takes
     everything. Every record is read."""
     bootstrap = kcluster.bootstrap_servers
     topic, group = _names()
@@ -213,8 +216,11 @@ def test_classic_group_upgrades_online_to_a_mixed_group(kcluster: LocalCluster, 
         assert sorted({(p, o) for _, p, o, _ in collector.records}) == [
             (p, o) for p in range(PARTITIONS) for o in range(PER_PARTITION)
         ]
-        members.pop(0).close()  # LeaveGroup of the classic member
+        # downgrade: the consumer-protocol member leaves, the group turns classic and rebalances
+        members.pop().close()
         assert wait_balanced(members, PARTITIONS, collector, 20) == [set(range(PARTITIONS))]
+        described = admin.describe_consumer_groups([group])[group].result(timeout=10)
+        assert described.type == ConsumerGroupType.CLASSIC and len(described.members) == 1
     finally:
         for m in members:
             m.close()

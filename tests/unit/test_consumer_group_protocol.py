@@ -15,7 +15,7 @@ import pytest
 
 from broker.controller.metadata_image import MetadataImage, TopicImage
 from broker.coordinator.group.assignors import AssignmentMember, RangeAssignor, UniformAssignor
-from broker.coordinator.group.classic_group import GroupState
+from broker.coordinator.group.classic_group import GroupState, JoinResult
 from broker.coordinator.group.consumer_group_coordinator import HeartbeatRequest, HeartbeatResult
 from broker.coordinator.group.consumer_group_member import ConsumerGroupMember, MemberState
 from broker.coordinator.group.current_assignment_builder import reconcile
@@ -172,6 +172,9 @@ def event_loop_for_heartbeats() -> Iterator[None]:
     try:
         yield
     finally:
+        pending = asyncio.all_tasks(_loop)
+        if pending:  # appends spawned by the last requests
+            _loop.run_until_complete(asyncio.wait(pending, timeout=5))
         asyncio.set_event_loop(None)
         _loop.close()
 
@@ -272,7 +275,8 @@ def test_regex_subscription_follows_new_topics() -> None:
     )
 
 
-def test_classic_group_upgrades_online_and_its_member_stays_classic() -> None:
+def classic_group_of_one(protocols: list[tuple[str, bytes]]) -> tuple[Harness, JoinResult]:
+    """A Stable classic group: one member of the consumer protocol type owning all of ``t``."""
     h = Harness()
     h.coordinator.consumer.image_provider = lambda: MetadataImage("c", 1, topics=TOPICS)
     _loop.run_until_complete(h.load())
@@ -285,6 +289,12 @@ def test_classic_group_upgrades_online_and_its_member_stays_classic() -> None:
     h.sync(joined.member_id, joined.generation_id, {joined.member_id: everything})
     _loop.run_until_complete(settle())
     assert h.group().state is GroupState.STABLE
+    return h, joined
+
+
+def test_classic_group_upgrades_online_and_its_member_stays_classic() -> None:
+    protocols = [("range", encode_subscription(Subscription(("t",))))]
+    h, joined = classic_group_of_one(protocols)
     # a consumer-protocol member joins: the classic group becomes a consumer group
     b = hb(h, "b", 0)
     group = h.group()
@@ -318,3 +328,17 @@ def test_classic_group_upgrades_online_and_its_member_stays_classic() -> None:
         [(joined.member_id, None, 0)],
     )
     assert set(group.consumer.members) == {"b"}
+
+
+def test_the_last_consumer_protocol_member_leaving_downgrades_the_group() -> None:
+    protocols = [("range", encode_subscription(Subscription(("t",))))]
+    h, joined = classic_group_of_one(protocols)
+    assert hb(h, "b", 0).error == 0
+    epoch = h.group().consumer.group_epoch
+    assert hb(h, "b", -1).member_epoch == -1
+    _loop.run_until_complete(settle())
+    group = h.group()
+    assert group.consumer is None and list(group.members) == [joined.member_id]
+    assert group.state is GroupState.PREPARING_REBALANCE and group.generation_id == epoch
+    # the classic member rejoins the classic group and gets everything back
+    assert h.coordinator.handle_heartbeat(GROUP, joined.member_id, None, epoch) == E.rebalance_in_progress

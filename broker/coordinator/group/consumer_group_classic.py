@@ -1,7 +1,8 @@
 """Classic-protocol members in a KIP-848 consumer group: KIP-848's online upgrade and mixed groups
 (Kafka's ``GroupMetadataManager.convertToConsumerGroup`` / ``classicGroupJoinToConsumerGroup`` /
 ``classicGroupSyncToConsumerGroup`` / ``classicGroupHeartbeatToConsumerGroup`` and the classic
-LeaveGroup of a consumer group; migration policy ``bidirectional``'s upgrade half).
+LeaveGroup of a consumer group, ``convertToClassicGroup``; Kafka's default migration policy
+``bidirectional``).
 
 - **Upgrade**: a consumer-protocol member (ConsumerGroupHeartbeat, epoch 0) joining a classic
   group of protocol type ``consumer`` that has members converts it: each classic member becomes
@@ -17,8 +18,8 @@ LeaveGroup of a consumer group; migration policy ``bidirectional``'s upgrade hal
   ConsumerProtocol version of its metadata; Heartbeat answers REBALANCE_IN_PROGRESS when the
   member is behind the group epoch, must revoke partitions, or can now receive unreleased ones, so
   it rejoins; LeaveGroup removes it. Its session is its JoinGroup ``session.timeout.ms``.
-- Not served: the downgrade half (a consumer group whose last consumer-protocol member leaves
-  stays a consumer group of classic members instead of turning classic again).
+- **Downgrade**: when the last consumer-protocol member leaves (or is fenced) and classic
+  members remain, the group turns classic again (Kafka's ``convertToClassicGroup``) and rebalances.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from broker.coordinator.group.classic_group import (
     GroupState,
     JoinCallback,
     JoinResult,
+    MemberMetadata,
     SyncResult,
 )
 from broker.coordinator.group.consumer_group import ConsumerGroup
@@ -43,6 +45,7 @@ from broker.coordinator.group.consumer_group_record_helpers import (
     group_epoch_record,
     group_tombstones,
     member_metadata_record,
+    member_tombstones,
     partition_metadata_record,
     target_assignment_epoch_record,
     target_assignment_record,
@@ -63,6 +66,7 @@ from spark_kafkalite.protocol.schema_io import I16
 from spark_kafkalite.protocol.types import TopicPartition
 
 if TYPE_CHECKING:
+    from broker.controller.metadata_image import MetadataImage
     from broker.coordinator.group.consumer_group_coordinator import ConsumerGroupCoordinator
     from broker.coordinator.group.rebalance import GroupRebalancer
 
@@ -80,6 +84,21 @@ def _to_ids(partitions: tuple[TopicPartition, ...], topics: Mapping[str, Any]) -
         if topic is not None:
             out.setdefault(topic.topic_id, set()).add(int(tp.partition))
     return {t: frozenset(ps) for t, ps in out.items()}
+
+
+def _encode_assignment(member: ConsumerGroupMember, image: MetadataImage) -> bytes:
+    """The member's assigned partitions as ConsumerProtocolAssignment bytes, in the version of
+    its subscription metadata (Kafka's ``prepareAssignment``)."""
+    partitions = tuple(
+        TopicPartition(name, p)
+        for topic_id, parts in sorted(member.assigned_partitions.items(), key=lambda kv: str(kv[0]))
+        if (name := image.topic_ids.get(topic_id)) is not None
+        for p in sorted(parts)
+    )
+    protocols = member.classic_protocols or ()
+    metadata = protocols[0][1] if protocols else b""
+    version = I16.unpack_from(metadata)[0] if len(metadata) >= 2 else 0
+    return encode_assignment(ProtocolAssignment(partitions), max(0, min(version, ASSIGNMENT_HIGHEST_VERSION)))
 
 
 class ClassicMembers:
@@ -189,6 +208,62 @@ class ClassicMembers:
             len(members),
         )
         return group
+
+    # -- downgrade --------------------------------------------------------------------------------
+    def maybe_downgrade(self, group: ConsumerGroup, leaving_id: str, records: list[KeyValue]) -> bool:
+        """Kafka's ``validateOnlineDowngradeWithFencedMembers`` + ``convertToClassicGroup``: when
+        ``leaving_id`` leaves (or is fenced) and every other member uses the classic protocol,
+        the group becomes a classic group again (generation = the group epoch, each member with
+        its current partitions, the classic record written, the consumer group records deleted)
+        and a rebalance starts, so the members rejoin through JoinGroup. Returns whether it did
+        (the leaving member is then gone too)."""
+        remaining = [m for member_id, m in group.members.items() if member_id != leaving_id]
+        if not remaining or not all(m.uses_classic_protocol for m in remaining):
+            return False
+        holder = self.consumer.manager.get_group(group.group_id)
+        if holder is None or holder.consumer is not group or holder.members:
+            return False
+        image = self.consumer.image()
+        for member_id in group.members:
+            records.extend(member_tombstones(group.group_id, member_id))
+        records.extend(group_tombstones(group.group_id))
+        group.dead = True
+        self.consumer.cancel_all_timers(group)
+        holder.consumer = None
+        holder.generation_id = group.group_epoch
+        for m in remaining:
+            protocols = list(m.classic_protocols or ())
+            holder.add(
+                MemberMetadata(
+                    m.member_id,
+                    m.instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout_ms,
+                    m.classic_session_timeout_ms or 0,
+                    CONSUMER_PROTOCOL_TYPE,
+                    protocols,
+                    assignment=_encode_assignment(m, image),
+                )
+            )
+        holder.protocol_type = CONSUMER_PROTOCOL_TYPE
+        holder.protocol_name = holder.select_protocol()
+        holder.leader_id = remaining[0].member_id
+        holder.state = GroupState.STABLE
+        assignment = {m.member_id: m.assignment for m in holder.members.values()}
+        records.append(self.consumer.manager.group_metadata_record(holder, assignment))
+        for member in holder.members.values():
+            self.rebalance.complete_and_schedule_heartbeat(holder, member)
+        self.rebalance.maybe_prepare_rebalance(
+            holder, f"downgrade of group {holder.group_id} from consumer to classic"
+        )
+        logger.info(
+            "downgraded consumer group %s (epoch %d, %d classic member(s)) to a classic group",
+            group.group_id,
+            group.group_epoch,
+            len(remaining),
+        )
+        return True
 
     # -- JoinGroup --------------------------------------------------------------------------------
     def join(
@@ -358,18 +433,7 @@ class ClassicMembers:
         self.consumer.schedule_session_timeout(
             group, member.member_id, member.classic_session_timeout_ms or 0
         )
-        topics = self.consumer.image()
-        partitions = tuple(
-            TopicPartition(name, p)
-            for topic_id, parts in sorted(member.assigned_partitions.items(), key=lambda kv: str(kv[0]))
-            if (name := topics.topic_ids.get(topic_id)) is not None
-            for p in sorted(parts)
-        )
-        metadata = protocols[0][1] if protocols else b""
-        version = I16.unpack_from(metadata)[0] if len(metadata) >= 2 else 0
-        assignment = encode_assignment(
-            ProtocolAssignment(partitions), max(0, min(version, ASSIGNMENT_HIGHEST_VERSION))
-        )
+        assignment = _encode_assignment(member, self.consumer.image())
         return SyncResult(
             0, assignment, CONSUMER_PROTOCOL_TYPE, protocol_name or (protocols[0][0] if protocols else None)
         )

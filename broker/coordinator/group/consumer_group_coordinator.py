@@ -391,6 +391,8 @@ class ConsumerGroupCoordinator:
         records.extend(member_tombstones(group.group_id, member_id))
 
     def remove(self, group: ConsumerGroup, member_id: str, records: list[KeyValue], reason: str) -> None:
+        if self.classic is not None and self.classic.maybe_downgrade(group, member_id, records):
+            return
         group.remove_member(member_id)
         self._cancel_timers(group, member_id)
         records.extend(member_tombstones(group.group_id, member_id))
