@@ -41,6 +41,7 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("produce", [], ["--records", "100000"]),
     ("broker_ingest", [], ["--quick"]),
     ("metrics_overhead", [], ["--quick"]),  # issue #22: the Prometheus meters on vs off
+    ("metrics_handler_cost", [], ["--quick"]),  # issue #22: the meters inside the request handler
     ("spark_write", ["--records", "300000"], ["--records", "100000"]),
     ("replication", [], ["--records", "30000", "--failovers", "1"]),
     ("spark_latency", [], ["--seconds", "10"]),

@@ -29,6 +29,7 @@ from broker.controller.topic_configs import log_config_for
 from broker.controller.topic_publisher import TopicMetadataPublisher
 from broker.dynamic_broker_config import DynamicBrokerConfig
 from broker.log.log_manager import LogManager
+from broker.metrics.meters import ControllerStats
 from broker.network.connection_quotas import ConnectionQuotas, parse_per_ip_overrides
 
 if TYPE_CHECKING:
@@ -58,6 +59,8 @@ class BrokerMetadataPublisher:
     Attributes:
         catching_up: set while a starting broker replays the metadata log: images are recorded,
             not published (see :meth:`finish_catch_up`).
+        controller_stats: the leader elections among the published changes (the metrics
+            endpoint's LeaderElectionRateAndTimeMs count).
     """
 
     def __init__(
@@ -79,6 +82,7 @@ class BrokerMetadataPublisher:
         self._connection_quotas = connection_quotas
         self._on_topics_deleted = on_topics_deleted
         self.catching_up = False
+        self.controller_stats = ControllerStats()
 
     def finish_catch_up(self, empty: MetadataImage) -> None:
         """The broker caught up with the metadata log: publish everything since ``empty`` at
@@ -126,6 +130,10 @@ class BrokerMetadataPublisher:
         slices between which the event loop serves requests; until a partition's slice is
         applied, requests for it are answered as before the delta)."""
         ctx = self._context()
+        before = ctx.image
+        self.controller_stats.record(
+            lambda topic, index: _leader(before, topic, index), delta.changed_partitions
+        )
         ctx.image = image  # the controller's view; the logs follow in publication order
         self._publish_queue.publish(self._publish_steps(image, delta))
 
@@ -205,3 +213,9 @@ class BrokerMetadataPublisher:
                 (time.monotonic() - started) * 1000,
                 self._publish_queue.slices - slices + 1,
             )
+
+
+def _leader(image: MetadataImage, topic: str, index: int) -> int | None:
+    """The leader of a partition in ``image`` (None: no such partition)."""
+    registration = image.partition(topic, index)
+    return None if registration is None else registration.leader

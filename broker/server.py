@@ -31,6 +31,7 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -380,10 +381,16 @@ class KafkaServer:
             StartupError: the listener cannot be bound.
         """
         listener = self.config["kafkalite.metrics.listener"]
-        if not listener:
+        if not listener or self.metadata_publisher is None:
             return
         sources = BrokerSources(
-            self.node_id, lambda: self.ctx, apis, lambda: self.socket_server, lambda: self._log_cleaner
+            self.node_id,
+            lambda: self.ctx,
+            apis,
+            lambda: self.socket_server,
+            lambda: self._log_cleaner,
+            self.metadata_publisher.controller_stats,
+            threading.get_native_id(),  # (called on the event loop)
         )
         self._consumer_lag = ConsumerLagCollector(self.node_id, lambda: self.ctx, asyncio.get_running_loop())
         endpoint = MetricsEndpoint([BrokerCollector(sources), self._consumer_lag])

@@ -10,7 +10,7 @@ change size while it iterates. Figures only grow (counters) or are bucketed coun
 from __future__ import annotations
 
 from bisect import bisect_left as _bisect_left
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from spark_kafkalite.protocol.api_keys import ApiKey
@@ -18,6 +18,7 @@ from spark_kafkalite.protocol.api_keys import ApiKey
 __all__ = [
     "TIME_BUCKETS_MS",
     "BrokerTopicStats",
+    "ControllerStats",
     "RequestMetrics",
     "RequestTimes",
     "IsrChangeMeters",
@@ -198,6 +199,30 @@ class IsrChangeMeters:
             self.shrinks += 1
         elif new_isr_size > old_isr_size:
             self.expands += 1
+
+
+class ControllerStats:
+    """Kafka's ``ControllerStats`` LeaderElectionRateAndTimeMs (its count): leader changes of
+    existing partitions (a partition whose committed registration names a new leader, not
+    none), counted as the broker applies committed metadata; every broker applies the same
+    records, so every broker counts the same elections (the metrics endpoint shows the active
+    controller's)."""
+
+    __slots__ = ("leader_elections",)
+
+    def __init__(self) -> None:
+        self.leader_elections = 0
+
+    def record(
+        self, old_leader: Callable[[str, int], int | None], changed: Iterable[tuple[str, Any]]
+    ) -> None:
+        """Count the elections among ``changed`` ((topic, registration with ``partition`` and
+        ``leader``) of one metadata delta); ``old_leader(topic, partition)`` is the leader
+        before it (None: a new partition). One visit per changed partition."""
+        for topic, registration in changed:
+            before = old_leader(topic, registration.partition)
+            if before is not None and registration.leader >= 0 and registration.leader != before:
+                self.leader_elections += 1
 
 
 _API_NAMES: dict[int, str] = {}

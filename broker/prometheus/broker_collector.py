@@ -20,15 +20,23 @@ mutates are copied with one C-level call (``list(d.values())``) before they are 
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+    UnknownMetricFamily,
+)
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
-from broker.metrics.meters import TIME_BUCKETS_MS, RequestTimes, request_name
+from broker.metrics.meters import TIME_BUCKETS_MS, ControllerStats, RequestTimes, request_name
 from spark_kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -48,6 +56,7 @@ _TOPIC_HELP = (
     "Partitions of consumer fetch requests that failed (FailedFetchRequestsPerSec)",
 )
 _LE = [str(b) for b in TIME_BUCKETS_MS] + ["+Inf"]
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 @dataclass
@@ -59,6 +68,8 @@ class BrokerSources:
     apis: KafkaApis
     socket_server: Callable[[], SocketServer | None]
     log_cleaner: Callable[[], LogCleaner | None]
+    controller_stats: ControllerStats
+    loop_thread_id: int  # the event loop's native thread id (its CPU time gives the idle ratio)
 
 
 def _error_name(code: int) -> str:
@@ -73,6 +84,26 @@ class BrokerCollector(Collector):
 
     def __init__(self, sources: BrokerSources) -> None:
         self.sources = sources
+        self._loop_cpu: tuple[float, float] | None = None  # (wall s, loop thread CPU s) at the last scrape
+        self._idle = 1.0
+
+    def _loop_idle_ratio(self) -> float | None:
+        """1 - the event loop thread's CPU time over wall time since the previous scrape (at
+        least 0.5 s apart; a closer scrape repeats the last figure); None without /proc."""
+        stat = f"/proc/self/task/{self.sources.loop_thread_id}/stat"
+        try:
+            with open(stat, encoding="ascii") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        cpu = (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+        now = time.monotonic()
+        last = self._loop_cpu
+        if last is None or now - last[0] >= 0.5:
+            if last is not None:
+                self._idle = min(1.0, max(0.0, 1.0 - (cpu - last[1]) / (now - last[0])))
+            self._loop_cpu = (now, cpu)
+        return self._idle
 
     def collect(self) -> Iterator[Metric]:
         ctx = self.sources.ctx()
@@ -210,12 +241,30 @@ class BrokerCollector(Collector):
             "Partitions without a leader (reported by the active controller)",
             offline,
         )
+        if active:  # the JMX exporter's `<>Count` rule: a counter named ..._count (no quantiles here)
+            yield UnknownMetricFamily(
+                "kafka_controller_controllerstats_leaderelectionrateandtimems_count",
+                "Leader changes of existing partitions committed (ControllerStats LeaderElectionRateAndTimeMs)",
+                value=self.sources.controller_stats.leader_elections,
+            )
 
     # -- RequestChannel, SocketServer ------------------------------------------------------------
     def _network_metrics(self, ctx: BrokerContext) -> Iterator[Metric]:
         server = self.sources.socket_server()
         if server is None:
             return
+        idle = self._loop_idle_ratio()
+        if idle is not None:  # one event loop is both Kafka's network processors and handler threads
+            yield _gauge(
+                "kafka_network_socketserver_networkprocessoravgidlepercent",
+                "Fraction of time the broker's event loop was idle since the previous scrape (0-1)",
+                idle,
+            )
+            yield _gauge(
+                "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent",
+                "Fraction of time the broker's event loop was idle since the previous scrape (0-1)",
+                idle,
+            )
         yield _gauge(
             "kafka_network_requestchannel_requestqueuesize",
             "Requests read and waiting for a queued.max.requests slot",

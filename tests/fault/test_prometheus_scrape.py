@@ -213,6 +213,8 @@ def test_prometheus_sees_throughput_lag_and_under_replication(
     assert prometheus.scalar(urp) == 0
     cluster.kill(3)
     wait_for(lambda: (prometheus.scalar(urp) or 0) > 0, 20, "under-replicated partitions > 0")
+    elections = "sum(kafka_controller_controllerstats_leaderelectionrateandtimems_count)"
+    wait_for(lambda: (prometheus.scalar(elections) or 0) > 0, 20, "leader elections counted")
     cluster.restart(3)
     wait_for(lambda: prometheus.scalar("count(up == 1)") == 3, 20, "the restarted broker scraped")
     wait_for(lambda: prometheus.scalar(urp) == 0, 30, "under-replicated partitions back to 0")

@@ -111,4 +111,10 @@ def test_metrics_endpoint_serves_kafkas_names(cluster: LocalCluster, unique_topi
             )
             >= 0
         )
+    for idle in (
+        "kafka_network_socketserver_networkprocessoravgidlepercent",
+        "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent",
+    ):
+        assert 0 <= _value(families, idle) <= 1
+    assert _value(families, "kafka_controller_controllerstats_leaderelectionrateandtimems_count") >= 0
     assert "process_cpu_seconds" in families  # prometheus_client's process collector

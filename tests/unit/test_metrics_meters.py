@@ -10,6 +10,7 @@ from broker.metrics.meters import (
     FAILED_FETCH,
     TIME_BUCKETS_MS,
     BrokerTopicStats,
+    ControllerStats,
     IsrChangeMeters,
     RequestMetrics,
     error_counts,
@@ -106,3 +107,21 @@ def test_isr_changes_count_shrinks_and_expands() -> None:
     meters.record(2, 3)
     meters.record(3, 3)
     assert (meters.shrinks, meters.expands) == (1, 2)
+
+
+def test_leader_elections_count_leader_changes_of_existing_partitions() -> None:
+    @dataclass
+    class Registration:
+        partition: int
+        leader: int
+
+    before = {("t", 0): 1, ("t", 1): 2, ("t", 2): 3}
+    stats = ControllerStats()
+    changed = [
+        ("t", Registration(0, 2)),  # moved: an election
+        ("t", Registration(1, 2)),  # ISR change only
+        ("t", Registration(2, -1)),  # leaderless: no election
+        ("t", Registration(3, 1)),  # a new partition's first leader: not counted
+    ]
+    stats.record(lambda topic, index: before.get((topic, index)), changed)
+    assert stats.leader_elections == 1
