@@ -55,5 +55,7 @@ async def handle_add_offsets_to_txn(
     return _response(version, fenced_error_for_version(code, version, _FIRST_FENCED_VERSION))
 
 
-def add_offsets_to_txn_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def add_offsets_to_txn_error_response(
+    request: AddOffsetsToTxnRequest, version: int, code: ErrorCode
+) -> AddOffsetsToTxnResponse:
     return _response(version, code)

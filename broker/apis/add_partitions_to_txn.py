@@ -91,6 +91,8 @@ async def handle_add_partitions_to_txn(
     return _response(version, request, dict.fromkeys(partitions, error))
 
 
-def add_partitions_to_txn_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def add_partitions_to_txn_error_response(
+    request: AddPartitionsToTxnRequest, version: int, code: ErrorCode
+) -> AddPartitionsToTxnResponse:
     partitions = {(t.name, int(p)) for t in request.v3_and_below_topics for p in t.partitions}
     return _response(version, request, dict.fromkeys(partitions, code))

@@ -152,7 +152,9 @@ async def handle_alter_configs(
     return build_alter_response(ApiKey.ALTER_CONFIGS, rctx.api_version, request.resources, outcomes)
 
 
-def alter_configs_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def alter_configs_error_response(
+    request: AlterConfigsRequest, version: int, code: ErrorCode
+) -> AlterConfigsResponse:
     """``code`` for every resource of ``request``."""
     return build_alter_response(
         ApiKey.ALTER_CONFIGS, version, request.resources, [(code, None)] * len(request.resources)

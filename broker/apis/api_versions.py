@@ -11,24 +11,28 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsRequestV3
 
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.apis.kio_types import ApiVersionsRequest
 
 __all__ = ["api_versions_response", "unsupported_version_response", "valid_client_software"]
 
 _SOFTWARE_RE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
-def valid_client_software(request: Any) -> bool:
+def valid_client_software(request: ApiVersionsRequest) -> bool:
     """KIP-511: ClientSoftwareName and ClientSoftwareVersion must match
     ``[a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*[a-zA-Z0-9])?`` (v3+ only; older versions have neither)."""
-    name = getattr(request, "client_software_name", None)
-    version = getattr(request, "client_software_version", None)
-    if name is None and version is None:
+    if not isinstance(request, ApiVersionsRequestV3):
         return True
+    name, version = request.client_software_name, request.client_software_version
     return bool(name and version and _SOFTWARE_RE.match(name) and _SOFTWARE_RE.match(version))
 
 

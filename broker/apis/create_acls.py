@@ -48,5 +48,7 @@ def _error(error: KafkaError | None) -> tuple[int, str | None]:
     return error.error_code, str(error)
 
 
-def create_acls_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def create_acls_error_response(
+    request: CreateAclsRequest, version: int, code: ErrorCode
+) -> CreateAclsResponse:
     return _response(version, [(int(code), None) for _ in request.creations])

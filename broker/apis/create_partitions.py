@@ -68,7 +68,9 @@ async def handle_create_partitions(
     return build(cls, throttle_time=ZERO_DURATION, results=tuple(results))
 
 
-def create_partitions_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def create_partitions_error_response(
+    request: CreatePartitionsRequest, version: int, code: ErrorCode
+) -> CreatePartitionsResponse:
     """``code`` for every topic of ``request``."""
     cls = response_class(ApiKey.CREATE_PARTITIONS, version)
     result_cls = nested(cls, "CreatePartitionsTopicResult")

@@ -107,7 +107,9 @@ async def handle_create_topics(
     return build(cls, throttle_time=ZERO_DURATION, topics=tuple(results))
 
 
-def create_topics_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def create_topics_error_response(
+    request: CreateTopicsRequest, version: int, code: ErrorCode
+) -> CreateTopicsResponse:
     cls = response_class(ApiKey.CREATE_TOPICS, version)
     result_cls = nested(cls, "CreatableTopicResult")
     return build(

@@ -61,5 +61,7 @@ async def handle_delete_acls(
     return _response(rctx.api_version, list(results))
 
 
-def delete_acls_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def delete_acls_error_response(
+    request: DeleteAclsRequest, version: int, code: ErrorCode
+) -> DeleteAclsResponse:
     return _response(version, [(code, []) for _ in request.filters])

@@ -42,5 +42,7 @@ async def handle_delete_groups(
     return _response(rctx.api_version, [(g, errors[g]) for g in names])
 
 
-def delete_groups_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def delete_groups_error_response(
+    request: DeleteGroupsRequest, version: int, code: ErrorCode
+) -> DeleteGroupsResponse:
     return _response(version, [(g, int(code)) for g in request.groups_names])

@@ -12,7 +12,7 @@ log-start-offset checkpoint is written before answering, so the deletion survive
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from broker.apis.auth_helper import authorized_names
 from broker.apis.context import BrokerContext
@@ -96,7 +96,9 @@ async def handle_delete_records(
     return build(cls, throttle_time=ZERO_DURATION, topics=tuple(topics_out))
 
 
-def delete_records_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def delete_records_error_response(
+    request: DeleteRecordsRequest, version: int, code: ErrorCode
+) -> DeleteRecordsResponse:
     """``code`` for every requested partition."""
     cls = response_class(ApiKey.DELETE_RECORDS, version)
     topic_cls = nested(cls, "DeleteRecordsTopicResult")

@@ -77,7 +77,9 @@ def _may_delete(
     return authorize(ctx, rctx, AclOperation.DELETE, ResourceType.TOPIC, name)
 
 
-def delete_topics_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def delete_topics_error_response(
+    request: DeleteTopicsRequest, version: int, code: ErrorCode
+) -> DeleteTopicsResponse:
     cls = response_class(ApiKey.DELETE_TOPICS, version)
     result_cls = nested(cls, "DeletableTopicResult")
     return build(

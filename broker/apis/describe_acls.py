@@ -68,5 +68,7 @@ async def handle_describe_acls(
     )
 
 
-def describe_acls_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def describe_acls_error_response(
+    request: DescribeAclsRequest, version: int, code: ErrorCode
+) -> DescribeAclsResponse:
     return _response(version, code, None, [])

@@ -8,7 +8,9 @@ it); otherwise it is INT32_MIN."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kio.schema.describe_cluster.v1.request import DescribeClusterRequest as DescribeClusterRequestV1
 
 from broker.apis.auth_helper import cluster_authorized_operations
 from broker.apis.context import BrokerContext
@@ -25,12 +27,17 @@ __all__ = ["handle_describe_cluster", "describe_cluster_error_response"]
 _NO_AUTHORIZED_OPERATIONS = -2147483648
 
 
+def _endpoint_type(request: DescribeClusterRequest) -> int:
+    """The endpoint type asked for: v1+ names it (KIP-919), v0 means brokers (1)."""
+    return int(request.endpoint_type) if isinstance(request, DescribeClusterRequestV1) else 1
+
+
 async def handle_describe_cluster(
     ctx: BrokerContext, rctx: RequestContext, request: DescribeClusterRequest
 ) -> DescribeClusterResponse:
     """Handle a DescribeClusterRequest (v0-v1)."""
     cls = response_class(ApiKey.DESCRIBE_CLUSTER, rctx.api_version)
-    endpoint_type = int(getattr(request, "endpoint_type", 1))
+    endpoint_type = _endpoint_type(request)
     if endpoint_type != 1:
         return describe_cluster_error_response(request, rctx.api_version, ErrorCode.unsupported_endpoint_type)
     broker_cls = nested(cls, "DescribeClusterBroker")
@@ -61,7 +68,9 @@ async def handle_describe_cluster(
     )
 
 
-def describe_cluster_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def describe_cluster_error_response(
+    request: DescribeClusterRequest, version: int, code: ErrorCode
+) -> DescribeClusterResponse:
     """An empty response carrying ``code``."""
     cls = response_class(ApiKey.DESCRIBE_CLUSTER, version)
     return build(
@@ -69,7 +78,7 @@ def describe_cluster_error_response(request: Any, version: int, code: ErrorCode)
         throttle_time=ZERO_DURATION,
         error_code=code,
         error_message=None,
-        endpoint_type=int(getattr(request, "endpoint_type", 1)),
+        endpoint_type=_endpoint_type(request),
         cluster_id="",
         controller_id=-1,
         brokers=(),

@@ -13,7 +13,10 @@ null or empty means every config; unknown keys are skipped. Synonyms only when
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kio.schema.describe_configs.v3.request import DescribeConfigsRequest as DescribeConfigsRequestV3
+from kio.schema.describe_configs.v4.request import DescribeConfigsRequest as DescribeConfigsRequestV4
 
 from broker.apis.auth_helper import config_resource_error
 from broker.apis.config_helper import (
@@ -39,6 +42,8 @@ from spark_kafkalite.protocol.errors import (
 
 if TYPE_CHECKING:
     from broker.apis.kio_types import DescribeConfigsRequest, DescribeConfigsResponse
+
+_DOCS_VERSIONS = (DescribeConfigsRequestV3, DescribeConfigsRequestV4)
 
 __all__ = ["handle_describe_configs", "describe_configs_error_response", "describe_resource"]
 
@@ -85,8 +90,9 @@ async def handle_describe_configs(
     result_cls = nested(cls, "DescribeConfigsResult")
     entry_cls = nested(cls, "DescribeConfigsResourceResult")
     synonym_cls = nested(cls, "DescribeConfigsSynonym")
-    include_synonyms = bool(getattr(request, "include_synonyms", False))
-    include_docs = bool(getattr(request, "include_documentation", False))
+    include_synonyms = bool(request.include_synonyms)
+    # v3+ may ask for each config's documentation (KIP-569)
+    include_docs = isinstance(request, _DOCS_VERSIONS) and bool(request.include_documentation)
     results = []
     for resource in request.resources:
         # null or empty = every config (Kafka's ConfigHelper.describeConfigs)
@@ -133,7 +139,9 @@ async def handle_describe_configs(
     return build(cls, throttle_time=ZERO_DURATION, results=tuple(results))
 
 
-def describe_configs_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def describe_configs_error_response(
+    request: DescribeConfigsRequest, version: int, code: ErrorCode
+) -> DescribeConfigsResponse:
     """``code`` for every resource of ``request``."""
     cls = response_class(ApiKey.DESCRIBE_CONFIGS, version)
     result_cls = nested(cls, "DescribeConfigsResult")

@@ -8,7 +8,11 @@ carries the bitfield of the operations the principal may perform on it; otherwis
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kio.schema.describe_groups.v3.request import DescribeGroupsRequest as DescribeGroupsRequestV3
+from kio.schema.describe_groups.v4.request import DescribeGroupsRequest as DescribeGroupsRequestV4
+from kio.schema.describe_groups.v5.request import DescribeGroupsRequest as DescribeGroupsRequestV5
 
 from broker.apis.auth_helper import authorize, authorized_operations
 from broker.apis.context import BrokerContext
@@ -23,6 +27,8 @@ from spark_kafkalite.protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from broker.apis.kio_types import DescribeGroupsRequest, DescribeGroupsResponse
 
+_OPERATIONS_VERSIONS = (DescribeGroupsRequestV3, DescribeGroupsRequestV4, DescribeGroupsRequestV5)
+
 __all__ = ["handle_describe_groups", "describe_groups_error_response"]
 
 _NOTHING = GroupSummary("", "", "", ())
@@ -36,7 +42,10 @@ async def handle_describe_groups(
     group_cls = nested(cls, "DescribedGroup")
     member_cls = nested(cls, "DescribedGroupMember")
     coordinator = coordinator_of(ctx)
-    with_operations = bool(getattr(request, "include_authorized_operations", False))
+    # v3+ may ask for the principal's authorized operations (KIP-430)
+    with_operations = isinstance(request, _OPERATIONS_VERSIONS) and bool(
+        request.include_authorized_operations
+    )
     described = []
     for group_id in request.groups:
         if authorize(ctx, rctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
@@ -73,7 +82,9 @@ async def handle_describe_groups(
     return build(cls, throttle_time=ZERO_DURATION, groups=tuple(described))
 
 
-def describe_groups_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def describe_groups_error_response(
+    request: DescribeGroupsRequest, version: int, code: ErrorCode
+) -> DescribeGroupsResponse:
     cls = response_class(ApiKey.DESCRIBE_GROUPS, version)
     group_cls = nested(cls, "DescribedGroup")
     return build(

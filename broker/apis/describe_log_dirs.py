@@ -109,7 +109,9 @@ async def handle_describe_log_dirs(
     return build(cls, throttle_time=ZERO_DURATION, error_code=ErrorCode.none, results=tuple(results))
 
 
-def describe_log_dirs_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def describe_log_dirs_error_response(
+    request: DescribeLogDirsRequest, version: int, code: ErrorCode
+) -> DescribeLogDirsResponse:
     """``code`` at the top level (v3+) and no results (Kafka's
     ``DescribeLogDirsRequest.getErrorResponse``)."""
     cls = response_class(ApiKey.DESCRIBE_LOG_DIRS, version)

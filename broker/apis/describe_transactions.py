@@ -52,7 +52,7 @@ async def handle_describe_transactions(
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
     cls = response_class(ApiKey.DESCRIBE_TRANSACTIONS, rctx.api_version)
     state_cls, topic_cls = nested(cls, "TransactionState"), nested(cls, "TopicData")
-    coordinator = getattr(ctx, "transaction_coordinator", None)
+    coordinator = ctx.transaction_coordinator
     states = []
     for transactional_id in request.transactional_ids:
         if not authorize(ctx, rctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):
@@ -70,7 +70,9 @@ async def handle_describe_transactions(
     return build(cls, throttle_time=ZERO_DURATION, transaction_states=tuple(states))
 
 
-def describe_transactions_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def describe_transactions_error_response(
+    request: DescribeTransactionsRequest, version: int, code: ErrorCode
+) -> DescribeTransactionsResponse:
     cls = response_class(ApiKey.DESCRIBE_TRANSACTIONS, version)
     state_cls, topic_cls = nested(cls, "TransactionState"), nested(cls, "TopicData")
     return build(

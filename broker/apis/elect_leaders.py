@@ -15,6 +15,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.elect_leaders.v1.request import ElectLeadersRequest as ElectLeadersRequestV1
+from kio.schema.elect_leaders.v2.request import ElectLeadersRequest as ElectLeadersRequestV2
+
 from broker.apis.auth_helper import authorize_cluster
 from broker.apis.context import BrokerContext
 from broker.network.request_context import RequestContext
@@ -25,6 +28,8 @@ from spark_kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.apis.kio_types import ElectLeadersRequest, ElectLeadersResponse
+
+_TYPED_VERSIONS = (ElectLeadersRequestV1, ElectLeadersRequestV2)
 
 __all__ = ["handle_elect_leaders", "elect_leaders_error_response"]
 
@@ -63,7 +68,8 @@ async def handle_elect_leaders(
     if not authorize_cluster(ctx, rctx, AclOperation.ALTER):
         return elect_leaders_error_response(request, rctx.api_version, ErrorCode.cluster_authorization_failed)
     cls = response_class(ApiKey.ELECT_LEADERS, rctx.api_version)
-    election_type = int(getattr(request, "election_type", 0))
+    # v0 elects the preferred leader only; v1+ names the election type (KIP-460)
+    election_type = int(request.election_type) if isinstance(request, _TYPED_VERSIONS) else 0
     if election_type not in (0, 1):
         return _response(cls, ErrorCode.invalid_request, {})
     wanted: list[tuple[str, int]] | None = None
@@ -75,8 +81,10 @@ async def handle_elect_leaders(
     return _response(cls, ErrorCode.none, results)
 
 
-def elect_leaders_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def elect_leaders_error_response(
+    request: ElectLeadersRequest, version: int, code: ErrorCode
+) -> ElectLeadersResponse:
     """``code`` for every requested partition (and at the top level, v1+)."""
     cls = response_class(ApiKey.ELECT_LEADERS, version)
-    results = {(t.topic, int(p)): code for t in (request.topic_partitions or ()) for p in t.partitions}
+    results = {(str(t.topic), int(p)): code for t in (request.topic_partitions or ()) for p in t.partitions}
     return _response(cls, code, results)

@@ -48,5 +48,5 @@ async def handle_end_txn(ctx: BrokerContext, rctx: RequestContext, request: EndT
     return _response(version, fenced_error_for_version(code, version, _FIRST_FENCED_VERSION))
 
 
-def end_txn_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def end_txn_error_response(request: EndTxnRequest, version: int, code: ErrorCode) -> EndTxnResponse:
     return _response(version, code)

@@ -36,7 +36,18 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from kio.schema.fetch.v4.request import FetchRequest as FetchRequestV4
+from kio.schema.fetch.v5.request import FetchRequest as FetchRequestV5
+from kio.schema.fetch.v6.request import FetchRequest as FetchRequestV6
+from kio.schema.fetch.v7.request import FetchRequest as FetchRequestV7
+from kio.schema.fetch.v8.request import FetchRequest as FetchRequestV8
+from kio.schema.fetch.v9.request import FetchRequest as FetchRequestV9
+from kio.schema.fetch.v10.request import FetchRequest as FetchRequestV10
+from kio.schema.fetch.v11.request import FetchRequest as FetchRequestV11
+from kio.schema.fetch.v12.request import FetchRequest as FetchRequestV12Entity
 
 from broker.apis.auth_helper import authorize_cluster, authorized_names
 from broker.apis.context import BrokerContext
@@ -44,7 +55,11 @@ from broker.errors import error_code_for
 from broker.log.file_slices import DeferredRecords
 from broker.metrics.meters import record_fetch
 from broker.network.request_context import RequestContext
-from broker.replication.fetch_session_cache import IncrementalFetchContext, fetch_session_cache_for
+from broker.replication.fetch_session_cache import (
+    FetchRequestParams,
+    IncrementalFetchContext,
+    fetch_session_cache_for,
+)
 from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
@@ -60,14 +75,21 @@ from spark_kafkalite.protocol.fetch_response_encode import (
     FetchResponseData,
     FetchTopicResult,
 )
+from spark_kafkalite.protocol.fetch_session import FINAL_EPOCH, INVALID_SESSION_ID
 from spark_kafkalite.protocol.framing import decode_request_body
-from spark_kafkalite.protocol.replica_fetch_codec import decode_fetch_request_v12_fast
+from spark_kafkalite.protocol.replica_fetch_codec import (
+    FetchRequestV12,
+    FetchTopic,
+    ForgottenTopic,
+    ReplicaFetchPartition,
+    decode_fetch_request_v12_fast,
+)
 
 if TYPE_CHECKING:
-    from broker.apis.kio_types import FetchRequest
+    from broker.apis.kio_types import FetchRequest, FetchResponse
     from broker.cluster.partition import Partition
 
-__all__ = ["FETCH_DECODERS", "handle_fetch", "fetch_error_response"]
+__all__ = ["FETCH_DECODERS", "FETCH_REQUEST_CLASSES", "handle_fetch", "fetch_error_response"]
 
 _EMPTY = b""
 
@@ -77,25 +99,114 @@ _EMPTY = b""
 DEFER_READ_ABOVE_BYTES = 1 << 20
 
 
-def _decode_fetch_v12(frame: bytes | bytearray | memoryview, offset: int) -> Any:
+def _decode_fetch_v12(
+    frame: bytes | bytearray | memoryview, offset: int
+) -> FetchRequestV12 | FetchRequestV12Entity:
     """The hand-written decoder of what replica fetchers send (no kio entity per partition);
     any body it does not accept as plain and well-formed goes through the bounded scan + kio,
     which raises the same errors as for every other API (issue #14)."""
     request = decode_fetch_request_v12_fast(frame, offset)
     if request is None:
-        return decode_request_body(ApiKey.FETCH, 12, frame, offset)
+        entity: FetchRequestV12Entity = decode_request_body(ApiKey.FETCH, 12, frame, offset)
+        return entity
     return request
 
 
-FETCH_DECODERS: dict[int, Any] = {12: _decode_fetch_v12}
+FETCH_REQUEST_CLASSES = (
+    FetchRequestV4,
+    FetchRequestV5,
+    FetchRequestV6,
+    FetchRequestV7,
+    FetchRequestV8,
+    FetchRequestV9,
+    FetchRequestV10,
+    FetchRequestV11,
+    FetchRequestV12Entity,
+    FetchRequestV12,
+)
+"""Every class a decoded FetchRequest has (kio's v4-v12, the replica fetchers' v12 decoded by hand)."""
+
+FETCH_DECODERS: dict[int, Callable[[bytes | bytearray, int], FetchRequestV12 | FetchRequestV12Entity]] = {
+    12: _decode_fetch_v12
+}
 """FetchRequest body decoders for ``ApiSpec.decoders`` (v12: the replica fetchers' version)."""
+
+
+def _fetch_params(request: FetchRequest | FetchRequestV12) -> FetchRequestParams:
+    """``request`` with the v12 fields the broker reads (:class:`FetchRequestParams`): v12 as
+    is; an older version with Kafka's defaults for the fields it lacks (``FetchRequestData``):
+    no session before v7 (id 0, epoch -1: sessionless), ``current_leader_epoch`` -1 before v9,
+    ``rack_id`` "" before v11, ``log_start_offset`` -1 before v5, ``last_fetched_epoch`` -1
+    before v12. Costs one small object per partition of an older request."""
+    if isinstance(request, FetchRequestV12 | FetchRequestV12Entity):
+        return request
+    if isinstance(request, FetchRequestV9 | FetchRequestV10 | FetchRequestV11):
+        topics = tuple(
+            FetchTopic(
+                t.topic,
+                tuple(
+                    ReplicaFetchPartition(
+                        p.partition,
+                        p.current_leader_epoch,
+                        p.fetch_offset,
+                        -1,
+                        p.log_start_offset,
+                        p.partition_max_bytes,
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in request.topics
+        )
+    elif isinstance(request, FetchRequestV5 | FetchRequestV6 | FetchRequestV7 | FetchRequestV8):
+        topics = tuple(
+            FetchTopic(
+                t.topic,
+                tuple(
+                    ReplicaFetchPartition(
+                        p.partition, -1, p.fetch_offset, -1, p.log_start_offset, p.partition_max_bytes
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in request.topics
+        )
+    else:  # v4
+        topics = tuple(
+            FetchTopic(
+                t.topic,
+                tuple(
+                    ReplicaFetchPartition(p.partition, -1, p.fetch_offset, -1, -1, p.partition_max_bytes)
+                    for p in t.partitions
+                ),
+            )
+            for t in request.topics
+        )
+    session_id, session_epoch = INVALID_SESSION_ID, FINAL_EPOCH
+    forgotten: tuple[ForgottenTopic, ...] = ()
+    if isinstance(
+        request, FetchRequestV7 | FetchRequestV8 | FetchRequestV9 | FetchRequestV10 | FetchRequestV11
+    ):
+        session_id, session_epoch = request.session_id, request.session_epoch
+        forgotten = tuple(ForgottenTopic(t.topic, tuple(t.partitions)) for t in request.forgotten_topics_data)
+    return FetchRequestV12(
+        request.replica_id,
+        request.max_wait,
+        request.min_bytes,
+        request.max_bytes,
+        request.isolation_level,
+        session_id,
+        session_epoch,
+        topics,
+        forgotten,
+        request.rack_id if isinstance(request, FetchRequestV11) else "",
+    )
 
 
 def _read_all(
     ctx: BrokerContext,
     rctx: RequestContext,
-    request: Any,
-    cls: type[Any],
+    request: FetchRequestParams,
     denied: set[str],
     pending: set[tuple[str, int]],
 ) -> tuple[list[FetchTopicResult], int, bool]:
@@ -138,9 +249,9 @@ def _read_all(
                     fp.fetch_offset,
                     partition_limit,
                     replica_id=replica_id,
-                    current_leader_epoch=getattr(fp, "current_leader_epoch", -1),
-                    last_fetched_epoch=getattr(fp, "last_fetched_epoch", -1),
-                    log_start_offset=getattr(fp, "log_start_offset", -1),
+                    current_leader_epoch=fp.current_leader_epoch,
+                    last_fetched_epoch=fp.last_fetched_epoch,
+                    log_start_offset=fp.log_start_offset,
                     min_one_message=min_one_message,
                     isolation_level=1 if read_committed else 0,
                     defer_above=DEFER_READ_ABOVE_BYTES,
@@ -223,15 +334,17 @@ async def _load_deferred(ctx: BrokerContext, topics_out: list[FetchTopicResult])
         pd.records = data
 
 
-async def handle_fetch(ctx: BrokerContext, rctx: RequestContext, request: FetchRequest) -> FetchResponseData:
-    """Handle a FetchRequest; may wait up to ``max_wait`` in the fetch purgatory. The answer is
-    a :class:`FetchResponseData` (no kio entity per partition)."""
+async def handle_fetch(
+    ctx: BrokerContext, rctx: RequestContext, request: FetchRequest | FetchRequestV12
+) -> FetchResponseData:
+    """Handle a FetchRequest (kio's entity, or the replica fetchers' v12 decoded by hand); may
+    wait up to ``max_wait`` in the fetch purgatory. The answer is a :class:`FetchResponseData`
+    (no kio entity per partition)."""
     version = rctx.api_version
-    cls = response_class(ApiKey.FETCH, version)
     # KIP-227 (broker/replication/fetch_session_cache.py): an incremental fetch reads the
     # partitions of its session that are marked (named, changed or pending; request_view) and
     # answers only the changed ones; while parked it is woken by a change to any of them.
-    session_context = fetch_session_cache_for(ctx).new_context(rctx.api_version, request)
+    session_context = fetch_session_cache_for(ctx).new_context(rctx.api_version, _fetch_params(request))
     if session_context.error_code != ErrorCode.none:
         return FetchResponseData(version, session_context.error_code, 0, ())
     max_wait_s = max(0.0, request.max_wait.total_seconds())
@@ -241,7 +354,7 @@ async def handle_fetch(ctx: BrokerContext, rctx: RequestContext, request: FetchR
         denied = _denied_topics(ctx, rctx, view)
         keys = [(t.topic, p.partition) for t in view.topics if t.topic not in denied for p in t.partitions]
         pending: set[tuple[str, int]] = set()
-        topics_out, total, any_error = _read_all(ctx, rctx, view, cls, denied, pending)
+        topics_out, total, any_error = _read_all(ctx, rctx, view, denied, pending)
         remaining = deadline - time.monotonic()
         if any_error or total >= request.min_bytes or remaining <= 0:
             break
@@ -260,7 +373,7 @@ async def handle_fetch(ctx: BrokerContext, rctx: RequestContext, request: FetchR
     return FetchResponseData(version, error_code, response_session_id, tuple(topics_out))
 
 
-def _denied_topics(ctx: BrokerContext, rctx: RequestContext, request: Any) -> set[str]:
+def _denied_topics(ctx: BrokerContext, rctx: RequestContext, request: FetchRequestParams) -> set[str]:
     """Topics whose partitions answer TOPIC_AUTHORIZATION_FAILED (``KafkaApis.handleFetchRequest``):
     a follower (replica_id >= 0) needs CLUSTER_ACTION on the cluster for all of them, a consumer
     READ on each topic. Unauthorized partitions do not hold the long poll."""
@@ -272,7 +385,9 @@ def _denied_topics(ctx: BrokerContext, rctx: RequestContext, request: Any) -> se
     return names - authorized_names(ctx, rctx, AclOperation.READ, ResourceType.TOPIC, names)
 
 
-def fetch_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def fetch_error_response(
+    request: FetchRequest | FetchRequestV12, version: int, code: ErrorCode
+) -> FetchResponse:
     """``FetchRequest.getErrorResponse``: the error for every requested partition (and at top
     level from v7)."""
     cls = response_class(ApiKey.FETCH, version)

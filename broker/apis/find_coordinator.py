@@ -13,7 +13,12 @@ COORDINATOR_NOT_AVAILABLE when that fails or the partition has no live leader
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kio.schema.find_coordinator.v0.request import FindCoordinatorRequest as FindCoordinatorRequestV0
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest as FindCoordinatorRequestV4
+from kio.schema.find_coordinator.v5.request import FindCoordinatorRequest as FindCoordinatorRequestV5
+from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest as FindCoordinatorRequestV6
 
 from broker.apis.auth_helper import authorize
 from broker.apis.context import BrokerContext
@@ -30,6 +35,8 @@ from spark_kafkalite.protocol.internal_topics import (
 
 if TYPE_CHECKING:
     from broker.apis.kio_types import FindCoordinatorRequest, FindCoordinatorResponse
+
+_BATCHED_VERSIONS = (FindCoordinatorRequestV4, FindCoordinatorRequestV5, FindCoordinatorRequestV6)
 
 __all__ = ["handle_find_coordinator", "find_coordinator_error_response"]
 
@@ -49,13 +56,13 @@ async def _find(
     ):
         return int(ErrorCode.transactional_id_authorization_failed), None, _NO_NODE
     if key_type == CoordinatorType.GROUP:
-        service = getattr(ctx, "group_coordinator_service", None)
+        service = ctx.group_coordinator_service
         if service is None or not service.coordinator.active:
             return int(ErrorCode.coordinator_not_available), "the group coordinator is not running", _NO_NODE
         error, message = await service.ensure_offsets_topic()
         topic, partition = GROUP_METADATA_TOPIC_NAME, service.coordinator.manager.partition_for(key)
     elif key_type == CoordinatorType.TRANSACTION:
-        txn_service = getattr(ctx, "transaction_coordinator_service", None)
+        txn_service = ctx.transaction_coordinator_service
         if txn_service is None or not txn_service.coordinator.active:
             return (
                 int(ErrorCode.coordinator_not_available),
@@ -74,7 +81,7 @@ async def _find(
     if registration is None or registration.leader < 0:
         return int(ErrorCode.coordinator_not_available), f"{topic}-{partition} has no leader", _NO_NODE
     broker = ctx.image.brokers.get(registration.leader)
-    if broker is None or getattr(broker, "fenced", False):
+    if broker is None or broker.fenced:
         return (
             int(ErrorCode.coordinator_not_available),
             f"coordinator {registration.leader} is not alive",
@@ -92,11 +99,14 @@ async def handle_find_coordinator(
     """Handle a FindCoordinatorRequest."""
     version = rctx.api_version
     cls = response_class(ApiKey.FIND_COORDINATOR, version)
-    key_type = int(getattr(request, "key_type", 0))
-    if version >= 4:
+    # v0 finds a group coordinator; v1+ names the key type (KIP-98)
+    key_type = (
+        int(request.key_type) if not isinstance(request, FindCoordinatorRequestV0) else CoordinatorType.GROUP
+    )
+    if isinstance(request, _BATCHED_VERSIONS):  # v4+: many keys per request (KIP-699)
         coordinator_cls = nested(cls, "Coordinator")
         entries = []
-        for key in request.coordinator_keys:  # type: ignore[union-attr]  # v4+
+        for key in request.coordinator_keys:
             error, message, (node_id, host, port) = await _find(ctx, rctx, key_type, key, rctx.listener_name)
             entries.append(
                 coordinator_cls(
@@ -109,7 +119,7 @@ async def handle_find_coordinator(
                 )
             )
         return build(cls, throttle_time=ZERO_DURATION, coordinators=tuple(entries))
-    key = request.key  # type: ignore[union-attr]  # v0-3
+    key = request.key
     error, message, (node_id, host, port) = await _find(ctx, rctx, key_type, key, rctx.listener_name)
     return build(
         cls,
@@ -122,9 +132,11 @@ async def handle_find_coordinator(
     )
 
 
-def find_coordinator_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def find_coordinator_error_response(
+    request: FindCoordinatorRequest, version: int, code: ErrorCode
+) -> FindCoordinatorResponse:
     cls = response_class(ApiKey.FIND_COORDINATOR, version)
-    if version >= 4:
+    if isinstance(request, _BATCHED_VERSIONS):
         coordinator_cls = nested(cls, "Coordinator")
         return build(
             cls,

@@ -4,7 +4,10 @@ UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID for stale members."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kio.schema.heartbeat.v3.request import HeartbeatRequest as HeartbeatRequestV3
+from kio.schema.heartbeat.v4.request import HeartbeatRequest as HeartbeatRequestV4
 
 from broker.apis.auth_helper import authorize
 from broker.apis.context import BrokerContext
@@ -30,11 +33,12 @@ async def handle_heartbeat(
     error = coordinator_of(ctx).handle_heartbeat(
         request.group_id,
         request.member_id,
-        getattr(request, "group_instance_id", None),
+        # v3+ carries group_instance_id (KIP-345)
+        request.group_instance_id if isinstance(request, HeartbeatRequestV3 | HeartbeatRequestV4) else None,
         request.generation_id,
     )
     return heartbeat_error_response(request, rctx.api_version, ErrorCode(error))
 
 
-def heartbeat_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def heartbeat_error_response(request: HeartbeatRequest, version: int, code: ErrorCode) -> HeartbeatResponse:
     return build(response_class(ApiKey.HEARTBEAT, version), throttle_time=ZERO_DURATION, error_code=code)

@@ -71,7 +71,9 @@ async def handle_incremental_alter_configs(
     )
 
 
-def incremental_alter_configs_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def incremental_alter_configs_error_response(
+    request: IncrementalAlterConfigsRequest, version: int, code: ErrorCode
+) -> IncrementalAlterConfigsResponse:
     """``code`` for every resource of ``request``."""
     return build_alter_response(
         ApiKey.INCREMENTAL_ALTER_CONFIGS, version, request.resources, [(code, None)] * len(request.resources)

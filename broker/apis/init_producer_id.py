@@ -24,6 +24,10 @@ import logging
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.init_producer_id.v3.request import InitProducerIdRequest as InitProducerIdRequestV3
+from kio.schema.init_producer_id.v4.request import InitProducerIdRequest as InitProducerIdRequestV4
+from kio.schema.init_producer_id.v5.request import InitProducerIdRequest as InitProducerIdRequestV5
+
 from broker.apis.auth_helper import authorize, authorize_any, authorize_cluster
 from broker.apis.context import BrokerContext
 from broker.coordinator.producer_id_manager import ProducerIdManager
@@ -37,6 +41,8 @@ from spark_kafkalite.protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from broker.apis.kio_types import InitProducerIdRequest, InitProducerIdResponse
 
+_EPOCH_BUMP_VERSIONS = (InitProducerIdRequestV3, InitProducerIdRequestV4, InitProducerIdRequestV5)
+
 __all__ = ["handle_init_producer_id", "init_producer_id_error_response", "producer_id_manager"]
 
 logger = logging.getLogger(__name__)
@@ -46,18 +52,14 @@ _MANAGERS: weakref.WeakKeyDictionary[BrokerContext, ProducerIdManager] = weakref
 
 
 def producer_id_manager(ctx: BrokerContext) -> ProducerIdManager:
-    """The broker's ProducerIdManager (created on first use; uses ``ctx.producer_id_manager``
-    when the broker set one up)."""
-    manager = getattr(ctx, "producer_id_manager", None)
-    if manager is not None:
-        return manager  # type: ignore[no-any-return]
+    """The broker's ProducerIdManager (created on first use)."""
     manager = _MANAGERS.get(ctx)
     if manager is None:
         controller = ctx.controller
 
         def broker_epoch() -> int:
             registration = ctx.image.brokers.get(ctx.node_id)
-            return int(getattr(registration, "epoch", -1))
+            return -1 if registration is None else registration.epoch
 
         manager = _MANAGERS[ctx] = ProducerIdManager(controller, ctx.node_id, broker_epoch)
     return manager
@@ -94,12 +96,13 @@ async def handle_init_producer_id(
         return _response(version, ErrorCode.cluster_authorization_failed)
     if transactional_id == "":
         return _response(version, ErrorCode.invalid_request)
-    producer_id = int(getattr(request, "producer_id", -1))
-    producer_epoch = int(getattr(request, "producer_epoch", -1))
+    producer_id = producer_epoch = -1
+    if isinstance(request, _EPOCH_BUMP_VERSIONS):  # v3+ names the producer to bump (KIP-360)
+        producer_id, producer_epoch = int(request.producer_id), int(request.producer_epoch)
     if (producer_id == -1) != (producer_epoch == -1):
         return _response(version, ErrorCode.invalid_request)
     if transactional_id is not None:
-        coordinator = getattr(ctx, "transaction_coordinator", None)
+        coordinator = ctx.transaction_coordinator
         if coordinator is None or not coordinator.active:
             return _response(version, ErrorCode.coordinator_not_available)
         timeout_ms = request.transaction_timeout // _ONE_MS
@@ -118,6 +121,8 @@ async def handle_init_producer_id(
     return _response(version, ErrorCode.none, new_id, 0)
 
 
-def init_producer_id_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def init_producer_id_error_response(
+    request: InitProducerIdRequest, version: int, code: ErrorCode
+) -> InitProducerIdResponse:
     """The error response for ``request`` (``InitProducerIdRequest.getErrorResponse``)."""
     return _response(version, code)

@@ -11,6 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.join_group.v0.request import JoinGroupRequest as JoinGroupRequestV0
+from kio.schema.join_group.v5.request import JoinGroupRequest as JoinGroupRequestV5
+from kio.schema.join_group.v6.request import JoinGroupRequest as JoinGroupRequestV6
+from kio.schema.join_group.v7.request import JoinGroupRequest as JoinGroupRequestV7
+from kio.schema.join_group.v8.request import JoinGroupRequest as JoinGroupRequestV8
+from kio.schema.join_group.v9.request import JoinGroupRequest as JoinGroupRequestV9
+
 from broker.apis.auth_helper import authorize
 from broker.apis.context import BrokerContext
 from broker.coordinator.group.api_support import await_callback, coordinator_of, to_ms
@@ -23,6 +30,14 @@ from spark_kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.apis.kio_types import JoinGroupRequest, JoinGroupResponse
+
+_INSTANCE_ID_VERSIONS = (
+    JoinGroupRequestV5,
+    JoinGroupRequestV6,
+    JoinGroupRequestV7,
+    JoinGroupRequestV8,
+    JoinGroupRequestV9,
+)
 
 __all__ = ["handle_join_group", "join_group_error_response"]
 
@@ -59,8 +74,9 @@ async def handle_join_group(
     version = rctx.api_version
     coordinator = coordinator_of(ctx)
     session_ms = to_ms(request.session_timeout)
-    rebalance_ms = to_ms(request.rebalance_timeout) if version >= 1 else session_ms  # type: ignore[union-attr]
-    instance_id = getattr(request, "group_instance_id", None)
+    # v0 has no rebalance timeout (the session timeout serves); v5+ carries group_instance_id (KIP-345)
+    rebalance_ms = session_ms if isinstance(request, JoinGroupRequestV0) else to_ms(request.rebalance_timeout)
+    instance_id = request.group_instance_id if isinstance(request, _INSTANCE_ID_VERSIONS) else None
     protocols = [(p.name, bytes(p.metadata)) for p in request.protocols]
     result: JoinResult = await await_callback(
         lambda cb: coordinator.handle_join_group(
@@ -80,5 +96,5 @@ async def handle_join_group(
     return _response(version, result)
 
 
-def join_group_error_response(request: Any, version: int, code: ErrorCode) -> Any:
-    return _response(version, JoinResult(getattr(request, "member_id", ""), int(code)))
+def join_group_error_response(request: JoinGroupRequest, version: int, code: ErrorCode) -> JoinGroupResponse:
+    return _response(version, JoinResult(request.member_id, int(code)))

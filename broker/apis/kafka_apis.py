@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
 from broker.apis import api_versions as api_versions_api
 from broker.apis.context import BrokerContext
+from broker.apis.fetch import FETCH_REQUEST_CLASSES
 from broker.apis.supported_apis import SUPPORTED_APIS, ApiSpec
 from broker.errors import error_code_for
 from broker.metrics.meters import RequestMetrics, error_counts, request_name
@@ -141,14 +141,14 @@ class KafkaApis:
         self._record(rctx, request, started_s, error_counts(response))
         return answer
 
-    def _record(self, rctx: RequestContext, request: Any, started_s: float, codes: dict[int, int]) -> None:
+    def _record(self, rctx: RequestContext, request: object, started_s: float, codes: dict[int, int]) -> None:
         """Count one answered request (Kafka's ``RequestChannel.updateRequestMetrics``): its
         queue time runs from its frame's arrival to its handler's start, its local time from
         there to its response being encoded. Fetch times go under ``Fetch`` and under
         ``FetchConsumer`` or ``FetchFollower`` (Kafka's ``RequestMetrics``)."""
         api_key = rctx.api_key
         name = request_name(api_key)
-        if api_key == ApiKey.FETCH:
+        if api_key == ApiKey.FETCH and isinstance(request, FETCH_REQUEST_CLASSES):
             names: tuple[str, ...] = (name, "FetchFollower" if request.replica_id >= 0 else "FetchConsumer")
         else:
             names = (name,)
@@ -162,7 +162,7 @@ class KafkaApis:
         )
 
     @staticmethod
-    def _encode(spec: ApiSpec, rctx: RequestContext, response: Any) -> bytes | FrameChunks:
+    def _encode(spec: ApiSpec, rctx: RequestContext, response: object) -> bytes | FrameChunks:
         encoder = spec.encoders.get(rctx.api_version) if spec.encoders else None
         if encoder is not None:  # (Fetch's keeps record sets by reference: FrameChunks)
             return encoder(response, rctx.correlation_id)
@@ -193,13 +193,13 @@ class KafkaApis:
         return self._error_response(spec, rctx, request, code)
 
     def _error_response(
-        self, spec: ApiSpec, rctx: RequestContext, request: Any, code: ErrorCode
+        self, spec: ApiSpec, rctx: RequestContext, request: object, code: ErrorCode
     ) -> bytes | FrameChunks:
         """The API's request-level error response with ``code`` (Kafka's
         ``AbstractRequest.getErrorResponse`` via ``RequestHandlerHelper``). acks=0 produce
         requests get no response: their connection is closed, as in Kafka."""
-        if spec.api_key == ApiKey.PRODUCE and getattr(request, "acks", 1) == 0:
-            raise CloseConnection("acks=0 produce request failed")
+        if spec.answered is not None and not spec.answered(request):
+            raise CloseConnection(f"{spec.api_key.name} request without a response failed")
         try:
             return self._encode(spec, rctx, spec.error_response(request, rctx.api_version, code))
         except Exception as exc:  # noqa: BLE001 - never let one request take the connection's task down

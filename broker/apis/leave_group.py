@@ -7,7 +7,11 @@ static member), per-member errors plus the top-level (group) error.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kio.schema.leave_group.v3.request import LeaveGroupRequest as LeaveGroupRequestV3
+from kio.schema.leave_group.v4.request import LeaveGroupRequest as LeaveGroupRequestV4
+from kio.schema.leave_group.v5.request import LeaveGroupRequest as LeaveGroupRequestV5
 
 from broker.apis.auth_helper import authorize
 from broker.apis.context import BrokerContext
@@ -21,6 +25,8 @@ from spark_kafkalite.protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from broker.apis.kio_types import LeaveGroupRequest, LeaveGroupResponse
 
+_BATCHED_VERSIONS = (LeaveGroupRequestV3, LeaveGroupRequestV4, LeaveGroupRequestV5)
+
 __all__ = ["handle_leave_group", "leave_group_error_response"]
 
 
@@ -32,10 +38,10 @@ async def handle_leave_group(
         return leave_group_error_response(request, rctx.api_version, ErrorCode.group_authorization_failed)
     version = rctx.api_version
     cls = response_class(ApiKey.LEAVE_GROUP, version)
-    if version >= 3:
-        members = [(m.member_id, m.group_instance_id) for m in request.members]  # type: ignore[union-attr]
+    if isinstance(request, _BATCHED_VERSIONS):  # v3+: many members, static ones by instance id (KIP-345)
+        members = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
-        members = [(request.member_id, None)]  # type: ignore[union-attr]  # v0-2
+        members = [(request.member_id, None)]
     error, results = coordinator_of(ctx).handle_leave_group(request.group_id, members)
     if version < 3:
         if not error and results:
@@ -52,7 +58,9 @@ async def handle_leave_group(
     )
 
 
-def leave_group_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def leave_group_error_response(
+    request: LeaveGroupRequest, version: int, code: ErrorCode
+) -> LeaveGroupResponse:
     return build(
         response_class(ApiKey.LEAVE_GROUP, version), throttle_time=ZERO_DURATION, error_code=code, members=()
     )

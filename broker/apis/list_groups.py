@@ -4,7 +4,10 @@ coordinates. v4+ ``states_filter`` (KIP-518, case-insensitive), v5+ ``types_filt
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kio.schema.list_groups.v4.request import ListGroupsRequest as ListGroupsRequestV4
+from kio.schema.list_groups.v5.request import ListGroupsRequest as ListGroupsRequestV5
 
 from broker.apis.auth_helper import authorize_cluster, authorized_names
 from broker.apis.context import BrokerContext
@@ -18,6 +21,8 @@ from spark_kafkalite.protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from broker.apis.kio_types import ListGroupsRequest, ListGroupsResponse
 
+_STATES_VERSIONS = (ListGroupsRequestV4, ListGroupsRequestV5)
+
 __all__ = ["handle_list_groups", "list_groups_error_response"]
 
 
@@ -28,8 +33,9 @@ async def handle_list_groups(
     groups the principal may DESCRIBE (never an authorization error)."""
     cls = response_class(ApiKey.LIST_GROUPS, rctx.api_version)
     listed_cls = nested(cls, "ListedGroup")
-    states = set(getattr(request, "states_filter", ()) or ()) or None
-    types = {t.lower() for t in (getattr(request, "types_filter", ()) or ())}
+    # v4+ filters by state (KIP-518), v5+ by group type (KIP-848)
+    states = set(request.states_filter) or None if isinstance(request, _STATES_VERSIONS) else None
+    types = {t.lower() for t in request.types_filter} if isinstance(request, ListGroupsRequestV5) else set()
     error, groups = coordinator_of(ctx).offsets.handle_list_groups(states)
     if types:
         groups = [entry for entry in groups if entry[3] in types]
@@ -49,7 +55,9 @@ async def handle_list_groups(
     )
 
 
-def list_groups_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def list_groups_error_response(
+    request: ListGroupsRequest, version: int, code: ErrorCode
+) -> ListGroupsResponse:
     return build(
         response_class(ApiKey.LIST_GROUPS, version), throttle_time=ZERO_DURATION, error_code=code, groups=()
     )

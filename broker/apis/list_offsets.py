@@ -16,8 +16,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.list_offsets.v1.request import ListOffsetsPartition as PartitionV1
+from kio.schema.list_offsets.v1.request import ListOffsetsRequest as ListOffsetsRequestV1
+from kio.schema.list_offsets.v2.request import ListOffsetsPartition as PartitionV2
+from kio.schema.list_offsets.v3.request import ListOffsetsPartition as PartitionV3
+
 from broker.apis.auth_helper import authorized_names
 from broker.apis.context import BrokerContext
+from broker.apis.list_offsets_v0 import ListOffsetsRequestV0
 from broker.errors import error_code_for
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.acl import AclOperation, ResourceType
@@ -27,6 +33,8 @@ from spark_kafkalite.protocol.errors import ErrorCode, OffsetNotAvailableError
 
 if TYPE_CHECKING:
     from broker.apis.kio_types import ListOffsetsRequest, ListOffsetsResponse
+
+_NO_LEADER_EPOCH_PARTITIONS = (PartitionV1, PartitionV2, PartitionV3)
 
 __all__ = [
     "handle_list_offsets",
@@ -45,18 +53,28 @@ def _response_class(version: int) -> type[Any]:
     return response_class(ApiKey.LIST_OFFSETS, max(version, 1))
 
 
-def _lookup(ctx: BrokerContext, request: Any, topic: str, p: Any, version: int) -> tuple[int, int, int]:
-    """(offset, timestamp, leader_epoch) for one partition; raises KafkaError."""
-    registration, log = ctx.leader_log(topic, p.partition_index, getattr(p, "current_leader_epoch", -1))
+def _lookup(
+    ctx: BrokerContext,
+    request: ListOffsetsRequest | ListOffsetsRequestV0,
+    topic: str,
+    index: int,
+    ts: int,
+    current_leader_epoch: int,
+    version: int,
+) -> tuple[int, int, int]:
+    """(offset, timestamp, leader_epoch) for partition ``index`` of ``topic`` at timestamp
+    ``ts``; raises KafkaError."""
+    registration, log = ctx.leader_log(topic, index, current_leader_epoch)
     epoch = registration.leader_epoch
+    # v2+ (and our v0 decode) name the isolation level (KIP-98); v1 reads uncommitted
+    isolation_level = 0 if isinstance(request, ListOffsetsRequestV1) else request.isolation_level
     if request.replica_id != -1:
         fetch_limit = log.log_end_offset
-    elif getattr(request, "isolation_level", 0) == 1:
+    elif isolation_level == 1:
         fetch_limit = log.last_stable_offset
     else:
         fetch_limit = log.high_watermark
-    ts = p.timestamp
-    partition = ctx.replica_manager.partition(topic, p.partition_index) if ctx.replica_manager else None
+    partition = ctx.replica_manager.partition(topic, index) if ctx.replica_manager else None
     if (
         partition is not None
         and request.replica_id == -1
@@ -65,7 +83,7 @@ def _lookup(ctx: BrokerContext, request: Any, topic: str, p: Any, version: int) 
         and log.high_watermark < partition.leader_epoch_start_offset
     ):
         raise OffsetNotAvailableError(
-            f"{topic}-{p.partition_index}: high watermark {log.high_watermark} is below the start offset "
+            f"{topic}-{index}: high watermark {log.high_watermark} is below the start offset "
             f"{partition.leader_epoch_start_offset} of leader epoch {epoch}"
         )
     if ts == EARLIEST_TIMESTAMP:
@@ -82,7 +100,7 @@ def _lookup(ctx: BrokerContext, request: Any, topic: str, p: Any, version: int) 
 
 
 async def handle_list_offsets(
-    ctx: BrokerContext, rctx: RequestContext, request: ListOffsetsRequest
+    ctx: BrokerContext, rctx: RequestContext, request: ListOffsetsRequest | ListOffsetsRequestV0
 ) -> ListOffsetsResponse:
     """Handle a ListOffsetsRequest; returns a v1+-shaped response entity (v0 is re-encoded).
     Each topic needs DESCRIBE (else TOPIC_AUTHORIZATION_FAILED per partition)."""
@@ -106,7 +124,13 @@ async def handle_list_offsets(
             else:
                 seen.add(key)
                 try:
-                    offset, timestamp, epoch = _lookup(ctx, request, t.name, p, version)
+                    # v4+ (and our v0 decode) carry the fetcher's leader epoch (KIP-320)
+                    leader_epoch = (
+                        -1 if isinstance(p, _NO_LEADER_EPOCH_PARTITIONS) else p.current_leader_epoch
+                    )
+                    offset, timestamp, epoch = _lookup(
+                        ctx, request, t.name, p.partition_index, p.timestamp, leader_epoch, version
+                    )
                     code = ErrorCode.none
                 except Exception as exc:  # noqa: BLE001 - mapped to a wire error code
                     code = error_code_for(exc, f"ListOffsets v{version} of {t.name}-{p.partition_index}")
@@ -124,7 +148,9 @@ async def handle_list_offsets(
     return build(cls, throttle_time=ZERO_DURATION, topics=tuple(topics_out))
 
 
-def list_offsets_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def list_offsets_error_response(
+    request: ListOffsetsRequest | ListOffsetsRequestV0, version: int, code: ErrorCode
+) -> ListOffsetsResponse:
     """The error for every requested partition."""
     cls = _response_class(version)
     topic_cls = nested(cls, "ListOffsetsTopicResponse")

@@ -10,7 +10,10 @@ partition loads.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kio.schema.list_transactions.v1.request import ListTransactionsRequest as ListTransactionsRequestV1
+from kio.schema.list_transactions.v2.request import ListTransactionsRequest as ListTransactionsRequestV2
 
 from broker.apis.auth_helper import authorized_names
 from broker.apis.context import BrokerContext
@@ -23,6 +26,8 @@ from spark_kafkalite.protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from broker.apis.kio_types import ListTransactionsRequest, ListTransactionsResponse
 
+_DURATION_VERSIONS = (ListTransactionsRequestV1, ListTransactionsRequestV2)
+
 __all__ = ["handle_list_transactions", "list_transactions_error_response"]
 
 
@@ -31,7 +36,7 @@ async def handle_list_transactions(
 ) -> ListTransactionsResponse:
     """Handle a ListTransactionsRequest; only the ids the principal may DESCRIBE are listed."""
     cls = response_class(ApiKey.LIST_TRANSACTIONS, rctx.api_version)
-    coordinator = getattr(ctx, "transaction_coordinator", None)
+    coordinator = ctx.transaction_coordinator
     if coordinator is None:
         return list_transactions_error_response(
             request, rctx.api_version, ErrorCode.coordinator_not_available
@@ -39,8 +44,9 @@ async def handle_list_transactions(
     error, unknown, states = coordinator.handle_list_transactions(
         list(request.state_filters),
         {int(p) for p in request.producer_id_filters},
-        int(getattr(request, "duration_filter", -1)),
-        getattr(request, "transactional_id_pattern", None),
+        # v1+ filters by duration (KIP-994), v2+ by a transactional id pattern (KIP-1152)
+        int(request.duration_filter) if isinstance(request, _DURATION_VERSIONS) else -1,
+        request.transactional_id_pattern if isinstance(request, ListTransactionsRequestV2) else None,
     )
     visible = authorized_names(
         ctx, rctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, [t for t, _, _ in states]
@@ -58,7 +64,9 @@ async def handle_list_transactions(
     )
 
 
-def list_transactions_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def list_transactions_error_response(
+    request: ListTransactionsRequest, version: int, code: ErrorCode
+) -> ListTransactionsResponse:
     cls = response_class(ApiKey.LIST_TRANSACTIONS, version)
     return build(
         cls, throttle_time=ZERO_DURATION, error_code=code, unknown_state_filters=(), transaction_states=()

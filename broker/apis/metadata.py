@@ -26,6 +26,19 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.metadata.v0.request import MetadataRequest as MetadataRequestV0
+from kio.schema.metadata.v1.request import MetadataRequest as MetadataRequestV1
+from kio.schema.metadata.v2.request import MetadataRequest as MetadataRequestV2
+from kio.schema.metadata.v3.request import MetadataRequest as MetadataRequestV3
+from kio.schema.metadata.v8.request import MetadataRequest as MetadataRequestV8
+from kio.schema.metadata.v9.request import MetadataRequest as MetadataRequestV9
+from kio.schema.metadata.v10.request import MetadataRequest as MetadataRequestV10
+from kio.schema.metadata.v10.request import MetadataRequestTopic as TopicV10
+from kio.schema.metadata.v11.request import MetadataRequest as MetadataRequestV11
+from kio.schema.metadata.v11.request import MetadataRequestTopic as TopicV11
+from kio.schema.metadata.v12.request import MetadataRequest as MetadataRequestV12
+from kio.schema.metadata.v12.request import MetadataRequestTopic as TopicV12
+
 from broker.apis.auth_helper import (
     authorize,
     authorize_cluster,
@@ -50,7 +63,18 @@ from spark_kafkalite.protocol.metadata_response import (
 )
 
 if TYPE_CHECKING:
-    from broker.apis.kio_types import MetadataRequest
+    from broker.apis.kio_types import MetadataRequest, MetadataResponse
+
+_NO_AUTO_CREATE_FLAG = (MetadataRequestV0, MetadataRequestV1, MetadataRequestV2, MetadataRequestV3)
+_OPERATIONS_VERSIONS = (
+    MetadataRequestV8,
+    MetadataRequestV9,
+    MetadataRequestV10,
+    MetadataRequestV11,
+    MetadataRequestV12,
+)
+_CLUSTER_OPERATIONS_VERSIONS = (MetadataRequestV8, MetadataRequestV9, MetadataRequestV10)
+_TOPIC_ID_TOPICS = (TopicV10, TopicV11, TopicV12)
 
 __all__ = ["handle_metadata", "metadata_error_response"]
 
@@ -96,14 +120,14 @@ def _error_entry(
     return encode_struct(_error_topic(cls, name, code, topic_id))
 
 
-def _requested(request: Any, version: int) -> list[tuple[str | None, uuid.UUID | None]] | None:
+def _requested(request: MetadataRequest, version: int) -> list[tuple[str | None, uuid.UUID | None]] | None:
     """The requested (name, id) pairs, or None for all topics."""
     topics = request.topics
     if topics is None or (version == 0 and not topics):
         return None
-    out = []
+    out: list[tuple[str | None, uuid.UUID | None]] = []
     for t in topics:
-        topic_id = getattr(t, "topic_id", None)
+        topic_id = t.topic_id if isinstance(t, _TOPIC_ID_TOPICS) else None  # v10+ (KIP-516)
         if topic_id == _ZERO_UUID:
             topic_id = None
         out.append((t.name, topic_id))
@@ -118,11 +142,15 @@ async def handle_metadata(
     version = rctx.api_version
     cls = response_class(ApiKey.METADATA, version)
     requested = _requested(request, version)
+    # v4+ may refuse auto-creation (KIP-204); before, a request always allows it
     allow_auto_create = (
-        bool(getattr(request, "allow_auto_topic_creation", True)) and ctx.config.auto_create_topics_enable
-    )
+        isinstance(request, _NO_AUTO_CREATE_FLAG) or request.allow_auto_topic_creation
+    ) and ctx.config.auto_create_topics_enable
     cache = ctx.metadata_cache
-    with_operations = bool(getattr(request, "include_topic_authorized_operations", False))
+    # v8+ may ask for the authorized operations of each topic (KIP-430); v8-10 of the cluster
+    with_operations = (
+        isinstance(request, _OPERATIONS_VERSIONS) and request.include_topic_authorized_operations
+    )
     flexible = bool(nested(cls, "MetadataResponseTopic").__flexible__)
 
     def described(entry: bytes, name: str) -> bytes:
@@ -202,18 +230,20 @@ async def handle_metadata(
         topics=(),
         cluster_authorized_operations=(
             cluster_authorized_operations(ctx, rctx)
-            if version <= 10 and getattr(request, "include_cluster_authorized_operations", False)
+            if isinstance(request, _CLUSTER_OPERATIONS_VERSIONS)
+            and request.include_cluster_authorized_operations
             else NO_AUTHORIZED_OPERATIONS
         ),
     )
     return MetadataResponseParts(head, topics_out)
 
 
-def metadata_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def metadata_error_response(request: MetadataRequest, version: int, code: ErrorCode) -> MetadataResponse:
     """No brokers, and ``code`` for every requested topic."""
     cls = response_class(ApiKey.METADATA, version)
     topics = tuple(
-        _error_topic(cls, t.name, code, getattr(t, "topic_id", None)) for t in (request.topics or ())
+        _error_topic(cls, t.name, code, t.topic_id if isinstance(t, _TOPIC_ID_TOPICS) else None)
+        for t in (request.topics or ())
     )
     return build(
         cls,

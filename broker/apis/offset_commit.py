@@ -10,7 +10,18 @@ Partitions unknown to the metadata get UNKNOWN_TOPIC_OR_PARTITION (as Kafka's ``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kio.schema.offset_commit.v2.request import OffsetCommitRequest as OffsetCommitRequestV2
+from kio.schema.offset_commit.v3.request import OffsetCommitRequest as OffsetCommitRequestV3
+from kio.schema.offset_commit.v4.request import OffsetCommitRequest as OffsetCommitRequestV4
+from kio.schema.offset_commit.v6.request import OffsetCommitRequestPartition as PartitionV6
+from kio.schema.offset_commit.v7.request import OffsetCommitRequest as OffsetCommitRequestV7
+from kio.schema.offset_commit.v7.request import OffsetCommitRequestPartition as PartitionV7
+from kio.schema.offset_commit.v8.request import OffsetCommitRequest as OffsetCommitRequestV8
+from kio.schema.offset_commit.v8.request import OffsetCommitRequestPartition as PartitionV8
+from kio.schema.offset_commit.v9.request import OffsetCommitRequest as OffsetCommitRequestV9
+from kio.schema.offset_commit.v9.request import OffsetCommitRequestPartition as PartitionV9
 
 from broker.apis.auth_helper import authorize, authorized_names
 from broker.apis.context import BrokerContext
@@ -25,10 +36,18 @@ from spark_kafkalite.protocol.group_records import OffsetAndMetadata
 if TYPE_CHECKING:
     from broker.apis.kio_types import OffsetCommitRequest, OffsetCommitResponse
 
+_RETENTION_VERSIONS = (OffsetCommitRequestV2, OffsetCommitRequestV3, OffsetCommitRequestV4)
+#: v6+ partitions carry the committed leader epoch (KIP-320)
+_LEADER_EPOCH_PARTITIONS = (PartitionV6, PartitionV7, PartitionV8, PartitionV9)
+#: v7+ carries group_instance_id (KIP-345)
+_INSTANCE_ID_VERSIONS = (OffsetCommitRequestV7, OffsetCommitRequestV8, OffsetCommitRequestV9)
+
 __all__ = ["handle_offset_commit", "offset_commit_error_response"]
 
 
-def _response(version: int, request: Any, errors: dict[tuple[str, int], int] | None, code: ErrorCode) -> Any:
+def _response(
+    version: int, request: OffsetCommitRequest, errors: dict[tuple[str, int], int] | None, code: ErrorCode
+) -> OffsetCommitResponse:
     cls = response_class(ApiKey.OFFSET_COMMIT, version)
     topic_cls = nested(cls, "OffsetCommitResponseTopic")
     partition_cls = nested(cls, "OffsetCommitResponsePartition")
@@ -67,9 +86,8 @@ async def handle_offset_commit(
     coordinator = coordinator_of(ctx)
     now_ms = coordinator.scheduler.now_ms()
     expire_ms = -1
-    retention = getattr(request, "retention_time", None)
-    if retention is not None:
-        retention_ms = to_ms(retention)
+    if isinstance(request, _RETENTION_VERSIONS):  # v2-4 name a retention time (gone in v5, KIP-211)
+        retention_ms = to_ms(request.retention_time)
         if retention_ms >= 0:
             expire_ms = now_ms + retention_ms
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
@@ -77,7 +95,7 @@ async def handle_offset_commit(
         for p in topic.partitions:
             offsets[(topic.name, p.partition_index)] = OffsetAndMetadata(
                 offset=p.committed_offset,
-                leader_epoch=getattr(p, "committed_leader_epoch", -1),
+                leader_epoch=p.committed_leader_epoch if isinstance(p, _LEADER_EPOCH_PARTITIONS) else -1,
                 metadata=p.committed_metadata or "",
                 commit_timestamp_ms=now_ms,
                 expire_timestamp_ms=expire_ms,
@@ -93,7 +111,7 @@ async def handle_offset_commit(
             await coordinator.offsets.handle_commit_offsets(
                 request.group_id,
                 request.member_id,
-                getattr(request, "group_instance_id", None),
+                request.group_instance_id if isinstance(request, _INSTANCE_ID_VERSIONS) else None,
                 request.generation_id_or_member_epoch,
                 known,
                 version,
@@ -102,5 +120,7 @@ async def handle_offset_commit(
     return _response(version, request, errors, ErrorCode.none)
 
 
-def offset_commit_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def offset_commit_error_response(
+    request: OffsetCommitRequest, version: int, code: ErrorCode
+) -> OffsetCommitResponse:
     return _response(version, request, None, code)

@@ -66,5 +66,7 @@ async def handle_offset_delete(
     return _response(rctx.api_version, request, error, errors)
 
 
-def offset_delete_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def offset_delete_error_response(
+    request: OffsetDeleteRequest, version: int, code: ErrorCode
+) -> OffsetDeleteResponse:
     return _response(version, request, int(code), {})

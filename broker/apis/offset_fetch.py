@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.offset_fetch.v7.request import OffsetFetchRequest as OffsetFetchRequestV7
+from kio.schema.offset_fetch.v8.request import OffsetFetchRequest as OffsetFetchRequestV8
+from kio.schema.offset_fetch.v9.request import OffsetFetchRequest as OffsetFetchRequestV9
 from kio.schema.offset_fetch.v9.request import OffsetFetchRequestGroup as GroupV9
 
 from broker.apis.auth_helper import authorize, authorized_names
@@ -107,13 +110,13 @@ async def handle_offset_fetch(
     version = rctx.api_version
     coordinator = coordinator_of(ctx)
     cls = response_class(ApiKey.OFFSET_FETCH, version)
-    if version >= 8:
+    if isinstance(request, OffsetFetchRequestV8 | OffsetFetchRequestV9):  # v8+: many groups (KIP-709)
         group_cls = nested(cls, "OffsetFetchResponseGroup")
         topic_cls = nested(cls, "OffsetFetchResponseTopics")
         partition_cls = nested(cls, "OffsetFetchResponsePartitions")
         groups = []
-        stable = bool(request.require_stable)  # type: ignore[union-attr]
-        for g in request.groups:  # type: ignore[union-attr]  # v8+ (checked above)
+        stable = bool(request.require_stable)
+        for g in request.groups:
             member_id, member_epoch = (g.member_id, g.member_epoch) if isinstance(g, GroupV9) else (None, -1)
             error, topics = _group_entry(
                 ctx,
@@ -137,18 +140,20 @@ async def handle_offset_fetch(
         rctx,
         coordinator,
         version,
-        request.group_id,  # type: ignore[union-attr]  # v1-7
-        request.topics,  # type: ignore[union-attr]
+        request.group_id,
+        request.topics,
         topic_cls,
         partition_cls,
-        bool(getattr(request, "require_stable", False)),
+        isinstance(request, OffsetFetchRequestV7) and request.require_stable,  # v7+ (KIP-447)
     )
     return build(cls, throttle_time=ZERO_DURATION, topics=topics, error_code=ErrorCode(error))
 
 
-def offset_fetch_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def offset_fetch_error_response(
+    request: OffsetFetchRequest, version: int, code: ErrorCode
+) -> OffsetFetchResponse:
     cls = response_class(ApiKey.OFFSET_FETCH, version)
-    if version >= 8:
+    if isinstance(request, OffsetFetchRequestV8 | OffsetFetchRequestV9):
         group_cls = nested(cls, "OffsetFetchResponseGroup")
         return build(
             cls,

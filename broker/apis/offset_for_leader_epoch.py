@@ -13,7 +13,7 @@ allows every topic, else each topic needs DESCRIBE (TOPIC_AUTHORIZATION_FAILED p
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from broker.apis.auth_helper import authorize_cluster, authorized_names
 from broker.apis.context import BrokerContext
@@ -70,7 +70,9 @@ async def handle_offset_for_leader_epoch(
     return build(cls, throttle_time=ZERO_DURATION, topics=tuple(topics_out))
 
 
-def offset_for_leader_epoch_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def offset_for_leader_epoch_error_response(
+    request: OffsetForLeaderEpochRequest, version: int, code: ErrorCode
+) -> OffsetForLeaderEpochResponse:
     cls = response_class(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
     topic_cls = nested(cls, "OffsetForLeaderTopicResult")
     partition_cls = nested(cls, "EpochEndOffset")

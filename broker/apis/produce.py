@@ -51,8 +51,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from broker.apis.auth_helper import authorize, authorized_names
 from broker.apis.context import BrokerContext
@@ -76,6 +77,7 @@ from spark_kafkalite.protocol.errors import (
     UnsupportedCompressionTypeError,
 )
 from spark_kafkalite.protocol.framing import decode_request_body
+from spark_kafkalite.protocol.produce_request import ProduceRequest as FastProduceRequest
 from spark_kafkalite.protocol.produce_request import decode_produce_request_fast
 from spark_kafkalite.protocol.produce_response import (
     ProducePartitionResult,
@@ -93,27 +95,41 @@ from spark_kafkalite.protocol.record_batch import (
 )
 
 if TYPE_CHECKING:
-    from broker.apis.kio_types import ProduceRequest
+    from broker.apis.kio_types import ProduceRequest, ProduceResponse
 
-__all__ = ["PRODUCE_DECODERS", "handle_produce", "produce_error_response", "validate_produce_batch"]
+_NO_BATCH = "Produce requests must have exactly one record batch, got none"
+
+Records = bytes | memoryview | None
+"""A partition's record set as decoded: kio's bytes, or a view into the frame (fast decode)."""
+
+__all__ = [
+    "PRODUCE_DECODERS",
+    "handle_produce",
+    "produce_answered",
+    "produce_error_response",
+    "validate_produce_batch",
+]
 
 logger = logging.getLogger(__name__)
 
 
-def _produce_decoder(version: int) -> Any:
-    def decode(frame: bytes | memoryview, offset: int) -> Any:
+def _produce_decoder(version: int) -> Callable[[bytes | bytearray, int], ProduceRequest | FastProduceRequest]:
+    def decode(frame: bytes | bytearray, offset: int) -> ProduceRequest | FastProduceRequest:
         """The hand-written decoder (records as views into the frame); any body it does not
         accept as plain and well-formed goes through the bounded scan + kio, which raises the
         same errors as for every other API (issue #14)."""
         request = decode_produce_request_fast(frame, offset, version)
         if request is None:
-            return decode_request_body(ApiKey.PRODUCE, version, frame, offset)
+            entity: ProduceRequest = decode_request_body(ApiKey.PRODUCE, version, frame, offset)
+            return entity
         return request
 
     return decode
 
 
-PRODUCE_DECODERS: dict[int, Any] = {version: _produce_decoder(version) for version in range(3, 10)}
+PRODUCE_DECODERS: dict[int, Callable[[bytes | bytearray, int], ProduceRequest | FastProduceRequest]] = {
+    version: _produce_decoder(version) for version in range(3, 10)
+}
 """ProduceRequest v3-v9 body decoders for ``ApiSpec.decoders``."""
 
 
@@ -145,7 +161,7 @@ def validate_produce_batch(
             (:func:`~broker.log.log_validator.raise_record_errors`).
     """
     if not records:
-        raise InvalidRecordError("Produce requests must have exactly one record batch, got none")
+        raise InvalidRecordError(_NO_BATCH)
     header = read_header(records, 0)  # CorruptRecordError when shorter than a batch header
     if header.magic == 2 and header.size_bytes > message_max_bytes:
         raise MessageTooLargeError(
@@ -224,7 +240,7 @@ class _BatchLimits:
 
     def validate(
         self,
-        records: Any,
+        records: Records,
         max_uncompressed_bytes: int,
         topic_partition: tuple[str, int],
         check_framing: bool = True,
@@ -241,7 +257,7 @@ class _BatchLimits:
             check_framing=check_framing,
         )
 
-    def rebuilds(self, records: Any) -> bool:
+    def rebuilds(self, records: Records) -> bool:
         """True when the topic's ``compression.type`` is a codec other than this batch's (read
         from its header), so the leader rebuilds it."""
         target = self.compression
@@ -253,8 +269,8 @@ class _BatchLimits:
         )
 
     def check(
-        self, records: Any, max_uncompressed_bytes: int, topic_partition: tuple[str, int]
-    ) -> tuple[BatchHeader, Any]:
+        self, records: Records, max_uncompressed_bytes: int, topic_partition: tuple[str, int]
+    ) -> tuple[BatchHeader, bytes | memoryview]:
         """Validate the batch, then rebuild it with the topic's codec when it differs (see the
         module docstring): ``(header, batch to append)``.
 
@@ -263,6 +279,8 @@ class _BatchLimits:
             :func:`~spark_kafkalite.protocol.recompression.rebuild_batch`;
             MessageTooLargeError: the rebuilt batch outgrows ``max.message.bytes``.
         """
+        if not records:
+            raise InvalidRecordError(_NO_BATCH)
         rebuild = self.rebuilds(records)
         header = self.validate(records, max_uncompressed_bytes, topic_partition, check_framing=not rebuild)
         if not rebuild:
@@ -280,8 +298,8 @@ class _BatchLimits:
 
 
 def _check_on_loop(
-    records: Any, limits: _BatchLimits, topic_partition: tuple[str, int]
-) -> tuple[BatchHeader, Any] | None:
+    records: Records, limits: _BatchLimits, topic_partition: tuple[str, int]
+) -> tuple[BatchHeader, bytes | memoryview] | None:
     """Validate (and rebuild, see :meth:`_BatchLimits.check`) a small batch here; None when it is
     too large for the event loop (more than :data:`INLINE_BATCH_BYTES` on the wire or
     :data:`INLINE_UNCOMPRESSED_BYTES` decompressed; to rebuild, more than
@@ -293,7 +311,7 @@ def _check_on_loop(
     if records is not None and len(records) > INLINE_BATCH_BYTES:
         return None
     inline = INLINE_UNCOMPRESSED_BYTES
-    if limits.rebuilds(records):
+    if records is not None and limits.rebuilds(records):
         if limits.compression is None:  # rebuilds() is true only with a compression to rebuild into
             raise RuntimeError("batch rebuild without a target compression")
         if len(records) > INLINE_RECOMPRESS_BYTES or not within_default_cost(*limits.compression):
@@ -309,12 +327,12 @@ def _check_on_loop(
 
 
 def _check_on_worker(
-    batches: list[tuple[Any, _BatchLimits, tuple[str, int]]],
-) -> list[tuple[BatchHeader, Any] | Exception]:
+    batches: list[tuple[Records, _BatchLimits, tuple[str, int]]],
+) -> list[tuple[BatchHeader, bytes | memoryview] | Exception]:
     """Worker-thread part: validate (and rebuild) each batch with its full limits (the codecs,
     CRC-32C and the compiled record rebuild release the GIL); each result is ``(header, batch to
     append)`` or the error the batch raised."""
-    out: list[tuple[BatchHeader, Any] | Exception] = []
+    out: list[tuple[BatchHeader, bytes | memoryview] | Exception] = []
     for records, limits, topic_partition in batches:
         try:
             out.append(limits.check(records, limits.max_uncompressed_bytes, topic_partition))
@@ -324,8 +342,8 @@ def _check_on_worker(
 
 
 async def handle_produce(
-    ctx: BrokerContext, rctx: RequestContext, request: ProduceRequest
-) -> ProduceResponseData | None:
+    ctx: BrokerContext, rctx: RequestContext, request: ProduceRequest | FastProduceRequest
+) -> ProduceResponseData | ProduceResponse | None:
     """Handle a ProduceRequest (v3-v9); returns the response entity, or None for acks=0.
 
     Each partition's batch is validated here (leadership, then ``validate_produce_batch`` with
@@ -357,8 +375,10 @@ async def handle_produce(
     outcomes: dict[tuple[str, int], tuple[ErrorCode, int, int, str | None, int, tuple[RecordError, ...]]] = {}
     # Each partition's batch, checked in request order: (header, batch to append), the error,
     # or None while a worker thread checks it (too large for the event loop, see _check_on_loop).
-    checked: list[tuple[tuple[str, int], Any, tuple[BatchHeader, Any] | Exception | None]] = []
-    deferred: list[tuple[int, Any, _BatchLimits, tuple[str, int]]] = []
+    checked: list[
+        tuple[tuple[str, int], Records, tuple[BatchHeader, bytes | memoryview] | Exception | None]
+    ] = []
+    deferred: list[tuple[int, Records, _BatchLimits, tuple[str, int]]] = []
     order: list[tuple[str, list[int]]] = []
     limits_by_config: dict[int, _BatchLimits] = {}  # the request's LogConfigs stay alive meanwhile
     for topic_data in request.topic_data:
@@ -375,7 +395,7 @@ async def handle_produce(
                 outcomes[key] = (ErrorCode.topic_authorization_failed, -1, -1, None, -1, ())
                 continue
             records = partition_data.records
-            state: tuple[BatchHeader, Any] | Exception | None
+            state: tuple[BatchHeader, bytes | memoryview] | Exception | None
             try:
                 _registration, log = ctx.leader_log(topic, index)
                 log_config = log.config
@@ -417,8 +437,8 @@ async def handle_produce(
             ticket.release()
             raise
         for (position, _records, _limits, _tp), state in zip(deferred, states, strict=True):
-            key, records, _none = checked[position]
-            checked[position] = (key, records, state)
+            key, batch_records, _none = checked[position]
+            checked[position] = (key, batch_records, state)
     try:
         # views into the request frame (never copied; the log writes a patched copy of the header)
         entries: dict[tuple[str, int], memoryview] = {}
@@ -448,9 +468,9 @@ async def handle_produce(
             return produce_error_response(request, version, ErrorCode.transactional_id_authorization_failed)
         if entries:
             timeout_ms = (
-                int(request.timeout.total_seconds() * 1000)
-                if hasattr(request.timeout, "total_seconds")
-                else int(request.timeout)  # type: ignore[call-overload]
+                request.timeout  # decoded by hand: in ms
+                if isinstance(request, FastProduceRequest)
+                else int(request.timeout.total_seconds() * 1000)
             )
             results = await ctx.replica_manager.append_records(
                 entries, acks, timeout_ms, ticket=ticket, on_park=rctx.release_slot
@@ -500,7 +520,14 @@ async def handle_produce(
     return ProduceResponseData(version, tuple(topics_out))
 
 
-def produce_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def produce_answered(request: ProduceRequest | FastProduceRequest) -> bool:
+    """False for acks=0: the producer reads no response, not even an error one."""
+    return request.acks != 0
+
+
+def produce_error_response(
+    request: ProduceRequest | FastProduceRequest, version: int, code: ErrorCode
+) -> ProduceResponse:
     """The same error for every partition of ``request`` (``ProduceRequest.getErrorResponse``)."""
     cls = response_class(ApiKey.PRODUCE, version)
     topic_cls = nested(cls, "TopicProduceResponse")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis import api_versions as api_versions_api
 from broker.apis.add_offsets_to_txn import add_offsets_to_txn_error_response, handle_add_offsets_to_txn
@@ -68,7 +68,7 @@ from broker.apis.offset_for_leader_epoch import (
     handle_offset_for_leader_epoch,
     offset_for_leader_epoch_error_response,
 )
-from broker.apis.produce import PRODUCE_DECODERS, handle_produce, produce_error_response
+from broker.apis.produce import PRODUCE_DECODERS, handle_produce, produce_answered, produce_error_response
 from broker.apis.sasl import (
     handle_sasl_authenticate,
     handle_sasl_handshake,
@@ -92,6 +92,9 @@ from spark_kafkalite.protocol.framing import FrameChunks
 from spark_kafkalite.protocol.metadata_response import encode_metadata_response
 from spark_kafkalite.protocol.produce_response import encode_produce_response
 
+if TYPE_CHECKING:
+    from broker.apis.kio_types import ApiVersionsRequest, ApiVersionsResponse
+
 __all__ = ["ApiSpec", "SUPPORTED_APIS", "Handler", "ErrorResponder"]
 
 Handler = Callable[[BrokerContext, RequestContext, Any], Awaitable[Any]]
@@ -112,6 +115,9 @@ class ApiSpec:
             (advertised-only versions close the connection when used).
         decoders: hand-written body decoders (versions kio lacks, or hot paths): version -> fn(frame, offset).
         encoders: matching response encoders: version -> fn(response, correlation_id) -> frame.
+        answered: ``answered(request)`` -> whether the client reads a response to it; a failed
+            request that is not answered closes the connection (Produce acks=0, as Kafka's
+            ``KafkaApis.handleProduceRequest``). None: every request is answered.
     """
 
     api_key: ApiKey
@@ -122,6 +128,7 @@ class ApiSpec:
     advertised_min_version: int | None = None
     decoders: dict[int, Callable[[bytes | bytearray, int], Any]] | None = None
     encoders: dict[int, Callable[[Any, int], bytes | FrameChunks]] | None = None
+    answered: Callable[[Any], bool] | None = None
 
     @property
     def advertised_range(self) -> tuple[int, int]:
@@ -129,11 +136,13 @@ class ApiSpec:
         return low, self.max_version
 
 
-async def _not_dispatched(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:  # pragma: no cover
+async def _not_dispatched(
+    ctx: BrokerContext, rctx: RequestContext, request: ApiVersionsRequest
+) -> ApiVersionsResponse:  # pragma: no cover
     raise AssertionError("ApiVersions is handled by KafkaApis itself")
 
 
-def _api_versions_error(request: Any, version: int, code: ErrorCode) -> Any:
+def _api_versions_error(request: ApiVersionsRequest, version: int, code: ErrorCode) -> ApiVersionsResponse:
     return api_versions_api.api_versions_response(version, code, [])
 
 
@@ -149,6 +158,7 @@ SUPPORTED_APIS: tuple[ApiSpec, ...] = (
         encoders=dict.fromkeys(range(3, 10), encode_produce_response),
         # records as views into the frame (no copy of the batch before the log write)
         decoders=PRODUCE_DECODERS,
+        answered=produce_answered,
     ),
     ApiSpec(
         ApiKey.FETCH,

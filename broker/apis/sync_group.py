@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.sync_group.v3.request import SyncGroupRequest as SyncGroupRequestV3
+from kio.schema.sync_group.v4.request import SyncGroupRequest as SyncGroupRequestV4
+from kio.schema.sync_group.v5.request import SyncGroupRequest as SyncGroupRequestV5
+
 from broker.apis.auth_helper import authorize
 from broker.apis.context import BrokerContext
 from broker.coordinator.group.api_support import await_callback, coordinator_of
@@ -18,6 +22,9 @@ from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build
 from spark_kafkalite.protocol.errors import ErrorCode
+
+_INSTANCE_ID_VERSIONS = (SyncGroupRequestV3, SyncGroupRequestV4, SyncGroupRequestV5)
+"""SyncGroup v3+ carries ``group_instance_id`` (KIP-345); v5+ the protocol type and name (KIP-559)."""
 
 if TYPE_CHECKING:
     from broker.apis.kio_types import SyncGroupRequest, SyncGroupResponse
@@ -49,9 +56,9 @@ async def handle_sync_group(
             request.group_id,
             request.generation_id,
             request.member_id,
-            getattr(request, "protocol_type", None),
-            getattr(request, "protocol_name", None),
-            getattr(request, "group_instance_id", None),
+            request.protocol_type if isinstance(request, SyncGroupRequestV5) else None,
+            request.protocol_name if isinstance(request, SyncGroupRequestV5) else None,
+            request.group_instance_id if isinstance(request, _INSTANCE_ID_VERSIONS) else None,
             assignments,
             cb,
         )
@@ -59,5 +66,5 @@ async def handle_sync_group(
     return _response(rctx.api_version, result)
 
 
-def sync_group_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def sync_group_error_response(request: SyncGroupRequest, version: int, code: ErrorCode) -> SyncGroupResponse:
     return _response(version, SyncResult(int(code)))

@@ -16,7 +16,13 @@ TRANSACTION_ABORTABLE (never sent here); v5 (transaction.version 2) is not serve
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kio.schema.txn_offset_commit.v2.request import TxnOffsetCommitRequestPartition as PartitionV2
+from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequest as TxnOffsetCommitRequestV3
+from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequestPartition as PartitionV3
+from kio.schema.txn_offset_commit.v4.request import TxnOffsetCommitRequest as TxnOffsetCommitRequestV4
+from kio.schema.txn_offset_commit.v4.request import TxnOffsetCommitRequestPartition as PartitionV4
 
 from broker.apis.auth_helper import authorize, authorized_names
 from broker.apis.context import BrokerContext
@@ -31,10 +37,15 @@ from spark_kafkalite.protocol.group_records import OffsetAndMetadata
 if TYPE_CHECKING:
     from broker.apis.kio_types import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
+#: v2+ partitions carry the committed leader epoch (KIP-320)
+_LEADER_EPOCH_PARTITIONS = (PartitionV2, PartitionV3, PartitionV4)
+
 __all__ = ["handle_txn_offset_commit", "txn_offset_commit_error_response"]
 
 
-def _response(version: int, request: Any, errors: dict[tuple[str, int], int] | None, code: ErrorCode) -> Any:
+def _response(
+    version: int, request: TxnOffsetCommitRequest, errors: dict[tuple[str, int], int] | None, code: ErrorCode
+) -> TxnOffsetCommitResponse:
     cls = response_class(ApiKey.TXN_OFFSET_COMMIT, version)
     topic_cls = nested(cls, "TxnOffsetCommitResponseTopic")
     partition_cls = nested(cls, "TxnOffsetCommitResponsePartition")
@@ -63,6 +74,14 @@ def _response(version: int, request: Any, errors: dict[tuple[str, int], int] | N
     )
 
 
+def _member(request: TxnOffsetCommitRequest) -> tuple[str, str | None, int]:
+    """(member id, group instance id, generation id): v3+ names the group member so the
+    coordinator can fence zombies (KIP-447); before, ("", None, -1)."""
+    if isinstance(request, TxnOffsetCommitRequestV3 | TxnOffsetCommitRequestV4):
+        return request.member_id, request.group_instance_id, int(request.generation_id)
+    return "", None, -1
+
+
 async def handle_txn_offset_commit(
     ctx: BrokerContext, rctx: RequestContext, request: TxnOffsetCommitRequest
 ) -> TxnOffsetCommitResponse:
@@ -79,7 +98,7 @@ async def handle_txn_offset_commit(
         for p in topic.partitions:
             offsets[(str(topic.name), int(p.partition_index))] = OffsetAndMetadata(
                 offset=p.committed_offset,
-                leader_epoch=getattr(p, "committed_leader_epoch", -1),
+                leader_epoch=p.committed_leader_epoch if isinstance(p, _LEADER_EPOCH_PARTITIONS) else -1,
                 metadata=p.committed_metadata or "",
                 commit_timestamp_ms=now_ms,
             )
@@ -97,14 +116,14 @@ async def handle_txn_offset_commit(
                 request.group_id,
                 int(request.producer_id),
                 int(request.producer_epoch),
-                getattr(request, "member_id", ""),
-                getattr(request, "group_instance_id", None),
-                int(getattr(request, "generation_id", -1)),
+                *_member(request),
                 known,
             )
         )
     return _response(version, request, errors, ErrorCode.none)
 
 
-def txn_offset_commit_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def txn_offset_commit_error_response(
+    request: TxnOffsetCommitRequest, version: int, code: ErrorCode
+) -> TxnOffsetCommitResponse:
     return _response(version, request, None, code)

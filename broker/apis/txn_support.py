@@ -3,20 +3,24 @@ on the BrokerContext and the error-code downgrade for request versions older tha
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from spark_kafkalite.protocol.errors import ErrorCode, error_for_code
+
+if TYPE_CHECKING:
+    from broker.apis.context import BrokerContext
+    from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
 
 __all__ = ["transaction_coordinator_of", "fenced_error_for_version"]
 
 
-def transaction_coordinator_of(ctx: Any) -> Any:
+def transaction_coordinator_of(ctx: BrokerContext) -> TransactionCoordinator:
     """``ctx.transaction_coordinator`` when it runs.
 
     Raises:
         CoordinatorNotAvailableError: the broker has no running transaction coordinator (yet).
     """
-    coordinator = getattr(ctx, "transaction_coordinator", None)
+    coordinator = ctx.transaction_coordinator
     if coordinator is None or not coordinator.active:
         raise error_for_code(
             int(ErrorCode.coordinator_not_available), "the transaction coordinator is not running"

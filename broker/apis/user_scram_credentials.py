@@ -7,7 +7,7 @@ stores salt, StoredKey and ServerKey derived from the client's salted password
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from broker.apis.auth_helper import authorize_cluster
 from broker.apis.context import BrokerContext
@@ -18,6 +18,14 @@ from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from broker.apis.kio_types import (
+        AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsResponse,
+        DescribeUserScramCredentialsRequest,
+        DescribeUserScramCredentialsResponse,
+    )
+
 __all__ = [
     "handle_describe_user_scram_credentials",
     "describe_user_scram_credentials_error_response",
@@ -27,8 +35,8 @@ __all__ = [
 
 
 async def handle_describe_user_scram_credentials(
-    ctx: BrokerContext, rctx: RequestContext, request: Any
-) -> Any:
+    ctx: BrokerContext, rctx: RequestContext, request: DescribeUserScramCredentialsRequest
+) -> DescribeUserScramCredentialsResponse:
     """Per requested user (every user with a credential when ``users`` is null or empty) its
     mechanisms and iterations, or RESOURCE_NOT_FOUND / DUPLICATE_RESOURCE."""
     if not authorize_cluster(ctx, rctx, AclOperation.DESCRIBE):
@@ -52,12 +60,16 @@ async def handle_describe_user_scram_credentials(
     )
 
 
-def describe_user_scram_credentials_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def describe_user_scram_credentials_error_response(
+    request: DescribeUserScramCredentialsRequest, version: int, code: ErrorCode
+) -> DescribeUserScramCredentialsResponse:
     cls = response_class(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, version)
     return build(cls, throttle_time=ZERO_DURATION, error_code=code, error_message=None, results=())
 
 
-async def handle_alter_user_scram_credentials(ctx: BrokerContext, rctx: RequestContext, request: Any) -> Any:
+async def handle_alter_user_scram_credentials(
+    ctx: BrokerContext, rctx: RequestContext, request: AlterUserScramCredentialsRequest
+) -> AlterUserScramCredentialsResponse:
     """Apply deletions and upsertions through the controller; one result per user."""
     if not authorize_cluster(ctx, rctx, AclOperation.ALTER):
         return alter_user_scram_credentials_error_response(
@@ -72,7 +84,9 @@ async def handle_alter_user_scram_credentials(ctx: BrokerContext, rctx: RequestC
     return _alter_response(rctx.api_version, results)
 
 
-def _alter_response(version: int, results: list[tuple[str, ErrorCode, str | None]]) -> Any:
+def _alter_response(
+    version: int, results: list[tuple[str, ErrorCode, str | None]]
+) -> AlterUserScramCredentialsResponse:
     cls = response_class(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, version)
     result_cls = nested(cls, "AlterUserScramCredentialsResult")
     return build(
@@ -82,7 +96,9 @@ def _alter_response(version: int, results: list[tuple[str, ErrorCode, str | None
     )
 
 
-def alter_user_scram_credentials_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def alter_user_scram_credentials_error_response(
+    request: AlterUserScramCredentialsRequest, version: int, code: ErrorCode
+) -> AlterUserScramCredentialsResponse:
     """``code`` for every user of the request."""
     users = dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions])
     return _alter_response(version, [(user, code, None) for user in users])

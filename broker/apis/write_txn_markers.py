@@ -130,6 +130,8 @@ def _response(request: Any, version: int, code_of: Any) -> Any:
     )
 
 
-def write_txn_markers_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def write_txn_markers_error_response(
+    request: WriteTxnMarkersRequest, version: int, code: ErrorCode
+) -> WriteTxnMarkersResponse:
     """``code`` for every partition of every marker (``WriteTxnMarkersRequest.getErrorResponse``)."""
     return _response(request, version, lambda _i, _key: code)

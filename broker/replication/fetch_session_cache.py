@@ -45,13 +45,17 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from spark_kafkalite.protocol.errors import ErrorCode
 from spark_kafkalite.protocol.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from spark_kafkalite.protocol.types import TopicPartitionKey
+
+if TYPE_CHECKING:
+    from broker.replication.delayed_fetch import FetchPurgatory
+    from spark_kafkalite.protocol.fetch_response_encode import FetchPartitionResult, FetchTopicResult
 
 __all__ = [
     "CachedPartition",
@@ -65,6 +69,10 @@ __all__ = [
     "fetch_session_cache_for",
     "MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS",
     "CACHE_SLOTS_KEY",
+    "FetchPartitionParams",
+    "FetchTopicParams",
+    "ForgottenTopicParams",
+    "FetchRequestParams",
 ]
 
 log = logging.getLogger(__name__)
@@ -86,6 +94,69 @@ def _now_ms() -> float:
     return time.monotonic() * 1000.0
 
 
+# ------------------------------------------------------------------ request shapes
+
+
+class FetchPartitionParams(Protocol):
+    """``FetchRequest.FetchPartition`` as the broker reads it: the v12 fields (kio's v12 entity,
+    the replica fetchers' fast decode, a :class:`CachedPartition`). The fetch handler brings an
+    older version to this shape with Kafka's defaults for the fields it lacks (-1)."""
+
+    @property
+    def partition(self) -> int: ...
+    @property
+    def current_leader_epoch(self) -> int: ...
+    @property
+    def fetch_offset(self) -> int: ...
+    @property
+    def last_fetched_epoch(self) -> int: ...
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def partition_max_bytes(self) -> int: ...
+
+
+class FetchTopicParams(Protocol):
+    """``FetchRequest.FetchTopic`` (v12: by name)."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partitions(self) -> Sequence[FetchPartitionParams]: ...
+
+
+class ForgottenTopicParams(Protocol):
+    """``FetchRequest.ForgottenTopic``: partitions an incremental fetch drops from its session."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partitions(self) -> Sequence[int]: ...
+
+
+class FetchRequestParams(Protocol):
+    """``FetchRequest`` as sessions and the fetch handler read it (v12 fields; before v7 a
+    request has no session: ``session_id`` 0, ``session_epoch`` -1, no forgotten topics;
+    before v11 ``rack_id`` is "")."""
+
+    @property
+    def replica_id(self) -> int: ...
+    @property
+    def max_bytes(self) -> int: ...
+    @property
+    def isolation_level(self) -> int: ...
+    @property
+    def session_id(self) -> int: ...
+    @property
+    def session_epoch(self) -> int: ...
+    @property
+    def topics(self) -> Sequence[FetchTopicParams]: ...
+    @property
+    def forgotten_topics_data(self) -> Sequence[ForgottenTopicParams]: ...
+    @property
+    def rack_id(self) -> str: ...
+
+
 class CachedPartition:
     """One partition of a session: the fetcher's last request parameters and the last response
     values sent for it (Kafka ``CachedPartition``). Its request fields have the names of a
@@ -94,7 +165,6 @@ class CachedPartition:
     __slots__ = (
         "topic",
         "partition",
-        "topic_id",
         "fetch_offset",
         "partition_max_bytes",
         "current_leader_epoch",
@@ -105,24 +175,23 @@ class CachedPartition:
         "local_log_start_offset",
     )
 
-    def __init__(self, topic: str, partition: int, fp: Any) -> None:
+    def __init__(self, topic: str, partition: int, fp: FetchPartitionParams) -> None:
         self.topic = topic
         self.partition = partition
-        self.topic_id = getattr(fp, "topic_id", None)
         self.high_watermark = -1
         self.last_stable_offset = -1
         self.local_log_start_offset = -1
         self.update_request_params(fp)
 
-    def update_request_params(self, fp: Any) -> None:
+    def update_request_params(self, fp: FetchPartitionParams) -> None:
         """Take a request's ``FetchPartition`` fields (an added or resent partition)."""
         self.fetch_offset = int(fp.fetch_offset)
         self.partition_max_bytes = int(fp.partition_max_bytes)
-        self.current_leader_epoch = int(getattr(fp, "current_leader_epoch", -1))
-        self.last_fetched_epoch = int(getattr(fp, "last_fetched_epoch", -1))
-        self.log_start_offset = int(getattr(fp, "log_start_offset", -1))
+        self.current_leader_epoch = int(fp.current_leader_epoch)
+        self.last_fetched_epoch = int(fp.last_fetched_epoch)
+        self.log_start_offset = int(fp.log_start_offset)
 
-    def maybe_update_response_data(self, pd: Any, update: bool) -> bool:
+    def maybe_update_response_data(self, pd: FetchPartitionResult, update: bool) -> bool:
         """Whether partition response ``pd`` must be sent in an incremental response; with
         ``update``, remember its values (Kafka ``maybeUpdateResponseData``)."""
         must = bool(pd.records)
@@ -131,24 +200,23 @@ class CachedPartition:
             must = True
             if update:
                 self.high_watermark = hw
-        lso = int(getattr(pd, "last_stable_offset", -1))
+        lso = int(pd.last_stable_offset)
         if lso != self.last_stable_offset:
             must = True
             if update:
                 self.last_stable_offset = lso
-        lso_start = int(getattr(pd, "log_start_offset", -1))
+        lso_start = int(pd.log_start_offset)
         if lso_start != self.local_log_start_offset:
             must = True
             if update:
                 self.local_log_start_offset = lso_start
-        if int(getattr(pd, "preferred_read_replica", -1)) >= 0:
+        if int(pd.preferred_read_replica) >= 0:
             must = True
         if int(pd.error_code) != ErrorCode.none:
             must = True
             if update:
                 self.high_watermark = -1  # resend once the error clears
-        diverging = getattr(pd, "diverging_epoch", None)
-        if diverging is not None and int(getattr(diverging, "epoch", -1)) >= 0:
+        if int(pd.diverging_epoch.epoch) >= 0:
             must = True
         return must
 
@@ -157,19 +225,42 @@ class CachedPartition:
 class _FetchTopicView:
     topic: str
     partitions: tuple[CachedPartition, ...]
-    topic_id: Any = None
 
 
 class _RequestView:
-    """A FetchRequest whose ``topics`` are the session's partitions (other fields delegate)."""
+    """A FetchRequest whose ``topics`` are the session's partitions (a :class:`FetchRequestParams`;
+    the other fields are the request's)."""
 
-    def __init__(self, request: Any, topics: tuple[_FetchTopicView, ...]) -> None:
+    __slots__ = ("_request", "topics", "forgotten_topics_data")
+
+    def __init__(self, request: FetchRequestParams, topics: tuple[_FetchTopicView, ...]) -> None:
         self._request = request
         self.topics = topics
-        self.forgotten_topics_data = ()
+        self.forgotten_topics_data: tuple[ForgottenTopicParams, ...] = ()
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._request, name)
+    @property
+    def replica_id(self) -> int:
+        return self._request.replica_id
+
+    @property
+    def max_bytes(self) -> int:
+        return self._request.max_bytes
+
+    @property
+    def isolation_level(self) -> int:
+        return self._request.isolation_level
+
+    @property
+    def session_id(self) -> int:
+        return self._request.session_id
+
+    @property
+    def session_epoch(self) -> int:
+        return self._request.session_epoch
+
+    @property
+    def rack_id(self) -> str:
+        return self._request.rack_id
 
 
 class FetchSession:
@@ -219,7 +310,7 @@ class FetchSession:
         return (self.privileged, self.cached_size, self.id)
 
     def update(
-        self, topics: Iterable[Any], forgotten: Iterable[Any], stamp: int = 0
+        self, topics: Iterable[FetchTopicParams], forgotten: Iterable[ForgottenTopicParams], stamp: int = 0
     ) -> tuple[list[TopicPartitionKey], int, list[TopicPartitionKey]]:
         """Apply an incremental request: add / update its partitions (marking them with
         ``stamp``), drop forgotten ones. Returns (added keys, updated count, removed keys)."""
@@ -239,10 +330,10 @@ class FetchSession:
                     cached.update_request_params(fp)
                     updated += 1
                 marked[key] = stamp
-        for ft in forgotten:
-            topic = str(ft.topic)
-            for p in ft.partitions:
-                key = (topic, int(p))
+        for gone in forgotten:
+            topic = str(gone.topic)
+            for index in gone.partitions:
+                key = (topic, int(index))
                 if self.partitions.pop(key, None) is not None:
                     marked.pop(key, None)
                     removed.append(key)
@@ -250,7 +341,7 @@ class FetchSession:
 
     def unmark_read(
         self,
-        topics: Iterable[Any],
+        topics: Iterable[FetchTopicResult],
         pending: Collection[TopicPartitionKey],
         stamps: dict[TopicPartitionKey, int],
     ) -> None:
@@ -264,8 +355,7 @@ class FetchSession:
                 key = (topic, int(pd.partition_index))
                 if key in pending or pd.records or int(pd.error_code) != ErrorCode.none:
                     continue
-                diverging = getattr(pd, "diverging_epoch", None)
-                if diverging is not None and int(getattr(diverging, "epoch", -1)) >= 0:
+                if int(pd.diverging_epoch.epoch) >= 0:
                     continue
                 if key in marked and marked[key] == stamps.get(key):
                     del marked[key]
@@ -288,14 +378,14 @@ class FetchContext:
 
     error_code: int = ErrorCode.none
 
-    def __init__(self, request: Any) -> None:
-        self.request_view: Any = request
+    def __init__(self, request: FetchRequestParams) -> None:
+        self.request_view: FetchRequestParams = request
         #: a follower's fetch (``replica_id`` >= 0): not woken by a high-watermark move alone
         self.follower: bool = request.replica_id >= 0
 
     def update_and_generate_response(
-        self, topics: list[Any], pending: Collection[TopicPartitionKey] = ()
-    ) -> tuple[int, int, list[Any]]:
+        self, topics: list[FetchTopicResult], pending: Collection[TopicPartitionKey] = ()
+    ) -> tuple[int, int, list[FetchTopicResult]]:
         """(error_code, session_id, topic responses to send). ``pending``: partitions read that
         have more to give than this response carried (see the module docstring)."""
         return ErrorCode.none, INVALID_SESSION_ID, topics
@@ -304,7 +394,7 @@ class FetchContext:
         """Re-take ``request_view`` after a wait in the purgatory (incremental: partitions
         marked meanwhile join it)."""
 
-    async def wait(self, purgatory: Any, keys: list[TopicPartitionKey], timeout_s: float) -> bool:
+    async def wait(self, purgatory: FetchPurgatory, keys: list[TopicPartitionKey], timeout_s: float) -> bool:
         """Park until one of ``keys`` changes or ``timeout_s`` elapses (``FetchPurgatory``).
 
         Returns: False when nothing that was read can have changed (timed out with no
@@ -319,13 +409,13 @@ class SessionlessFetchContext(FetchContext):
 class SessionErrorContext(FetchContext):
     """A session error: answer ``error_code`` with no partitions."""
 
-    def __init__(self, request: Any, error_code: int) -> None:
+    def __init__(self, request: FetchRequestParams, error_code: int) -> None:
         super().__init__(request)
         self.error_code = error_code
 
     def update_and_generate_response(
-        self, topics: list[Any], pending: Collection[TopicPartitionKey] = ()
-    ) -> tuple[int, int, list[Any]]:
+        self, topics: list[FetchTopicResult], pending: Collection[TopicPartitionKey] = ()
+    ) -> tuple[int, int, list[FetchTopicResult]]:
         return self.error_code, INVALID_SESSION_ID, []
 
 
@@ -333,7 +423,7 @@ class FullFetchContext(FetchContext):
     """A full fetch that tries to create a session once the response data is known."""
 
     def __init__(
-        self, request: Any, cache: FetchSessionCache, privileged: bool, uses_topic_ids: bool
+        self, request: FetchRequestParams, cache: FetchSessionCache, privileged: bool, uses_topic_ids: bool
     ) -> None:
         super().__init__(request)
         self._cache = cache
@@ -341,9 +431,9 @@ class FullFetchContext(FetchContext):
         self._uses_topic_ids = uses_topic_ids
 
     def update_and_generate_response(
-        self, topics: list[Any], pending: Collection[TopicPartitionKey] = ()
-    ) -> tuple[int, int, list[Any]]:
-        requested: dict[TopicPartitionKey, Any] = {}
+        self, topics: list[FetchTopicResult], pending: Collection[TopicPartitionKey] = ()
+    ) -> tuple[int, int, list[FetchTopicResult]]:
+        requested: dict[TopicPartitionKey, FetchPartitionParams] = {}
         for ft in self.request_view.topics:
             for fp in ft.partitions:
                 requested[(str(ft.topic), int(fp.partition))] = fp
@@ -372,7 +462,7 @@ class FullFetchContext(FetchContext):
 class IncrementalFetchContext(FetchContext):
     """An incremental fetch in an existing session."""
 
-    def __init__(self, request: Any, session: FetchSession, request_epoch: int) -> None:
+    def __init__(self, request: FetchRequestParams, session: FetchSession, request_epoch: int) -> None:
         self._request = request
         self.session = session
         self._request_epoch = request_epoch
@@ -394,7 +484,7 @@ class IncrementalFetchContext(FetchContext):
             self._request, tuple(_FetchTopicView(t, tuple(ps)) for t, ps in by_topic.items())
         )
 
-    async def wait(self, purgatory: Any, keys: list[TopicPartitionKey], timeout_s: float) -> bool:
+    async def wait(self, purgatory: FetchPurgatory, keys: list[TopicPartitionKey], timeout_s: float) -> bool:
         """Park until any partition of the session is marked or ``timeout_s`` elapses; the
         purgatory is not used (registering every session partition would cost a pass over all
         of them per request). A follower's fetch, woken, yields ``FOLLOWER_WAKE_YIELD_TURNS``
@@ -418,8 +508,8 @@ class IncrementalFetchContext(FetchContext):
         return True
 
     def update_and_generate_response(
-        self, topics: list[Any], pending: Collection[TopicPartitionKey] = ()
-    ) -> tuple[int, int, list[Any]]:
+        self, topics: list[FetchTopicResult], pending: Collection[TopicPartitionKey] = ()
+    ) -> tuple[int, int, list[FetchTopicResult]]:
         session = self.session
         if session.epoch != next_epoch(self._request_epoch):
             log.info(
@@ -429,7 +519,7 @@ class IncrementalFetchContext(FetchContext):
                 session.epoch,
             )
             return ErrorCode.invalid_fetch_session_epoch, INVALID_SESSION_ID, []
-        out: list[Any] = []
+        out: list[FetchTopicResult] = []
         moved: list[TopicPartitionKey] = []
         for tr in topics:
             topic = str(tr.topic)
@@ -508,12 +598,12 @@ class FetchSessionCache:
 
     # -------------------------------------------------------------- contexts
 
-    def new_context(self, version: int, request: Any) -> FetchContext:
-        """The context for a FetchRequest entity (see module docstring). Applies an incremental
+    def new_context(self, version: int, request: FetchRequestParams) -> FetchContext:
+        """The context for a FetchRequest (see module docstring). Applies an incremental
         request's changes to its session and advances the session epoch."""
-        session_id = int(getattr(request, "session_id", INVALID_SESSION_ID))
-        epoch = int(getattr(request, "session_epoch", FINAL_EPOCH))
-        privileged = _replica_id(request) >= 0
+        session_id = int(request.session_id)
+        epoch = int(request.session_epoch)
+        privileged = request.replica_id >= 0
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id != INVALID_SESSION_ID and self.remove(session_id) is not None:
                 log.debug("closed fetch session %s (full fetch with epoch %s)", session_id, epoch)
@@ -530,9 +620,7 @@ class FetchSessionCache:
         if session.uses_topic_ids != (version >= _TOPIC_ID_VERSION):
             return SessionErrorContext(request, ErrorCode.fetch_session_topic_id_error)
         self._stamp += 1
-        added, updated, removed = session.update(
-            request.topics, getattr(request, "forgotten_topics_data", ()) or (), self._stamp
-        )
+        added, updated, removed = session.update(request.topics, request.forgotten_topics_data, self._stamp)
         self._hold(session.id, added)
         self._release(session.id, removed)
         if not session.partitions:
@@ -681,22 +769,28 @@ def _resolve(future: asyncio.Future[bool], value: bool) -> None:
         future.set_result(value)
 
 
-def _replica_id(request: Any) -> int:
-    state = getattr(request, "replica_state", None)
-    if state is not None and int(getattr(state, "replica_id", -1)) >= 0:
-        return int(state.replica_id)
-    return int(getattr(request, "replica_id", -1))
+class _BrokerConfig(Protocol):
+    @property
+    def values(self) -> dict[str, Any]: ...
 
 
-def fetch_session_cache_for(ctx: Any) -> FetchSessionCache:
+class FetchSessionCacheHolder(Protocol):
+    """What :func:`fetch_session_cache_for` needs of the broker context."""
+
+    fetch_session_cache: FetchSessionCache | None
+
+    @property
+    def config(self) -> _BrokerConfig: ...
+    @property
+    def fetch_purgatory(self) -> FetchPurgatory: ...
+
+
+def fetch_session_cache_for(ctx: FetchSessionCacheHolder) -> FetchSessionCache:
     """The broker's cache, created on first use from ``ctx.config`` and kept on ``ctx`` as
-    ``fetch_session_cache`` (any object with a broker ``config``)."""
-    cache = getattr(ctx, "fetch_session_cache", None)
+    ``fetch_session_cache``; the fetch purgatory reports partition changes to it."""
+    cache = ctx.fetch_session_cache
     if cache is None:
-        values = getattr(ctx.config, "values", {})
-        cache = FetchSessionCache(int(values.get(CACHE_SLOTS_KEY, 1000)))
+        cache = FetchSessionCache(int(ctx.config.values.get(CACHE_SLOTS_KEY, 1000)))
         ctx.fetch_session_cache = cache
-        purgatory = getattr(ctx, "fetch_purgatory", None)
-        if purgatory is not None:
-            purgatory.add_change_listener(cache)
+        ctx.fetch_purgatory.add_change_listener(cache)
     return cache

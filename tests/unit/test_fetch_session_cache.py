@@ -19,6 +19,7 @@ from broker.replication.fetch_session_cache import (
     SessionlessFetchContext,
 )
 from spark_kafkalite.protocol.errors import ErrorCode
+from spark_kafkalite.protocol.fetch_response_encode import NO_DIVERGING_EPOCH, EpochEndOffset
 from spark_kafkalite.protocol.fetch_session import FetchSessionHandler, PartitionFetchData
 
 
@@ -63,6 +64,7 @@ class PD:
     last_stable_offset: int = 10
     log_start_offset: int = 0
     preferred_read_replica: int = -1
+    diverging_epoch: EpochEndOffset = NO_DIVERGING_EPOCH
 
 
 @dataclass(frozen=True)

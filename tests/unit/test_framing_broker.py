@@ -15,7 +15,7 @@ from kio.schema.produce.v9 import request as produce_v9
 
 from broker.apis.kafka_apis import KafkaApis
 from broker.apis.metadata import metadata_error_response
-from broker.apis.produce import produce_error_response
+from broker.apis.produce import produce_answered, produce_error_response
 from broker.apis.supported_apis import SUPPORTED_APIS, ApiSpec
 from broker.network.request_context import CloseConnection, RequestContext
 from spark_kafkalite.protocol.api_keys import ApiKey
@@ -50,7 +50,8 @@ def apis_with(handler: Any, api_key: ApiKey = ApiKey.METADATA) -> KafkaApis:
     specs = [s for s in SUPPORTED_APIS if s.api_key != api_key]
     error_response = metadata_error_response if api_key == ApiKey.METADATA else produce_error_response
     low, high = (0, 12) if api_key == ApiKey.METADATA else (3, 9)
-    specs.append(ApiSpec(api_key, low, high, handler, error_response))
+    answered = None if api_key == ApiKey.METADATA else produce_answered  # acks=0: no response
+    specs.append(ApiSpec(api_key, low, high, handler, error_response, answered=answered))
     return KafkaApis(None, tuple(specs))  # type: ignore[arg-type]
 
 
