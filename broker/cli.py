@@ -91,6 +91,7 @@ async def run(
     loop = asyncio.get_running_loop()
     logger.info("event loop: %s.%s", type(loop).__module__, type(loop).__qualname__)
     stop = asyncio.Event()
+    # hasattr: SIGXFSZ exists on POSIX only
     if hasattr(signal, "SIGXFSZ"):
         # A write past RLIMIT_FSIZE must fail with EFBIG (-> KAFKA_STORAGE_ERROR), not kill us.
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

@@ -7,7 +7,7 @@ TRANSACTION_ABORTABLE (never sent here).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from broker.apis.auth_helper import authorize
 from broker.apis.context import BrokerContext
@@ -28,7 +28,7 @@ __all__ = ["handle_add_offsets_to_txn", "add_offsets_to_txn_error_response"]
 _FIRST_FENCED_VERSION = 2
 
 
-def _response(version: int, code: ErrorCode) -> Any:
+def _response(version: int, code: ErrorCode) -> AddOffsetsToTxnResponse:
     return build(
         response_class(ApiKey.ADD_OFFSETS_TO_TXN, version), throttle_time=ZERO_DURATION, error_code=code
     )

@@ -12,7 +12,7 @@ broker-to-coordinator form of KIP-890) is not served.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from broker.apis.auth_helper import authorize, authorized_names
 from broker.apis.context import BrokerContext
@@ -31,7 +31,9 @@ __all__ = ["handle_add_partitions_to_txn", "add_partitions_to_txn_error_response
 _FIRST_FENCED_VERSION = 2
 
 
-def _response(version: int, request: Any, errors: dict[tuple[str, int], ErrorCode]) -> Any:
+def _response(
+    version: int, request: AddPartitionsToTxnRequest, errors: dict[tuple[str, int], ErrorCode]
+) -> AddPartitionsToTxnResponse:
     cls = response_class(ApiKey.ADD_PARTITIONS_TO_TXN, version)
     topic_cls = nested(cls, "AddPartitionsToTxnTopicResult")
     partition_cls = nested(cls, "AddPartitionsToTxnPartitionResult")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsRequestV3
 
@@ -20,7 +20,7 @@ from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.apis.kio_types import ApiVersionsRequest
+    from broker.apis.kio_types import ApiVersionsRequest, ApiVersionsResponse
 
 __all__ = ["api_versions_response", "unsupported_version_response", "valid_client_software"]
 
@@ -44,7 +44,9 @@ FEATURES: dict[str, tuple[int, int, int]] = {"group.version": (0, 1, 1)}
 FINALIZED_FEATURES_EPOCH = 0
 
 
-def api_versions_response(version: int, error_code: ErrorCode, ranges: Sequence[tuple[int, int, int]]) -> Any:
+def api_versions_response(
+    version: int, error_code: ErrorCode, ranges: Sequence[tuple[int, int, int]]
+) -> ApiVersionsResponse:
     """An ApiVersionsResponse of ``version`` listing ``ranges`` = [(api_key, min, max)] and,
     from v3 on a success, the supported and finalized :data:`FEATURES` (tagged fields)."""
     cls = response_class(ApiKey.API_VERSIONS, version)
@@ -70,7 +72,7 @@ def api_versions_response(version: int, error_code: ErrorCode, ranges: Sequence[
     )
 
 
-def unsupported_version_response(api_versions_range: tuple[int, int]) -> Any:
+def unsupported_version_response(api_versions_range: tuple[int, int]) -> ApiVersionsResponse:
     """The v0 answer to an ApiVersions request of an unsupported version: UNSUPPORTED_VERSION
     plus our own ApiVersions range."""
     lo, hi = api_versions_range

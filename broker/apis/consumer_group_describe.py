@@ -109,7 +109,9 @@ async def handle_consumer_group_describe(
     return build(cls, throttle_time=ZERO_DURATION, groups=tuple(groups))
 
 
-def consumer_group_describe_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def consumer_group_describe_error_response(
+    request: ConsumerGroupDescribeRequest, version: int, code: ErrorCode
+) -> ConsumerGroupDescribeResponse:
     cls = response_class(ApiKey.CONSUMER_GROUP_DESCRIBE, version)
     group_cls = nested(cls, "DescribedGroup")
     return build(

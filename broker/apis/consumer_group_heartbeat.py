@@ -112,5 +112,7 @@ async def handle_consumer_group_heartbeat(
     return _response(version, result)
 
 
-def consumer_group_heartbeat_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def consumer_group_heartbeat_error_response(
+    request: ConsumerGroupHeartbeatRequest, version: int, code: ErrorCode
+) -> ConsumerGroupHeartbeatResponse:
     return _response(version, HeartbeatResult(int(code)))

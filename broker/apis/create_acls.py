@@ -5,7 +5,7 @@ SECURITY_DISABLED; per creation INVALID_REQUEST for an ACL Kafka refuses
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from broker.apis.auth_helper import acl_api_error
 from broker.apis.context import BrokerContext
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["handle_create_acls", "create_acls_error_response"]
 
 
-def _response(version: int, results: list[tuple[int, str | None]]) -> Any:
+def _response(version: int, results: list[tuple[int, str | None]]) -> CreateAclsResponse:
     cls = response_class(ApiKey.CREATE_ACLS, version)
     result_cls = nested(cls, "AclCreationResult")
     return build(

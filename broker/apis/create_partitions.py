@@ -9,7 +9,8 @@ current number), INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST (topic named twice)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 from broker.apis.auth_helper import authorized_names
 from broker.apis.context import BrokerContext
@@ -27,11 +28,19 @@ if TYPE_CHECKING:
 __all__ = ["handle_create_partitions", "create_partitions_error_response"]
 
 
-def _spec(topic: Any) -> CreatePartitionsSpec:
-    assignments = None
-    if topic.assignments is not None:
-        assignments = [tuple(int(b) for b in a.broker_ids) for a in topic.assignments]
-    return CreatePartitionsSpec(name=topic.name, count=int(topic.count), assignments=assignments)
+def _specs(request: CreatePartitionsRequest, allowed: Collection[str]) -> list[CreatePartitionsSpec]:
+    """The controller's spec of each requested topic in ``allowed``."""
+    return [
+        CreatePartitionsSpec(
+            name=topic.name,
+            count=int(topic.count),
+            assignments=None
+            if topic.assignments is None
+            else [tuple(int(b) for b in a.broker_ids) for a in topic.assignments],
+        )
+        for topic in request.topics
+        if topic.name in allowed
+    ]
 
 
 async def handle_create_partitions(
@@ -45,9 +54,7 @@ async def handle_create_partitions(
         ctx, rctx, AclOperation.ALTER, ResourceType.TOPIC, [t.name for t in request.topics]
     )
     grown = iter(
-        await ctx.controller.create_partitions(
-            [_spec(t) for t in request.topics if t.name in allowed], bool(request.validate_only)
-        )
+        await ctx.controller.create_partitions(_specs(request, allowed), bool(request.validate_only))
     )
     outcomes: list[tuple[str, KafkaError | None]] = [
         next(grown) if t.name in allowed else (t.name, TopicAuthorizationFailedError("Authorization failed."))

@@ -11,7 +11,8 @@ the cluster, else CREATE on each topic (``TOPIC_AUTHORIZATION_FAILED`` for the o
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 from broker.apis.auth_helper import authorize_cluster, authorized_names
 from broker.apis.config_helper import describe_topic_configs
@@ -29,14 +30,19 @@ if TYPE_CHECKING:
 __all__ = ["handle_create_topics", "create_topics_error_response"]
 
 
-def _spec(topic: Any) -> CreatableTopicSpec:
-    return CreatableTopicSpec(
-        name=topic.name,
-        num_partitions=topic.num_partitions,
-        replication_factor=topic.replication_factor,
-        assignments={a.partition_index: tuple(a.broker_ids) for a in topic.assignments},
-        configs={c.name: c.value for c in topic.configs},
-    )
+def _specs(request: CreateTopicsRequest, allowed: Collection[str]) -> list[CreatableTopicSpec]:
+    """The controller's spec of each requested topic in ``allowed``."""
+    return [
+        CreatableTopicSpec(
+            name=topic.name,
+            num_partitions=topic.num_partitions,
+            replication_factor=topic.replication_factor,
+            assignments={a.partition_index: tuple(a.broker_ids) for a in topic.assignments},
+            configs={c.name: c.value for c in topic.configs},
+        )
+        for topic in request.topics
+        if topic.name in allowed
+    ]
 
 
 async def handle_create_topics(
@@ -52,11 +58,7 @@ async def handle_create_topics(
         if authorize_cluster(ctx, rctx, AclOperation.CREATE)
         else authorized_names(ctx, rctx, AclOperation.CREATE, ResourceType.TOPIC, names)
     )
-    created = iter(
-        await ctx.controller.create_topics(
-            [_spec(t) for t in request.topics if t.name in allowed], bool(request.validate_only)
-        )
-    )
+    created = iter(await ctx.controller.create_topics(_specs(request, allowed), bool(request.validate_only)))
     await ctx.metadata_publish_queue.applied()  # the new partitions led here are served now
     outcomes = [
         next(created)

@@ -5,7 +5,7 @@ controller)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from broker.apis.auth_helper import acl_api_error
 from broker.apis.context import BrokerContext
@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 __all__ = ["handle_delete_acls", "delete_acls_error_response"]
 
 
-def _response(version: int, results: list[tuple[KafkaError | ErrorCode | None, list[AclBinding]]]) -> Any:
+def _response(
+    version: int, results: list[tuple[KafkaError | ErrorCode | None, list[AclBinding]]]
+) -> DeleteAclsResponse:
     cls = response_class(ApiKey.DELETE_ACLS, version)
     result_cls = nested(cls, "DeleteAclsFilterResult")
     matching_cls = nested(cls, "DeleteAclsMatchingAcl")

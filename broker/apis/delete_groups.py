@@ -4,7 +4,7 @@ offsets are written to ``__consumer_offsets`` before answering."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from broker.apis.auth_helper import authorized_names
 from broker.apis.context import BrokerContext
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["handle_delete_groups", "delete_groups_error_response"]
 
 
-def _response(version: int, results: list[tuple[str, int]]) -> Any:
+def _response(version: int, results: list[tuple[str, int]]) -> DeleteGroupsResponse:
     cls = response_class(ApiKey.DELETE_GROUPS, version)
     result_cls = nested(cls, "DeletableGroupResult")
     return build(

@@ -10,7 +10,9 @@ else ``TOPIC_AUTHORIZATION_FAILED``, checked before existence.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kio.schema.delete_topics.v6.request import DeleteTopicsRequest as DeleteTopicsRequestV6
 
 from broker.apis.auth_helper import authorize
 from broker.apis.context import BrokerContext
@@ -28,8 +30,9 @@ __all__ = ["handle_delete_topics", "delete_topics_error_response"]
 _ZERO_UUID = uuid.UUID(int=0)
 
 
-def _requested(request: Any) -> list[tuple[str | None, uuid.UUID | None]]:
-    if hasattr(request, "topics"):
+def _requested(request: DeleteTopicsRequest) -> list[tuple[str | None, uuid.UUID | None]]:
+    """The (name, id) pairs to delete: v6+ names topics by name or id (KIP-516), v1-5 by name."""
+    if isinstance(request, DeleteTopicsRequestV6):
         return [(t.name, None if t.topic_id in (None, _ZERO_UUID) else t.topic_id) for t in request.topics]
     return [(name, None) for name in request.topic_names]
 

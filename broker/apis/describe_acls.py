@@ -5,7 +5,7 @@ metadata image, grouped by resource pattern."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from broker.apis.auth_helper import acl_api_error
 from broker.apis.context import BrokerContext
@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 __all__ = ["handle_describe_acls", "describe_acls_error_response"]
 
 
-def _response(version: int, code: ErrorCode, message: str | None, acls: list[AclBinding]) -> Any:
+def _response(
+    version: int, code: ErrorCode, message: str | None, acls: list[AclBinding]
+) -> DescribeAclsResponse:
     cls = response_class(ApiKey.DESCRIBE_ACLS, version)
     resource_cls = nested(cls, "DescribeAclsResource")
     description_cls = nested(cls, "AclDescription")

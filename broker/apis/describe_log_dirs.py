@@ -40,7 +40,7 @@ logger = logging.getLogger(__name__)
 _MAX_I64 = (1 << 63) - 1  # Kafka's adjustForLargeFileSystems caps overflowing sizes here
 
 
-def _requested(request: Any) -> set[tuple[str, int]] | None:
+def _requested(request: DescribeLogDirsRequest) -> set[tuple[str, int]] | None:
     """The (topic, partition) pairs asked for, or None for all."""
     if request.topics is None:
         return None

@@ -42,7 +42,9 @@ _MESSAGES = {
 }
 
 
-def _response(cls: type[Any], top: ErrorCode, results: dict[tuple[str, int], ErrorCode]) -> Any:
+def _response(
+    cls: type[Any], top: ErrorCode, results: dict[tuple[str, int], ErrorCode]
+) -> ElectLeadersResponse:
     topic_cls = nested(cls, "ReplicaElectionResult")
     part_cls = nested(cls, "PartitionResult")
     by_topic: dict[str, list[Any]] = {}

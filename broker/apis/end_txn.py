@@ -10,7 +10,7 @@ epoch bump per transaction of KIP-890 part 2) is not served: no ``transaction.ve
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from broker.apis.auth_helper import authorize
 from broker.apis.context import BrokerContext
@@ -29,7 +29,7 @@ __all__ = ["handle_end_txn", "end_txn_error_response"]
 _FIRST_FENCED_VERSION = 2
 
 
-def _response(version: int, code: ErrorCode) -> Any:
+def _response(version: int, code: ErrorCode) -> EndTxnResponse:
     return build(response_class(ApiKey.END_TXN, version), throttle_time=ZERO_DURATION, error_code=code)
 
 

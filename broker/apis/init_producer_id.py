@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime
 import logging
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.init_producer_id.v3.request import InitProducerIdRequest as InitProducerIdRequestV3
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest as InitProducerIdRequestV4
@@ -65,7 +65,9 @@ def producer_id_manager(ctx: BrokerContext) -> ProducerIdManager:
     return manager
 
 
-def _response(version: int, code: ErrorCode, producer_id: int = -1, producer_epoch: int = -1) -> Any:
+def _response(
+    version: int, code: ErrorCode, producer_id: int = -1, producer_epoch: int = -1
+) -> InitProducerIdResponse:
     cls = response_class(ApiKey.INIT_PRODUCER_ID, version)
     return build(
         cls,

@@ -9,7 +9,7 @@ is set for a static leader that rejoined a Stable group without a rebalance (KIP
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.join_group.v0.request import JoinGroupRequest as JoinGroupRequestV0
 from kio.schema.join_group.v5.request import JoinGroupRequest as JoinGroupRequestV5
@@ -42,7 +42,7 @@ _INSTANCE_ID_VERSIONS = (
 __all__ = ["handle_join_group", "join_group_error_response"]
 
 
-def _response(version: int, result: JoinResult) -> Any:
+def _response(version: int, result: JoinResult) -> JoinGroupResponse:
     cls = response_class(ApiKey.JOIN_GROUP, version)
     member_cls = nested(cls, "JoinGroupResponseMember")
     protocol_name = result.protocol_name if version >= 7 else (result.protocol_name or "")

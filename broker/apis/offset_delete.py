@@ -4,7 +4,7 @@ consumer group subscribes to; GROUP_ID_NOT_FOUND / NON_EMPTY_GROUP at the top le
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from broker.apis.auth_helper import authorize, authorized_names
 from broker.apis.context import BrokerContext
@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 __all__ = ["handle_offset_delete", "offset_delete_error_response"]
 
 
-def _response(version: int, request: Any, error: int, errors: dict[tuple[str, int], int]) -> Any:
+def _response(
+    version: int, request: OffsetDeleteRequest, error: int, errors: dict[tuple[str, int], int]
+) -> OffsetDeleteResponse:
     cls = response_class(ApiKey.OFFSET_DELETE, version)
     topic_cls = nested(cls, "OffsetDeleteResponseTopic")
     partition_cls = nested(cls, "OffsetDeleteResponsePartition")
@@ -53,7 +55,7 @@ async def handle_offset_delete(
     readable = authorized_names(
         ctx, rctx, AclOperation.READ, ResourceType.TOPIC, [t.name for t in request.topics]
     )
-    partitions = [
+    partitions: list[tuple[str, int]] = [
         (t.name, p.partition_index) for t in request.topics for p in t.partitions if t.name in readable
     ]
     error, errors = await coordinator_of(ctx).offsets.handle_delete_offsets(request.group_id, partitions)

@@ -7,7 +7,7 @@ SyncGroup is answered with its own assignment. v5 checks ProtocolType / Protocol
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.sync_group.v3.request import SyncGroupRequest as SyncGroupRequestV3
 from kio.schema.sync_group.v4.request import SyncGroupRequest as SyncGroupRequestV4
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["handle_sync_group", "sync_group_error_response"]
 
 
-def _response(version: int, result: SyncResult) -> Any:
+def _response(version: int, result: SyncResult) -> SyncGroupResponse:
     return build(
         response_class(ApiKey.SYNC_GROUP, version),
         throttle_time=ZERO_DURATION,

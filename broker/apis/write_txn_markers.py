@@ -24,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from broker.apis.auth_helper import authorize_cluster
 from broker.apis.context import BrokerContext
@@ -38,6 +39,8 @@ from spark_kafkalite.protocol.internal_topics import GROUP_METADATA_TOPIC_NAME
 from spark_kafkalite.protocol.types import TopicPartitionKey
 
 if TYPE_CHECKING:
+    from kio.schema.write_txn_markers.v1.request import WritableTxnMarker
+
     from broker.apis.kio_types import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 __all__ = ["handle_write_txn_markers", "write_txn_markers_error_response", "MARKER_APPEND_TIMEOUT_MS"]
@@ -49,7 +52,7 @@ logger = logging.getLogger(__name__)
 MARKER_APPEND_TIMEOUT_MS = 30_000
 
 
-async def _write_marker(ctx: BrokerContext, marker: Any) -> dict[TopicPartitionKey, ErrorCode]:
+async def _write_marker(ctx: BrokerContext, marker: WritableTxnMarker) -> dict[TopicPartitionKey, ErrorCode]:
     """Append one marker to each of its partitions; the error code per partition."""
     batch = end_txn_marker_batch(
         marker.producer_id,
@@ -58,7 +61,7 @@ async def _write_marker(ctx: BrokerContext, marker: Any) -> dict[TopicPartitionK
         marker.coordinator_epoch,
         int(time.time() * 1000),
     )
-    entries = {
+    entries: dict[TopicPartitionKey, bytearray | memoryview] = {
         (topic.name, int(index)): bytearray(batch)  # each copy is patched in place by its log
         for topic in marker.topics
         for index in topic.partition_indexes
@@ -103,7 +106,9 @@ async def handle_write_txn_markers(
     return _response(request, rctx.api_version, lambda i, key: outcomes[i][key])
 
 
-def _response(request: Any, version: int, code_of: Any) -> Any:
+def _response(
+    request: WriteTxnMarkersRequest, version: int, code_of: Callable[[int, TopicPartitionKey], ErrorCode]
+) -> WriteTxnMarkersResponse:
     cls = response_class(ApiKey.WRITE_TXN_MARKERS, version)
     marker_cls = nested(cls, "WritableTxnMarkerResult")
     topic_cls = nested(marker_cls, "WritableTxnMarkerTopicResult")

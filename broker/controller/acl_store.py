@@ -63,6 +63,7 @@ def save_acls(path: Path, acls: Mapping[uuid.UUID, AclBinding]) -> None:
         OSError: the file cannot be written.
     """
     entries = [
+        # getattr: every AclBinding field, by name
         {"id": str(acl_id), **{name: _plain(getattr(acl, name)) for name in _FIELDS}}
         for acl_id, acl in sorted(acls.items(), key=lambda item: str(item[0]))
     ]

@@ -87,8 +87,8 @@ class BrokerHeartbeatManager:
     def on_executed(self, command: Any) -> None:
         """A committed command was executed here (pysyncobj thread): a registration or a
         heartbeat that does not ask to shut down restarts that broker's session clock."""
-        if isinstance(command, (HeartbeatCmd, RegisterBrokerCmd)) and not getattr(
-            command, "want_shutdown", False
+        if isinstance(command, RegisterBrokerCmd) or (
+            isinstance(command, HeartbeatCmd) and not command.want_shutdown
         ):
             self.last_heartbeat[command.node_id] = time.monotonic()
 

@@ -377,6 +377,7 @@ class MetadataQuorum:
         leader = sync._getLeader()
         if leader is None:
             return -1
+        # getattr: pysyncobj's node object (an untyped library's), or its address string
         return self._addresses.get(getattr(leader, "id", str(leader)), -1)
 
     @property

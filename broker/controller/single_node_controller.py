@@ -308,7 +308,8 @@ class SingleNodeController:
         if records:
             self._commit(records)
             logger.info(
-                "altered topic configs: %s", sorted({getattr(r, "resource_name", "") for r in records})
+                "altered topic configs: %s",
+                sorted({r.resource_name for r in records if isinstance(r, ConfigRecord)}),
             )
         return results
 

@@ -375,6 +375,7 @@ class LogCleaner:
                     if rest.cleaned is not None:
                         _discard(rest.cleaned)
                 return None
+            # getattr: sums every field of the stats dataclass
             for f in dataclasses.fields(total):
                 setattr(total, f.name, getattr(total, f.name) + getattr(group.stats, f.name))
         self._checkpoints()[(log.topic, log.partition)] = plan.first_uncleanable_offset

@@ -138,6 +138,7 @@ def new_producer_state(log: _LogView) -> ProducerStateManager:
     """An empty ``ProducerStateManager`` for a log just created empty (nothing to load).
     ``producer.id.expiration.ms`` comes from ``log.config.producer_id_expiration_ms`` when the
     ``LogConfig`` has it (else 24 h)."""
+    # getattr: a log view may have no LogConfig (then the default expiration)
     config = getattr(log, "config", None)
     return ProducerStateManager(
         log.dir,

@@ -269,6 +269,7 @@ def error_counts(response: Any) -> dict[int, int]:
     stack = [response]
     while stack:
         entry = stack.pop()
+        # getattr: one walk for every API's response (entities of any class), by field name
         code = getattr(entry, "error_code", None)
         if code is not None:
             code = int(code)

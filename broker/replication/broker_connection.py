@@ -13,11 +13,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.network.channel_builders import InterBrokerSecurity
 from broker.security.sasl_client import sasl_client_authenticate
 from spark_kafkalite.protocol.framing import SIZE_PREFIX, decode_response, encode_request
+
+if TYPE_CHECKING:
+    from kio.static.protocol import RequestPayload
 
 __all__ = ["BrokerConnection", "BrokerConnectionError"]
 
@@ -73,7 +76,7 @@ class BrokerConnection:
                 self._round_trip, security.sasl_mechanism, security.username, security.password
             )
 
-    async def send(self, request: Any, timeout_ms: int | None = None) -> Any:
+    async def send(self, request: RequestPayload, timeout_ms: int | None = None) -> Any:
         """Send a kio request entity and return the decoded response entity.
 
         Raises:
@@ -125,7 +128,7 @@ class BrokerConnection:
             await self._connect()
         return await self._round_trip_frames(encode, decode)
 
-    async def _round_trip(self, request: Any) -> Any:
+    async def _round_trip(self, request: RequestPayload) -> Any:
         """One kio request and its response on the open connection (SASL authentication)."""
         return await self._round_trip_frames(
             lambda correlation_id: encode_request(request, correlation_id, self.client_id),

@@ -87,6 +87,7 @@ class IsrChangeManager:
         AlterPartition (KIP-497; a compare-and-set on the partition epoch), in the background.
         Skipped without a controller that offers ``alter_partition``, and for
         ``_ISR_RETRY_BACKOFF_MS`` after a rejected request for the same partition."""
+        # getattr: without a controller that alters partitions, no ISR change is sent
         alter = getattr(self._controller(), "alter_partition", None)
         if alter is None or p.topic_id is None:
             return
@@ -103,7 +104,7 @@ class IsrChangeManager:
     ) -> None:
         epoch, partition_epoch, old_isr_size = p.leader_epoch, p.partition_epoch, len(p.isr)
         broker = self._image().brokers.get(self.node_id)
-        broker_epoch = int(getattr(broker, "epoch", -1)) if broker is not None else -1
+        broker_epoch = broker.epoch if broker is not None else -1
         logger.info(
             "%s-%d: %s ISR %s -> %s (leader epoch %d, partition epoch %d)",
             p.topic,

@@ -41,6 +41,7 @@ from broker.replication.fetcher_truncation import (
 )
 from broker.tasks import await_cancelled
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError, needs_metadata_refresh
+from spark_kafkalite.protocol.fetch_response_encode import FetchPartitionResult
 from spark_kafkalite.protocol.fetch_session import FetchRequestData, FetchSessionHandler, PartitionFetchData
 from spark_kafkalite.protocol.replica_fetch_codec import (
     REPLICA_FETCH_VERSION,
@@ -366,14 +367,14 @@ class ReplicaFetcher:
 
     # -- responses -------------------------------------------------------------------------------
     async def _process_partition(
-        self, key: TopicPartitionKey, pd: Any, sent: PartitionFetchData | None
+        self, key: TopicPartitionKey, pd: FetchPartitionResult, sent: PartitionFetchData | None
     ) -> None:
         out_of_range = self._process_partition_now(key, pd, sent)
         if out_of_range is not None:
             await self._handle_out_of_range(*out_of_range)
 
     def _process_partition_now(
-        self, key: TopicPartitionKey, pd: Any, sent: PartitionFetchData | None
+        self, key: TopicPartitionKey, pd: FetchPartitionResult, sent: PartitionFetchData | None
     ) -> tuple[Partition, PartitionFetchState] | None:
         """The synchronous part of handling one partition of a response (no coroutine per
         partition); returns what ``_handle_out_of_range`` must handle (OFFSET_OUT_OF_RANGE), else
@@ -386,8 +387,8 @@ class ReplicaFetcher:
             return None  # the partition changed (new epoch, truncation) while the fetch was in flight
         code = pd.error_code
         if code == ErrorCode.none:
-            diverging = getattr(pd, "diverging_epoch", None)
-            if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
+            diverging = pd.diverging_epoch  # KIP-595 (NO_DIVERGING_EPOCH: -1, -1)
+            if diverging.epoch >= 0 or diverging.end_offset >= 0:
                 truncate_on_diverging(
                     partition,
                     diverging.epoch,

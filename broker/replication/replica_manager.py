@@ -220,7 +220,7 @@ class ReplicaManager:
 
     def _isr_eligible(self, broker_id: int) -> bool:
         broker = self._image().brokers.get(broker_id)
-        return broker is not None and not getattr(broker, "fenced", False)
+        return broker is not None and not broker.fenced
 
     def _new_partition(self, topic: str, index: int, topic_id: uuid.UUID) -> Partition:
         log = self.log_manager.get_or_create_log(topic, index, topic_id)

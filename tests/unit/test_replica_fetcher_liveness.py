@@ -22,6 +22,7 @@ from broker.log.unified_log import UnifiedLog
 from broker.replication.replica_fetcher import FetcherSettings, PartitionFetchState, ReplicaFetcher
 from broker.replication.replica_fetcher_manager import ReplicaFetcherManager
 from spark_kafkalite.protocol.errors import ErrorCode
+from spark_kafkalite.protocol.fetch_response_encode import NO_DIVERGING_EPOCH, EpochEndOffset
 from spark_kafkalite.protocol.fetch_session import PartitionFetchData
 from spark_kafkalite.protocol.record_batch import encode_batch
 
@@ -73,9 +74,7 @@ async def _fetch_round(fetcher: ReplicaFetcher, leader: Partition, follower: Par
     if result.diverging_epoch is None:
         leader.update_follower_fetch_state(follower.local_broker_id, sent.fetch_offset, 0)
     diverging = (
-        None
-        if result.diverging_epoch is None
-        else SimpleNamespace(epoch=result.diverging_epoch[0], end_offset=result.diverging_epoch[1])
+        NO_DIVERGING_EPOCH if result.diverging_epoch is None else EpochEndOffset(*result.diverging_epoch)
     )
     pd = SimpleNamespace(
         error_code=ErrorCode.none,

@@ -7,9 +7,12 @@ from __future__ import annotations
 import asyncio
 import datetime
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from spark_kafkalite.protocol.errors import ErrorCode, error_for_code
+
+if TYPE_CHECKING:
+    from broker.coordinator.group.group_coordinator import GroupCoordinator
 
 __all__ = ["coordinator_of", "to_ms", "await_callback", "INT32_MIN"]
 
@@ -17,13 +20,18 @@ T = TypeVar("T")
 INT32_MIN = -(2**31)
 
 
-def coordinator_of(ctx: Any) -> Any:
+class _GroupCoordinatorHolder(Protocol):
+    @property
+    def group_coordinator(self) -> GroupCoordinator | None: ...
+
+
+def coordinator_of(ctx: _GroupCoordinatorHolder) -> GroupCoordinator:
     """``ctx.group_coordinator`` (set by ``KafkaServer.startup``).
 
     Raises:
         CoordinatorNotAvailableError: the broker has no group coordinator (yet).
     """
-    coordinator = getattr(ctx, "group_coordinator", None)
+    coordinator = ctx.group_coordinator
     if coordinator is None:
         raise error_for_code(int(ErrorCode.coordinator_not_available), "the group coordinator is not running")
     return coordinator

@@ -275,6 +275,7 @@ class GroupMetadataManager:
         partition = self.partition_for(group.group_id)
         if partition not in self.owned_partitions:
             return {**results, **dict.fromkeys(valid, int(ErrorCode.not_coordinator))}
+        # hasattr: a capability of the appender (not every offsets appender writes transactions)
         if not hasattr(self.appender, "append_transactional"):
             raise TypeError(f"{type(self.appender).__name__} cannot append transactional batches")
         appender: TransactionalAppender = self.appender  # type: ignore[assignment]

@@ -266,6 +266,7 @@ class GroupRebalancer:
 
     @staticmethod
     def cancel_timer(group: GroupMetadata, name: str) -> None:
+        # getattr: one of the group's timer slots, by name
         timer = getattr(group, name)
         if timer is not None:
             timer.cancel()

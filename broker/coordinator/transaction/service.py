@@ -219,4 +219,6 @@ class TransactionCoordinatorService:
             try:
                 await job()
             except Exception:
-                logger.exception("transaction coordinator job %s failed", getattr(job, "__name__", job))
+                logger.exception(
+                    "transaction coordinator job %s failed", getattr(job, "__name__", job)
+                )  # a partial has no __name__

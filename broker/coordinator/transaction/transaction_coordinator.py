@@ -110,8 +110,8 @@ class TransactionCoordinator:
         if current is None:
             try:
                 producer_id = await self.generate_producer_id()
-            except Exception as exc:  # noqa: BLE001 - retriable (CoordinatorLoadInProgress)
-                return InitProducerIdResult(int(getattr(exc, "code", E.coordinator_load_in_progress)))
+            except Exception:  # noqa: BLE001 - retriable: the producer id block is not there yet
+                return InitProducerIdResult(int(E.coordinator_load_in_progress))
             created = TransactionMetadata(
                 transactional_id,
                 producer_id,
@@ -133,8 +133,8 @@ class TransactionCoordinator:
         if metadata.is_producer_epoch_exhausted and metadata.pending_state is None:
             try:  # allocated before the checks (no await between them and the prepare)
                 rotation_id = await self.generate_producer_id()
-            except Exception as exc:  # noqa: BLE001
-                return InitProducerIdResult(int(getattr(exc, "code", E.coordinator_load_in_progress)))
+            except Exception:  # noqa: BLE001 - retriable, as above
+                return InitProducerIdResult(int(E.coordinator_load_in_progress))
             error, current = self.state_manager.get_transaction_state(transactional_id)
             if error or current is None:
                 return InitProducerIdResult(error or int(E.not_coordinator))

@@ -250,6 +250,7 @@ class TransactionMarkerChannelManager:
 
     async def close(self) -> None:
         self.shutdown()
+        # getattr: a MarkerSender may hold connections to close (the protocol has no close)
         close = getattr(self.sender, "close", None)
         if close is not None:
             try:
