@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_kafkalite.datasource.client_protocols import SinkProducer
 from spark_kafkalite.datasource.errors import KafkaLiteWriteError
 from spark_kafkalite.protocol.errors import InvalidPartitionsError, MessageTooLargeError
 from spark_kafkalite.protocol.record_encoding import (
@@ -71,7 +72,7 @@ class SinkBatchEncoder:
 
     def __init__(
         self,
-        producer: Any,
+        producer: SinkProducer,
         topic_option: str | None,
         *,
         has_key: bool,

@@ -21,24 +21,27 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+from spark_kafkalite.datasource.client_protocols import Closeable
 
 __all__ = ["ClientPool", "PoolKey"]
 
 log = logging.getLogger(__name__)
 
 PoolKey = tuple[tuple[str, str], ...]
+C = TypeVar("C", bound=Closeable)
 
 
-def _close_quietly(client: Any) -> None:
+def _close_quietly(client: Closeable) -> None:
     try:
         client.close()
     except Exception:  # noqa: BLE001 - closing must not mask the task's real error
         log.debug("error closing pooled client", exc_info=True)
 
 
-class ClientPool:
-    """Idle clients per configuration.
+class ClientPool(Generic[C]):
+    """Idle clients (of type ``C``: a consumer, producer or admin protocol) per configuration.
 
     Args:
         factory: creates a client from a configuration dict (called outside the lock).
@@ -48,13 +51,13 @@ class ClientPool:
 
     def __init__(
         self,
-        factory: Callable[[dict[str, Any]], Any],
+        factory: Callable[[dict[str, Any]], C],
         idle_timeout_s: float = 600.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._factory = factory
         self._lock = threading.Lock()
-        self._idle: dict[PoolKey, list[tuple[float, Any]]] = {}
+        self._idle: dict[PoolKey, list[tuple[float, C]]] = {}
         self.idle_timeout_s = idle_timeout_s
         self._clock = clock
         self.created = 0  # clients made by the factory (for tests and the bench)
@@ -63,8 +66,8 @@ class ClientPool:
     def key(config: Mapping[str, Any]) -> PoolKey:
         return tuple(sorted((str(k), str(v)) for k, v in config.items()))
 
-    def _evict_expired(self, now: float) -> list[Any]:
-        expired: list[Any] = []
+    def _evict_expired(self, now: float) -> list[C]:
+        expired: list[C] = []
         for key in list(self._idle):
             keep = [(t, c) for t, c in self._idle[key] if now - t <= self.idle_timeout_s]
             expired.extend(c for t, c in self._idle[key] if now - t > self.idle_timeout_s)
@@ -74,7 +77,7 @@ class ClientPool:
                 del self._idle[key]
         return expired
 
-    def acquire(self, config: Mapping[str, Any]) -> Any:
+    def acquire(self, config: Mapping[str, Any]) -> C:
         """An idle client made from the same configuration, else a new one."""
         key = self.key(config)
         client = None
@@ -91,12 +94,12 @@ class ClientPool:
         self.created += 1
         return client
 
-    def release(self, config: Mapping[str, Any], client: Any) -> None:
+    def release(self, config: Mapping[str, Any], client: C) -> None:
         """Keep ``client`` for the next task with the same configuration."""
         with self._lock:
             self._idle.setdefault(self.key(config), []).append((self._clock(), client))
 
-    def discard(self, client: Any) -> None:
+    def discard(self, client: C) -> None:
         """Close ``client`` instead of keeping it (its task failed)."""
         _close_quietly(client)
 
@@ -112,7 +115,7 @@ class ClientPool:
         for client in idle:
             _close_quietly(client)
 
-    def close_at_exit(self) -> ClientPool:
+    def close_at_exit(self) -> ClientPool[C]:
         """Register :meth:`close_all` to run when the worker process exits; returns self."""
         atexit.register(self.close_all)
         return self

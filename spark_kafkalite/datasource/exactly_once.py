@@ -61,9 +61,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_kafkalite.client.types import TopicPartition
+from spark_kafkalite.datasource.client_protocols import SinkProducer, TransactionalSinkProducer
 from spark_kafkalite.datasource.errors import KafkaLiteWriteError
 from spark_kafkalite.datasource.option_checks import KafkaLiteOptionError
 from spark_kafkalite.protocol.errors import KafkaError
+from spark_kafkalite.protocol.group_records import OffsetAndMetadata
 
 __all__ = [
     "AT_LEAST_ONCE",
@@ -252,12 +254,12 @@ def decode_marker(metadata: str | None) -> Marker | None:
     return Marker(batch, _count(value.get("records")), _count(value.get("valueBytes")))
 
 
-def committed_marker(group: str, offsets: Mapping[TopicPartition, Any]) -> Marker | None:
+def committed_marker(group: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> Marker | None:
     """The marker of the highest batch among ``offsets`` (``{tp: OffsetAndMetadata}`` of
     ``group``), None when there is none. Offsets that are not markers are logged and ignored."""
     best: Marker | None = None
     for tp, om in offsets.items():
-        marker = decode_marker(getattr(om, "metadata", None))
+        marker = decode_marker(om.metadata)
         if marker is None:
             log.warning(
                 "exactly-once sink: group '%s' holds an offset that is not a kafkalite marker (%s-%d); "
@@ -404,7 +406,7 @@ def _timed_out(
     )
 
 
-SendRows = Callable[[Iterator[pa.RecordBatch], Any], tuple[int, TopicPartition | None]]
+SendRows = Callable[[Iterator[pa.RecordBatch], SinkProducer], tuple[int, TopicPartition | None]]
 """``(batches, producer) -> (records sent and acknowledged, first topic-partition written)``."""
 
 
@@ -412,10 +414,10 @@ def write_task(
     batches: Iterable[pa.RecordBatch],
     identity: TaskIdentity,
     *,
-    new_producer: Callable[[str], Any],
-    read_offsets: Callable[[str], Mapping[TopicPartition, Any]],
+    new_producer: Callable[[str], TransactionalSinkProducer],
+    read_offsets: Callable[[str], Mapping[TopicPartition, OffsetAndMetadata]],
     send_rows: SendRows,
-    offset_and_metadata: Callable[..., Any],
+    offset_and_metadata: Callable[..., OffsetAndMetadata],
     transaction_timeout_ms: float,
 ) -> TaskOutcome:
     """Run the task protocol of the module docstring.

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from spark_kafkalite.client.types import TopicPartition
+from spark_kafkalite.datasource.client_protocols import SourceConsumer
 from spark_kafkalite.datasource.errors import OffsetsMismatchError, TopicNotFoundError
 from spark_kafkalite.datasource.offsets import EARLIEST, LATEST, PartitionOffsetMap, format_partitions
 from spark_kafkalite.datasource.options import (
@@ -58,10 +59,10 @@ class KafkaOffsetReader:
         self.client_config = dict(client_config)
         self.num_retries = num_retries
         self.retry_interval_ms = retry_interval_ms
-        self._consumer: Any = None
+        self._consumer: SourceConsumer | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def _get_consumer(self) -> Any:
+    def _get_consumer(self) -> SourceConsumer:
         if self._consumer is None:
             from spark_kafkalite.client import KafkaConsumer
 
@@ -87,7 +88,7 @@ class KafkaOffsetReader:
         state["_consumer"] = None
         return state
 
-    def _with_retries(self, body: Callable[[Any], T]) -> T:
+    def _with_retries(self, body: Callable[[SourceConsumer], T]) -> T:
         attempt = 0
         while True:
             try:
@@ -123,7 +124,9 @@ class KafkaOffsetReader:
         return self.client_config.get("bootstrap.servers", "?")
 
     @staticmethod
-    def _fresh_partitions(consumer: Any, all_topics: Mapping[str, set[int]], topic: str) -> set[int] | None:
+    def _fresh_partitions(
+        consumer: SourceConsumer, all_topics: Mapping[str, set[int]], topic: str
+    ) -> set[int] | None:
         """Partitions of ``topic`` from a fresh Metadata answer (the consumer's cache would miss
         partitions added since it was filled); internal topics are only in the cache path."""
         if topic in all_topics:
@@ -132,7 +135,7 @@ class KafkaOffsetReader:
             return consumer.partitions_for_topic(topic)
         return None
 
-    def _topic_partitions(self, consumer: Any, missing_ok: bool) -> set[TopicPartition]:
+    def _topic_partitions(self, consumer: SourceConsumer, missing_ok: bool) -> set[TopicPartition]:
         strategy = self.strategy
         # One Metadata request per call (Spark's KafkaOffsetReaderAdmin describes topics every
         # time): partitions added or topics deleted since the last call are seen at once.
@@ -187,7 +190,9 @@ class KafkaOffsetReader:
         return self._list_offsets(partitions, lambda c, tps: c.beginning_offsets(tps))
 
     def _list_offsets(
-        self, partitions: Iterable[TopicPartition], query: Callable[[Any, list[TopicPartition]], Any]
+        self,
+        partitions: Iterable[TopicPartition],
+        query: Callable[[SourceConsumer, list[TopicPartition]], Mapping[TopicPartition, int]],
     ) -> PartitionOffsetMap:
         """``query`` for all partitions at once; when one is gone (UNKNOWN_TOPIC_OR_PARTITION),
         again one by one, leaving the missing ones out."""

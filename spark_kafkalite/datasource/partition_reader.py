@@ -26,6 +26,7 @@ from pyspark.sql.datasource import InputPartition
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.datasource.arrow import columns_to_batch
 from spark_kafkalite.datasource.client_pool import ClientPool
+from spark_kafkalite.datasource.client_protocols import SourceConsumer
 from spark_kafkalite.datasource.errors import (
     INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_FALSE,
     INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_TRUE,
@@ -87,7 +88,7 @@ class ReadConfig:
         return config
 
 
-def _new_consumer(config: dict[str, Any]) -> Any:
+def _new_consumer(config: dict[str, Any]) -> SourceConsumer:
     from spark_kafkalite.client import KafkaConsumer
 
     return KafkaConsumer(config)
@@ -128,7 +129,7 @@ def read_offset_range(rng: OffsetRange, config: ReadConfig) -> Iterator[pa.Recor
             _POOL.discard(consumer)
 
 
-def _read(consumer: Any, rng: OffsetRange, config: ReadConfig) -> Iterator[pa.RecordBatch]:
+def _read(consumer: SourceConsumer, rng: OffsetRange, config: ReadConfig) -> Iterator[pa.RecordBatch]:
     """Poll columns (decoded straight into Arrow, no Python object per record), slice the first
     and last batch to ``[from_offset, until_offset)`` and yield them as they come (each at most
     ``max.poll.records`` = ``batch_rows`` rows)."""
@@ -193,7 +194,7 @@ def _int64_view(array: pa.Array) -> memoryview:
     return view[array.offset : array.offset + len(array)]
 
 
-def _beyond_log_end(consumer: Any, tp: TopicPartition, offset: int) -> bool:
+def _beyond_log_end(consumer: SourceConsumer, tp: TopicPartition, offset: int) -> bool:
     """True when ``offset`` is at or past the partition's high watermark: first from the HW the
     last fetch reported (free), then confirmed with ListOffsets."""
     highwater = consumer.highwater(tp)
@@ -204,7 +205,7 @@ def _beyond_log_end(consumer: Any, tp: TopicPartition, offset: int) -> bool:
 
 
 def _skip_out_of_range(
-    consumer: Any, tp: TopicPartition, offset: int, until: int, fail_on_data_loss: bool
+    consumer: SourceConsumer, tp: TopicPartition, offset: int, until: int, fail_on_data_loss: bool
 ) -> int:
     """Handle OFFSET_OUT_OF_RANGE at ``offset``: raise (failOnDataLoss) or return the first
     available offset in ``[offset, until)`` (``until`` when none is left)."""

@@ -37,11 +37,13 @@ from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.datasource.arrow import HEADERS_TYPE
 from spark_kafkalite.datasource.arrow_sink import SinkBatchEncoder
 from spark_kafkalite.datasource.client_pool import ClientPool
+from spark_kafkalite.datasource.client_protocols import SinkProducer, SourceAdmin, TransactionalSinkProducer
 from spark_kafkalite.datasource.errors import KafkaLiteWriteError
 from spark_kafkalite.datasource.exactly_once import task_identity, write_task
 from spark_kafkalite.datasource.options import KafkaLiteOptionError, SinkOptions
 from spark_kafkalite.datasource.phase_timing import phase, waiting_iterator
 from spark_kafkalite.datasource.worker_heap import freeze_imported_heap
+from spark_kafkalite.protocol.group_records import OffsetAndMetadata
 
 __all__ = [
     "KafkaLiteCommitMessage",
@@ -176,13 +178,13 @@ class _PendingSends:
             )
 
 
-def _new_producer(config: dict[str, Any]) -> Any:
+def _new_producer(config: dict[str, Any]) -> TransactionalSinkProducer:
     from spark_kafkalite.client import KafkaProducer
 
     return KafkaProducer(config)
 
 
-_PRODUCERS = ClientPool(_new_producer).close_at_exit()
+_PRODUCERS: ClientPool[SinkProducer] = ClientPool[SinkProducer](_new_producer).close_at_exit()
 """Producers of this Python worker, reused by later tasks and micro-batches with the same
 options (Spark's ``CachedKafkaProducer``): no reconnect and no metadata round trip per batch."""
 
@@ -196,7 +198,10 @@ def producer_config(sink: SinkOptions) -> dict[str, Any]:
 
 
 def write_batches(
-    batches: Iterator[pa.RecordBatch], plan: WritePlan, sink: SinkOptions, producers: ClientPool | None = None
+    batches: Iterator[pa.RecordBatch],
+    plan: WritePlan,
+    sink: SinkOptions,
+    producers: ClientPool[SinkProducer] | None = None,
 ) -> int:
     """Send every row of ``batches`` and wait until all are acknowledged; returns the row count.
     Rows are partitioned and encoded per Arrow batch (``arrow_sink.SinkBatchEncoder``) and reach
@@ -224,7 +229,7 @@ def write_batches(
 
 
 def _send_all(
-    batches: Iterator[pa.RecordBatch], plan: WritePlan, producer: Any
+    batches: Iterator[pa.RecordBatch], plan: WritePlan, producer: SinkProducer
 ) -> tuple[int, TopicPartition | None]:
     """Send every row, flush, wait for every ack; returns ``(records, first topic-partition
     written or None)``."""
@@ -259,7 +264,7 @@ def _send_all(
     return tracker.sent, first
 
 
-def _new_admin(config: dict[str, Any]) -> Any:
+def _new_admin(config: dict[str, Any]) -> SourceAdmin:
     from spark_kafkalite.client import KafkaAdminClient
 
     return KafkaAdminClient(config)
@@ -269,16 +274,14 @@ _ADMINS = ClientPool(_new_admin).close_at_exit()
 """Admin clients of this Python worker that read exactly-once markers (reused across tasks)."""
 
 
-def _read_marker_offsets(sink: SinkOptions, group: str) -> dict[TopicPartition, Any]:
+def _read_marker_offsets(sink: SinkOptions, group: str) -> dict[TopicPartition, OffsetAndMetadata]:
     """Every committed offset of ``group``, with RequireStable (a pending transactional commit is
     waited for), through this worker's pooled admin client."""
     config: dict[str, Any] = dict(sink.client_config)
     config["client.id"] = "kafkalite-spark-writer-marker"
     admin = _ADMINS.acquire(config)
     try:
-        offsets: dict[TopicPartition, Any] = admin.list_consumer_group_offsets_and_metadata(
-            group, require_stable=True
-        )
+        offsets = admin.list_consumer_group_offsets_and_metadata(group, require_stable=True)
     except BaseException:
         _ADMINS.discard(admin)
         raise
@@ -300,7 +303,6 @@ def write_exactly_once(
     """
     from pyspark import TaskContext
 
-    from spark_kafkalite.client.consumer.group_requests import OffsetAndMetadata
     from spark_kafkalite.client.producer.kafka_producer import PRODUCER_DEFAULTS
 
     freeze_imported_heap()

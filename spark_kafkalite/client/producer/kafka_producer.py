@@ -16,9 +16,9 @@ optionally ``send_offsets_to_transaction(offsets, consumer.group_metadata())``, 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_kafkalite.client.config import parse_acks, parse_config
 from spark_kafkalite.client.consumer.group_requests import OffsetAndMetadata
@@ -41,6 +41,9 @@ from spark_kafkalite.protocol.errors import (
 )
 from spark_kafkalite.protocol.native import load_twin
 from spark_kafkalite.protocol.record_batch import COMPRESSION_CODECS, RECORD_BATCH_OVERHEAD, compress
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsLenAndGetItem
 
 __all__ = ["KafkaProducer", "PRODUCER_DEFAULTS"]
 
@@ -288,7 +291,9 @@ class KafkaProducer:
         self._sender.wakeup()
         return batch.result()
 
-    def sticky_partition_runs(self, topic: str, cumulative_sizes: Sequence[int]) -> list[tuple[int, int]]:
+    def sticky_partition_runs(
+        self, topic: str, cumulative_sizes: SupportsLenAndGetItem[int]
+    ) -> list[tuple[int, int]]:
         """Partitions for consecutive keyless records of ``topic`` as ``send`` would pick them
         (sticky, KIP-794), in runs: see ``StickyPartitioner.partition_runs``. Waits up to
         ``max.block.ms`` for the topic's metadata.

@@ -12,9 +12,12 @@ from __future__ import annotations
 import bisect
 import random
 import threading
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from spark_kafkalite.protocol.record_encoding import murmur2
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsLenAndGetItem
 
 __all__ = ["murmur2", "to_positive", "partition_for_key", "StickyPartitioner"]
 
@@ -70,7 +73,11 @@ class StickyPartitioner:
         return state
 
     def partition_runs(
-        self, topic: str, available: list[int], num_partitions: int, cumulative_sizes: Sequence[int]
+        self,
+        topic: str,
+        available: list[int],
+        num_partitions: int,
+        cumulative_sizes: SupportsLenAndGetItem[int],
     ) -> list[tuple[int, int]]:
         """Sticky partitions for consecutive keyless records, the same choices as calling
         :meth:`partition` for each: record ``i`` brings the running byte total to
