@@ -56,7 +56,7 @@ _TOPIC_HELP = (
     "Partitions of consumer fetch requests that failed (FailedFetchRequestsPerSec)",
 )
 _LE = [str(b) for b in TIME_BUCKETS_MS] + ["+Inf"]
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # hasattr: POSIX only
 
 
 @dataclass
