@@ -305,9 +305,11 @@ def test_classic_group_upgrades_online_and_its_member_stays_classic() -> None:
     # the classic member is told to rejoin; JoinGroup answers at once, without a leader
     heartbeat = h.coordinator.handle_heartbeat
     assert heartbeat(GROUP, joined.member_id, None, joined.generation_id) == E.rebalance_in_progress
+    assert joined.member_id in group.consumer.rebalance_timers  # it must rejoin in time
     rejoined = h.join(joined.member_id, protocols=protocols)
     _loop.run_until_complete(settle())
     assert rejoined[0].error == 0 and rejoined[0].leader_id == "" and rejoined[0].members == []
+    assert joined.member_id not in group.consumer.rebalance_timers
     synced = h.sync(joined.member_id, rejoined[0].generation_id)
     kept = {tp.partition for tp in decode_assignment(synced[0].assignment).partitions}
     assert len(kept) == 2

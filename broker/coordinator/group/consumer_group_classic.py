@@ -17,7 +17,8 @@ LeaveGroup of a consumer group, ``convertToClassicGroup``; Kafka's default migra
   (nobody runs a client-side assignor); SyncGroup returns the member's partitions encoded with the
   ConsumerProtocol version of its metadata; Heartbeat answers REBALANCE_IN_PROGRESS when the
   member is behind the group epoch, must revoke partitions, or can now receive unreleased ones, so
-  it rejoins; LeaveGroup removes it. Its session is its JoinGroup ``session.timeout.ms``.
+  it rejoins (within its rebalance timeout, else it is removed); LeaveGroup removes it. Its
+  session is its JoinGroup ``session.timeout.ms``.
 - **Downgrade**: when the last consumer-protocol member leaves (or is fenced) and classic
   members remain, the group turns classic again (Kafka's ``convertToClassicGroup``) and rebalances.
 """
@@ -324,6 +325,7 @@ class ClassicMembers:
         topics = self._topics()
         owned = [(t, sorted(ps)) for t, ps in _to_ids(subscription.owned_partitions, topics).items()]
         reconciled = self.consumer.update_and_reconcile(group, member, updated, owned, topics, records)
+        self.consumer.cancel_join_timeout(group, member_id)
         self.consumer.schedule_session_timeout(group, member_id, session_timeout_ms)
         return JoinResult(
             member_id,
@@ -461,6 +463,9 @@ class ClassicMembers:
             or member.state is MemberState.UNREVOKED_PARTITIONS
             or (member.state is MemberState.UNRELEASED_PARTITIONS and not waiting)
         ):
+            self.consumer.schedule_join_timeout_if_absent(
+                group, member.member_id, member.rebalance_timeout_ms
+            )
             return int(E.rebalance_in_progress)
         return 0
 

@@ -433,6 +433,18 @@ class ConsumerGroupCoordinator:
             lambda: self._expire(group, after.member_id, epoch, "did not revoke its partitions in time"),
         )
 
+    def schedule_join_timeout_if_absent(self, group: ConsumerGroup, member_id: str, timeout_ms: int) -> None:
+        """A classic member told to rejoin must send JoinGroup within its rebalance timeout or
+        it is removed (Kafka's ``scheduleConsumerGroupJoinTimeoutIfAbsent``)."""
+        if member_id not in group.rebalance_timers:
+            group.rebalance_timers[member_id] = self.scheduler.call_later(
+                max(timeout_ms, 0),
+                lambda: self._expire(group, member_id, None, "did not rejoin within its rebalance timeout"),
+            )
+
+    def cancel_join_timeout(self, group: ConsumerGroup, member_id: str) -> None:
+        self._cancel_rebalance_timer(group, member_id)
+
     def _cancel_rebalance_timer(self, group: ConsumerGroup, member_id: str) -> None:
         timer = group.rebalance_timers.pop(member_id, None)
         if timer is not None:
@@ -471,8 +483,10 @@ class ConsumerGroupCoordinator:
 
     def on_group_loaded(self, group: ConsumerGroup, session_timeout_ms: int) -> None:
         """A loaded group's members get a fresh session (Kafka schedules their timeouts on load)."""
-        for member_id in group.members:
-            self.schedule_session_timeout(group, member_id, session_timeout_ms)
+        for member_id, member in group.members.items():
+            self.schedule_session_timeout(
+                group, member_id, member.classic_session_timeout_ms or session_timeout_ms
+            )
 
     # -- offsets (Kafka's ConsumerGroup.validateOffsetCommit / validateOffsetFetch) -------------
     @staticmethod
