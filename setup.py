@@ -88,7 +88,8 @@ class OptionalBuildExt(build_ext):
 
 def _extensions() -> list:
     sources = sorted(glob.glob("spark_kafkalite/**/*.pyx", recursive=True))
-    if not sources:
+    if not sources:  # an sdist made without MANIFEST.in's .pyx
+        _say_pure_python("no .pyx sources in this source tree")
         return []
     try:
         from Cython.Build import cythonize
