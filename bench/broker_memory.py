@@ -31,7 +31,7 @@ from kio.schema.produce.v9 import request as produce_v9
 
 from spark_kafkalite.local_cluster import LocalCluster
 from spark_kafkalite.protocol.framing import encode_request
-from spark_kafkalite.protocol.record_batch import encode_batch
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 MS = datetime.timedelta(milliseconds=1)
 API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 7, 3) + b"raw"

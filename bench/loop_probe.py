@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from kio.schema.produce.v9 import request as produce_v9
 
 from spark_kafkalite.protocol.framing import encode_request
-from spark_kafkalite.protocol.record_batch import COMPRESSION_GZIP, COMPRESSION_ZSTD, encode_batch
+from spark_kafkalite.protocol.record_batch import COMPRESSION_GZIP, COMPRESSION_ZSTD
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 __all__ = ["LatencyProbe", "bomb_produce_frame", "max_size_produce_frame", "produce_frame", "recv_frame"]
 

@@ -73,7 +73,7 @@ from spark_kafkalite.local_cluster import LocalCluster
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build, nested
 from spark_kafkalite.protocol.framing import encode_request
-from spark_kafkalite.protocol.record_batch import encode_batch
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 GOAL_SPREAD = {1000: 0.5, 4000: 0.3}
 GOAL_RF3_OVER_RF1 = 0.5

@@ -27,7 +27,7 @@ from spark_kafkalite.protocol.bounded_scan import (
     schema_steps,
 )
 from spark_kafkalite.protocol.errors import UnsupportedVersionError
-from spark_kafkalite.protocol.record_batch import encode_batch
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 __all__ = ["WireGen", "mutate", "request_versions", "TOPICS", "GROUPS"]
 

@@ -10,7 +10,7 @@ have holes (``records_count <= last_offset_delta + 1``). ``last_offset_delta`` s
 original one, so the producer's last sequence survives (``MemoryRecordsBuilder
 .overrideLastOffset``). Records are recompressed with the batch's own codec (Kafka's
 ``MemoryRecords.buildRetainedRecordsInto``: ``originalBatch.compressionType()``), at the level the
-caller gives, written by ``record_batch.append_record`` / ``seal_batch`` (what ``encode_batch`` uses). For LogAppendTime
+caller gives, written by ``record_batch_writer.append_record`` / ``seal_batch`` (what ``encode_batch`` uses). For LogAppendTime
 batches the max timestamp is kept; for CreateTime it is recomputed from the retained records.
 A delete horizon (KIP-534) goes into the base timestamp with attribute bit 6, the records'
 timestamp deltas relative to it, so every record keeps its timestamp; a batch that already has
@@ -30,13 +30,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from spark_kafkalite.protocol.record_batch import (
-    ATTR_DELETE_HORIZON,
-    BatchHeader,
-    DecodedBatch,
-    append_record,
-    seal_batch,
-)
+from spark_kafkalite.protocol.record_batch import ATTR_DELETE_HORIZON, BatchHeader, DecodedBatch
+from spark_kafkalite.protocol.record_batch_writer import append_record, seal_batch
 
 __all__ = ["delete_horizon_passed", "empty_batch", "needs_delete_horizon", "rewrite_batch"]
 

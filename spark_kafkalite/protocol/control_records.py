@@ -18,14 +18,8 @@ from enum import IntEnum
 from typing import NamedTuple
 
 from spark_kafkalite.protocol.errors import InvalidRecordError
-from spark_kafkalite.protocol.record_batch import (
-    BatchHeader,
-    Buffer,
-    append_record,
-    decode_batch,
-    read_header,
-    seal_batch,
-)
+from spark_kafkalite.protocol.record_batch import BatchHeader, Buffer, decode_batch, read_header
+from spark_kafkalite.protocol.record_batch_writer import append_record, seal_batch
 from spark_kafkalite.protocol.record_layout import ATTR_CONTROL, ATTR_TRANSACTIONAL
 
 __all__ = [

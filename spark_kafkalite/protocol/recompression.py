@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from spark_kafkalite.protocol.compression import COMPRESSION_NONE, iter_decompressed
 from spark_kafkalite.protocol.native import RECORD_REBUILD, load_twin
-from spark_kafkalite.protocol.record_batch import BatchHeader, seal_batch
+from spark_kafkalite.protocol.record_batch import BatchHeader
+from spark_kafkalite.protocol.record_batch_writer import seal_batch
 from spark_kafkalite.protocol.record_layout import ATTR_TRANSACTIONAL, RECORD_BATCH_OVERHEAD
 
 __all__ = ["rebuild_batch", "IMPLEMENTATION"]

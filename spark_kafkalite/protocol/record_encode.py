@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from spark_kafkalite.protocol.record_batch import seal_batch
+from spark_kafkalite.protocol.record_batch_writer import seal_batch
 from spark_kafkalite.protocol.record_layout import (
     MAX_RECORD_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
@@ -213,7 +213,7 @@ def _build_batch(
     is_transactional: bool,
     partition_leader_epoch: int,
 ) -> bytes:
-    """Header + (compressed) records + CRC-32C (:func:`~spark_kafkalite.protocol.record_batch.seal_batch`)."""
+    """Header + (compressed) records + CRC-32C (:func:`~spark_kafkalite.protocol.record_batch_writer.seal_batch`)."""
     if count == 0:
         raise ValueError("a record batch needs at least one record")
     return seal_batch(

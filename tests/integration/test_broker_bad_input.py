@@ -22,7 +22,7 @@ from kio.schema.metadata.v12 import request as metadata_v12
 from kio.schema.produce.v9 import request as produce_v9
 
 from spark_kafkalite.protocol.framing import decode_response, encode_request
-from spark_kafkalite.protocol.record_batch import encode_batch
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 pytestmark = pytest.mark.timeout(60)
 

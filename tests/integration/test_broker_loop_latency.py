@@ -35,7 +35,8 @@ from bench.loop_probe import (
 )
 from spark_kafkalite.local_cluster import LocalCluster
 from spark_kafkalite.protocol.framing import decode_response, encode_request
-from spark_kafkalite.protocol.record_batch import COMPRESSION_GZIP, decode_batches, encode_batch
+from spark_kafkalite.protocol.record_batch import COMPRESSION_GZIP, decode_batches
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 from tests.integration.inprocess_broker import InProcessBroker
 
 pytestmark = pytest.mark.timeout(120)

@@ -27,7 +27,7 @@ from broker.network.request_context import RequestContext
 from broker.network.socket_server import SocketServer
 from spark_kafkalite.local_cluster import LocalCluster
 from spark_kafkalite.protocol.framing import decode_response, encode_request
-from spark_kafkalite.protocol.record_batch import encode_batch
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -22,7 +22,8 @@ from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build as make
 from spark_kafkalite.protocol.entities import nested
 from spark_kafkalite.protocol.errors import CorruptRecordError
-from spark_kafkalite.protocol.record_batch import MAX_UNCOMPRESSED_RECORDS_BYTES, encode_batch
+from spark_kafkalite.protocol.record_batch import MAX_UNCOMPRESSED_RECORDS_BYTES
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -23,7 +23,8 @@ from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build as make
 from spark_kafkalite.protocol.entities import nested
 from spark_kafkalite.protocol.errors import ErrorCode
-from spark_kafkalite.protocol.record_batch import encode_batch, iter_batch_headers
+from spark_kafkalite.protocol.record_batch import iter_batch_headers
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 pytestmark = pytest.mark.timeout(60)
 

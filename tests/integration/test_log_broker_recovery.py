@@ -37,7 +37,7 @@ _CRASH_SCRIPT = textwrap.dedent(
     from pathlib import Path
     from broker.log.log_config import LogConfig
     from broker.log.log_manager import LogManager
-    from spark_kafkalite.protocol.record_batch import encode_batch
+    from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
     mgr = LogManager([Path(sys.argv[1])], LogConfig(segment_bytes=3000, index_interval_bytes=200))
     mgr.startup()

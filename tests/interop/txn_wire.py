@@ -15,7 +15,7 @@ from spark_kafkalite.client.requests import RequestBuilder
 from spark_kafkalite.protocol.api_keys import ApiKey, request_class
 from spark_kafkalite.protocol.entities import build as make
 from spark_kafkalite.protocol.entities import nested
-from spark_kafkalite.protocol.record_batch import encode_batch
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1

@@ -20,7 +20,7 @@ from spark_kafkalite.client.consumer.subscription_state import OffsetResetStrate
 from spark_kafkalite.client.metadata import Metadata
 from spark_kafkalite.client.types import ConsumerRecord, TopicPartition
 from spark_kafkalite.protocol.errors import KafkaError, OffsetOutOfRangeError
-from spark_kafkalite.protocol.record_batch import encode_batch
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 TP = TopicPartition("t", 0)
 

@@ -23,7 +23,8 @@ from spark_kafkalite.protocol.control_records import (
     end_txn_marker_batch,
 )
 from spark_kafkalite.protocol.errors import InvalidConfigError
-from spark_kafkalite.protocol.record_batch import encode_batch, read_header
+from spark_kafkalite.protocol.record_batch import read_header
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 TP = TopicPartition("t", 0)
 

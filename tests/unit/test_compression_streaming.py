@@ -16,10 +16,10 @@ from spark_kafkalite.protocol.record_batch import (
     RECORD_BATCH_OVERHEAD,
     _RecordWalker,
     _walk_records,
-    encode_batch,
     validate_batch,
     validate_record_framing,
 )
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 from tests.unit._hypothesis_budget import examples
 
 CODECS = (1, 2, 3, 4)

@@ -16,7 +16,7 @@ from spark_kafkalite.client.consumer.subscription_state import OffsetResetStrate
 from spark_kafkalite.client.metadata import Metadata
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.protocol.errors import ErrorCode, TopicAuthorizationFailedError
-from spark_kafkalite.protocol.record_batch import encode_batch
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 TP = TopicPartition("t", 0)
 

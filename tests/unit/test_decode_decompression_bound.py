@@ -10,10 +10,10 @@ from spark_kafkalite.protocol.errors import CorruptRecordError, KafkaError
 from spark_kafkalite.protocol.record_batch import (
     MAX_UNCOMPRESSED_RECORDS_BYTES,
     decode_batch,
-    encode_batch,
     read_header,
     records_section,
 )
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 from spark_kafkalite.protocol.record_columns import append_batch, new_builder
 
 CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}

@@ -16,7 +16,7 @@ from broker.coordinator.group.scheduler import ManualScheduler
 from broker.log.log_results import FetchDataInfo
 from spark_kafkalite.protocol.errors import ErrorCode as E
 from spark_kafkalite.protocol.group_records import OffsetAndMetadata
-from spark_kafkalite.protocol.record_batch import encode_batch
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 GROUP = "g"
 SESSION_MS = 10_000

@@ -15,7 +15,7 @@ from broker.log.log_results import FetchDataInfo
 from spark_kafkalite.protocol.control_records import end_txn_marker_batch
 from spark_kafkalite.protocol.errors import ErrorCode as E
 from spark_kafkalite.protocol.group_records import OffsetAndMetadata
-from spark_kafkalite.protocol.record_batch import encode_batch
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 G = "g"
 TP = ("t", 0)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from broker.log.log_config import LogConfig
 from broker.log.unified_log import UnifiedLog
-from spark_kafkalite.protocol.record_batch import encode_batch, iter_batch_headers, validate_batch
+from spark_kafkalite.protocol.record_batch import iter_batch_headers, validate_batch
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 
 def _stored(log: UnifiedLog) -> bytes:

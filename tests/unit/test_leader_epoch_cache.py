@@ -14,7 +14,7 @@ from broker.log.leader_epoch_cache import (
 )
 from broker.log.log_config import LogConfig
 from broker.log.unified_log import UnifiedLog
-from spark_kafkalite.protocol.record_batch import encode_batch
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 
 def _cache(tmp_path: Path, entries: list[tuple[int, int]]) -> LeaderEpochFileCache:

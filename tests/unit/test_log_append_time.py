@@ -15,11 +15,11 @@ from spark_kafkalite.protocol.record_batch import (
     COMPRESSION_NONE,
     COMPRESSION_ZSTD,
     decode_batch,
-    encode_batch,
     read_header,
     set_log_append_time,
     validate_batch,
 )
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 RECORDS = [(b"k%d" % i, b"v%d" % i, 1_000 + i, []) for i in range(10)]
 

@@ -31,8 +31,8 @@ from spark_kafkalite.protocol.record_batch import (
     DecodedBatch,
     decode_batch,
     decode_batches,
-    encode_batch,
 )
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 from tests.unit._hypothesis_budget import examples
 
 pytestmark = pytest.mark.timeout(60)

@@ -32,13 +32,8 @@ from spark_kafkalite.protocol.control_records import (
     end_txn_marker_batch,
 )
 from spark_kafkalite.protocol.errors import InvalidRecordError
-from spark_kafkalite.protocol.record_batch import (
-    BatchHeader,
-    decode_batch,
-    encode_batch,
-    read_header,
-    validate_batch,
-)
+from spark_kafkalite.protocol.record_batch import BatchHeader, decode_batch, read_header, validate_batch
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 pytestmark = pytest.mark.timeout(60)
 

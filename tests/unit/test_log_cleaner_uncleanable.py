@@ -17,7 +17,8 @@ from broker.log.log_cleaner import CleanerStats, LogCleaner
 from broker.log.log_config import LogConfig
 from broker.log.log_manager import LogManager
 from broker.log.unified_log import UnifiedLog
-from spark_kafkalite.protocol.record_batch import COMPRESSION_GZIP, RECORD_BATCH_OVERHEAD, encode_batch
+from spark_kafkalite.protocol.record_batch import COMPRESSION_GZIP, RECORD_BATCH_OVERHEAD
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from broker.log.file_slices import DeferredRecords
 from broker.log.log_config import LogConfig
 from broker.log.unified_log import UnifiedLog
-from spark_kafkalite.protocol.record_batch import encode_batch
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 
 def _log(tmp_path: Path) -> UnifiedLog:

@@ -22,7 +22,8 @@ from broker.log.log_config import LogConfig
 from broker.log.log_manager import LogManager
 from broker.log.log_segment import SEGMENT_READ_STATS, LogSegment
 from broker.log.unified_log import UnifiedLog
-from spark_kafkalite.protocol.record_batch import decode_batches, encode_batch
+from spark_kafkalite.protocol.record_batch import decode_batches
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -13,7 +13,8 @@ from broker.log.log_config import LogConfig
 from broker.log.log_segment import LogSegment
 from broker.log.offset_index import OffsetIndex
 from broker.log.unified_log import UnifiedLog
-from spark_kafkalite.protocol.record_batch import decode_batches, encode_batch, iter_batch_headers
+from spark_kafkalite.protocol.record_batch import decode_batches, iter_batch_headers
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 from tests.unit._hypothesis_budget import examples
 
 pytestmark = pytest.mark.timeout(60)

@@ -11,7 +11,8 @@ from broker.log.checkpoints import read_offset_checkpoint
 from broker.log.log_config import LogConfig
 from broker.log.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from broker.log.log_segment import LogSegment, log_file_name
-from spark_kafkalite.protocol.record_batch import decode_batches, encode_batch
+from spark_kafkalite.protocol.record_batch import decode_batches
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 pytestmark = pytest.mark.timeout(60)
 

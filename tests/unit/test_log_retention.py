@@ -15,7 +15,8 @@ from broker.log.log_config import LogConfig
 from broker.log.log_manager import LogManager
 from broker.log.unified_log import UnifiedLog
 from spark_kafkalite.protocol.errors import OffsetOutOfRangeError
-from spark_kafkalite.protocol.record_batch import decode_batches, encode_batch
+from spark_kafkalite.protocol.record_batch import decode_batches
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 pytestmark = pytest.mark.timeout(30)
 

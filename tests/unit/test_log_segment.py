@@ -8,7 +8,8 @@ import pytest
 
 from broker.log.log_config import LogConfig
 from broker.log.log_segment import LogSegment, log_file_name
-from spark_kafkalite.protocol.record_batch import assign_offsets, decode_batches, encode_batch
+from spark_kafkalite.protocol.record_batch import assign_offsets, decode_batches
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -15,7 +15,8 @@ from broker.log.log_config import LogConfig
 from broker.log.log_segment import SEGMENT_READ_STATS
 from broker.log.time_index import TIME_INDEX_ENTRY_SIZE, TimeIndex
 from broker.log.unified_log import UnifiedLog
-from spark_kafkalite.protocol.record_batch import decode_batches, encode_batch
+from spark_kafkalite.protocol.record_batch import decode_batches
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 from tests.unit._hypothesis_budget import examples
 
 pytestmark = pytest.mark.timeout(60)

@@ -32,7 +32,8 @@ from spark_kafkalite.protocol.errors import (
     InvalidTxnStateError,
     TransactionCoordinatorFencedError,
 )
-from spark_kafkalite.protocol.record_batch import append_record, decode_batch, encode_batch, seal_batch
+from spark_kafkalite.protocol.record_batch import decode_batch
+from spark_kafkalite.protocol.record_batch_writer import append_record, encode_batch, seal_batch
 
 pytestmark = pytest.mark.timeout(30)
 

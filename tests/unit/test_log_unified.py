@@ -19,7 +19,8 @@ from spark_kafkalite.protocol.errors import (
     InvalidRecordError,
     OffsetOutOfRangeError,
 )
-from spark_kafkalite.protocol.record_batch import decode_batches, encode_batch
+from spark_kafkalite.protocol.record_batch import decode_batches
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 pytestmark = pytest.mark.timeout(30)
 

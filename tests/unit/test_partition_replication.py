@@ -20,7 +20,7 @@ from spark_kafkalite.protocol.errors import (
     NotLeaderOrFollowerError,
     UnknownLeaderEpochError,
 )
-from spark_kafkalite.protocol.record_batch import encode_batch
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 LAG_MS = 10_000
 

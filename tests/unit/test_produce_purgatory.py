@@ -16,7 +16,7 @@ from broker.log.log_config import LogConfig
 from broker.log.unified_log import UnifiedLog
 from broker.replication.delayed_produce import DelayedProduce, ProducePurgatory
 from spark_kafkalite.protocol.errors import ErrorCode
-from spark_kafkalite.protocol.record_batch import encode_batch
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 
 def _batch() -> bytearray:

@@ -27,7 +27,8 @@ from spark_kafkalite.protocol.errors import (
     InvalidRecordError,
     OutOfOrderSequenceNumberError,
 )
-from spark_kafkalite.protocol.record_batch import decode_batches, encode_batch, read_header
+from spark_kafkalite.protocol.record_batch import decode_batches, read_header
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -44,11 +44,11 @@ from spark_kafkalite.protocol.record_batch import (
     COMPRESSION_ZSTD,
     RECORD_BATCH_OVERHEAD,
     decode_batch,
-    encode_batch,
     read_header,
     records_section,
     validate_batch,
 )
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 from tests.unit._hypothesis_budget import examples
 
 CODECS = [COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD]

@@ -18,11 +18,11 @@ from spark_kafkalite.protocol.record_batch import (
     assign_offsets,
     decode_batch,
     decode_batches,
-    encode_batch,
     iter_batch_headers,
     read_header,
     validate_batch,
 )
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 from tests.unit._hypothesis_budget import examples
 
 maybe_bytes = st.one_of(st.none(), st.binary(max_size=300))

@@ -28,12 +28,12 @@ from spark_kafkalite.protocol.record_batch import (
     COMPRESSION_ZSTD,
     RECORD_BATCH_OVERHEAD,
     compress,
-    encode_batch,
     iter_batch_headers,
     read_header,
     records_section,
     validate_batch,
 )
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 from spark_kafkalite.protocol.record_columns import to_arrow_arrays
 from tests.unit._hypothesis_budget import examples
 

@@ -16,7 +16,7 @@ from broker.cluster.partition import Partition
 from broker.log.log_config import LogConfig
 from broker.log.unified_log import UnifiedLog
 from broker.replication.replica_fetcher import FetcherSettings, PartitionFetchState, ReplicaFetcher
-from spark_kafkalite.protocol.record_batch import encode_batch
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 pytestmark = pytest.mark.timeout(60)
 

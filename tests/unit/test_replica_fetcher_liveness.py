@@ -24,7 +24,7 @@ from broker.replication.replica_fetcher_manager import ReplicaFetcherManager
 from spark_kafkalite.protocol.errors import ErrorCode
 from spark_kafkalite.protocol.fetch_response_encode import NO_DIVERGING_EPOCH, EpochEndOffset
 from spark_kafkalite.protocol.fetch_session import PartitionFetchData
-from spark_kafkalite.protocol.record_batch import encode_batch
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -27,7 +27,7 @@ from broker.log.log_manager import LogManager
 from broker.replication.delayed_fetch import FetchPurgatory
 from broker.replication.replica_manager import ReplicaManager
 from spark_kafkalite.protocol.errors import ErrorCode
-from spark_kafkalite.protocol.record_batch import encode_batch
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -30,7 +30,8 @@ from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import nested
 from spark_kafkalite.protocol.errors import ErrorCode
 from spark_kafkalite.protocol.errors import ErrorCode as E
-from spark_kafkalite.protocol.record_batch import decode_batches, encode_batch
+from spark_kafkalite.protocol.record_batch import decode_batches
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 from spark_kafkalite.protocol.transaction_records import decode_transaction_log_value
 
 S = TransactionState

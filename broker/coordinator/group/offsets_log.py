@@ -20,11 +20,8 @@ from typing import Any, Protocol
 from broker.errors import error_code_for
 from spark_kafkalite.protocol.control_records import ControlRecordType, control_record_type
 from spark_kafkalite.protocol.errors import ErrorCode
-from spark_kafkalite.protocol.record_batch import (
-    decode_batch,
-    encode_batch,
-    iter_batch_headers,
-)
+from spark_kafkalite.protocol.record_batch import decode_batch, iter_batch_headers
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 __all__ = [
     "OffsetsAppender",
