@@ -38,7 +38,7 @@ from broker.metrics import meters
 from broker.network.request_context import RequestContext
 from broker.server import KafkaServer
 from spark_kafkalite.protocol.framing import decode_request_header, encode_request
-from spark_kafkalite.protocol.record_batch import encode_batch
+from spark_kafkalite.protocol.record_batch_writer import encode_batch
 
 PARTITIONS = 4
 TOPIC = "bench-meters"
