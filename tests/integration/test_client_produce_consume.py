@@ -103,7 +103,12 @@ def test_linger_batches_many_records_into_few_requests(bootstrap_servers: str, u
         futures = [producer.send(unique_topic, value=b"x" * 20) for _ in range(1000)]
         producer.flush(20)
         assert all(f.result(timeout=0).offset >= 0 for f in futures)
-        assert 1 <= producer.metrics["produce_requests"] < 20
+        metrics = producer.metrics()["producer-metrics"]
+        assert 1 <= metrics["request-total"] < 20
+        assert metrics["record-send-total"] == 1000  # Kafka's producer metric names
+        assert metrics["records-per-request-avg"] == 1000 / metrics["request-total"]
+        assert metrics["record-send-rate"] > 0 and metrics["request-latency-avg"] >= 0
+        assert metrics["record-error-total"] == 0
     assert sum(len(r) for r in consume_all(bootstrap_servers, unique_topic, 2, 1000).values()) == 1000
 
 

@@ -18,6 +18,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from spark_kafkalite.client.client_metrics import consumer_fetch_metrics
 from spark_kafkalite.client.config import isolation_level_id
 from spark_kafkalite.client.consumer.completed_fetch import AbortedTransactions, CompletedFetch
 from spark_kafkalite.client.consumer.fetch_buffer import FetchBuffer
@@ -84,6 +85,8 @@ class Fetcher:
         # KIP-227 sessions; "false" sends sessionless full fetches (0, -1) as librdkafka does.
         self._use_sessions = str(config.get("fetch.sessions.enable", True)).lower() not in ("false", "0")
         self.fetch_requests_sent = 0
+        #: Kafka's ``consumer-fetch-manager-metrics`` (``KafkaConsumer.metrics()``)
+        self.metrics = consumer_fetch_metrics()
 
     # -------------------------------------------------------------- sending
 
@@ -164,7 +167,7 @@ class Fetcher:
             )
             self._nodes_with_pending.add(node)
             self.fetch_requests_sent += 1
-            future.add_callback(functools.partial(self._on_fetch_response, node=node, data=data))
+            future.add_callback(functools.partial(self._on_fetch_response, node=node, data=data, sent_ms=now))
         return len(by_node)
 
     def _select_read_replica(
@@ -248,7 +251,9 @@ class Fetcher:
 
         return RequestBuilder(ApiKey.FETCH, build)
 
-    def _on_fetch_response(self, future: RequestFuture, node: int, data: FetchRequestData) -> None:
+    def _on_fetch_response(
+        self, future: RequestFuture, node: int, data: FetchRequestData, sent_ms: float
+    ) -> None:
         self._nodes_with_pending.discard(node)
         session = self._sessions.get(node)
         if future.failed():
@@ -273,6 +278,10 @@ class Fetcher:
             return
         # An incremental response may name any partition of the session, not only those sent.
         asked_by_tp = data.session_partitions
+        metrics = self.metrics
+        metrics.record("fetches", 1)
+        metrics.record("fetch_latency_ms", now_ms() - sent_ms)
+        fetched = 0
         for topic_response in response.responses:
             topic = str(topic_response.topic)
             for pd in topic_response.partitions:
@@ -280,6 +289,7 @@ class Fetcher:
                 asked = asked_by_tp.get(tp)
                 if asked is None:
                     continue
+                fetched += len(pd.records) if pd.records is not None else 0
                 aborted = None
                 if self._isolation_level:
                     aborted = AbortedTransactions(
@@ -298,6 +308,8 @@ class Fetcher:
                         int(getattr(pd, "preferred_read_replica", -1)),
                     )
                 )
+        metrics.record("fetch_bytes", fetched)
+        metrics.record("bytes_fetched", fetched)
 
     # -------------------------------------------------------------- collecting
 
@@ -310,14 +322,37 @@ class Fetcher:
                 maps the partition to its position).
             KafkaError: another non-retriable partition error, or a corrupt batch.
         """
-        return self._collector.collect_fetch(max_records)
+        return self._count_consumed(self._collector.collect_fetch(max_records))
 
     def collect_columns(
         self, max_records: int | None = None, include_headers: bool = False
     ) -> dict[TopicPartition, dict[str, Any]]:
         """Like :meth:`collect_fetch`, with each partition's records as Arrow arrays
         (``FetchCollector.collect_columns``). Same errors."""
-        return self._collector.collect_columns(max_records, include_headers)
+        collected = self._collector.collect_columns(max_records, include_headers)
+        self._record_consumed({tp: _column_length(columns) for tp, columns in collected.items()})
+        return collected
+
+    def _count_consumed(
+        self, records: dict[TopicPartition, list[ConsumerRecord]]
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        self._record_consumed({tp: len(batch) for tp, batch in records.items()})
+        return records
+
+    def _record_consumed(self, counts: Mapping[TopicPartition, int]) -> None:
+        """records-consumed, records-per-request and, per partition returned, records-lag (high
+        watermark minus the new position, Kafka's ``FetchManagerMetrics.recordPartitionLag``)."""
+        if not counts:
+            return
+        metrics = self.metrics
+        total = sum(counts.values())
+        metrics.record("records_consumed", total)
+        metrics.record("records_per_poll", total)
+        for tp in counts:
+            position = self._subscriptions.position(tp)
+            high_watermark = self._subscriptions.state(tp).high_watermark
+            if position is not None and high_watermark >= 0:
+                metrics.record("records_lag", max(high_watermark - position, 0))
 
     def close_sessions(self, timeout_ms: float) -> None:
         """Close the fetch sessions on the brokers (a full fetch with epoch -1 and no partitions,
@@ -339,3 +374,9 @@ class Fetcher:
     def clear_buffered(self, tps: set[TopicPartition] | None = None) -> None:
         """Drop buffered data (all, or for ``tps``)."""
         self.buffer.clear(tps)
+
+
+def _column_length(columns: Mapping[str, Any]) -> int:
+    """Records in one partition's columns (the length of its ``offset`` array)."""
+    offsets = columns.get("offset")
+    return len(offsets) if offsets is not None else 0

@@ -392,10 +392,16 @@ class KafkaConsumer:
 
     # -------------------------------------------------------------- lifecycle
 
-    @property
-    def metrics(self) -> dict[str, int]:
-        """A few counters: ``fetch_requests`` (FetchRequests sent)."""
-        return {"fetch_requests": self._fetcher.fetch_requests_sent}
+    def metrics(self) -> dict[str, dict[str, float]]:
+        """Kafka's consumer fetch metrics, ``{"consumer-fetch-manager-metrics": {name: value}}``
+        as kafka-python's ``KafkaConsumer.metrics()``: ``fetch-rate`` / ``-total``,
+        ``fetch-latency-avg`` / ``-max`` (ms), ``fetch-size-avg`` / ``-max`` and
+        ``bytes-consumed-rate`` / ``-total`` (bytes of records fetched), ``records-consumed-rate``
+        / ``-total``, ``records-per-request-avg`` (records per poll), ``records-lag-max`` (high
+        watermark minus position, over the partitions polled); rates per second over Kafka's
+        default sample windows (2 x 30 s), averages and maxima NaN before any sample
+        (``spark_kafkalite.client.client_metrics``)."""
+        return self._fetcher.metrics.snapshot()
 
     # -------------------------------------------------------------- consumer group
     def subscribe(

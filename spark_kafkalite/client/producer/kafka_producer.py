@@ -461,10 +461,15 @@ class KafkaProducer:
         self._sender.join(_FORCE_CLOSE_JOIN_S)
         self._metadata.close()
 
-    @property
-    def metrics(self) -> dict[str, int]:
-        """A few counters: ``produce_requests`` (requests sent)."""
-        return {"produce_requests": self._sender.requests_sent}
+    def metrics(self) -> dict[str, dict[str, float]]:
+        """Kafka's producer metrics, ``{"producer-metrics": {name: value}}`` as kafka-python's
+        ``KafkaProducer.metrics()``: ``request-rate`` / ``-total``, ``request-latency-avg`` /
+        ``-max`` (ms), ``record-send-rate`` / ``-total``, ``records-per-request-avg``,
+        ``batch-size-avg`` / ``-max`` (bytes), ``outgoing-byte-rate`` / ``-total``,
+        ``record-retry-rate`` / ``-total``, ``record-error-rate`` / ``-total``; rates per second
+        over Kafka's default sample windows (2 x 30 s), averages and maxima NaN before any
+        sample (``spark_kafkalite.client.client_metrics``)."""
+        return self._sender.metrics.snapshot()
 
     def __enter__(self) -> KafkaProducer:
         return self

@@ -38,6 +38,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from spark_kafkalite.client.client_metrics import producer_metrics
 from spark_kafkalite.client.errors import COORDINATOR_RETRY_ERRORS, TransactionAbortedError
 from spark_kafkalite.client.metadata import Metadata
 from spark_kafkalite.client.network_client import NetworkClient, now_ms
@@ -135,6 +136,8 @@ class Sender(threading.Thread):
         self._running = True
         self._force_close = False
         self.requests_sent = 0  # ProduceRequests written (observability, tests)
+        #: Kafka's ``producer-metrics`` (``KafkaProducer.metrics()``)
+        self.metrics = producer_metrics()
         self.poll_deadline_ms = math.inf  # when the current poll ends (read by producers)
 
     # -------------------------------------------------------------- thread control
@@ -259,6 +262,8 @@ class Sender(threading.Thread):
     def _send_produce_request(self, node_id: int, batches: list[ProducerBatch], now: float) -> None:
         by_topic: dict[str, list[tuple[int, bytes]]] = {}
         by_tp: dict[TopicPartition, ProducerBatch] = {}
+        metrics = self.metrics
+        records = 0
         for batch in batches:
             try:
                 data = batch.encoded()
@@ -266,6 +271,9 @@ class Sender(threading.Thread):
                 batch.fail(exc)
                 self._accumulator.deallocate(batch)
                 continue
+            records += batch.record_count
+            metrics.record("batch_bytes", len(data))
+            metrics.record("bytes_sent", len(data))
             by_topic.setdefault(batch.tp.topic, []).append((batch.tp.partition, data))
             by_tp[batch.tp] = batch
             batch.attempts += 1
@@ -295,12 +303,16 @@ class Sender(threading.Thread):
 
         future = self._client.send(node_id, RequestBuilder(ApiKey.PRODUCE, build), expect_response=acks != 0)
         self.requests_sent += 1
-        future.add_callback(lambda f: self._handle_produce_response(f, node_id, by_tp))
+        metrics.record("requests", 1)
+        metrics.record("records_sent", records)
+        metrics.record("records_per_request", records)
+        future.add_callback(lambda f: self._handle_produce_response(f, node_id, by_tp, now))
 
     def _handle_produce_response(
-        self, future: RequestFuture, node_id: int, by_tp: dict[TopicPartition, ProducerBatch]
+        self, future: RequestFuture, node_id: int, by_tp: dict[TopicPartition, ProducerBatch], sent_ms: float
     ) -> None:
         now = now_ms()
+        self.metrics.record("request_latency_ms", now - sent_ms)
         if future.failed():
             exc = future.exception
             err = exc if isinstance(exc, KafkaError) else KafkaConnectionError(repr(exc))
@@ -360,6 +372,7 @@ class Sender(threading.Thread):
             return
         if self._can_retry(batch, error, now):
             log.debug("retrying batch for %s (attempt %d): %s", batch.tp, batch.attempts, error)
+            self.metrics.record("record_retries", batch.record_count)
             if needs_metadata_refresh(error.error_code) or isinstance(
                 error, (KafkaConnectionError, KafkaTimeoutError)
             ):
@@ -370,6 +383,7 @@ class Sender(threading.Thread):
             self._metadata.request_update()
         if tm is not None:
             tm.handle_failed_batch(batch, error, expired=False)
+        self.metrics.record("record_errors", batch.record_count)
         batch.fail(error, record_errors)
         self._accumulator.deallocate(batch)
 
