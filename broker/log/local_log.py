@@ -238,7 +238,7 @@ class LocalLog:
         ``max_bytes`` leaves room (Kafka's ``LocalLog.read``); the arguments are those of
         ``UnifiedLog.read``."""
         segments = self.segments
-        i = self.segment_index(fetch_offset)
+        i = max(0, bisect_right(self.base_offsets, fetch_offset) - 1)  # (segment_index, inlined)
         pieces: list[bytes | memoryview | FileSlice] = []
         first_batch_offset = -1
         remaining = max_bytes

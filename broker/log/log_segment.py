@@ -353,7 +353,9 @@ class LogSegment:
         if 0 <= self._tail_offset <= offset:
             # batches before the last append all end below its base offset
             pos = max(pos, self._tail_position)
-        return self.log.search_for_offset(offset, max(pos, starting_position), self._scan_chunk_bytes())
+        # the target is usually within ~index_interval_bytes of the index entry
+        chunk = min(SCAN_CHUNK_BYTES, self.config.index_interval_bytes + 4 * 1024)
+        return self.log.search_for_offset(offset, max(pos, starting_position), chunk)
 
     def _scan_chunk_bytes(self) -> int:
         """A header walk from an index entry usually ends within ``index.interval.bytes``."""

@@ -144,6 +144,7 @@ class UnifiedLog:
             raise ValueError(f"not a partition directory name: {self.dir.name!r}")
         self.topic, self.partition = parsed
         self.local_log = LocalLog(self.dir, config, self.time_ms, delete_later)
+        self._config = config  # the LocalLog's, kept here too: read on every append
         self.recovered_segments = 0
         self._closed = False
         self.last_flush_ms = self.time_ms()
@@ -207,11 +208,11 @@ class UnifiedLog:
     def config(self) -> LogConfig:
         """The log's ``LogConfig``; assigning a new one (a topic config change) applies it to
         every segment (index interval) and to future rolls, retention and cleaning."""
-        return self.local_log.config
+        return self._config
 
     @config.setter
     def config(self, config: LogConfig) -> None:
-        self.local_log.config = config
+        self._config = self.local_log.config = config
         if self._on_config_changed is not None:
             self._on_config_changed(self)
 
@@ -300,7 +301,7 @@ class UnifiedLog:
             if origin is AppendOrigin.CLIENT:
                 raise InvalidRecordError("Clients are not allowed to write control records")
             marker = read_end_txn_marker(batch, 0, header)
-        config = self.local_log.config
+        config = self._config
         if config.compact:
             check_keys_for_compaction(batch, self.dir.name)
         if header.producer_id >= 0:  # idempotence hook: dedup / sequence / transaction checks (KIP-98)
@@ -379,13 +380,14 @@ class UnifiedLog:
         """The segment to append to, rolling first when the batch would overflow
         ``segment.bytes`` or an index, or the active segment is older than ``segment.ms`` by
         the batches' timestamps (Kafka's ``LogSegment.shouldRoll``)."""
-        seg = self.segments[-1]
+        seg = self.local_log.segments[-1]
+        config = self._config
         if (
-            seg.can_append(size_bytes, last_offset, self.config.segment_bytes)
+            seg.can_append(size_bytes, last_offset, config.segment_bytes)
             and first_offset >= seg.base_offset
             and not (
                 seg.size_bytes
-                and seg.time_waited_for_roll_ms(self.time_ms(), max_timestamp_ms) > self.config.segment_ms
+                and seg.time_waited_for_roll_ms(self.time_ms(), max_timestamp_ms) > config.segment_ms
             )
         ):
             return seg
@@ -410,10 +412,11 @@ class UnifiedLog:
         return seg
 
     def _maybe_flush(self) -> None:
-        interval = self.config.flush_interval_messages
+        config = self._config
+        interval = config.flush_interval_messages
         if interval is not None and self.log_end_offset - self.recovery_point >= interval:
             self.flush()
-        elif self._on_unflushed is not None and self.config.flush_ms is not None:
+        elif self._on_unflushed is not None and config.flush_ms is not None:
             self._on_unflushed(self)
 
     def awaits_background_flush(self) -> bool:
