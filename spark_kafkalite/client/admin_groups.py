@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from spark_kafkalite.client.consumer.abstract_coordinator import AbstractCoordinator, coordinator_node_id
 from spark_kafkalite.client.consumer.group_requests import (
     OffsetAndMetadata,
+    consumer_group_describe_request,
     delete_groups_request,
     describe_groups_request,
     list_groups_request,
@@ -39,6 +40,7 @@ from spark_kafkalite.protocol.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    UnsupportedVersionError,
     error_for_code,
 )
 
@@ -225,6 +227,10 @@ class AdminGroups:
         """
         out: dict[str, ConsumerGroupDescription] = {}
         for group_id in dict.fromkeys(group_ids):
+            consumer_group = self._describe_consumer_group(group_id, timeout_ms)
+            if consumer_group is not None:
+                out[group_id] = consumer_group
+                continue
             response, coordinator = self._call_coordinator(
                 group_id,
                 describe_groups_request([group_id]),
@@ -269,6 +275,52 @@ class AdminGroups:
                     coordinator,
                 )
         return out
+
+    def _describe_consumer_group(
+        self, group_id: str, timeout_ms: float | None
+    ) -> ConsumerGroupDescription | None:
+        """A KIP-848 consumer group described with ConsumerGroupDescribe; None when the group is
+        not one (GROUP_ID_NOT_FOUND: classic or unknown) or the coordinator lacks the API, so the
+        caller uses DescribeGroups (Kafka's ``DescribeConsumerGroupsHandler`` fallback).
+
+        Raises:
+            KafkaError: the group's other errors (e.g. GROUP_AUTHORIZATION_FAILED).
+        """
+        try:
+            response, coordinator = self._call_coordinator(
+                group_id,
+                consumer_group_describe_request([group_id]),
+                lambda r: next((d.error_code for d in r.groups if d.group_id == group_id), 0),
+                timeout_ms,
+            )
+        except UnsupportedVersionError:
+            return None
+        for d in response.groups:
+            if str(d.group_id) != group_id:
+                continue
+            code = int(d.error_code)
+            if code == ErrorCode.group_id_not_found:
+                return None
+            if code != ErrorCode.none:
+                raise error_for_code(code, f"ConsumerGroupDescribe of {group_id}")
+            members = [
+                MemberDescription(
+                    str(m.member_id),
+                    m.instance_id,
+                    str(m.client_id),
+                    str(m.client_host),
+                    frozenset(
+                        TopicPartition(str(tp.topic_name), int(p))
+                        for tp in m.assignment.topic_partitions
+                        for p in tp.partitions
+                    ),
+                )
+                for m in d.members
+            ]
+            return ConsumerGroupDescription(
+                group_id, False, members, str(d.assignor_name), str(d.group_state), coordinator
+            )
+        return None
 
     # ------------------------------------------------------------------ offsets
     def list_consumer_group_offsets(

@@ -64,6 +64,8 @@ CLIENT_API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.DESCRIBE_GROUPS: (0, 5),
         ApiKey.LIST_GROUPS: (0, 4),
         ApiKey.DELETE_GROUPS: (0, 2),
+        # KIP-848 consumer groups: describe only (admin_groups.py); the consumer speaks the classic protocol
+        ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
         # OffsetForLeaderEpoch: v2 adds current_leader_epoch (KIP-320), v3 the replica_id consumers
         # send as -1; Kafka 4.0 serves v2-v4.
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),

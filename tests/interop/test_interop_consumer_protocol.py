@@ -22,6 +22,7 @@ from confluent_kafka import ConsumerGroupType, TopicPartition
 from confluent_kafka.admin import AdminClient
 from group_peers import Collector, assignment_sets, create_topic, group_cluster, produce, wait_balanced
 
+from spark_kafkalite.client import KafkaAdminClient
 from spark_kafkalite.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.timeout(120)
@@ -95,6 +96,11 @@ def test_assignment_rebalances_commits_and_admin_view(kcluster: LocalCluster) ->
         described = admin.describe_consumer_groups([group])[group].result(timeout=10)
         assert described.type == ConsumerGroupType.CONSUMER
         assert sorted(len(m.assignment.topic_partitions) for m in described.members) == [2, 2]
+        # our admin client describes it with ConsumerGroupDescribe too (kafkalite groups describe)
+        with KafkaAdminClient({"bootstrap.servers": bootstrap}) as ours:
+            mine_described = ours.describe_consumer_groups([group])[group]
+        assert (mine_described.state, mine_described.partition_assignor) == ("Stable", "range")
+        assert sorted(len(m.assignment) for m in mine_described.members) == [2, 2]
         # a member leaving (epoch -1): the other gets everything at the next epoch
         members.pop().close()
         assert wait_balanced(members, PARTITIONS, collector, 20) == [set(range(PARTITIONS))]

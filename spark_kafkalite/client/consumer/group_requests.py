@@ -230,6 +230,19 @@ def describe_groups_request(group_ids: Sequence[str]) -> RequestBuilder:
     return RequestBuilder(ApiKey.DESCRIBE_GROUPS, build)
 
 
+def consumer_group_describe_request(group_ids: Sequence[str]) -> RequestBuilder:
+    """ConsumerGroupDescribe (KIP-848) of ``group_ids``."""
+
+    def build(version: int) -> Any:
+        return make(
+            request_class(ApiKey.CONSUMER_GROUP_DESCRIBE, version),
+            group_ids=tuple(group_ids),
+            include_authorized_operations=False,
+        )
+
+    return RequestBuilder(ApiKey.CONSUMER_GROUP_DESCRIBE, build)
+
+
 def list_groups_request(states: Sequence[str] = ()) -> RequestBuilder:
     def build(version: int) -> Any:
         return make(request_class(ApiKey.LIST_GROUPS, version), states_filter=tuple(states))
