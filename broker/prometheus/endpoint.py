@@ -48,7 +48,6 @@ class MetricsEndpoint:
             self.registry.register(collector)
         ProcessCollector(registry=self.registry)
         self._server: Any = None
-        self._thread: threading.Thread | None = None
         self.bound: tuple[str, int] | None = None
 
     def start(self, host: str, port: int) -> tuple[str, int]:
@@ -57,18 +56,21 @@ class MetricsEndpoint:
         Raises:
             OSError: the address cannot be bound.
         """
-        self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
+        self._server, _serving_thread = start_http_server(port, addr=host, registry=self.registry)
         bound_host, bound_port = self._server.server_address[:2]
         self.bound = (host if host not in ("0.0.0.0", "::") else bound_host, int(bound_port))
         logger.info("serving Prometheus metrics on http://%s:%d/metrics", host, bound_port)
         return self.bound
 
     def stop(self) -> None:
-        """Stop serving (waits for a scrape in progress)."""
+        """Stop serving, without waiting: the serving thread notices within its 0.5 s poll
+        interval (``socketserver``'s ``serve_forever``) and then closes the listening socket, on
+        a daemon thread, so that a broker's shutdown never waits for it."""
         server, self._server = self._server, None
         if server is not None:
-            server.shutdown()
-            server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
-            self._thread = None
+            threading.Thread(target=_close, args=(server,), name="metrics-endpoint-stop", daemon=True).start()
+
+
+def _close(server: Any) -> None:
+    server.shutdown()
+    server.server_close()
