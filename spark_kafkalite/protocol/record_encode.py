@@ -234,23 +234,22 @@ def _build_batch(
 # ---------------------------------------------------------------------------------------------
 # murmur2 (Kafka ``Utils.murmur2``)
 
-MURMUR2_M = 0x5BD1E995
-"""Kafka ``Utils.murmur2``'s multiplier (the compiled twin reads it and the seed from here)."""
-MURMUR2_SEED = 0x9747B28C
+_M = 0x5BD1E995
+_SEED = 0x9747B28C
 _MASK = 0xFFFFFFFF
 
 
 def murmur2(data: bytes) -> int:
     """Kafka's ``Utils.murmur2``: the 32-bit MurmurHash2 of ``data`` as a signed Java int."""
     length = len(data)
-    h = (MURMUR2_SEED ^ length) & _MASK
+    h = (_SEED ^ length) & _MASK
     n4 = length // 4
     if n4:
         for k in struct.unpack_from(f"<{n4}I", data, 0):
-            k = (k * MURMUR2_M) & _MASK
+            k = (k * _M) & _MASK
             k ^= k >> 24
-            k = (k * MURMUR2_M) & _MASK
-            h = ((h * MURMUR2_M) & _MASK) ^ k
+            k = (k * _M) & _MASK
+            h = ((h * _M) & _MASK) ^ k
     tail = length & 3
     base = length & ~3
     if tail == 3:
@@ -259,9 +258,9 @@ def murmur2(data: bytes) -> int:
         h ^= data[base + 1] << 8
     if tail >= 1:
         h ^= data[base]
-        h = (h * MURMUR2_M) & _MASK
+        h = (h * _M) & _MASK
     h ^= h >> 13
-    h = (h * MURMUR2_M) & _MASK
+    h = (h * _M) & _MASK
     h ^= h >> 15
     return h - 0x100000000 if h & 0x80000000 else h
 
