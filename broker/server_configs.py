@@ -718,6 +718,21 @@ _define(
     "Largest share.record.lock.duration.ms a group config may set.",
     at_least(1000),
 )
+_define(
+    "group.share.delivery.count.limit",
+    "int",
+    5,
+    "Deliveries of a share-group record after which a released or expired record is archived (KIP-932).",
+    between(2, 10),
+)
+_define(
+    "group.share.partition.max.record.locks",
+    "int",
+    2000,
+    "Most in-flight records of one share partition (KIP-932).",
+    between(100, 10000),
+)
+_define("group.share.max.size", "int", 200, "Maximum members of a share group (KIP-932).", between(1, 1000))
 _define("producer.id.expiration.ms", "int", 86400000, "Producer id expiration" + _UNUSED, at_least(1))
 _define(
     "transactional.id.expiration.ms",

@@ -38,9 +38,10 @@ def valid_client_software(request: ApiVersionsRequest) -> bool:
 
 #: Features (KIP-584) this broker supports and has finalized, name -> (min, max, finalized level):
 #: ``group.version`` 1 is KIP-848's consumer group protocol (Kafka's ``GroupVersion.GV_1``),
-#: which clients check before sending ConsumerGroupHeartbeat. The levels are fixed (no
-#: UpdateFeatures is served), so the finalized epoch stays 0.
-FEATURES: dict[str, tuple[int, int, int]] = {"group.version": (0, 1, 1)}
+#: which clients check before sending ConsumerGroupHeartbeat; ``share.version`` 1 is KIP-932's
+#: share groups (Kafka's ``ShareVersion.SV_1``). The levels are fixed (no UpdateFeatures is
+#: served), so the finalized epoch stays 0.
+FEATURES: dict[str, tuple[int, int, int]] = {"group.version": (0, 1, 1), "share.version": (0, 1, 1)}
 FINALIZED_FEATURES_EPOCH = 0
 
 

@@ -25,6 +25,7 @@ from spark_kafkalite.protocol.errors import (
 if TYPE_CHECKING:
     from broker.coordinator.group.group_coordinator import GroupCoordinator
     from broker.coordinator.group.service import GroupCoordinatorService
+    from broker.coordinator.share.service import ShareService
     from broker.coordinator.transaction.service import TransactionCoordinatorService
     from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
     from broker.log.log_manager import LogManager
@@ -64,6 +65,8 @@ class BrokerContext:
         metadata_cache: encoded Metadata topic entries per image change.
         dynamic_config: the dynamic broker configs over ``config`` (the server passes its
             own; a fresh one, without dynamic configs, when not given).
+        share_service: KIP-932 share groups and share partitions (created on first use by
+            ``broker.coordinator.share.service.share_service_for``).
         metadata_publish_queue: applies committed metadata deltas to the logs and replication
             in order (large ones in slices); ``applied()`` waits for what was published.
     """
@@ -87,6 +90,7 @@ class BrokerContext:
     metadata_cache: MetadataResponseCache = field(default_factory=MetadataResponseCache)
     metadata_publish_queue: MetadataPublishQueue = field(default_factory=MetadataPublishQueue)
     dynamic_config: DynamicBrokerConfig = field(default=None)  # type: ignore[assignment]
+    share_service: ShareService | None = None
 
     def __post_init__(self) -> None:
         if self.dynamic_config is None:

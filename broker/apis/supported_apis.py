@@ -75,6 +75,13 @@ from broker.apis.sasl import (
     sasl_authenticate_error_response,
     sasl_handshake_error_response,
 )
+from broker.apis.share_acknowledge import handle_share_acknowledge, share_acknowledge_error_response
+from broker.apis.share_fetch import handle_share_fetch, share_fetch_error_response
+from broker.apis.share_group_describe import handle_share_group_describe, share_group_describe_error_response
+from broker.apis.share_group_heartbeat import (
+    handle_share_group_heartbeat,
+    share_group_heartbeat_error_response,
+)
 from broker.apis.sync_group import handle_sync_group, sync_group_error_response
 from broker.apis.txn_offset_commit import handle_txn_offset_commit, txn_offset_commit_error_response
 from broker.apis.user_scram_credentials import (
@@ -266,6 +273,24 @@ SUPPORTED_APIS: tuple[ApiSpec, ...] = (
         handle_consumer_group_describe,
         consumer_group_describe_error_response,
     ),
+    # KIP-932 share groups (Kafka 4.2 serves ShareGroupHeartbeat / ShareGroupDescribe v1,
+    # ShareFetch / ShareAcknowledge v1-2)
+    ApiSpec(
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        1,
+        1,
+        handle_share_group_heartbeat,
+        share_group_heartbeat_error_response,
+    ),
+    ApiSpec(
+        ApiKey.SHARE_GROUP_DESCRIBE,
+        1,
+        1,
+        handle_share_group_describe,
+        share_group_describe_error_response,
+    ),
+    ApiSpec(ApiKey.SHARE_FETCH, 1, 2, handle_share_fetch, share_fetch_error_response),
+    ApiSpec(ApiKey.SHARE_ACKNOWLEDGE, 1, 2, handle_share_acknowledge, share_acknowledge_error_response),
     ApiSpec(ApiKey.OFFSET_DELETE, 0, 0, handle_offset_delete, offset_delete_error_response),
     ApiSpec(ApiKey.CREATE_TOPICS, 2, 7, handle_create_topics, create_topics_error_response),
     ApiSpec(ApiKey.DELETE_TOPICS, 1, 6, handle_delete_topics, delete_topics_error_response),

@@ -166,12 +166,18 @@ def test_api_versions_fallback_and_table() -> None:
         66: (0, 2),
         68: (0, 1),
         69: (0, 1),
+        76: (1, 1),
+        77: (1, 1),
+        78: (1, 2),
+        79: (1, 2),
     }
-    # KIP-584 features: group.version 1 (KIP-848) supported and finalized
+    # KIP-584 features: group.version 1 (KIP-848) and share.version 1 (KIP-932) supported and finalized
     assert [(f.name, f.min_version, f.max_version) for f in entity.supported_features] == [
-        ("group.version", 0, 1)
+        ("group.version", 0, 1),
+        ("share.version", 0, 1),
     ]
     assert [(f.name, f.min_version_level, f.max_version_level) for f in entity.finalized_features] == [
-        ("group.version", 1, 1)
+        ("group.version", 1, 1),
+        ("share.version", 1, 1),
     ]
     assert apis.advertised_versions()[0] == (0, 0, 9)
