@@ -1,10 +1,11 @@
 """ListGroups (key 16), v0-5 (``KafkaApis.handleListGroupsRequest``): the groups this broker
 coordinates. v4+ ``states_filter`` (KIP-518, case-insensitive), v5+ ``types_filter`` (KIP-848:
-``classic`` or ``consumer``, case-insensitive)."""
+``classic``, ``consumer`` or KIP-932's ``share``, case-insensitive). Share groups are listed
+with protocol type and group type ``share``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.list_groups.v4.request import ListGroupsRequest as ListGroupsRequestV4
 from kio.schema.list_groups.v5.request import ListGroupsRequest as ListGroupsRequestV5
@@ -36,7 +37,9 @@ async def handle_list_groups(
     # v4+ filters by state (KIP-518), v5+ by group type (KIP-848)
     states = set(request.states_filter) or None if isinstance(request, _STATES_VERSIONS) else None
     types = {t.lower() for t in request.types_filter} if isinstance(request, ListGroupsRequestV5) else set()
-    error, groups = coordinator_of(ctx).offsets.handle_list_groups(states)
+    coordinator = coordinator_of(ctx)
+    error, groups = coordinator.offsets.handle_list_groups(states)
+    groups = list(groups) + _share_groups(ctx, coordinator, states)
     if types:
         groups = [entry for entry in groups if entry[3] in types]
     if not authorize_cluster(ctx, rctx, AclOperation.DESCRIBE):
@@ -53,6 +56,22 @@ async def handle_list_groups(
             for g, pt, state, group_type in groups
         ),
     )
+
+
+def _share_groups(
+    ctx: BrokerContext, coordinator: Any, states: set[str] | None
+) -> list[tuple[str, str, str, str]]:
+    """The share groups this broker coordinates as ListGroups entries (KIP-932)."""
+    service = ctx.share_service
+    if service is None:
+        return []
+    wanted = None if states is None else {s.lower() for s in states}
+    return [
+        (group_id, "share", group.state, "share")
+        for group_id, group in service.groups.groups.items()
+        if coordinator.validate_group_status(group_id) == 0
+        and (wanted is None or group.state.lower() in wanted)
+    ]
 
 
 def list_groups_error_response(

@@ -16,8 +16,11 @@ import pytest
 from confluent_kafka import AcknowledgeType, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from group_peers import create_topic, group_cluster, produce
+from txn_wire import raw_client
 
 from spark_kafkalite.local_cluster import LocalCluster
+from spark_kafkalite.protocol.api_keys import ApiKey, request_class
+from spark_kafkalite.protocol.entities import build as make
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -94,6 +97,35 @@ def test_members_share_a_partition_and_read_each_record_once(kcluster: LocalClus
         # implicit acknowledgement: every record accepted by the next poll, none read twice
         for member in members:
             assert _poll(member, 0.3) == []
+        # the admin view (librdkafka's admin API has no share groups): ListGroups v5 with the
+        # type filter share, ShareGroupDescribe with the three members all reading partition 0
+        client = raw_client(bootstrap)
+        try:
+            listed = client.send_and_wait(
+                0,
+                make(request_class(ApiKey.LIST_GROUPS, 5), states_filter=(), types_filter=("share",)),
+                10000,
+            )
+            assert [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in listed.groups] == [
+                (group, "share", "Stable", "share")
+            ]
+            described = client.send_and_wait(
+                0,
+                make(
+                    request_class(ApiKey.SHARE_GROUP_DESCRIBE, 1),
+                    group_ids=(group,),
+                    include_authorized_operations=False,
+                ),
+                10000,
+            ).groups[0]
+            assert (described.error_code, described.group_state, len(described.members)) == (0, "Stable", 3)
+            assert {
+                (tp.topic_name, tuple(tp.partitions))
+                for m in described.members
+                for tp in m.assignment.topic_partitions
+            } == {(topic, (0,))}
+        finally:
+            client.close()
     finally:
         for member in members:
             member.close()

@@ -38,4 +38,13 @@ def share_service_for(ctx: Any) -> ShareService:
     service: ShareService | None = ctx.share_service
     if service is None:
         service = ctx.share_service = ShareService(ctx.config)
+
+        def on_leadership_change(topic: str, partition: int, is_leader: bool, leader_epoch: int) -> None:
+            # another leader serves the partition now (or this one again, after a gap): the
+            # share state kept here is stale either way (SharePartitionManager drops it)
+            image_topic = ctx.image.topics.get(topic)
+            if image_topic is not None:
+                service.partitions.forget_partitions([(image_topic.topic_id, partition)])
+
+        ctx.replica_manager.add_leadership_listener(on_leadership_change)
     return service
