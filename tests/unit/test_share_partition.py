@@ -21,6 +21,10 @@ ACCEPT, RELEASE, REJECT, RENEW = (
 )
 
 
+def _available_count_is_exact(sp: SharePartition) -> bool:
+    return sp._available == sum(r.state == RecordState.AVAILABLE for r in sp.in_flight.values())
+
+
 def test_acquire_accept_moves_the_start_offset() -> None:
     sp = SharePartition(10, lock_duration_ms=1000)
     assert sp.acquire("a", 10, 19, 500, now_ms=0) == [AcquiredBatch(10, 19, 1)]
@@ -37,6 +41,7 @@ def test_acquire_accept_moves_the_start_offset() -> None:
     assert sp.acquire("b", 15, 19, 500, now_ms=5) == [AcquiredBatch(16, 16, 2)]
     assert sp.acknowledge("b", 16, 16, [ACCEPT], now_ms=6) == ErrorCode.none
     assert (sp.start_offset, sp.in_flight) == (20, {})
+    assert _available_count_is_exact(sp)
 
 
 def test_only_the_lock_holder_acknowledges() -> None:
@@ -58,6 +63,7 @@ def test_lock_expiry_redelivers_and_renew_extends() -> None:
     assert sp.acquire("b", 0, 1, 500, now_ms=120) == [AcquiredBatch(0, 0, 2)]
     assert sp.acknowledge("a", 0, 0, [ACCEPT], now_ms=121) == ErrorCode.invalid_record_state
     assert sp.acquire("b", 0, 1, 500, now_ms=160) == [AcquiredBatch(1, 1, 2)]
+    assert _available_count_is_exact(sp)
 
 
 def test_delivery_count_limit_archives_a_poison_record() -> None:
@@ -86,16 +92,24 @@ def test_member_release_and_state_round_trip() -> None:
     assert sp.release_member("a") == 3
     batches = sp.state_batches()
     assert batches == [(0, 0, 1, 0), (1, 1, 1, 2), (2, 3, 1, 0)]
+    assert _available_count_is_exact(sp) and sp.next_fetch_offset(now_ms=0) == 0
+    # a GAP acknowledgement of an available record archives it
+    sp.acquire("a", 0, 0, 1, now_ms=0)
+    assert sp.acknowledge("a", 0, 2, [ACCEPT, 0, 0], now_ms=0) == ErrorCode.none
+    assert _available_count_is_exact(sp) and sp.start_offset == 3
     restored = SharePartition(0)
     restored.load(0, batches)
+    assert _available_count_is_exact(restored)
     assert restored.acquire("b", 0, 3, 500, now_ms=0) == [AcquiredBatch(0, 0, 2), AcquiredBatch(2, 3, 2)]
 
 
 def test_log_start_moves_the_start_offset() -> None:
     sp = SharePartition(0)
     sp.acquire("a", 0, 4, 500, now_ms=0)
+    sp.release_member("a")
     sp.move_start(3)
     assert (sp.start_offset, sorted(sp.in_flight)) == (3, [3, 4])
+    assert _available_count_is_exact(sp) and sp.next_fetch_offset(now_ms=0) == 3
 
 
 def test_share_session_epochs() -> None:

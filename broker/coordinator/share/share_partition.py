@@ -94,21 +94,22 @@ class SharePartition:
         self.in_flight: dict[int, InFlightRecord] = {}
         #: bumped on every change (the persister writes a state epoch per change)
         self.state_epoch = 0
+        #: AVAILABLE records in flight, and a lower bound of the ACQUIRED records' lock deadlines:
+        #: a fetch with nothing to redeliver and no lock due scans no in-flight record
+        self._available = 0
+        self._next_deadline_ms = _NO_DEADLINE
 
     # -- reads ----------------------------------------------------------------------------------
     def next_fetch_offset(self, now_ms: int) -> int:
         """Where the next log read should start: the first AVAILABLE in-flight offset, else SPEO."""
         self.expire_locks(now_ms)
-        for offset in sorted(self.in_flight):
-            if self.in_flight[offset].state == RecordState.AVAILABLE:
-                return offset
+        if self._available:
+            return min(o for o, r in self.in_flight.items() if r.state == RecordState.AVAILABLE)
         return self.end_offset
 
     def can_acquire(self) -> bool:
         """False when the in-flight limit is reached and nothing is AVAILABLE to redeliver."""
-        if len(self.in_flight) < self.max_in_flight:
-            return True
-        return any(r.state == RecordState.AVAILABLE for r in self.in_flight.values())
+        return len(self.in_flight) < self.max_in_flight or self._available > 0
 
     def acquire(
         self, member_id: str, first_offset: int, last_offset: int, max_records: int, now_ms: int
@@ -132,9 +133,11 @@ class SharePartition:
                 record = InFlightRecord(RecordState.AVAILABLE)
                 self.in_flight[offset] = record
                 self.end_offset = offset + 1
-            if record.state != RecordState.AVAILABLE:
+            elif record.state != RecordState.AVAILABLE:
                 offset += 1
                 continue
+            else:
+                self._available -= 1
             record.state = RecordState.ACQUIRED
             record.delivery_count += 1
             record.member_id = member_id
@@ -152,6 +155,7 @@ class SharePartition:
             offset += 1
         if acquired:
             self.state_epoch += 1
+            self._next_deadline_ms = min(self._next_deadline_ms, deadline)
         return acquired
 
     # -- acknowledgements -----------------------------------------------------------------------
@@ -205,11 +209,19 @@ class SharePartition:
     def expire_locks(self, now_ms: int) -> int:
         """Release the records whose acquisition lock expired (Kafka's ``AcquisitionLockTimerTask``,
         done lazily before each read or acknowledgement). Returns how many expired."""
+        if now_ms < self._next_deadline_ms:
+            return 0
         expired = 0
+        next_deadline = _NO_DEADLINE
         for record in self.in_flight.values():
-            if record.state == RecordState.ACQUIRED and record.deadline_ms <= now_ms:
+            if record.state != RecordState.ACQUIRED:
+                continue
+            if record.deadline_ms <= now_ms:
                 self._release(record)
                 expired += 1
+            else:
+                next_deadline = min(next_deadline, record.deadline_ms)
+        self._next_deadline_ms = next_deadline
         if expired:
             self.state_epoch += 1
             self._advance_start()
@@ -220,7 +232,8 @@ class SharePartition:
         if log_start_offset <= self.start_offset:
             return
         for offset in [o for o in self.in_flight if o < log_start_offset]:
-            del self.in_flight[offset]
+            if self.in_flight.pop(offset).state == RecordState.AVAILABLE:
+                self._available -= 1
         self.start_offset = log_start_offset
         self.end_offset = max(self.end_offset, log_start_offset)
         self.state_epoch += 1
@@ -245,9 +258,11 @@ class SharePartition:
         self.start_offset = start_offset
         self.end_offset = start_offset
         self.in_flight.clear()
+        self._available = 0
         for first, last, delivery_count, state in batches:
             for offset in range(max(first, start_offset), last + 1):
                 self.in_flight[offset] = InFlightRecord(RecordState(state), delivery_count)
+                self._available += state == RecordState.AVAILABLE
             self.end_offset = max(self.end_offset, last + 1)
         self._advance_start()
 
@@ -258,9 +273,11 @@ class SharePartition:
             record.state = RecordState.AVAILABLE
             record.member_id = ""
             record.deadline_ms = 0
+            self._available += 1
 
-    @staticmethod
-    def _finish(record: InFlightRecord, state: RecordState) -> None:
+    def _finish(self, record: InFlightRecord, state: RecordState) -> None:
+        if record.state == RecordState.AVAILABLE:  # a GAP acknowledgement of a record not held
+            self._available -= 1
         record.state = state
         record.member_id = ""
         record.deadline_ms = 0
@@ -278,3 +295,4 @@ class SharePartition:
 
 
 _ACK_TYPES = frozenset(int(t) for t in AcknowledgeType)
+_NO_DEADLINE = 2**63
