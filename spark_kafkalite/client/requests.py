@@ -59,12 +59,16 @@ CLIENT_API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.HEARTBEAT: (0, 4),
         ApiKey.LEAVE_GROUP: (0, 5),
         ApiKey.SYNC_GROUP: (0, 5),
-        ApiKey.OFFSET_COMMIT: (2, 8),
+        # v9 carries a KIP-848 member epoch in generation_id_or_member_epoch (required by the
+        # coordinator for consumer-protocol members)
+        ApiKey.OFFSET_COMMIT: (2, 9),
         ApiKey.OFFSET_FETCH: (1, 7),
         ApiKey.DESCRIBE_GROUPS: (0, 5),
         ApiKey.LIST_GROUPS: (0, 4),
         ApiKey.DELETE_GROUPS: (0, 2),
-        # KIP-848 consumer groups: describe only (admin_groups.py); the consumer speaks the classic protocol
+        # KIP-848 consumer groups: the group.protocol=consumer member (consumer_heartbeat_request_manager.py;
+        # v1: the member id is the client's, KIP-1082) and describe (admin_groups.py)
+        ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
         ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
         # OffsetForLeaderEpoch: v2 adds current_leader_epoch (KIP-320), v3 the replica_id consumers
         # send as -1; Kafka 4.0 serves v2-v4.

@@ -4,6 +4,8 @@ every ``auto.commit.interval.ms``), OffsetFetch (``committed``) and positions of
 partitions initialised from committed offsets (Java ``initWithCommittedOffsetsIfNeeded``).
 
 Error mapping (Java's): a commit while the group rebalances -> ``RebalanceInProgressError``;
+a KIP-848 member's commit answered STALE_MEMBER_EPOCH is retried by ``commit_sync`` when the
+member's epoch changed meanwhile, else raised (``StaleMemberEpochError``);
 by a member whose generation is gone (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, or not joined) ->
 ``CommitFailedError``; coordinator errors, COORDINATOR_LOAD_IN_PROGRESS and connection errors are
 retried by ``commit_sync`` / ``fetch_committed_offsets`` until their deadline.
@@ -37,6 +39,7 @@ from spark_kafkalite.protocol.errors import (
     KafkaError,
     KafkaTimeoutError,
     RebalanceInProgressError,
+    StaleMemberEpochError,
     error_for_code,
 )
 
@@ -75,8 +78,10 @@ class GroupMember(Protocol):
 
     group_id: str
     group_instance_id: str | None
-    generation: Generation
     subscription_type: SubscriptionType
+
+    @property
+    def generation(self) -> Generation: ...
 
     @property
     def request_timeout_ms(self) -> int: ...
@@ -270,12 +275,20 @@ class ConsumerOffsets:
                 raise KafkaTimeoutError(
                     f"offset commit for group {self.group_id} timed out finding the coordinator"
                 )
+            sent = self._member.generation
             future = self._send_offset_commit(offsets)
             if not self._member.wait_for(future, deadline):
                 raise KafkaTimeoutError(f"offset commit for group {self.group_id} timed out")
             if future.succeeded():
                 return
             last = future.error()
+            if isinstance(last, StaleMemberEpochError):
+                # KIP-848 (Java CommitRequestManager): retried once the heartbeat brought a newer
+                # member epoch, else the member is no longer in the group
+                self._member.backoff(deadline)
+                if self._member.generation != sent and self._member.now_ms() < deadline:
+                    continue
+                raise last
             if isinstance(
                 last, (CommitFailedError, RebalanceInProgressError)
             ) or not is_retriable_group_error(last):

@@ -21,6 +21,10 @@ from spark_kafkalite.client.consumer.consumer_coordinator import (
     OffsetCommitCallback,
     SubscriptionType,
 )
+from spark_kafkalite.client.consumer.consumer_protocol_coordinator import (
+    ConsumerProtocolCoordinator,
+    check_group_protocol_config,
+)
 from spark_kafkalite.client.consumer.group_requests import OffsetAndMetadata
 from spark_kafkalite.client.errors import IllegalStateError
 from spark_kafkalite.client.network_client import now_ms
@@ -55,8 +59,13 @@ class ConsumerGroup:
     there is no coordinator: the hooks are no-ops and the group methods raise
     ``InvalidGroupIdError``.
 
+    With ``group.protocol=consumer`` the coordinator is a ``ConsumerProtocolCoordinator``
+    (KIP-848), else the classic ``ConsumerCoordinator``; ``user_keys`` are the config keys the
+    user set (Java rejects classic-only keys with the consumer protocol).
+
     Raises:
-        InvalidConfigError: bad group settings (e.g. heartbeat.interval.ms >= session.timeout.ms).
+        InvalidConfigError: bad group settings (e.g. heartbeat.interval.ms >= session.timeout.ms,
+            an unknown group.protocol, partition.assignment.strategy with group.protocol=consumer).
     """
 
     def __init__(
@@ -67,20 +76,27 @@ class ConsumerGroup:
         subscriptions: SubscriptionState,
         clear_buffered: Callable[[set[TopicPartition] | None], None],
         default_timeout_ms: float,
+        user_keys: Iterable[str] = (),
     ) -> None:
         self._client = client
         self._subscriptions = subscriptions
         self._default_timeout_ms = default_timeout_ms
-        self.coordinator: ConsumerCoordinator | None = None
+        self.coordinator: ConsumerCoordinator | ConsumerProtocolCoordinator | None = None
+        protocol = check_group_protocol_config(user_keys, config)
         group_id = str(config.get("group.id") or "")
         if not group_id:
+            return
+        if protocol == "consumer":  # KIP-848: the broker assigns (Java AsyncKafkaConsumer)
+            self.coordinator = ConsumerProtocolCoordinator(
+                client, metadata, subscriptions, config, clear_buffered
+            )
             return
         if int(config["heartbeat.interval.ms"]) >= int(config["session.timeout.ms"]):
             raise InvalidConfigError("heartbeat.interval.ms must be lower than session.timeout.ms")
         self.coordinator = ConsumerCoordinator(client, metadata, subscriptions, config, clear_buffered)
 
     # ------------------------------------------------------------------ poll-loop hooks
-    def require(self, what: str) -> ConsumerCoordinator:
+    def require(self, what: str) -> ConsumerCoordinator | ConsumerProtocolCoordinator:
         if self.coordinator is None:
             raise InvalidGroupIdError(
                 f"to use {what} you must provide a valid group.id in the consumer config"

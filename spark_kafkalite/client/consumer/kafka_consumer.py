@@ -56,6 +56,10 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
     "client.rack": "",
     "exclude.internal.topics": True,
     "allow.auto.create.topics": False,
+    # KIP-848: classic (JoinGroup/SyncGroup, client-side assignors) or consumer (the broker
+    # assigns, ConsumerGroupHeartbeat); Java ConsumerConfig GROUP_PROTOCOL_CONFIG
+    "group.protocol": "classic",
+    "group.remote.assignor": None,
     **GROUP_DEFAULTS,  # group.instance.id, session/heartbeat/poll timeouts, auto-commit, assignors
 }
 
@@ -78,7 +82,10 @@ class KafkaConsumer:
     ``default.api.timeout.ms`` (60000, for blocking lookups), ``client.id``,
     ``allow.auto.create.topics`` (false here, unlike Java: reading never creates topics),
     ``client.rack`` (KIP-392: the consumer's rack; with the brokers' ``broker.rack`` and
-    ``replica.selector.class`` set, it reads from a replica in its rack).
+    ``replica.selector.class`` set, it reads from a replica in its rack), ``group.protocol``
+    (classic | consumer; consumer is KIP-848's protocol: the broker assigns, rebalances are
+    incremental; classic-only keys are then rejected) and ``group.remote.assignor`` (consumer
+    protocol only: the broker-side assignor, ``uniform`` or ``range``; default the broker's).
 
     Raises:
         InvalidConfigError: a bad setting.
@@ -105,6 +112,7 @@ class KafkaConsumer:
             self._subscriptions,
             self._fetcher.clear_buffered,
             self._default_timeout_ms,
+            merged.keys(),
         )
 
     # -------------------------------------------------------------- assignment and positions
