@@ -192,8 +192,8 @@ def _requests(url: str, request: str) -> float:
 
 def _meter_cost_us(partitions: int) -> float:
     """CPU µs the meters add to one Produce request of ``partitions`` batches, measured here with
-    ``time.process_time`` over many calls: the response's error counts, the request record (three
-    histograms), one MessagesIn / BytesIn update per batch and the three clock reads."""
+    ``time.process_time`` over many calls: the response's error counts, the request record (six
+    histograms), one MessagesIn / BytesIn update per batch and the five clock reads."""
     from broker.metrics.meters import BrokerTopicStats, RequestMetrics, error_counts, request_name
     from spark_kafkalite.protocol.produce_response import (
         ProducePartitionResult,
@@ -218,7 +218,19 @@ def _meter_cost_us(partitions: int) -> float:
         begun = clock()
         for _p in range(partitions):
             stats.record_produce("t", 80, 9000)
-        metrics.record(0, 9, (request_name(0),), error_counts(response), begun - received, clock() - begun)
+        ready = clock()
+        written = clock()
+        metrics.record(
+            0,
+            9,
+            (request_name(0),),
+            error_counts(response),
+            begun - received,
+            ready - begun,
+            0.0,
+            written - ready,
+            clock() - written,
+        )
     return (time.process_time() - started) / calls * 1e6
 
 

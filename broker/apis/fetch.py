@@ -360,7 +360,7 @@ async def handle_fetch(
             break
         if not keys and not isinstance(session_context, IncrementalFetchContext):
             break
-        rctx.release_slot()  # parked: no longer counts against queued.max.requests
+        rctx.park()  # no longer counts against queued.max.requests; remote time starts
         if not await session_context.wait(ctx.fetch_purgatory, keys, remaining):
             break  # expired with no change to any partition read: that read is the answer
         session_context.refresh_view()

@@ -14,6 +14,7 @@ librdkafka <= 2.11.0 only enables compression when Produce v0 is advertised).
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 
@@ -126,10 +127,10 @@ class KafkaApis:
                 exc, f"{spec.api_key.name} v{version} request {request!r:.2000} from {rctx.connection_id}"
             )
             answer = self._error_response(spec, rctx, request, code)
-            self._record(rctx, request, started_s, {int(code): 1})
+            self._record(rctx, request, started_s, {int(code): 1}, answered=True)
             return answer
         if response is None:
-            self._record(rctx, request, started_s, {})
+            self._record(rctx, request, started_s, {}, answered=False)
             return None
         try:
             answer = self._encode(spec, rctx, response)
@@ -138,28 +139,52 @@ class KafkaApis:
                 exc, f"encoding the {spec.api_key.name} v{version} response to {rctx.connection_id}"
             )
             return self._error_response(spec, rctx, request, code)
-        self._record(rctx, request, started_s, error_counts(response))
+        self._record(rctx, request, started_s, error_counts(response), answered=True)
         return answer
 
-    def _record(self, rctx: RequestContext, request: object, started_s: float, codes: dict[int, int]) -> None:
-        """Count one answered request (Kafka's ``RequestChannel.updateRequestMetrics``): its
+    def _record(
+        self,
+        rctx: RequestContext,
+        request: object,
+        started_s: float,
+        codes: dict[int, int],
+        *,
+        answered: bool,
+    ) -> None:
+        """Count one request (Kafka's ``RequestChannel.Request.updateRequestMetrics``): its
         queue time runs from its frame's arrival to its handler's start, its local time from
-        there to its response being encoded. Fetch times go under ``Fetch`` and under
-        ``FetchConsumer`` or ``FetchFollower`` (Kafka's ``RequestMetrics``)."""
+        there to its response being encoded or to its parking in a purgatory, its remote time
+        from that parking to the response being encoded. An ``answered`` request is counted
+        when the socket server has written its response (``rctx.timeline.sent``), adding its
+        response queue and send times; one without a response (acks=0) at once. Fetch times go
+        under ``Fetch`` and under ``FetchConsumer`` or ``FetchFollower`` (Kafka's
+        ``RequestMetrics``)."""
         api_key = rctx.api_key
         name = request_name(api_key)
         if api_key == ApiKey.FETCH and isinstance(request, FETCH_REQUEST_CLASSES):
             names: tuple[str, ...] = (name, "FetchFollower" if request.replica_id >= 0 else "FetchConsumer")
         else:
             names = (name,)
-        self.request_metrics.record(
+        ready_s = time.monotonic()
+        parked_s = rctx.timeline.parked_s or ready_s
+        record = functools.partial(
+            self.request_metrics.record,
             api_key,
             rctx.api_version,
             names,
             codes,
             (started_s - rctx.received_time_s) * 1000.0,
-            (time.monotonic() - started_s) * 1000.0,
+            (parked_s - started_s) * 1000.0,
+            (ready_s - parked_s) * 1000.0,
         )
+        if not answered:
+            record()
+            return
+
+        def sent(written_s: float, done_s: float) -> None:
+            record((written_s - ready_s) * 1000.0, (done_s - written_s) * 1000.0)
+
+        rctx.timeline.on_sent = sent
 
     @staticmethod
     def _encode(spec: ApiSpec, rctx: RequestContext, response: object) -> bytes | FrameChunks:

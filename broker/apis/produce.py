@@ -473,7 +473,7 @@ async def handle_produce(
                 else int(request.timeout.total_seconds() * 1000)
             )
             results = await ctx.replica_manager.append_records(
-                entries, acks, timeout_ms, ticket=ticket, on_park=rctx.release_slot
+                entries, acks, timeout_ms, ticket=ticket, on_park=rctx.park
             )
             for key, result in results.items():
                 outcomes[key] = (

@@ -107,21 +107,40 @@ _STRIDE = len(TIME_BUCKETS_MS) + 1  # buckets per histogram, +Inf included
 
 class RequestTimes:
     """The time histograms of one request name (Kafka's ``RequestMetrics``: TotalTimeMs and its
-    RequestQueueTimeMs and LocalTimeMs parts; the remote, response queue and send times are not
-    measured). ``buckets`` holds the histograms one after the other, each
+    parts). ``buckets`` holds the histograms one after the other, each
     ``len(TIME_BUCKETS_MS) + 1`` counts (the last one: above every bound); ``sums`` their sums in ms.
     """
 
     __slots__ = ("buckets", "sums")
 
-    #: Kafka's TotalTimeMs, RequestQueueTimeMs (waiting for a ``queued.max.requests`` slot and
-    #: for the Produce requests before it on its connection) and LocalTimeMs (the handler, here
-    #: including the time a request parks in a purgatory, which Kafka counts as RemoteTimeMs)
-    PARTS = ("totaltimems", "requestqueuetimems", "localtimems")
+    #: Kafka's TotalTimeMs and its parts, as ``RequestChannel.Request.updateRequestMetrics``
+    #: splits it: RequestQueueTimeMs (frame read -> handler start: waiting for a
+    #: ``queued.max.requests`` slot and for the Produce requests before it on its connection),
+    #: LocalTimeMs (handler start -> response ready, or -> parked in a purgatory),
+    #: RemoteTimeMs (parked in the produce or fetch purgatory -> response ready),
+    #: ResponseQueueTimeMs (response ready -> handed to the socket: behind earlier Produce
+    #: responses of its connection) and ResponseSendTimeMs (handed to the socket -> written).
+    #: The total is the sum of the five parts.
+    PARTS = (
+        "totaltimems",
+        "requestqueuetimems",
+        "localtimems",
+        "remotetimems",
+        "responsequeuetimems",
+        "responsesendtimems",
+    )
 
     def __init__(self) -> None:
         self.buckets = [0] * (_STRIDE * len(self.PARTS))
         self.sums = [0.0] * len(self.PARTS)
+
+    @staticmethod
+    def copy_of(times: RequestTimes) -> RequestTimes:
+        """A copy of ``times`` (for a reader on another thread: two list copies)."""
+        copied = RequestTimes.__new__(RequestTimes)
+        copied.buckets = times.buckets[:]
+        copied.sums = times.sums[:]
+        return copied
 
     def histogram(self, part: int) -> list[int]:
         """The bucket counts (not cumulative) of histogram ``part`` (an index of ``PARTS``)."""
@@ -155,9 +174,13 @@ class RequestMetrics:
         codes: dict[int, int],
         queue_ms: float,
         local_ms: float,
+        remote_ms: float = 0.0,
+        response_queue_ms: float = 0.0,
+        send_ms: float = 0.0,
     ) -> None:
-        """One request answered: its error code counts (``error_counts``), and its times under
-        each of ``names`` (its request name, plus FetchConsumer / FetchFollower for Fetch)."""
+        """One request answered: its error code counts (``error_counts``), and its times (ms,
+        the parts of :attr:`RequestTimes.PARTS` after the total) under each of ``names`` (its
+        request name, plus FetchConsumer / FetchFollower for Fetch); the total is their sum."""
         requests = self.requests
         key = (api_key, version)
         requests[key] = requests.get(key, 0) + 1
@@ -165,23 +188,26 @@ class RequestMetrics:
         for code, count in codes.items():
             ekey = (api_key, code)
             errors[ekey] = errors.get(ekey, 0) + count
-        total_ms = queue_ms + local_ms
-        total_at = _bisect_left(TIME_BUCKETS_MS, total_ms)
-        queue_at = _STRIDE + _bisect_left(TIME_BUCKETS_MS, queue_ms)
-        local_at = 2 * _STRIDE + _bisect_left(TIME_BUCKETS_MS, local_ms)
+        parts = (
+            queue_ms + local_ms + remote_ms + response_queue_ms + send_ms,
+            queue_ms,
+            local_ms,
+            remote_ms,
+            response_queue_ms,
+            send_ms,
+        )
+        slots = [part * _STRIDE + _bisect_left(TIME_BUCKETS_MS, ms) for part, ms in enumerate(parts)]
         all_times = self.times
         for name in names:
             times = all_times.get(name)
             if times is None:
                 times = all_times[name] = RequestTimes()
             buckets = times.buckets
-            buckets[total_at] += 1
-            buckets[queue_at] += 1
-            buckets[local_at] += 1
+            for slot in slots:
+                buckets[slot] += 1
             sums = times.sums
-            sums[0] += total_ms
-            sums[1] += queue_ms
-            sums[2] += local_ms
+            for part, ms in enumerate(parts):
+                sums[part] += ms
 
 
 class IsrChangeMeters:

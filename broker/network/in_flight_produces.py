@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -71,6 +72,8 @@ class InFlightProduces:
         self._writer = writer
         self._connection_id = connection_id
         self._queue: deque[asyncio.Future[Response]] = deque()
+        #: a queued request's ``RequestTimeline.sent`` (called once its response is written)
+        self._on_written: dict[asyncio.Future[Response], Callable[[float], None]] = {}
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -80,6 +83,7 @@ class InFlightProduces:
         start: Callable[[Callable[[], None]], Awaitable[Response]],
         release_slot: Callable[[], None],
         release_frame: Callable[[], None],
+        on_written: Callable[[float], None],
     ) -> Response:
         """Run one Produce request until it is answered or parks waiting for its replicas.
 
@@ -90,6 +94,8 @@ class InFlightProduces:
                 when it finished, whichever comes first).
             release_frame: returns the frame's bytes to ``queued.max.request.bytes`` once
                 the handler finished.
+            on_written: ``on_written(written_s)`` once this object wrote a queued request's
+                response (the caller does it for a response it gets back).
 
         Returns:
             the response to write now when the request finished without parking and no
@@ -118,6 +124,7 @@ class InFlightProduces:
         if task.done() and not self._queue:
             return task.result()
         self._queue.append(task)
+        self._on_written[task] = on_written
         task.add_done_callback(self._answer_finished)
         return None
 
@@ -129,6 +136,7 @@ class InFlightProduces:
     def cancel(self) -> None:
         """Cancel every waiting request (the connection is closing)."""
         queue, self._queue = self._queue, deque()
+        self._on_written.clear()
         for task in queue:
             task.cancel()
 
@@ -137,6 +145,7 @@ class InFlightProduces:
         queue = self._queue
         while queue and queue[0].done():
             task = queue.popleft()
+            on_written = self._on_written.pop(task, None)
             exc = None if task.cancelled() else task.exception()
             if task.cancelled() or exc is not None:
                 if exc is not None and not isinstance(exc, (CloseConnection, ConnectionError)):
@@ -153,10 +162,13 @@ class InFlightProduces:
             response = task.result()
             if response is None or writer.is_closing():
                 continue
+            written_s = time.monotonic()
             if isinstance(response, list):
                 writer.writelines(response)
             else:
                 writer.write(response)
+            if on_written is not None:
+                on_written(written_s)
 
 
 def _finished(

@@ -27,7 +27,7 @@ from typing import NoReturn
 from broker.network.channel_builders import ListenerSecurity
 from broker.network.in_flight_produces import MAX_IN_FLIGHT_PRODUCES, InFlightProduces
 from broker.network.memory_pool import MemoryPool
-from broker.network.request_context import CloseConnection, RequestContext
+from broker.network.request_context import CloseConnection, RequestContext, RequestTimeline
 from broker.security.principal import ssl_principal
 from broker.security.sasl_server import CredentialLookup
 from broker.security.sasl_server_authenticator import (
@@ -287,8 +287,10 @@ class Processor:
                 frame = await self._read_frame(reader, conn)
                 if frame is None or writer.is_closing():
                     return
-                response = await self._handle(handler, conn, frame, in_flight)
+                timeline = RequestTimeline()
+                response = await self._handle(handler, conn, frame, in_flight, timeline)
                 if response is not None:
+                    written_s = time.monotonic()
                     chunks = (
                         response if isinstance(response, list) else (response,)
                     )  # FrameChunks: by reference
@@ -303,6 +305,7 @@ class Processor:
                     if writer.transport.get_write_buffer_size():  # all sent at once: nothing to wait for
                         async with asyncio.timeout(idle_s):  # a client that never reads is dropped
                             await writer.drain()
+                    timeline.sent(written_s)
                 conn.busy = False
                 conn.last_active_s = time.monotonic()
         finally:
@@ -314,9 +317,11 @@ class Processor:
         conn: Connection,
         frame: bytes | bytearray,
         in_flight: InFlightProduces,
+        timeline: RequestTimeline,
     ) -> bytes | FrameChunks | None:
         """Handle one frame; its response to write now, or None (no response, or a Produce
-        request left to ``in_flight`` to answer in order)."""
+        request left to ``in_flight`` to answer in order). ``timeline``: the request's, whose
+        ``sent`` the writer of its response calls."""
         size = len(frame)
         received_s = time.monotonic()
         header: RequestHeaderInfo | None = None
@@ -348,16 +353,17 @@ class Processor:
                     received_s,
                     conn.principal,
                     parked,
+                    timeline,
                 )
                 return handler(context, produce_frame, offset)
 
             return await in_flight.handle(
-                start, conn.release_slot, functools.partial(self.memory_pool.release, size)
+                start, conn.release_slot, functools.partial(self.memory_pool.release, size), timeline.sent
             )
         try:
             try:
                 if header is None:
-                    return await self._authenticate(conn, frame)
+                    return await self._authenticate(conn, frame, timeline)
                 context = RequestContext(
                     header,
                     conn.connection_id,
@@ -366,6 +372,7 @@ class Processor:
                     received_s,
                     conn.principal,
                     conn.release_slot,
+                    timeline,
                 )
                 return await handler(context, frame, body_offset)
             finally:
@@ -375,7 +382,9 @@ class Processor:
         except SaslAuthenticationFailed as exc:  # answered after the slot and buffer are free
             await self._fail_authentication(conn, exc)
 
-    async def _authenticate(self, conn: Connection, frame: bytes | bytearray) -> bytes | FrameChunks | None:
+    async def _authenticate(
+        self, conn: Connection, frame: bytes | bytearray, timeline: RequestTimeline
+    ) -> bytes | FrameChunks | None:
         """One frame of a connection still authenticating (see the module docstring).
 
         Raises:
@@ -409,6 +418,7 @@ class Processor:
             time.monotonic(),
             conn.principal,
             conn.release_slot,
+            timeline,
         )
         return await self.handler(context, frame, body_offset)
 

@@ -152,7 +152,9 @@ class BrokerCollector(Collector):
         for (api_key, code), count in list(metrics.errors.items()):
             errors.add_metric([request_name(api_key), _error_name(code)], count)
         yield errors
-        times = list(metrics.times.items())
+        # one copy of each name's histograms (a C-level list copy each), so the parts and the
+        # total of one scrape count the same requests while the loop keeps recording
+        times = [(name, RequestTimes.copy_of(recorded)) for name, recorded in list(metrics.times.items())]
         for part, base in enumerate(RequestTimes.PARTS):
             family = HistogramMetricFamily(
                 f"kafka_network_requestmetrics_{base}",

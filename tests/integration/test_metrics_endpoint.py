@@ -48,6 +48,7 @@ def test_metrics_endpoint_serves_kafkas_names(cluster: LocalCluster, unique_topi
             "group.id": unique_topic,
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
         }
     )
     try:
@@ -60,6 +61,7 @@ def test_metrics_endpoint_serves_kafkas_names(cluster: LocalCluster, unique_topi
                 seen += 1
         assert seen == RECORDS
         consumer.commit(asynchronous=False)
+        assert consumer.poll(1.0) is None  # long-poll fetches at the end of the log: they park
     finally:
         consumer.close()
 
@@ -94,6 +96,22 @@ def test_metrics_endpoint_serves_kafkas_names(cluster: LocalCluster, unique_topi
     produce_count = _value(families, "kafka_network_requestmetrics_totaltimems_count", request="Produce")
     assert counts[-1] == produce_count == sum(s.value for s in produce_versions)
     assert _value(families, "kafka_network_requestmetrics_localtimems_count", request="FetchConsumer") >= 1
+    # Kafka's split of the total (RequestChannel.Request.updateRequestMetrics): every part counted
+    # once per request, and the parts' sums add up to the total's, for the acks=all Produce
+    # requests and the consumer's long-poll fetches, which parked (remote time) in the purgatory
+    parts = ("requestqueuetimems", "localtimems", "remotetimems", "responsequeuetimems", "responsesendtimems")
+    for request in ("Produce", "FetchConsumer"):
+        total_count = _value(families, "kafka_network_requestmetrics_totaltimems_count", request=request)
+        total_sum = _value(families, "kafka_network_requestmetrics_totaltimems_sum", request=request)
+        for part in parts:
+            assert (
+                _value(families, f"kafka_network_requestmetrics_{part}_count", request=request) == total_count
+            )
+        part_sums = [
+            _value(families, f"kafka_network_requestmetrics_{part}_sum", request=request) for part in parts
+        ]
+        assert abs(sum(part_sums) - total_sum) <= 1e-6 * max(total_sum, 1.0)
+    assert _value(families, "kafka_network_requestmetrics_remotetimems_sum", request="FetchConsumer") > 0
 
     assert _value(families, "kafka_controller_kafkacontroller_activecontrollercount") == 1
     assert _value(families, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0

@@ -13,6 +13,7 @@ from broker.metrics.meters import (
     ControllerStats,
     IsrChangeMeters,
     RequestMetrics,
+    RequestTimes,
     error_counts,
     record_fetch,
     request_name,
@@ -88,6 +89,18 @@ def test_request_times_are_bucketed_under_each_name() -> None:
     assert fetch.histogram(0)[TIME_BUCKETS_MS.index(5)] == 1  # 3 ms: (2.5, 5]
     assert sum(metrics.times["FetchConsumer"].histogram(0)) == 1
     assert sum(metrics.times["FetchFollower"].histogram(2)) == 1
+
+
+def test_request_time_parts_add_up_to_the_total() -> None:
+    metrics = RequestMetrics()
+    # a parked acks=all Produce: queue, local, remote (purgatory), response queue, send
+    metrics.record(0, 11, ("Produce",), {0: 1}, 0.25, 1.5, 40.0, 3.0, 0.75)
+    produce = metrics.times["Produce"]
+    assert RequestTimes.PARTS[0] == "totaltimems" and len(RequestTimes.PARTS) == 6
+    assert produce.sums == [45.5, 0.25, 1.5, 40.0, 3.0, 0.75]
+    assert all(sum(produce.histogram(part)) == 1 for part in range(6))
+    assert produce.histogram(0)[TIME_BUCKETS_MS.index(50)] == 1  # 45.5 ms: (25, 50]
+    assert produce.histogram(3)[TIME_BUCKETS_MS.index(50)] == 1  # remote 40 ms
 
 
 def test_topic_meters_keep_the_all_topics_total_after_a_topic_goes() -> None:
