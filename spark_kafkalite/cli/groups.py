@@ -8,8 +8,10 @@ Commands::
     kafkalite groups delete   --bootstrap-server H:P GROUP [GROUP ...]
     kafkalite consume --bootstrap-server H:P --topic T --group G [--from-beginning] ...
 
-``groups describe`` prints, per group, its state, assignor and coordinator, a members table
-(member id, group instance id, client id, host, assigned partitions) and an offsets table
+``groups describe`` prints, per group, its type (``classic`` or ``consumer``, KIP-848), state,
+assignor and coordinator (for a consumer group also the group and target assignment epochs), a
+members table (member id, group instance id, client id, host, assigned partitions; for a
+consumer group also each member's epoch and target assignment) and an offsets table
 (topic, partition, committed offset, log end offset, lag, owning member), like
 ``kafka-consumer-groups.sh --describe``. ``consume --group`` subscribes as a member of the group:
 ``--from-beginning`` only applies where the group has no committed offset; offsets are
@@ -94,26 +96,44 @@ def cmd_groups(args: argparse.Namespace) -> int:
             if d.state == "Dead" and not lag:
                 raise CliError(f"consumer group {group!r} does not exist")
             broker, host, port = d.coordinator
+            epochs = (
+                f", group epoch {d.group_epoch}, assignment epoch {d.target_assignment_epoch}"
+                if d.group_epoch is not None
+                else ""
+            )
             out.print(
-                f"[bold]Group {group}[/bold]: state {d.state}"
+                f"[bold]Group {group}[/bold]: type {d.type}, state {d.state}"
                 + (f", assignor {d.partition_assignor}" if d.partition_assignor else "")
+                + epochs
                 + f", coordinator {broker} ({host}:{port}), {len(d.members)} member(s)"
             )
             owner = {tp: m for m in d.members for tp in m.assignment}
             if d.members:
                 members = Table(title=f"Members of {group}")
-                for column in ("Member", "Instance", "Client", "Host", "#Partitions", "Assignment"):
-                    members.add_column(column, no_wrap=column != "Assignment")
+                columns = ["Member", "Instance", "Client", "Host", "#Partitions", "Assignment"]
+                if d.type == "consumer":  # KIP-848: the member epoch and what it is moving to
+                    columns[4:4] = ["Epoch"]
+                    columns.append("Target")
+                for column in columns:
+                    members.add_column(column, no_wrap=column not in ("Assignment", "Target"))
                 for m in sorted(d.members, key=lambda m: m.member_id):
                     parts = sorted(m.assignment)
-                    members.add_row(
+                    row = [
                         m.member_id,
                         m.group_instance_id or "",
                         m.client_id,
                         m.host,
                         str(len(parts)),
                         ", ".join(f"{tp.topic}-{tp.partition}" for tp in parts),
-                    )
+                    ]
+                    if d.type == "consumer":
+                        row[4:4] = [str(m.member_epoch)]
+                        row.append(
+                            ", ".join(
+                                f"{tp.topic}-{tp.partition}" for tp in sorted(m.target_assignment or ())
+                            )
+                        )
+                    members.add_row(*row)
                 out.print(members)
             offsets = Table(title=f"Offsets of {group}")
             for column in (

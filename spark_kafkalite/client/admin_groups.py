@@ -78,6 +78,9 @@ class MemberDescription(NamedTuple):
     client_id: str
     host: str
     assignment: frozenset[TopicPartition]
+    #: KIP-848 consumer groups only (Java ``MemberDescription.memberEpoch`` / ``targetAssignment``)
+    member_epoch: int | None = None
+    target_assignment: frozenset[TopicPartition] | None = None
 
 
 class ConsumerGroupDescription(NamedTuple):
@@ -92,6 +95,11 @@ class ConsumerGroupDescription(NamedTuple):
     partition_assignor: str
     state: str
     coordinator: tuple[int, str, int]
+    #: ``classic`` or ``consumer`` (KIP-848; Java ``ConsumerGroupDescription.type``, ``GroupType``)
+    type: str = "classic"
+    #: KIP-848 consumer groups only (Java ``groupEpoch`` / ``targetAssignmentEpoch``)
+    group_epoch: int | None = None
+    target_assignment_epoch: int | None = None
 
 
 class PartitionLag(NamedTuple):
@@ -314,11 +322,25 @@ class AdminGroups:
                         for tp in m.assignment.topic_partitions
                         for p in tp.partitions
                     ),
+                    int(m.member_epoch),
+                    frozenset(
+                        TopicPartition(str(tp.topic_name), int(p))
+                        for tp in m.target_assignment.topic_partitions
+                        for p in tp.partitions
+                    ),
                 )
                 for m in d.members
             ]
             return ConsumerGroupDescription(
-                group_id, False, members, str(d.assignor_name), str(d.group_state), coordinator
+                group_id,
+                False,
+                members,
+                str(d.assignor_name),
+                str(d.group_state),
+                coordinator,
+                "consumer",
+                int(d.group_epoch),
+                int(d.assignment_epoch),
             )
         return None
 

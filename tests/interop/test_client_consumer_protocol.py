@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 from group_peers import create_topic, group_cluster, produce
 
+from spark_kafkalite.cli import main
 from spark_kafkalite.client import KafkaConsumer
 from spark_kafkalite.client.consumer.consumer_coordinator import ConsumerRebalanceListener
 from spark_kafkalite.client.types import TopicPartition
@@ -105,7 +106,9 @@ def test_config_validation() -> None:
         KafkaConsumer({"bootstrap.servers": "127.0.0.1:1", "group.id": "g", "group.remote.assignor": "range"})
 
 
-def test_members_split_move_take_over_and_commit(kcluster: LocalCluster) -> None:
+def test_members_split_move_take_over_and_commit(
+    kcluster: LocalCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
     bootstrap = kcluster.bootstrap_servers
     suffix = uuid.uuid4().hex[:8]
     topic, group = f"ours-cp-{suffix}", f"ours-cp-g-{suffix}"
@@ -124,6 +127,13 @@ def test_members_split_move_take_over_and_commit(kcluster: LocalCluster) -> None
             c.commit_sync()
             for tp in c.assignment():
                 assert c.committed(tp).offset == PER_PARTITION
+        # kafkalite groups describe: type, epochs and each member's assignment (ConsumerGroupDescribe)
+        assert main(["groups", "describe", "--bootstrap-server", bootstrap, group]) == 0
+        shown = capsys.readouterr().out
+        assert f"Group {group}: type consumer, state Stable" in shown and "group epoch" in shown
+        for c in members:
+            member_id = c.group_metadata()["member_id"]
+            assert member_id in shown and c.group_metadata()["generation_id"] > 0
         third = ours(bootstrap, group)
         third.subscribe([topic], listeners[2])
         members.append(third)
