@@ -1,5 +1,6 @@
 """commitOffsetsToGroup=true: a streaming query's processed offsets show up as the committed
-offsets of ``kafka.group.id``, read back by an independent client (confluent-kafka)."""
+offsets of ``kafka.group.id``, read back by an independent client (confluent-kafka), by
+``kafkalite groups describe`` and in the broker's kafka_exporter lag series on ``/metrics``."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import re
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from spark_kafkalite.client import KafkaAdminClient, KafkaProducer, NewTopic
 from spark_kafkalite.local_cluster import LocalCluster
@@ -43,14 +46,14 @@ def _wait_for(check: Any, expected: Any, timeout_s: float = 60.0) -> Any:
 
 
 @pytest.fixture(scope="module")
-def group_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def group_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """A one-broker cluster whose ``__consumer_offsets`` can be created (replication factor 1;
     Kafka's default of 3 needs three brokers)."""
     data_dir: Path = tmp_path_factory.mktemp("group-cluster")
     with LocalCluster(
         data_dir=data_dir, config_overrides={"offsets.topic.replication.factor": "1"}
     ) as cluster:
-        yield cluster.bootstrap_servers
+        yield cluster
 
 
 def _produce(bootstrap: str, topic: str, records: list[tuple[int, bytes]]) -> None:
@@ -61,8 +64,21 @@ def _produce(bootstrap: str, topic: str, records: list[tuple[int, bytes]]) -> No
             future.result(timeout=30)
 
 
-def test_processed_offsets_are_committed_to_the_group(spark, group_cluster: str) -> None:
-    bootstrap_servers = group_cluster
+def _group_series(metrics_url: str, group: str) -> dict[tuple[str, str], float]:
+    """(sample name, partition) -> value of the ``kafka_consumergroup_*`` samples of ``group``."""
+    with urllib.request.urlopen(metrics_url, timeout=10) as response:
+        text = response.read().decode()
+    return {
+        (sample.name, sample.labels.get("partition", "")): sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name.startswith("kafka_consumergroup_")
+        for sample in family.samples
+        if sample.labels.get("consumergroup") == group
+    }
+
+
+def test_processed_offsets_are_committed_to_the_group(spark, group_cluster: LocalCluster) -> None:
+    bootstrap_servers = group_cluster.bootstrap_servers
     topic = f"spark-group-{uuid.uuid4().hex[:8]}"
     with KafkaAdminClient({"bootstrap.servers": bootstrap_servers}) as admin:
         admin.create_topics([NewTopic(topic, 2, 1)])
@@ -108,6 +124,16 @@ def test_processed_offsets_are_committed_to_the_group(spark, group_cluster: str)
     with KafkaAdminClient({"bootstrap.servers": bootstrap_servers}) as admin:
         lag = admin.consumer_group_lag(group)
     assert {tp.partition: info.lag for tp, info in lag.items()} == {0: 3, 1: 0}
+    # and on the coordinator's /metrics, under kafka_exporter's names (what Prometheus scrapes)
+    (metrics_url,) = group_cluster.metrics_urls
+    assert _group_series(metrics_url, group) == {
+        ("kafka_consumergroup_current_offset", "0"): 5,
+        ("kafka_consumergroup_current_offset", "1"): 12,
+        ("kafka_consumergroup_lag", "0"): 3,
+        ("kafka_consumergroup_lag", "1"): 0,
+        ("kafka_consumergroup_lag_sum", ""): 3,
+        ("kafka_consumergroup_members", ""): 0,  # a query commits without joining the group
+    }
     cli = Path(sys.executable).with_name("kafkalite")
     described = subprocess.run(
         [str(cli), "groups", "describe", group, "--bootstrap-server", bootstrap_servers],
