@@ -48,15 +48,16 @@ def broker_resource_error(node_id: int, name: str) -> KafkaError | None:
 
 
 async def alter_resources(
+    ctx: BrokerContext,
+    rctx: RequestContext,
     resources: Sequence[Any],
     alter_topics: Callable[[list[Any]], Awaitable[list[KafkaError | None]]],
     alter_others: Callable[[list[Any]], Awaitable[list[KafkaError | None]]],
     api_name: str,
-    denied: Callable[[Any], KafkaError | None],
-    node_id: int,
 ) -> list[ResourceOutcome]:
     """Outcome per request resource, in order. A resource named twice is INVALID_REQUEST, then
-    ``denied(resource)`` (the authorization error, or None); allowed TOPIC resources are passed
+    one the principal may not ALTER_CONFIGS is refused
+    (:func:`~broker.apis.auth_helper.config_resource_error`); allowed TOPIC resources are passed
     together to ``alter_topics``, BROKER resources of this broker (or "") and GROUP resources
     together to ``alter_others`` (-> one error or None each); everything else is refused."""
     counts: dict[tuple[int, str], int] = {}
@@ -70,13 +71,17 @@ async def alter_resources(
         error: KafkaError | None = None
         if counts[(int(r.resource_type), r.resource_name)] > 1:
             error = InvalidRequestError(f"Error due to duplicate resource {r.resource_name} in {api_name}")
-        elif (refused := denied(r)) is not None:
+        elif (
+            refused := config_resource_error(
+                ctx, rctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name
+            )
+        ) is not None:
             error = refused
         elif r.resource_type == RESOURCE_TYPE_TOPIC:
             topic_indexes.append(i)
             continue
         elif r.resource_type == RESOURCE_TYPE_BROKER and (
-            (error := broker_resource_error(node_id, r.resource_name)) is not None
+            (error := broker_resource_error(ctx.node_id, r.resource_name)) is not None
         ):
             pass
         elif r.resource_type in (RESOURCE_TYPE_BROKER, RESOURCE_TYPE_GROUP):
@@ -139,16 +144,7 @@ async def handle_alter_configs(
             bool(request.validate_only),
         )
 
-    outcomes = await alter_resources(
-        request.resources,
-        alter_topics,
-        alter_others,
-        "AlterConfigs",
-        lambda r: config_resource_error(
-            ctx, rctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name
-        ),
-        ctx.node_id,
-    )
+    outcomes = await alter_resources(ctx, rctx, request.resources, alter_topics, alter_others, "AlterConfigs")
     return build_alter_response(ApiKey.ALTER_CONFIGS, rctx.api_version, request.resources, outcomes)
 
 

@@ -13,10 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from broker.apis.alter_configs import alter_resources, build_alter_response
-from broker.apis.auth_helper import config_resource_error
 from broker.apis.context import BrokerContext
 from broker.network.request_context import RequestContext
-from spark_kafkalite.protocol.acl import AclOperation
 from spark_kafkalite.protocol.api_keys import ApiKey
 from spark_kafkalite.protocol.errors import ErrorCode, KafkaError
 
@@ -57,14 +55,7 @@ async def handle_incremental_alter_configs(
         )
 
     outcomes = await alter_resources(
-        request.resources,
-        alter_topics,
-        alter_others,
-        "IncrementalAlterConfigs",
-        lambda r: config_resource_error(
-            ctx, rctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name
-        ),
-        ctx.node_id,
+        ctx, rctx, request.resources, alter_topics, alter_others, "IncrementalAlterConfigs"
     )
     return build_alter_response(
         ApiKey.INCREMENTAL_ALTER_CONFIGS, rctx.api_version, request.resources, outcomes

@@ -298,6 +298,26 @@ def _ending(params: Mapping[str, str]) -> OffsetRangeLimit:
     )
 
 
+def _refuse_in_batch(
+    limit: OffsetRangeLimit, kind: str, sentinel: int, what: str, option: str, per_partition: str
+) -> None:
+    """Raise KafkaLiteOptionError if a batch query's ``limit`` is ``kind`` ("latest" for the
+    starting limit, "earliest" for the ending one) as a whole or as the ``sentinel`` offset of a
+    partition or topic (Spark's ``KafkaSourceProvider.validateBatchOptions``)."""
+    if limit.kind == kind:
+        raise KafkaLiteOptionError(f"{what} can't be {kind} for batch queries on Kafka (option '{option}')")
+    for tp, offset in limit.offsets.items():
+        if offset == sentinel:
+            raise KafkaLiteOptionError(
+                f"{per_partition} for {tp.topic}-{tp.partition} can't be {kind} for batch queries on Kafka"
+            )
+    for topic, offset in limit.topic_offsets.items():
+        if offset == sentinel:
+            raise KafkaLiteOptionError(
+                f"{per_partition} for topic {topic} can't be {kind} for batch queries on Kafka"
+            )
+
+
 def _check_offset_limit_validity(start: OffsetRangeLimit, end: OffsetRangeLimit) -> None:
     """Spark's ``checkOffsetLimitValidity`` for two specific (or two per-partition timestamp) limits."""
     if start.kind == "specific" and end.kind == "specific":
@@ -353,35 +373,9 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         ending = None
     else:
         starting = _starting(params, OffsetRangeLimit("earliest"))
-        if starting.kind == "latest":
-            raise KafkaLiteOptionError(
-                "starting offset can't be latest for batch queries on Kafka (option 'startingOffsets')"
-            )
-        for tp, offset in starting.offsets.items():
-            if offset == LATEST:
-                raise KafkaLiteOptionError(
-                    f"startingOffsets for {tp.topic}-{tp.partition} can't be latest for batch queries on Kafka"
-                )
-        for topic, offset in starting.topic_offsets.items():
-            if offset == LATEST:
-                raise KafkaLiteOptionError(
-                    f"startingOffsets for topic {topic} can't be latest for batch queries on Kafka"
-                )
+        _refuse_in_batch(starting, "latest", LATEST, "starting offset", "startingOffsets", "startingOffsets")
         ending = _ending(params)
-        if ending.kind == "earliest":
-            raise KafkaLiteOptionError(
-                "ending offset can't be earliest for batch queries on Kafka (option 'endingOffsets')"
-            )
-        for tp, offset in ending.offsets.items():
-            if offset == EARLIEST:
-                raise KafkaLiteOptionError(
-                    f"ending offset for {tp.topic}-{tp.partition} can't be earliest for batch queries on Kafka"
-                )
-        for topic, offset in ending.topic_offsets.items():
-            if offset == EARLIEST:
-                raise KafkaLiteOptionError(
-                    f"ending offset for topic {topic} can't be earliest for batch queries on Kafka"
-                )
+        _refuse_in_batch(ending, "earliest", EARLIEST, "ending offset", "endingOffsets", "ending offset")
         _check_offset_limit_validity(starting, ending)
         for ignored in ("maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"):
             if ignored in params:
