@@ -129,6 +129,19 @@ def test_members_share_a_partition_and_read_each_record_once(kcluster: LocalClus
     finally:
         for member in members:
             member.close()
+    # the members left (ShareGroupHeartbeat epoch -1): the empty share group can be deleted
+    client = raw_client(bootstrap)
+    try:
+        deleted = client.send_and_wait(
+            0, make(request_class(ApiKey.DELETE_GROUPS, 2), groups_names=(group,)), 10000
+        )
+        assert [(r.group_id, r.error_code) for r in deleted.results] == [(group, 0)]
+        listed = client.send_and_wait(
+            0, make(request_class(ApiKey.LIST_GROUPS, 5), states_filter=(), types_filter=("share",)), 10000
+        )
+        assert [g.group_id for g in listed.groups if g.group_id == group] == []
+    finally:
+        client.close()
     assert sorted(seen) == list(range(total))
     assert len(readers) >= 2, f"one member read everything: {readers}"
 

@@ -201,6 +201,18 @@ class ShareGroupCoordinator:
             dict(member.assignment) if send_assignment else None,
         )
 
+    def delete_group(self, group_id: str, topics: Mapping[str, tuple[uuid.UUID, int]]) -> int | None:
+        """DeleteGroups of a share group: None if ``group_id`` is no share group here, else 0
+        (deleted) or NON_EMPTY_GROUP (members left after expiring the silent ones)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        self._expire(group, topics, self.now_ms())
+        if group.members:
+            return int(ErrorCode.non_empty_group)
+        del self.groups[group_id]
+        return 0
+
     def describe(self, group_id: str) -> ShareGroup | None:
         group = self.groups.get(group_id)
         return group

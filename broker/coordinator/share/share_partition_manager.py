@@ -132,5 +132,12 @@ class SharePartitionManager:
         for key in [k for k in self.partitions if (k[1], k[2]) in gone]:
             del self.partitions[key]
 
+    def forget_group(self, group_id: str) -> None:
+        """The group was deleted: drop its share partitions and sessions on this broker."""
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            del self.partitions[key]
+        for session_key in [k for k in self.sessions if k[0] == group_id]:
+            del self.sessions[session_key]
+
     def groups(self) -> set[str]:
         return {k[0] for k in self.partitions}
