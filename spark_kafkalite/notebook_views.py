@@ -1,37 +1,22 @@
 """HTML views of a running :class:`~spark_kafkalite.local_cluster.LocalCluster` for Jupyter
 (``LocalCluster._repr_html_``): its brokers (address, role, process state, metrics URL), its
 topics' partitions (leader, replicas, ISR, under-replication) and its consumer groups' lag per
-partition (committed offset, high watermark, lag), read through the admin client at render time.
+partition (committed offset, high watermark, lag), read through the admin client at render time. The admin client's results render on their own
+(``spark_kafkalite.client.admin_views``): ``describe_topics``, ``describe_consumer_groups`` and
+``consumer_group_lag``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from html import escape
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from spark_kafkalite.client.admin_views import html_table
 
 if TYPE_CHECKING:
     from spark_kafkalite.local_cluster import LocalCluster
 
 __all__ = ["cluster_html", "html_table"]
-
-_STYLE = "border-collapse:collapse;margin:0.3em 0"
-_CELL = "border:1px solid #ccc;padding:2px 8px;text-align:left"
-
-
-def html_table(caption: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A small HTML table (every value escaped; None shown as an empty cell)."""
-    head = "".join(f'<th style="{_CELL}">{escape(c)}</th>' for c in columns)
-    body = "".join(
-        "<tr>"
-        + "".join(f'<td style="{_CELL}">{"" if v is None else escape(str(v))}</td>' for v in row)
-        + "</tr>"
-        for row in rows
-    )
-    return (
-        f'<table style="{_STYLE}"><caption style="text-align:left;font-weight:bold">{escape(caption)}</caption>'
-        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-    )
 
 
 def cluster_html(cluster: LocalCluster, timeout_s: float = 5.0, include_internal: bool = False) -> str:

@@ -30,9 +30,7 @@ from spark_kafkalite.client.admin_configs import (
 )
 from spark_kafkalite.client.admin_groups import (
     AdminGroups,
-    ConsumerGroupDescription,
     ConsumerGroupListing,
-    PartitionLag,
 )
 from spark_kafkalite.client.admin_log_dirs import describe_log_dirs_builder, parse_describe_log_dirs
 from spark_kafkalite.client.admin_records import delete_records
@@ -48,6 +46,7 @@ from spark_kafkalite.client.admin_transactions import (
     TransactionDescription,
     TransactionListing,
 )
+from spark_kafkalite.client.admin_views import GroupDescriptions, GroupLag, TopicDescriptions
 from spark_kafkalite.client.config import parse_config
 from spark_kafkalite.client.consumer.group_requests import OffsetAndMetadata
 from spark_kafkalite.client.consumer.offset_fetcher import OffsetFetcher
@@ -153,17 +152,16 @@ class KafkaAdminClient:
         exclude = bool(self.config["exclude.internal.topics"])
         return sorted(t for t in cluster.partitions if not (exclude and t in cluster.internal_topics))
 
-    def describe_topics(
-        self, topics: Iterable[str], timeout_ms: float | None = None
-    ) -> dict[str, list[PartitionInfo]]:
-        """Partitions of each topic, sorted by partition id.
+    def describe_topics(self, topics: Iterable[str], timeout_ms: float | None = None) -> TopicDescriptions:
+        """Partitions of each topic, sorted by partition id (a ``dict``: topic ->
+        ``[PartitionInfo]``, shown as a table in a notebook).
 
         Raises:
             UnknownTopicOrPartitionError: a topic does not exist (the first error is raised).
         """
         names = list(topics)
         cluster = self._describe(names, timeout_ms)
-        out: dict[str, list[PartitionInfo]] = {}
+        out = TopicDescriptions()
         for name in names:
             code = cluster.topic_errors.get(name)
             if code is not None and code != ErrorCode.leader_not_available:
@@ -409,7 +407,7 @@ class KafkaAdminClient:
 
     def describe_consumer_groups(
         self, group_ids: Iterable[str], timeout_ms: float | None = None
-    ) -> dict[str, ConsumerGroupDescription]:
+    ) -> GroupDescriptions:
         """Members, assignor and state of each group (``AdminGroups.describe_consumer_groups``)."""
         return self._groups.describe_consumer_groups(group_ids, timeout_ms)
 
@@ -440,7 +438,7 @@ class KafkaAdminClient:
 
     def consumer_group_lag(
         self, group_id: str, timeout_ms: float | None = None, include_assigned: bool = True
-    ) -> dict[TopicPartition, PartitionLag]:
+    ) -> GroupLag:
         """Committed offset, log end offset and lag per partition (``AdminGroups.consumer_group_lag``)."""
         return self._groups.consumer_group_lag(group_id, timeout_ms, include_assigned)
 

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from spark_kafkalite.client.admin_views import GroupDescriptions, GroupLag, group_description_html
 from spark_kafkalite.client.consumer.abstract_coordinator import AbstractCoordinator, coordinator_node_id
 from spark_kafkalite.client.consumer.group_requests import (
     OffsetAndMetadata,
@@ -100,6 +101,10 @@ class ConsumerGroupDescription(NamedTuple):
     #: KIP-848 consumer groups only (Java ``groupEpoch`` / ``targetAssignmentEpoch``)
     group_epoch: int | None = None
     target_assignment_epoch: int | None = None
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: the group and its members as tables (``admin_views``)."""
+        return group_description_html(self)
 
 
 class PartitionLag(NamedTuple):
@@ -226,14 +231,15 @@ class AdminGroups:
 
     def describe_consumer_groups(
         self, group_ids: Iterable[str], timeout_ms: float | None = None
-    ) -> dict[str, ConsumerGroupDescription]:
+    ) -> GroupDescriptions:
         """Members (ids, client ids, hosts, decoded assignments), assignor and state of each
-        group. An unknown group is described with state ``Dead`` and no members (as Kafka).
+        group (a ``dict``: group id -> ``ConsumerGroupDescription``, shown as tables in a
+        notebook). An unknown group is described with state ``Dead`` and no members (as Kafka).
 
         Raises:
             KafkaError: a group's error (e.g. GROUP_AUTHORIZATION_FAILED). KafkaTimeoutError.
         """
-        out: dict[str, ConsumerGroupDescription] = {}
+        out = GroupDescriptions()
         for group_id in dict.fromkeys(group_ids):
             consumer_group = self._describe_consumer_group(group_id, timeout_ms)
             if consumer_group is not None:
@@ -463,9 +469,10 @@ class AdminGroups:
 
     def consumer_group_lag(
         self, group_id: str, timeout_ms: float | None = None, include_assigned: bool = True
-    ) -> dict[TopicPartition, PartitionLag]:
+    ) -> GroupLag:
         """Per partition: committed offset, log end offset (high watermark) and lag
-        (``log_end_offset - committed``, at least 0). Covers the committed partitions plus,
+        (``log_end_offset - committed``, at least 0), a ``dict`` (TopicPartition ->
+        ``PartitionLag``) shown as a table in a notebook. Covers the committed partitions plus,
         with ``include_assigned``, partitions assigned to current members.
 
         Raises:
@@ -479,7 +486,7 @@ class AdminGroups:
                 for member in description.members:
                     tps |= member.assignment
         if not tps:
-            return {}
+            return GroupLag(group_id, {})
         existing = self._describe(sorted({tp.topic for tp in tps}), timeout_ms).partitions
         live = {tp for tp in tps if tp.partition in existing.get(tp.topic, {})}
         ends = self._list_offsets({tp: -1 for tp in live}, timeout_ms) if live else {}
@@ -489,4 +496,4 @@ class AdminGroups:
             c = committed.get(tp)
             lag = None if c is None or end < 0 else max(0, end - c)
             out[tp] = PartitionLag(c, end, lag)
-        return out
+        return GroupLag(group_id, out)
