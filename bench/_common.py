@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import os
 import platform
 import time
@@ -212,6 +213,17 @@ def committed_record_count(
         return count
     finally:
         consumer.close()
+
+
+def aa_noise(*series: list[float]) -> tuple[float, list[float]]:
+    """A/A noise of repeated measurements of one unchanged variant: the ratios of each run to
+    the next run of the same series (``later / earlier``), pooled over ``series``, and their
+    median absolute deviation from 1 in percent. Beside an A/B ratio it says how large a
+    difference the same code shows from run to run on this machine at this load."""
+    ratios = [b / a for runs in series for a, b in itertools.pairwise(runs) if a and b]
+    deviations = sorted(abs(r - 1) * 100 for r in ratios)
+    median = deviations[(len(deviations) - 1) // 2] if deviations else float("nan")
+    return median, ratios
 
 
 def machine_summary() -> str:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import console, create_topic, emit_table, machine_summary
+from _common import aa_noise, console, create_topic, emit_table, machine_summary
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.types import TopicName
@@ -178,14 +178,35 @@ def main() -> None:
         f"meters in the request handler: {args.blocks} blocks of {args.requests} requests each way, "
         f"{PARTITIONS} partitions x {args.batch_records} records of 100 bytes per Produce, Fetch of "
         f"{PARTITIONS} x 256 KB from offset 0; loop-thread CPU per request, median of the blocks; "
+        f"A/A noise: the median |ratio - 1| of each block to the next block of the same state (the "
+        f"difference unchanged code shows here: an on / off ratio within it is not an effect); "
         f"load average {load:.1f} at start"
     )
-    columns = ["request", "meters on µs", "meters off µs", "on / off", "per block on / off"]
+    columns = [
+        "request",
+        "meters on µs",
+        "meters off µs",
+        "on / off",
+        "per block on / off",
+        "A/A noise ±%",
+        "A/A: next block / block, same state",
+    ]
     rows = []
     for name, by_state in results.items():
         on, off = statistics.median(by_state[True]), statistics.median(by_state[False])
         pairs = ", ".join(f"{a / b:.3f}" for a, b in zip(by_state[True], by_state[False], strict=True))
-        rows.append([name, f"{on:.1f}", f"{off:.1f}", f"{on / off:.3f}", pairs])
+        noise, ratios = aa_noise(by_state[True], by_state[False])
+        rows.append(
+            [
+                name,
+                f"{on:.1f}",
+                f"{off:.1f}",
+                f"{on / off:.3f}",
+                pairs,
+                f"{noise:.1f}",
+                ", ".join(f"{r:.3f}" for r in ratios),
+            ]
+        )
     table = Table(title=title)
     for column in columns:
         table.add_column(column)

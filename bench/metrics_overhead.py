@@ -39,6 +39,7 @@ from pathlib import Path
 import confluent_kafka
 from _common import (
     BrokerCpu,
+    aa_noise,
     base_parser,
     create_topic,
     make_keys,
@@ -305,11 +306,17 @@ def main() -> None:
         off_cpu = [c for _s, c, _n in runs["off"][phase]]
         pairs = [a / b for a, b in zip(on_cpu, off_cpu, strict=True) if a is not None and b]
         speed = [b[0] / a[0] for a, b in zip(runs["on"][phase], runs["off"][phase], strict=True)]
+        cpu_noise, _ = aa_noise([c for c in on_cpu if c], [c for c in off_cpu if c])
+        speed_noise, _ = aa_noise(
+            [1 / s for s, _c, _n in runs["on"][phase]], [1 / s for s, _c, _n in runs["off"][phase]]
+        )
         print_table(
             f"metrics overhead, {phase}: {records:,} records (100-byte values, {args.partitions} partitions, "
             f"acks=1), {args.rounds} adjacent pairs of runs; broker CPU on / off per pair: median "
             f"{(_median(pairs) - 1) * 100:+.1f} % (pairs {', '.join(f'{(p - 1) * 100:+.0f}' for p in pairs)} %); "
-            f"throughput on / off per pair: median {(_median(speed) - 1) * 100:+.1f} %; broker CPU per record "
+            f"throughput on / off per pair: median {(_median(speed) - 1) * 100:+.1f} %; A/A noise (median "
+            f"|ratio - 1| of each run to the next run of the same broker): broker CPU ±{cpu_noise:.1f} %, "
+            f"throughput ±{speed_noise:.1f} %; broker CPU per record "
             f"(warm-up included): on {_median([c / total * 1e6 for c in on_cpu if c]):.2f} µs, off "
             f"{_median([c / total * 1e6 for c in off_cpu if c]):.2f} µs; one scrape: {scrape_bytes:,} bytes, "
             f"{scrape_ms:.1f} ms of broker CPU; meters per Produce request ({args.partitions} batches) "
