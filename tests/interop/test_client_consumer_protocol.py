@@ -16,7 +16,7 @@ from group_peers import create_topic, group_cluster, produce
 
 from spark_kafkalite.cli import main
 from spark_kafkalite.client import KafkaConsumer
-from spark_kafkalite.client.consumer.consumer_coordinator import ConsumerRebalanceListener
+from spark_kafkalite.client.consumer.consumer_coordinator import CommitFailedError, ConsumerRebalanceListener
 from spark_kafkalite.client.types import TopicPartition
 from spark_kafkalite.local_cluster import LocalCluster
 from spark_kafkalite.protocol.errors import InvalidConfigError
@@ -113,14 +113,16 @@ def test_members_split_move_take_over_and_commit(
     suffix = uuid.uuid4().hex[:8]
     topic, group = f"ours-cp-{suffix}", f"ours-cp-g-{suffix}"
     create_topic(bootstrap, topic, PARTITIONS)
-    produce(bootstrap, topic, PARTITIONS, PER_PARTITION)
     listeners = [Recorder() for _ in range(3)]
     members = [ours(bootstrap, group) for _ in range(2)]
     seen: list = []
     try:
         for c, lst in zip(members, listeners, strict=False):
             c.subscribe([topic], lst)
-        poll_until(members, lambda: balanced(members, PARTITIONS) and len(seen) == 20, 20, seen)
+        poll_until(members, lambda: balanced(members, PARTITIONS), 20)
+        # produced once the group is balanced: nothing read before a partition moved
+        produce(bootstrap, topic, PARTITIONS, PER_PARTITION)
+        poll_until(members, lambda: len(seen) >= PARTITIONS * PER_PARTITION, 20, seen)
         assert len(set(seen)) == PARTITIONS * PER_PARTITION == len(seen)
         # commit with the member epoch, read back
         for c in members:
@@ -220,3 +222,38 @@ def test_mixed_group_with_confluent_reads_every_record_once(kcluster: LocalClust
     finally:
         mine.close()
         peer.close()
+
+
+def test_fenced_member_loses_partitions_and_rejoins_static_member_returns(kcluster: LocalCluster) -> None:
+    bootstrap = kcluster.bootstrap_servers
+    suffix = uuid.uuid4().hex[:8]
+    topic, group = f"fence-cp-{suffix}", f"fence-cp-g-{suffix}"
+    create_topic(bootstrap, topic, PARTITIONS)
+    produce(bootstrap, topic, PARTITIONS, PER_PARTITION)
+    lst = Recorder()
+    sleeper = ours(bootstrap, group)
+    static = ours(bootstrap, group, **{"group.instance.id": f"static-{suffix}"})
+    try:
+        sleeper.subscribe([topic], lst)
+        static.subscribe([topic])
+        both = [sleeper, static]
+        poll_until(both, lambda: balanced(both, PARTITIONS), 20)
+        kept = sleeper.assignment()
+        # the sleeper misses its session (3 s): the coordinator removes it, the static member takes all
+        poll_until([static], lambda: len(static.assignment()) == PARTITIONS, 15)
+        with pytest.raises(CommitFailedError):  # Java: UNKNOWN_MEMBER_ID -> CommitFailedException
+            sleeper.commit_sync({TopicPartition(topic, p): 1 for p in (tp.partition for tp in kept)})
+        poll_until(both, lambda: balanced(both, PARTITIONS), 20)
+        assert ("lost", frozenset(kept)) in lst.calls and lst.calls[-1][0] == "assigned"
+        # a static member leaves with epoch -2: its partitions wait for its return (no rebalance)
+        held = static.assignment()
+        static.close()
+        again = ours(bootstrap, group, **{"group.instance.id": f"static-{suffix}"})
+        both = [sleeper, again]
+        again.subscribe([topic])
+        poll_until(both, lambda: again.assignment() == held, 20)
+        assert sleeper.assignment().isdisjoint(held)
+        static = again
+    finally:
+        sleeper.close()
+        static.close()

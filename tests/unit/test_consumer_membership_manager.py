@@ -102,7 +102,8 @@ def test_heartbeat_state_sends_full_on_join_then_only_changes() -> None:
     m.on_heartbeat_success(None, 1, 100, {T1: frozenset({0})})
     delta = hs.build(m, ("a",), None)
     assert delta.subscribed_topic_names is None and delta.server_assignor is None
-    assert delta.instance_id is None and delta.rebalance_timeout_ms == -1 and delta.topic_partitions is None
+    assert delta.rack_id is None and delta.rebalance_timeout_ms == -1 and delta.topic_partitions is None
+    assert delta.instance_id == "inst"  # every request: the coordinator needs it for a static leave
     m.on_reconciled(m.plan_reconciliation(NAMES, set()))
     ack = hs.build(m, ("a", "b"), None)
     assert ack.topic_partitions == ((T1, (0,)),) and ack.subscribed_topic_names == ("a", "b")

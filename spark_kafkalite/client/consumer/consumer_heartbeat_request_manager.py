@@ -4,8 +4,9 @@
 Requests carry every field when the member joins (epoch 0) or after an error, and otherwise
 only the fields that changed since the last one sent (Java
 ``ConsumerHeartbeatRequestManager.HeartbeatState``): the subscribed topic names or regex, the
-server assignor and the owned partitions are sent as null when unchanged; the instance id,
-rack and rebalance timeout only on a full request. One heartbeat is in flight at a time; the
+server assignor and the owned partitions are sent as null when unchanged; the rack and
+rebalance timeout only on a full request; the instance id of a static member in every request
+(the coordinator tells a static leave, epoch -2, by it). One heartbeat is in flight at a time; the
 next leaves after the interval the coordinator gave (``heartbeat_interval``), or at once when
 the member joins, acknowledges a reconciliation or leaves.
 
@@ -122,7 +123,7 @@ class HeartbeatState:
             partitions = self._sent_partitions = owned
         return HeartbeatFields(
             member_epoch=membership.member_epoch,
-            instance_id=membership.group_instance_id if full else None,
+            instance_id=membership.group_instance_id,  # every request, as Java (the leave included)
             rack_id=self._rack_id if full else None,
             rebalance_timeout_ms=self._rebalance_timeout_ms if full else -1,
             subscribed_topic_names=names,
