@@ -161,6 +161,16 @@ def test_prometheus_sees_throughput_lag_and_under_replication(
     assert abs(float(increase[0]["value"][1]) - RECORDS) <= 0.05 * RECORDS
     assert abs(float(rate[0]["value"][1]) * window_ms / 1000 - RECORDS) <= 0.05 * RECORDS
 
+    # -- request time split: the acks=all Produce requests waited for the followers in the
+    # produce purgatory (remote time); every part counts each request once, as the total
+    def produce(name: str) -> float | None:
+        return prometheus.scalar(f'sum(kafka_network_requestmetrics_{name}{{request="Produce"}})')
+
+    assert (produce("remotetimems_sum") or 0) > 0
+    parts = ("requestqueuetimems", "localtimems", "remotetimems", "responsequeuetimems", "responsesendtimems")
+    counts = {part: produce(f"{part}_count") for part in parts}
+    assert set(counts.values()) == {produce("totaltimems_count")}, counts
+
     # -- consumer-group lag vs ListOffsets and committed offsets ---------------------------------
     lag_topic = create_topic(cluster, partitions=3)
     for i in range(300):
