@@ -262,27 +262,27 @@ def test_commit_errors_map_to_java_exceptions() -> None:
     offsets = {TP("t", 0): OffsetAndMetadata(5)}
     coordinator.subscribe(["t"], None)
     with pytest.raises(CommitFailedError):  # subscribed but never joined
-        coordinator.commit_sync(offsets, clock.now + 1000)
+        coordinator.offsets.commit_sync(offsets, clock.now + 1000)
     coordinator.state = MemberState.PREPARING_REBALANCE
     with pytest.raises(RebalanceInProgressError):
-        coordinator.commit_sync(offsets, clock.now + 1000)
+        coordinator.offsets.commit_sync(offsets, clock.now + 1000)
     from spark_kafkalite.client.consumer.abstract_coordinator import Generation
 
     coordinator.state = MemberState.STABLE
     coordinator.generation = Generation(4, "m", "range")
     with pytest.raises(CommitFailedError):
-        coordinator.commit_sync(offsets, clock.now + 1000)
+        coordinator.offsets.commit_sync(offsets, clock.now + 1000)
     assert coordinator.generation.generation_id == -1 and coordinator.rejoin_needed_or_pending()
     coordinator.state = MemberState.STABLE
     coordinator.generation = Generation(5, "m", "range")
     code["value"] = ErrorCode.rebalance_in_progress
     with pytest.raises(RebalanceInProgressError):
-        coordinator.commit_sync(offsets, clock.now + 1000)
+        coordinator.offsets.commit_sync(offsets, clock.now + 1000)
     code["value"] = ErrorCode.offset_metadata_too_large
     with pytest.raises(Exception, match="OFFSET_METADATA_TOO_LARGE"):
-        coordinator.commit_sync(offsets, clock.now + 1000)
+        coordinator.offsets.commit_sync(offsets, clock.now + 1000)
     code["value"] = ErrorCode.none
-    coordinator.commit_sync(offsets, clock.now + 1000)
+    coordinator.offsets.commit_sync(offsets, clock.now + 1000)
     sent = [r for _, r in client.sent if getattr(r, "generation_id_or_member_epoch", None) is not None]
     assert (sent[-1].generation_id_or_member_epoch, sent[-1].member_id) == (5, "m")
 

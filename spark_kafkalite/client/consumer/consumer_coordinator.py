@@ -48,7 +48,6 @@ from spark_kafkalite.client.consumer.consumer_offsets import (
     OffsetCommitCallback,
     RebalanceInProgressError,
 )
-from spark_kafkalite.client.consumer.group_requests import OffsetAndMetadata
 from spark_kafkalite.client.consumer.group_state import SubscriptionType
 from spark_kafkalite.client.consumer.subscription_state import SubscriptionState
 from spark_kafkalite.client.metadata import Metadata, metadata_request, parse_metadata_response
@@ -157,32 +156,6 @@ class ConsumerCoordinator(AbstractCoordinator):
             auto_commit_enabled=bool(config["enable.auto.commit"]),
             auto_commit_interval_ms=float(config["auto.commit.interval.ms"]),
         )
-
-    # ------------------------------------------------------------------ offsets (delegated)
-    def all_consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
-        """The position of every assigned partition that has one (what auto-commit commits)."""
-        return self.offsets.all_consumed_offsets()
-
-    def commit_sync(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], deadline: float) -> None:
-        """``ConsumerOffsets.commit_sync``: commit and wait, retrying until ``deadline``."""
-        self.offsets.commit_sync(offsets, deadline)
-
-    def commit_async(
-        self, offsets: Mapping[TopicPartition, OffsetAndMetadata], callback: OffsetCommitCallback | None
-    ) -> None:
-        """``ConsumerOffsets.commit_async``: the callback runs in a later poll/commit/close."""
-        self.offsets.commit_async(offsets, callback)
-
-    def fetch_committed_offsets(
-        self, partitions: Iterable[TopicPartition], deadline: float
-    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        """``ConsumerOffsets.fetch_committed_offsets`` (OffsetFetch, retried until ``deadline``)."""
-        return self.offsets.fetch_committed_offsets(partitions, deadline)
-
-    def refresh_committed_offsets_if_needed(self, deadline: float) -> bool:
-        """``ConsumerOffsets.refresh_committed_offsets_if_needed`` (Java
-        ``initWithCommittedOffsetsIfNeeded``)."""
-        return self.offsets.refresh_committed_offsets_if_needed(deadline)
 
     # ------------------------------------------------------------------ subscriptions
     def subscribe(self, topics: Iterable[str], listener: ConsumerRebalanceListener | None) -> None:

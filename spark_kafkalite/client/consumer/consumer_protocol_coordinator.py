@@ -43,8 +43,7 @@ from spark_kafkalite.client.consumer.consumer_membership_manager import (
     ConsumerMembershipManager,
     MemberState,
 )
-from spark_kafkalite.client.consumer.consumer_offsets import ConsumerOffsets, OffsetCommitCallback
-from spark_kafkalite.client.consumer.group_requests import OffsetAndMetadata
+from spark_kafkalite.client.consumer.consumer_offsets import ConsumerOffsets
 from spark_kafkalite.client.consumer.group_state import (
     Generation,
     SubscriptionType,
@@ -486,26 +485,6 @@ class ConsumerProtocolCoordinator:
                 return self._retry_backoff_ms if self._names_future is not None else 0.0
             wait = min(wait, self.heartbeats.time_to_next_heartbeat_ms(now))
         return wait
-
-    # ------------------------------------------------------------------ offsets (delegated)
-    def all_consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
-        return self.offsets.all_consumed_offsets()
-
-    def commit_sync(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], deadline: float) -> None:
-        self.offsets.commit_sync(offsets, deadline)
-
-    def commit_async(
-        self, offsets: Mapping[TopicPartition, OffsetAndMetadata], callback: OffsetCommitCallback | None
-    ) -> None:
-        self.offsets.commit_async(offsets, callback)
-
-    def fetch_committed_offsets(
-        self, partitions: Iterable[TopicPartition], deadline: float
-    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        return self.offsets.fetch_committed_offsets(partitions, deadline)
-
-    def refresh_committed_offsets_if_needed(self, deadline: float) -> bool:
-        return self.offsets.refresh_committed_offsets_if_needed(deadline)
 
     # ------------------------------------------------------------------ leave, close
     def _leave(self, deadline: float) -> None:

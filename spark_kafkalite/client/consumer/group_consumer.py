@@ -127,13 +127,15 @@ class ConsumerGroup:
             return True
         if not coordinator.poll(deadline):
             return False
-        return coordinator.refresh_committed_offsets_if_needed(deadline)
+        return coordinator.offsets.refresh_committed_offsets_if_needed(deadline)
 
     def refresh_committed_positions(self, deadline: float) -> bool:
         """Positions of partitions without one from the group's committed offsets (Java
         ``updateFetchPositions``); False when ``deadline`` passed first."""
         coordinator = self.coordinator
-        return True if coordinator is None else coordinator.refresh_committed_offsets_if_needed(deadline)
+        return (
+            True if coordinator is None else coordinator.offsets.refresh_committed_offsets_if_needed(deadline)
+        )
 
     def poll_wait_ms(self, now: float) -> float:
         coordinator = self.coordinator
@@ -188,9 +190,9 @@ class ConsumerGroup:
     ) -> None:
         """``KafkaConsumer.commit_sync`` (documented there)."""
         coordinator = self.require("commit_sync")
-        resolved = coordinator.all_consumed_offsets() if offsets is None else _offsets(offsets)
+        resolved = coordinator.offsets.all_consumed_offsets() if offsets is None else _offsets(offsets)
         deadline = now_ms() + (self._default_timeout_ms if timeout_ms is None else float(timeout_ms))
-        coordinator.commit_sync(resolved, deadline)
+        coordinator.offsets.commit_sync(resolved, deadline)
 
     def commit_async(
         self,
@@ -199,8 +201,8 @@ class ConsumerGroup:
     ) -> None:
         """``KafkaConsumer.commit_async`` (documented there)."""
         coordinator = self.require("commit_async")
-        resolved = coordinator.all_consumed_offsets() if offsets is None else _offsets(offsets)
-        coordinator.commit_async(resolved, callback)
+        resolved = coordinator.offsets.all_consumed_offsets() if offsets is None else _offsets(offsets)
+        coordinator.offsets.commit_async(resolved, callback)
         self._client.poll(0)
 
     def committed(
@@ -213,7 +215,7 @@ class ConsumerGroup:
         else:
             tps = [TopicPartition(str(t[0]), int(t[1])) for t in partitions]
         deadline = now_ms() + (self._default_timeout_ms if timeout_ms is None else float(timeout_ms))
-        found = coordinator.fetch_committed_offsets(tps, deadline)
+        found = coordinator.offsets.fetch_committed_offsets(tps, deadline)
         return found.get(tps[0]) if isinstance(partitions, TopicPartition) else found
 
     def group_metadata(self) -> dict[str, Any]:
