@@ -20,13 +20,13 @@ from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbea
 
 from broker.apis.auth_helper import authorize, authorized_names
 from broker.apis.context import BrokerContext
+from broker.apis.group_heartbeat_helper import heartbeat_response
 from broker.controller.group_configs import group_config
 from broker.coordinator.group.api_support import coordinator_of, to_ms
 from broker.coordinator.group.consumer_group_coordinator import HeartbeatRequest, HeartbeatResult
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.acl import AclOperation, ResourceType
-from spark_kafkalite.protocol.api_keys import ApiKey, response_class
-from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
+from spark_kafkalite.protocol.api_keys import ApiKey
 from spark_kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -36,28 +36,7 @@ __all__ = ["handle_consumer_group_heartbeat", "consumer_group_heartbeat_error_re
 
 
 def _response(version: int, result: HeartbeatResult) -> Any:
-    cls = response_class(ApiKey.CONSUMER_GROUP_HEARTBEAT, version)
-    assignment = None
-    if result.assignment is not None:
-        assignment_cls = nested(cls, "Assignment")
-        tp_cls = nested(cls, "TopicPartitions")
-        assignment = assignment_cls(
-            topic_partitions=tuple(
-                tp_cls(topic_id=topic_id, partitions=tuple(sorted(parts)))
-                for topic_id, parts in sorted(result.assignment.items(), key=lambda kv: str(kv[0]))
-                if parts
-            )
-        )
-    return build(
-        cls,
-        throttle_time=ZERO_DURATION,
-        error_code=ErrorCode(result.error),
-        error_message=result.message,
-        member_id=result.member_id,
-        member_epoch=result.member_epoch,
-        heartbeat_interval=result.heartbeat_interval_ms,
-        assignment=assignment,
-    )
+    return heartbeat_response(ApiKey.CONSUMER_GROUP_HEARTBEAT, version, result)
 
 
 async def handle_consumer_group_heartbeat(

@@ -17,41 +17,21 @@ from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatReque
 
 from broker.apis.auth_helper import authorize, authorized_names
 from broker.apis.context import BrokerContext
+from broker.apis.group_heartbeat_helper import heartbeat_response
 from broker.controller.group_configs import group_config
 from broker.coordinator.group.api_support import coordinator_of
 from broker.coordinator.share.service import share_service_for
 from broker.coordinator.share.share_group_coordinator import ShareHeartbeatResult, TopicTable
 from broker.network.request_context import RequestContext
 from spark_kafkalite.protocol.acl import AclOperation, ResourceType
-from spark_kafkalite.protocol.api_keys import ApiKey, response_class
-from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
+from spark_kafkalite.protocol.api_keys import ApiKey
 from spark_kafkalite.protocol.errors import ErrorCode
 
 __all__ = ["handle_share_group_heartbeat", "share_group_heartbeat_error_response"]
 
 
 def _response(version: int, result: ShareHeartbeatResult) -> Any:
-    cls = response_class(ApiKey.SHARE_GROUP_HEARTBEAT, version)
-    assignment = None
-    if result.assignment is not None:
-        tp_cls = nested(cls, "TopicPartitions")
-        assignment = nested(cls, "Assignment")(
-            topic_partitions=tuple(
-                tp_cls(topic_id=topic_id, partitions=tuple(sorted(parts)))
-                for topic_id, parts in sorted(result.assignment.items(), key=lambda kv: str(kv[0]))
-                if parts
-            )
-        )
-    return build(
-        cls,
-        throttle_time=ZERO_DURATION,
-        error_code=ErrorCode(result.error),
-        error_message=result.message,
-        member_id=result.member_id,
-        member_epoch=result.member_epoch,
-        heartbeat_interval=result.heartbeat_interval_ms,
-        assignment=assignment,
-    )
+    return heartbeat_response(ApiKey.SHARE_GROUP_HEARTBEAT, version, result)
 
 
 async def handle_share_group_heartbeat(
