@@ -62,7 +62,9 @@ CLIENT_API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         # v9 carries a KIP-848 member epoch in generation_id_or_member_epoch (required by the
         # coordinator for consumer-protocol members)
         ApiKey.OFFSET_COMMIT: (2, 9),
-        ApiKey.OFFSET_FETCH: (1, 7),
+        # v9 (one group of the v8 groups array) only for KIP-848 members: it carries the member
+        # id and epoch; the other callers build v1-7
+        ApiKey.OFFSET_FETCH: (1, 9),
         ApiKey.DESCRIBE_GROUPS: (0, 5),
         ApiKey.LIST_GROUPS: (0, 4),
         ApiKey.DELETE_GROUPS: (0, 2),

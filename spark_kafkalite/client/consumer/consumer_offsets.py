@@ -124,8 +124,11 @@ class ConsumerOffsets:
         subscriptions: SubscriptionState,
         auto_commit_enabled: bool,
         auto_commit_interval_ms: float,
+        member_epoch_in_offset_fetch: bool = False,
     ) -> None:
         self._member = member
+        #: KIP-848 members send OffsetFetch v9 with their member id and epoch
+        self.member_epoch_in_offset_fetch = member_epoch_in_offset_fetch
         self._client = client
         self._subscriptions = subscriptions
         self.auto_commit_enabled = auto_commit_enabled
@@ -344,7 +347,12 @@ class ConsumerOffsets:
     def _send_offset_fetch(self, partitions: Iterable[TopicPartition]) -> RequestFuture:
         tps = sorted(set(partitions))
         outer = RequestFuture()
-        future = self._member.send_to_coordinator(offset_fetch_request(self.group_id, tps))
+        member = None
+        if self.member_epoch_in_offset_fetch:  # KIP-848 (Java CommitRequestManager): id and epoch
+            generation = self._member.generation_if_stable()
+            if generation is not None:
+                member = (generation.member_id, generation.generation_id)
+        future = self._member.send_to_coordinator(offset_fetch_request(self.group_id, tps, member=member))
         self._member.watch_coordinator_errors(future)
 
         def done(f: RequestFuture) -> None:
@@ -393,8 +401,8 @@ class ConsumerOffsets:
                 result: dict[TopicPartition, OffsetAndMetadata | None] = future.value
                 return result
             exc = future.error()
-            if not is_retriable_group_error(exc):
-                raise exc
+            if not is_retriable_group_error(exc) and not isinstance(exc, StaleMemberEpochError):
+                raise exc  # STALE_MEMBER_EPOCH: retried with the epoch the heartbeat brings (Java)
             self._member.backoff(deadline)
             if self._member.now_ms() >= deadline:
                 raise KafkaTimeoutError(
@@ -421,7 +429,7 @@ class ConsumerOffsets:
             future = pending[1]
             if future.failed():
                 exc = future.error()
-                if not is_retriable_group_error(exc):
+                if not is_retriable_group_error(exc) and not isinstance(exc, StaleMemberEpochError):
                     raise exc
                 self._member.backoff(deadline)
                 if self._member.now_ms() >= deadline:

@@ -2,8 +2,9 @@
 ``AsyncKafkaConsumer`` runs it, on the consumer's own thread: ``ConsumerProtocolCoordinator``
 owns the ``ConsumerMembershipManager`` (epoch and states), the ``ConsumerHeartbeatRequestManager``
 (ConsumerGroupHeartbeat at the coordinator's interval) and the ``ConsumerOffsets`` (OffsetCommit
-v9 carrying the member id and member epoch), and reconciles the target assignment the broker
-computes (KIP-848: no JoinGroup / SyncGroup, no client-side assignor).
+v9 and OffsetFetch v9 carrying the member id and member epoch; STALE_MEMBER_EPOCH retried with
+the newer epoch), and reconciles the target assignment the broker computes (KIP-848: no
+JoinGroup / SyncGroup, no client-side assignor).
 
 Reconciliation (Java ``ConsumerMembershipManager.maybeReconcile`` / ``revokeAndAssign``): the
 topic ids of the target are resolved to names through the metadata; partitions to give up are
@@ -166,6 +167,7 @@ class ConsumerProtocolCoordinator:
             subscriptions,
             auto_commit_enabled=bool(config["enable.auto.commit"]),
             auto_commit_interval_ms=float(config["auto.commit.interval.ms"]),
+            member_epoch_in_offset_fetch=True,
         )
 
     # ------------------------------------------------------------------ identity (GroupMember)

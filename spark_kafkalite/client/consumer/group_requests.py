@@ -194,16 +194,38 @@ def offset_commit_request(
 
 
 def offset_fetch_request(
-    group_id: str, partitions: Iterable[TopicPartition] | None, require_stable: bool = False
+    group_id: str,
+    partitions: Iterable[TopicPartition] | None,
+    require_stable: bool = False,
+    member: tuple[str, int] | None = None,
 ) -> RequestBuilder:
     """OffsetFetch for ``partitions`` (None = every partition the group committed, v2+);
     ``require_stable`` (v7+, KIP-447) asks for UNSTABLE_OFFSET_COMMIT instead of offsets that a
-    pending transaction may still change."""
+    pending transaction may still change. ``member`` = ``(member id, member epoch)`` of a KIP-848
+    member: v9, one group in the ``groups`` array, so the coordinator checks the epoch
+    (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID); without it v1-7."""
     by_topic: dict[str, list[int]] | None = None
     if partitions is not None:
         by_topic = {}
         for tp in partitions:
             by_topic.setdefault(tp.topic, []).append(int(tp.partition))
+
+    if member is not None:
+
+        def build_v9(version: int) -> Any:
+            cls = request_class(ApiKey.OFFSET_FETCH, version)
+            topic_cls = nested(cls, "OffsetFetchRequestTopics")
+            topics = None
+            if by_topic is not None:
+                topics = tuple(
+                    topic_cls(name=t, partition_indexes=tuple(sorted(ps))) for t, ps in by_topic.items()
+                )
+            group = nested(cls, "OffsetFetchRequestGroup")(
+                group_id=group_id, member_id=member[0], member_epoch=member[1], topics=topics
+            )
+            return make(cls, groups=(group,), require_stable=require_stable)
+
+        return RequestBuilder(ApiKey.OFFSET_FETCH, build_v9, min_version=9)
 
     def build(version: int) -> Any:
         cls = request_class(ApiKey.OFFSET_FETCH, version)
@@ -216,7 +238,7 @@ def offset_fetch_request(
         return make(cls, group_id=group_id, topics=topics, require_stable=require_stable)
 
     min_version = 7 if require_stable else (2 if partitions is None else None)
-    return RequestBuilder(ApiKey.OFFSET_FETCH, build, min_version=min_version)
+    return RequestBuilder(ApiKey.OFFSET_FETCH, build, min_version=min_version, max_version=7)
 
 
 def describe_groups_request(group_ids: Sequence[str]) -> RequestBuilder:
@@ -270,10 +292,12 @@ def parse_offset_fetch_response(
     response: Any,
 ) -> tuple[int, dict[TopicPartition, tuple[OffsetAndMetadata | None, int]]]:
     """``(top-level error_code, {tp: (OffsetAndMetadata or None when nothing is committed,
-    partition error_code)})`` of an OffsetFetchResponse (v1-7)."""
-    top = int(getattr(response, "error_code", 0) or 0)
+    partition error_code)})`` of an OffsetFetchResponse (v1-7, or v8+ with one group)."""
+    groups = getattr(response, "groups", None)
+    source = groups[0] if groups else response
+    top = int(getattr(source, "error_code", 0) or 0)
     out: dict[TopicPartition, tuple[OffsetAndMetadata | None, int]] = {}
-    for t in response.topics or ():
+    for t in source.topics or ():
         for p in t.partitions:
             tp = TopicPartition(str(t.name), int(p.partition_index))
             offset = int(p.committed_offset)
