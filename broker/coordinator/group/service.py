@@ -22,8 +22,8 @@ from broker.coordinator.group.group_coordinator import GroupConfig, GroupCoordin
 from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
 from broker.coordinator.group.offsets_log import ReplicaManagerAppender
 from broker.coordinator.group.scheduler import AsyncioScheduler
+from broker.coordinator.internal_topic import InternalTopicCreator
 from broker.tasks import await_cancelled
-from spark_kafkalite.protocol.errors import ErrorCode
 from spark_kafkalite.protocol.internal_topics import GROUP_METADATA_TOPIC_NAME
 
 __all__ = ["GroupCoordinatorService", "group_config_from"]
@@ -71,7 +71,9 @@ class GroupCoordinatorService:
         )
         self.coordinator = GroupCoordinator(manager, scheduler, group_config_from(config))
         self.coordinator.consumer.image_provider = lambda: ctx.image
-        self._create_lock = asyncio.Lock()
+        self._internal_topic = InternalTopicCreator(
+            ctx, GROUP_METADATA_TOPIC_NAME, self._offsets_topic_spec, logger
+        )
         self._expiration_task: asyncio.Task[None] | None = None
         ctx.group_coordinator = self.coordinator
         ctx.group_coordinator_service = self
@@ -126,41 +128,19 @@ class GroupCoordinatorService:
         """Create ``__consumer_offsets`` if missing; (error code, message). Kafka answers
         FindCoordinator with COORDINATOR_NOT_AVAILABLE while it cannot be created (e.g. fewer
         live brokers than offsets.topic.replication.factor)."""
-        if self.ctx.image.topic(GROUP_METADATA_TOPIC_NAME) is not None:
-            return 0, None
-        async with self._create_lock:
-            if self.ctx.image.topic(GROUP_METADATA_TOPIC_NAME) is not None:
-                return 0, None
-            spec = CreatableTopicSpec(
-                GROUP_METADATA_TOPIC_NAME,
-                self.num_partitions,
-                self.replication_factor,
-                configs={
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(self.segment_bytes),
-                    "compression.type": "producer",
-                },
-            )
-            try:
-                outcomes = await self.ctx.controller.create_topics([spec])
-            except Exception as exc:  # noqa: BLE001 - reported as COORDINATOR_NOT_AVAILABLE
-                logger.warning("cannot create %s: %s", GROUP_METADATA_TOPIC_NAME, exc)
-                return int(
-                    ErrorCode.coordinator_not_available
-                ), f"cannot create {GROUP_METADATA_TOPIC_NAME}: {exc}"
-            error = outcomes[0].error
-            if error is not None and error.error_code != ErrorCode.topic_already_exists:
-                logger.warning("cannot create %s: %s", GROUP_METADATA_TOPIC_NAME, error)
-                return int(
-                    ErrorCode.coordinator_not_available
-                ), f"cannot create {GROUP_METADATA_TOPIC_NAME}: {error}"
-            logger.info(
-                "created %s with %d partition(s), replication factor %d",
-                GROUP_METADATA_TOPIC_NAME,
-                self.num_partitions,
-                self.replication_factor,
-            )
-            return 0, None
+        return await self._internal_topic.ensure()
+
+    def _offsets_topic_spec(self) -> CreatableTopicSpec:
+        return CreatableTopicSpec(
+            GROUP_METADATA_TOPIC_NAME,
+            self.num_partitions,
+            self.replication_factor,
+            configs={
+                "cleanup.policy": "compact",
+                "segment.bytes": str(self.segment_bytes),
+                "compression.type": "producer",
+            },
+        )
 
     # -- expiration -----------------------------------------------------------------------------
     async def _expiration_loop(self) -> None:

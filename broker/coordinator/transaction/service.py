@@ -22,6 +22,7 @@ from typing import Any
 
 from broker.controller.controller import CreatableTopicSpec
 from broker.coordinator.group.offsets_log import ReplicaManagerAppender
+from broker.coordinator.internal_topic import InternalTopicCreator
 from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
 from broker.coordinator.transaction.transaction_marker_channel_manager import (
     BrokerMarkerSender,
@@ -32,7 +33,6 @@ from broker.coordinator.transaction.transaction_state_manager import (
     TransactionStateManager,
 )
 from broker.tasks import await_cancelled
-from spark_kafkalite.protocol.errors import ErrorCode
 from spark_kafkalite.protocol.internal_topics import TRANSACTION_STATE_TOPIC_NAME
 
 __all__ = ["TransactionCoordinatorService", "transaction_config_from"]
@@ -85,7 +85,9 @@ class TransactionCoordinatorService:
             ),
         )
         self.coordinator = TransactionCoordinator(self.state_manager, self.markers, generate_producer_id)
-        self._create_lock = asyncio.Lock()
+        self._internal_topic = InternalTopicCreator(
+            ctx, TRANSACTION_STATE_TOPIC_NAME, self._transaction_state_topic_spec, logger
+        )
         self._tasks: list[asyncio.Task[None]] = []
         ctx.transaction_coordinator = self.coordinator
         ctx.transaction_coordinator_service = self
@@ -172,43 +174,21 @@ class TransactionCoordinatorService:
     async def ensure_transaction_state_topic(self) -> tuple[int, str | None]:
         """Create ``__transaction_state`` if missing; (error code, message). FindCoordinator
         answers COORDINATOR_NOT_AVAILABLE while it cannot be created (Kafka's ``getCoordinator``)."""
-        if self.ctx.image.topic(TRANSACTION_STATE_TOPIC_NAME) is not None:
-            return 0, None
-        async with self._create_lock:
-            if self.ctx.image.topic(TRANSACTION_STATE_TOPIC_NAME) is not None:
-                return 0, None
-            spec = CreatableTopicSpec(
-                TRANSACTION_STATE_TOPIC_NAME,
-                self.config.num_partitions,
-                self.replication_factor,
-                configs={
-                    "cleanup.policy": "compact",
-                    "compression.type": "producer",  # our appends are uncompressed (Kafka: none)
-                    "unclean.leader.election.enable": "false",
-                    "min.insync.replicas": str(self.min_isr),
-                    "segment.bytes": str(self.segment_bytes),
-                },
-            )
-            try:
-                outcomes = await self.ctx.controller.create_topics([spec])
-            except Exception as exc:  # noqa: BLE001 - reported as COORDINATOR_NOT_AVAILABLE
-                logger.warning("cannot create %s: %s", TRANSACTION_STATE_TOPIC_NAME, exc)
-                return int(
-                    ErrorCode.coordinator_not_available
-                ), f"cannot create {TRANSACTION_STATE_TOPIC_NAME}: {exc}"
-            error = outcomes[0].error
-            if error is not None and error.error_code != ErrorCode.topic_already_exists:
-                logger.warning("cannot create %s: %s", TRANSACTION_STATE_TOPIC_NAME, error)
-                return int(
-                    ErrorCode.coordinator_not_available
-                ), f"cannot create {TRANSACTION_STATE_TOPIC_NAME}: {error}"
-            logger.info(
-                "created %s with %d partition(s), replication factor %d",
-                TRANSACTION_STATE_TOPIC_NAME,
-                self.config.num_partitions,
-                self.replication_factor,
-            )
-            return 0, None
+        return await self._internal_topic.ensure()
+
+    def _transaction_state_topic_spec(self) -> CreatableTopicSpec:
+        return CreatableTopicSpec(
+            TRANSACTION_STATE_TOPIC_NAME,
+            self.config.num_partitions,
+            self.replication_factor,
+            configs={
+                "cleanup.policy": "compact",
+                "compression.type": "producer",  # our appends are uncompressed (Kafka: none)
+                "unclean.leader.election.enable": "false",
+                "min.insync.replicas": str(self.min_isr),
+                "segment.bytes": str(self.segment_bytes),
+            },
+        )
 
     # -- timeouts -------------------------------------------------------------------------------
     @staticmethod
