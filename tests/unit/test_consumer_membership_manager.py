@@ -3,14 +3,21 @@
 
 from __future__ import annotations
 
+import datetime
 import uuid
+from types import SimpleNamespace
 
-from spark_kafkalite.client.consumer.consumer_heartbeat_request_manager import HeartbeatState
+from spark_kafkalite.client.consumer.consumer_heartbeat_request_manager import (
+    ConsumerHeartbeatRequestManager,
+    HeartbeatState,
+)
 from spark_kafkalite.client.consumer.consumer_membership_manager import (
     ConsumerMembershipManager,
     MemberState,
 )
+from spark_kafkalite.client.request_future import RequestFuture
 from spark_kafkalite.client.types import TopicPartition
+from spark_kafkalite.protocol.errors import ErrorCode, UnsupportedAssignorError
 
 T1, T2 = uuid.uuid4(), uuid.uuid4()
 NAMES = {T1: "a", T2: "b"}
@@ -111,3 +118,69 @@ def test_heartbeat_state_sends_full_on_join_then_only_changes() -> None:
     again = hs.build(m, ("a", "b"), None)
     assert again.subscribed_topic_names == ("a", "b") and again.server_assignor == "range"
     assert again.topic_partitions == ((T1, (0,)),)
+
+
+class ScriptedCoordinator:
+    """Collects the heartbeats sent; the test completes each future with a response."""
+
+    def __init__(self) -> None:
+        self.sent: list = []
+        self.unknown: list[str] = []
+        self.now = 0.0
+
+    def send(self, builder):  # noqa: ANN001, ANN201 - test double of send_to_coordinator
+        future = RequestFuture()
+        self.sent.append((builder.build(1), future))
+        return future
+
+
+def response(error: int = 0, epoch: int = 1, assignment=None):  # noqa: ANN001, ANN201
+    return SimpleNamespace(
+        error_code=error,
+        error_message=None,
+        member_id=None,
+        member_epoch=epoch,
+        heartbeat_interval=datetime.timedelta(milliseconds=500),
+        assignment=assignment,
+    )
+
+
+def manager() -> tuple[ConsumerMembershipManager, ConsumerHeartbeatRequestManager, ScriptedCoordinator]:
+    m = joined()
+    net = ScriptedCoordinator()
+    hb = ConsumerHeartbeatRequestManager(
+        "g", m, HeartbeatState(1000, None, None), net.send, net.unknown.append, 100.0, lambda: net.now
+    )
+    return m, hb, net
+
+
+def test_heartbeat_interval_one_in_flight_and_errors() -> None:
+    m, hb, net = manager()
+    assert hb.maybe_send(("a",), None) is not None
+    assert hb.maybe_send(("a",), None) is None  # one in flight
+    request, future = net.sent[-1]
+    assert request.member_epoch == 0 and request.subscribed_topic_names == ("a",)
+    future.success(response(epoch=3, assignment=SimpleNamespace(topic_partitions=())))
+    assert m.member_epoch == 3 and m.heartbeat_interval_ms == 500 and m.state is MemberState.RECONCILING
+    m.on_reconciled(m.plan_reconciliation(NAMES, set()))
+    assert hb.maybe_send(("a",), None) is not None  # the acknowledgement leaves at once
+    net.sent[-1][1].success(response(epoch=3))
+    assert m.state is MemberState.STABLE
+    assert hb.maybe_send(("a",), None) is None and hb.time_to_next_heartbeat_ms(net.now) == 500
+    net.now = 500
+    hb.maybe_send(("a",), None)
+    assert net.sent[-1][0].subscribed_topic_names is None  # unchanged: not sent
+    net.sent[-1][1].success(response(error=int(ErrorCode.not_coordinator)))
+    assert net.unknown == ["NOT_COORDINATOR"] and hb.time_to_next_heartbeat_ms(net.now) == 100
+    net.now = 600
+    hb.maybe_send(("a",), None)
+    assert net.sent[-1][0].subscribed_topic_names == ("a",)  # after an error: every field
+    net.sent[-1][1].success(response(error=int(ErrorCode.fenced_member_epoch)))
+    assert m.state is MemberState.FENCED and hb.fatal_error is None
+    m.on_lost_released()
+    net.now = 700
+    hb.maybe_send(("a",), None)
+    assert net.sent[-1][0].member_epoch == 0
+    net.sent[-1][1].success(response(error=int(ErrorCode.unsupported_assignor)))
+    assert m.state is MemberState.FATAL and isinstance(hb.fatal_error, UnsupportedAssignorError)
+    assert hb.maybe_send(("a",), None) is None
