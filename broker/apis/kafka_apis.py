@@ -14,7 +14,6 @@ librdkafka <= 2.11.0 only enables compression when Produce v0 is advertised).
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 
@@ -166,25 +165,31 @@ class KafkaApis:
         else:
             names = (name,)
         ready_s = time.monotonic()
-        parked_s = rctx.timeline.parked_s or ready_s
-        record = functools.partial(
-            self.request_metrics.record,
-            api_key,
-            rctx.api_version,
-            names,
-            codes,
-            (started_s - rctx.received_time_s) * 1000.0,
-            (parked_s - started_s) * 1000.0,
-            (ready_s - parked_s) * 1000.0,
-        )
+        timeline = rctx.timeline
+        parked_s = timeline.parked_s or ready_s
+        record = self.request_metrics.record
+        version = rctx.api_version
+        queue_ms = (started_s - rctx.received_time_s) * 1000.0
+        local_ms = (parked_s - started_s) * 1000.0
+        remote_ms = (ready_s - parked_s) * 1000.0
         if not answered:
-            record()
+            record(api_key, version, names, codes, queue_ms, local_ms, remote_ms)
             return
 
         def sent(written_s: float, done_s: float) -> None:
-            record((written_s - ready_s) * 1000.0, (done_s - written_s) * 1000.0)
+            record(
+                api_key,
+                version,
+                names,
+                codes,
+                queue_ms,
+                local_ms,
+                remote_ms,
+                (written_s - ready_s) * 1000.0,
+                (done_s - written_s) * 1000.0,
+            )
 
-        rctx.timeline.on_sent = sent
+        timeline.on_sent = sent
 
     @staticmethod
     def _encode(spec: ApiSpec, rctx: RequestContext, response: object) -> bytes | FrameChunks:
