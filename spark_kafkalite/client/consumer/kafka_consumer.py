@@ -3,7 +3,8 @@
 Single-threaded: ``poll`` resolves missing positions (ListOffsets per ``auto.offset.reset``),
 hands out buffered records and sends the next fetches before returning, so the network works
 while the caller processes records. With ``group.id``, ``subscribe`` joins a consumer group
-(``ConsumerCoordinator``: rebalances, heartbeat thread, auto-commit, ``commit_sync`` /
+(``ConsumerCoordinator``, or ``ConsumerProtocolCoordinator`` with ``group.protocol=consumer``,
+KIP-848: rebalances, heartbeats, auto-commit, ``commit_sync`` /
 ``commit_async`` / ``committed``; see ``group_consumer.py``); without it, ``assign`` only.
 Not thread-safe: use one consumer per thread.
 """
@@ -420,7 +421,8 @@ class KafkaConsumer:
         pattern: str | re.Pattern[str] | None = None,
     ) -> None:
         """Join the group ``group.id`` for ``topics`` (names, or a compiled regex / ``pattern=``
-        matched in full against every topic, re-evaluated every ``metadata.max.age.ms``).
+        matched in full against every topic, re-evaluated every ``metadata.max.age.ms``; with
+        ``group.protocol=consumer`` the pattern is sent to the broker, which evaluates it as RE2).
         The assignment arrives in ``poll``; ``listener`` gets the rebalance callbacks. An empty
         topic list equals ``unsubscribe()``.
 
