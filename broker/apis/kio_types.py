@@ -168,6 +168,12 @@ if TYPE_CHECKING:
     from kio.schema.consumer_group_heartbeat.v1 import request as k68v1q, response as k68v1s
     from kio.schema.consumer_group_describe.v0 import request as k69v0q, response as k69v0s
     from kio.schema.consumer_group_describe.v1 import request as k69v1q, response as k69v1s
+    from kio.schema.share_group_heartbeat.v1 import request as k76v1q, response as k76v1s
+    from kio.schema.share_group_describe.v1 import request as k77v1q, response as k77v1s
+    from kio.schema.share_fetch.v1 import request as k78v1q, response as k78v1s
+    from kio.schema.share_fetch.v2 import request as k78v2q, response as k78v2s
+    from kio.schema.share_acknowledge.v1 import request as k79v1q, response as k79v1s
+    from kio.schema.share_acknowledge.v2 import request as k79v2q, response as k79v2s
     from kio.schema.offset_delete.v0 import request as k47v0q, response as k47v0s
     from kio.schema.create_topics.v2 import request as k19v2q, response as k19v2s
     from kio.schema.create_topics.v3 import request as k19v3q, response as k19v3s
@@ -594,6 +600,14 @@ if TYPE_CHECKING:
     ConsumerGroupDescribeResponse: TypeAlias = (
         k69v0s.ConsumerGroupDescribeResponse | k69v1s.ConsumerGroupDescribeResponse
     )
+    ShareGroupHeartbeatRequest: TypeAlias = k76v1q.ShareGroupHeartbeatRequest
+    ShareGroupHeartbeatResponse: TypeAlias = k76v1s.ShareGroupHeartbeatResponse
+    ShareGroupDescribeRequest: TypeAlias = k77v1q.ShareGroupDescribeRequest
+    ShareGroupDescribeResponse: TypeAlias = k77v1s.ShareGroupDescribeResponse
+    ShareFetchRequest: TypeAlias = k78v1q.ShareFetchRequest | k78v2q.ShareFetchRequest
+    ShareFetchResponse: TypeAlias = k78v1s.ShareFetchResponse | k78v2s.ShareFetchResponse
+    ShareAcknowledgeRequest: TypeAlias = k79v1q.ShareAcknowledgeRequest | k79v2q.ShareAcknowledgeRequest
+    ShareAcknowledgeResponse: TypeAlias = k79v1s.ShareAcknowledgeResponse | k79v2s.ShareAcknowledgeResponse
     OffsetDeleteRequest: TypeAlias = k47v0q.OffsetDeleteRequest
     OffsetDeleteResponse: TypeAlias = k47v0s.OffsetDeleteResponse
     CreateTopicsRequest: TypeAlias = (

@@ -8,7 +8,7 @@ group and on each topic."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kio.schema.share_acknowledge.v2.request import ShareAcknowledgeRequest
 
@@ -25,12 +25,16 @@ from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build
 from spark_kafkalite.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from broker.apis.kio_types import ShareAcknowledgeRequest as ShareAcknowledgeRequestAlias
+    from broker.apis.kio_types import ShareAcknowledgeResponse
+
 __all__ = ["handle_share_acknowledge", "share_acknowledge_error_response"]
 
 
 async def handle_share_acknowledge(
     ctx: BrokerContext, rctx: RequestContext, request: ShareAcknowledgeRequest
-) -> Any:
+) -> ShareAcknowledgeResponse:
     """Handle a ShareAcknowledgeRequest (see the module docstring)."""
     version = rctx.api_version
     group_id, member_id = request.group_id or "", request.member_id or ""
@@ -83,7 +87,9 @@ async def handle_share_acknowledge(
     )
 
 
-def share_acknowledge_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def share_acknowledge_error_response(
+    request: ShareAcknowledgeRequestAlias, version: int, code: ErrorCode
+) -> ShareAcknowledgeResponse:
     return build(
         response_class(ApiKey.SHARE_ACKNOWLEDGE, version),
         throttle_time=ZERO_DURATION,

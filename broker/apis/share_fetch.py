@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.share_fetch.v2.request import ShareFetchRequest
 
@@ -45,6 +45,10 @@ from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.apis.kio_types import ShareFetchRequest as ShareFetchRequestAlias
+    from broker.apis.kio_types import ShareFetchResponse
 
 __all__ = ["handle_share_fetch", "share_fetch_error_response", "share_response_topics"]
 
@@ -99,7 +103,9 @@ def _denied(ctx: BrokerContext, rctx: RequestContext, names: set[str]) -> set[st
     return names - authorized_names(ctx, rctx, AclOperation.READ, ResourceType.TOPIC, names)
 
 
-async def handle_share_fetch(ctx: BrokerContext, rctx: RequestContext, request: ShareFetchRequest) -> Any:
+async def handle_share_fetch(
+    ctx: BrokerContext, rctx: RequestContext, request: ShareFetchRequest
+) -> ShareFetchResponse:
     """Handle a ShareFetchRequest (see the module docstring)."""
     version = rctx.api_version
     cls = response_class(ApiKey.SHARE_FETCH, version)
@@ -206,7 +212,9 @@ async def _fetch(
         await ctx.fetch_purgatory.wait([(name, tp[1]) for tp, name in readable], remaining)
 
 
-def share_fetch_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def share_fetch_error_response(
+    request: ShareFetchRequestAlias, version: int, code: ErrorCode
+) -> ShareFetchResponse:
     """A top-level error with no partitions (``ShareFetchRequest.getErrorResponse``)."""
     return build(
         response_class(ApiKey.SHARE_FETCH, version),

@@ -5,7 +5,7 @@ DESCRIBE on the group is needed (GROUP_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 
@@ -19,6 +19,10 @@ from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested
 from spark_kafkalite.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.apis.kio_types import ShareGroupDescribeRequest as ShareGroupDescribeRequestAlias
+    from broker.apis.kio_types import ShareGroupDescribeResponse
 
 __all__ = ["handle_share_group_describe", "share_group_describe_error_response"]
 
@@ -79,7 +83,7 @@ def _group_entry(cls: type[Any], group_id: str, code: int, group: ShareGroup | N
 
 async def handle_share_group_describe(
     ctx: BrokerContext, rctx: RequestContext, request: ShareGroupDescribeRequest
-) -> Any:
+) -> ShareGroupDescribeResponse:
     """Handle a ShareGroupDescribeRequest (see the module docstring)."""
     cls = response_class(ApiKey.SHARE_GROUP_DESCRIBE, rctx.api_version)
     coordinator = coordinator_of(ctx)
@@ -97,7 +101,9 @@ async def handle_share_group_describe(
     return build(cls, throttle_time=ZERO_DURATION, groups=tuple(out))
 
 
-def share_group_describe_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def share_group_describe_error_response(
+    request: ShareGroupDescribeRequestAlias, version: int, code: ErrorCode
+) -> ShareGroupDescribeResponse:
     cls = response_class(ApiKey.SHARE_GROUP_DESCRIBE, version)
     return build(
         cls,

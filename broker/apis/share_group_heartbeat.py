@@ -11,7 +11,7 @@ timeout and heartbeat interval are the group's ``share.session.timeout.ms`` /
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
 
@@ -27,6 +27,10 @@ from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey
 from spark_kafkalite.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from broker.apis.kio_types import ShareGroupHeartbeatRequest as ShareGroupHeartbeatRequestAlias
+    from broker.apis.kio_types import ShareGroupHeartbeatResponse
+
 __all__ = ["handle_share_group_heartbeat", "share_group_heartbeat_error_response"]
 
 
@@ -36,7 +40,7 @@ def _response(version: int, result: ShareHeartbeatResult) -> Any:
 
 async def handle_share_group_heartbeat(
     ctx: BrokerContext, rctx: RequestContext, request: ShareGroupHeartbeatRequest
-) -> Any:
+) -> ShareGroupHeartbeatResponse:
     """Handle a ShareGroupHeartbeatRequest (see the module docstring)."""
     version = rctx.api_version
     group_id = request.group_id
@@ -79,5 +83,7 @@ async def handle_share_group_heartbeat(
     return _response(version, result)
 
 
-def share_group_heartbeat_error_response(request: Any, version: int, code: ErrorCode) -> Any:
+def share_group_heartbeat_error_response(
+    request: ShareGroupHeartbeatRequestAlias, version: int, code: ErrorCode
+) -> ShareGroupHeartbeatResponse:
     return _response(version, ShareHeartbeatResult(int(code)))
