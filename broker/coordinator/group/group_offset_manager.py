@@ -115,19 +115,10 @@ class GroupOffsetManager:
         """Per-partition error codes, after the commit record was appended (acks=-1).
         ``generation_id`` is the member epoch for a consumer group (KIP-848:
         STALE_MEMBER_EPOCH / UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION below OffsetCommit v9)."""
-        error = self.membership.validate_group_status(group_id, allow_empty_id=True)
-        if error:
-            return {tp: error for tp in offsets}
-        group = self.manager.get_group(group_id)
+        group, error = self._group_for_commit(
+            group_id, member_id, group_instance_id, generation_id, api_version
+        )
         if group is None:
-            if generation_id >= 0:
-                return {tp: int(E.illegal_generation) for tp in offsets}
-            group = self.manager.get_or_create_group(group_id, create=True)
-        if group.consumer is not None and not group.members:
-            error = validate_consumer_offset_commit(group.consumer, member_id, generation_id, api_version)
-        else:
-            error = self._validate_offset_commit(group, member_id, group_instance_id, generation_id)
-        if error:
             return {tp: error for tp in offsets}
         if group.has(member_id):
             self.membership.complete_and_schedule_heartbeat(group, group.get(member_id))
@@ -148,23 +139,40 @@ class GroupOffsetManager:
         generation < 0 becomes a simple group, with generation >= 0 ILLEGAL_GENERATION; a member
         and generation given are validated; the group's state is not (Kafka's
         ``OffsetMetadataManager.validateTransactionalOffsetCommit``)."""
+        group, error = self._group_for_commit(
+            group_id, member_id, group_instance_id, generation_id, None, transactional=True
+        )
+        if group is None:
+            return {tp: error for tp in offsets}
+        return await self.manager.store_txn_offsets(group, producer_id, producer_epoch, offsets)
+
+    def _group_for_commit(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        api_version: int | None,
+        transactional: bool = False,
+    ) -> tuple[GroupMetadata | None, int]:
+        """The group an offset commit (``transactional``: TxnOffsetCommit, ``api_version`` None)
+        writes to -> (group, 0), or (None, error code). An unknown group becomes a simple group
+        when ``generation_id`` < 0 (ILLEGAL_GENERATION otherwise); a consumer group without
+        classic members checks the member epoch (``validate_consumer_offset_commit``), any other
+        group the member and generation (:meth:`_validate_offset_commit`)."""
         error = self.membership.validate_group_status(group_id, allow_empty_id=True)
         if error:
-            return {tp: error for tp in offsets}
+            return None, error
         group = self.manager.get_group(group_id)
         if group is None:
             if generation_id >= 0:
-                return {tp: int(E.illegal_generation) for tp in offsets}
+                return None, int(E.illegal_generation)
             group = self.manager.get_or_create_group(group_id, create=True)
         if group.consumer is not None and not group.members:
-            error = validate_consumer_offset_commit(group.consumer, member_id, generation_id, None)
+            error = validate_consumer_offset_commit(group.consumer, member_id, generation_id, api_version)
         else:
-            error = self._validate_offset_commit(
-                group, member_id, group_instance_id, generation_id, transactional=True
-            )
-        if error:
-            return {tp: error for tp in offsets}
-        return await self.manager.store_txn_offsets(group, producer_id, producer_epoch, offsets)
+            error = self._validate_offset_commit(group, member_id, instance_id, generation_id, transactional)
+        return (None, error) if error else (group, 0)
 
     def _validate_offset_commit(
         self,
