@@ -14,7 +14,7 @@ resource, else the broker's ``group.consumer.*``).
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest as RequestV1
 
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["handle_consumer_group_heartbeat", "consumer_group_heartbeat_error_response"]
 
 
-def _response(version: int, result: HeartbeatResult) -> Any:
+def _response(version: int, result: HeartbeatResult) -> ConsumerGroupHeartbeatResponse:
     return heartbeat_response(ApiKey.CONSUMER_GROUP_HEARTBEAT, version, result)
 
 

@@ -29,6 +29,7 @@ from spark_kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.apis.kio_types import OffsetFetchRequest, OffsetFetchResponse
+    from broker.coordinator.group.group_coordinator import GroupCoordinator
 
 __all__ = ["handle_offset_fetch", "offset_fetch_error_response"]
 
@@ -36,7 +37,7 @@ __all__ = ["handle_offset_fetch", "offset_fetch_error_response"]
 def _group_entry(
     ctx: BrokerContext,
     rctx: RequestContext,
-    coordinator: Any,
+    coordinator: GroupCoordinator,
     version: int,
     group_id: str,
     topics: Any,
@@ -53,8 +54,6 @@ def _group_entry(
     unstable: set[tuple[str, int]] = set()
     if not authorize(ctx, rctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         error, offsets = int(ErrorCode.group_authorization_failed), {}
-    elif coordinator is None:
-        error, offsets = int(ErrorCode.coordinator_not_available), {}
     else:
         error, offsets = coordinator.offsets.handle_fetch_offsets(
             group_id, requested, member_id, member_epoch
