@@ -242,3 +242,35 @@ def test_inter_broker_sasl_client(mechanism: str) -> None:
     assert "nope" not in str(info.value)
     with pytest.raises(SaslClientError, match="UNSUPPORTED_SASL_MECHANISM"):
         asyncio.run(sasl_client_authenticate(_exchange_with(_authenticator()), "SCRAM-SHA-256", "alice", "x"))
+
+
+def test_client_reads_the_session_lifetime_of_a_sasl_authenticate_response() -> None:
+    """KIP-368: SaslAuthenticate v1+ answers the session lifetime (a timedelta in kio); the
+    client keeps it in ms. Before v1 there is none (0)."""
+    import datetime
+
+    from spark_kafkalite.client.security.sasl_authenticator import SaslClientAuthenticator
+    from spark_kafkalite.client.security.security_config import SaslCredentials
+    from spark_kafkalite.protocol.api_keys import response_class
+    from spark_kafkalite.protocol.framing import encode_response
+
+    for version, lifetime, expected_ms in [(2, datetime.timedelta(minutes=5), 300_000), (0, None, 0)]:
+        client = SaslClientAuthenticator(
+            SaslCredentials("PLAIN", "alice", "secret"),
+            1,
+            {ApiKey.SASL_HANDSHAKE: (0, 1), ApiKey.SASL_AUTHENTICATE: (0, version)},
+        )
+        handshake = build(
+            response_class(ApiKey.SASL_HANDSHAKE, 1), error_code=ErrorCode.none, mechanisms=("PLAIN",)
+        )
+        client.on_handshake_response(
+            memoryview(encode_response(handshake, 6))[SIZE_PREFIX.size :]
+        )  # sends PLAIN's token
+        fields = {"error_code": ErrorCode.none, "error_message": None, "auth_bytes": b""}
+        if lifetime is not None:
+            fields["session_lifetime"] = lifetime
+        frame = encode_response(build(response_class(ApiKey.SASL_AUTHENTICATE, version), **fields), 7)
+        assert (
+            client.on_authenticate_response(memoryview(frame)[SIZE_PREFIX.size :]) is None
+        )  # PLAIN: one round
+        assert client.session_lifetime_ms == expected_ms

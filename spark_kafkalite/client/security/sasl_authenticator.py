@@ -16,7 +16,10 @@ refusal raises an error naming the mechanism, the principal and the node, never 
 
 from __future__ import annotations
 
-from typing import Any
+import datetime
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.sasl_authenticate.v0.response import SaslAuthenticateResponse as SaslAuthenticateResponseV0
 
 from spark_kafkalite.client.requests import negotiate_version
 from spark_kafkalite.client.security.security_config import SaslCredentials
@@ -32,6 +35,16 @@ from spark_kafkalite.protocol.errors import (
 )
 from spark_kafkalite.protocol.framing import decode_response
 from spark_kafkalite.protocol.sasl_client import SaslClientError
+
+if TYPE_CHECKING:
+    from kio.schema.sasl_authenticate.v1.response import (
+        SaslAuthenticateResponse as SaslAuthenticateResponseV1,
+    )
+    from kio.schema.sasl_authenticate.v2.response import (
+        SaslAuthenticateResponse as SaslAuthenticateResponseV2,
+    )
+
+_ONE_MS = datetime.timedelta(milliseconds=1)
 
 __all__ = ["SaslClientAuthenticator"]
 
@@ -97,11 +110,17 @@ class SaslClientAuthenticator:
             SaslAuthenticationFailedError / IllegalSaslStateError / KafkaError: the broker refused
                 the credentials, or its token broke the mechanism.
         """
-        _, response = decode_response(ApiKey.SASL_AUTHENTICATE, self.authenticate_version, frame)
+        _, decoded = decode_response(ApiKey.SASL_AUTHENTICATE, self.authenticate_version, frame)
+        response: SaslAuthenticateResponseV0 | SaslAuthenticateResponseV1 | SaslAuthenticateResponseV2 = (
+            decoded
+        )
         code = int(response.error_code)
         if code != ErrorCode.none:
             raise self._error(code, response.error_message)
-        self.session_lifetime_ms = int(getattr(response, "session_lifetime", 0) or 0)
+        # v1+ carries the session lifetime (KIP-368), a timedelta in kio
+        self.session_lifetime_ms = (
+            0 if isinstance(response, SaslAuthenticateResponseV0) else response.session_lifetime // _ONE_MS
+        )
         if self._client.is_complete:
             return None
         try:
