@@ -26,7 +26,6 @@ __all__ = [
     "SinkProducer",
     "TransactionalSinkProducer",
     "SourceAdmin",
-    "GroupOffsetsAdmin",
 ]
 
 
@@ -126,15 +125,5 @@ class SourceAdmin(Protocol):
     def list_consumer_group_offsets_and_metadata(
         self, group_id: str, timeout_ms: float | None = None, *, require_stable: bool = False
     ) -> dict[TopicPartition, OffsetAndMetadata]: ...
-
-    def close(self) -> None: ...
-
-
-class GroupOffsetsAdmin(Protocol):
-    """``commitOffsetsToGroup`` (``group_commit``), on ``KafkaAdminClient``."""
-
-    def alter_consumer_group_offsets(
-        self, group_id: str, offsets: dict[TopicPartition, int], timeout_ms: float | None = None
-    ) -> None: ...
 
     def close(self) -> None: ...

@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from spark_kafkalite.client.types import TopicPartition
-from spark_kafkalite.datasource.client_protocols import GroupOffsetsAdmin
 from spark_kafkalite.datasource.offsets import PartitionOffsetMap, to_offset_dict
 
 __all__ = ["GroupOffsetCommitter"]
@@ -53,7 +52,7 @@ class GroupOffsetCommitter:
         self,
         group_id: str,
         client_config: Mapping[str, str],
-        admin_factory: Callable[[dict[str, Any]], GroupOffsetsAdmin] | None = None,
+        admin_factory: Any = None,
         *,
         commit_timeout_ms: int = 10_000,
         backoff_s: float = 5.0,
@@ -62,7 +61,7 @@ class GroupOffsetCommitter:
         self.group_id = group_id
         self.client_config = dict(client_config)
         self._admin_factory = admin_factory
-        self._admin: GroupOffsetsAdmin | None = None
+        self._admin: Any = None
         self._last_committed: PartitionOffsetMap = {}
         self.commit_timeout_ms = commit_timeout_ms
         self.backoff_s = backoff_s
@@ -77,17 +76,15 @@ class GroupOffsetCommitter:
         state["_admin"] = None
         return state
 
-    def _get_admin(self) -> GroupOffsetsAdmin:
+    def _get_admin(self) -> Any:
         if self._admin is None:
-            config: dict[str, Any] = dict(self.client_config)
+            factory = self._admin_factory
+            if factory is None:
+                from spark_kafkalite.client import KafkaAdminClient as factory
+            config = dict(self.client_config)
             config.pop("group.id", None)
             config.setdefault("client.id", "kafkalite-spark-group-committer")
-            if self._admin_factory is not None:
-                self._admin = self._admin_factory(config)
-            else:
-                from spark_kafkalite.client import KafkaAdminClient
-
-                self._admin = KafkaAdminClient(config)
+            self._admin = factory(config)
         return self._admin
 
     def commit(self, offsets: Mapping[TopicPartition, int]) -> bool:
@@ -98,9 +95,11 @@ class GroupOffsetCommitter:
         if not changed or time.monotonic() < self._retry_at:
             return False
         try:
-            self._get_admin().alter_consumer_group_offsets(
-                self.group_id, concrete, timeout_ms=self.commit_timeout_ms
-            )
+            admin = self._get_admin()
+            alter = getattr(admin, "alter_consumer_group_offsets", None)
+            if alter is None:
+                raise NotImplementedError("this client has no KafkaAdminClient.alter_consumer_group_offsets")
+            alter(self.group_id, concrete, timeout_ms=self.commit_timeout_ms)
         except Exception as exc:  # noqa: BLE001 - monitoring must never fail the query
             self.failures += 1
             log.warning(
