@@ -79,7 +79,7 @@ async def handle_join_group(
     instance_id = request.group_instance_id if isinstance(request, _INSTANCE_ID_VERSIONS) else None
     protocols = [(p.name, bytes(p.metadata)) for p in request.protocols]
     result: JoinResult = await await_callback(
-        lambda cb: coordinator.handle_join_group(
+        lambda cb: coordinator.join.handle_join_group(
             request.group_id,
             request.member_id,
             instance_id,

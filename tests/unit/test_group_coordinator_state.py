@@ -89,7 +89,7 @@ class Harness:
         group: str = GROUP,
     ) -> list[JoinResult]:
         out: list[JoinResult] = []
-        self.coordinator.handle_join_group(
+        self.coordinator.join.handle_join_group(
             group,
             member_id,
             instance_id,
