@@ -55,11 +55,9 @@ from broker.errors import error_code_for
 from broker.log.file_slices import DeferredRecords
 from broker.metrics.meters import record_fetch
 from broker.network.request_context import RequestContext
-from broker.replication.fetch_session_cache import (
-    FetchRequestParams,
-    IncrementalFetchContext,
-    fetch_session_cache_for,
-)
+from broker.replication.fetch_context import IncrementalFetchContext
+from broker.replication.fetch_session import FetchRequestParams
+from broker.replication.fetch_session_cache import fetch_session_cache_for
 from spark_kafkalite.protocol.acl import AclOperation, ResourceType
 from spark_kafkalite.protocol.api_keys import ApiKey, response_class
 from spark_kafkalite.protocol.entities import ZERO_DURATION, build, nested

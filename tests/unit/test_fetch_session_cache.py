@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 
 from broker.replication.delayed_fetch import FetchPurgatory
-from broker.replication.fetch_session_cache import (
+from broker.replication.fetch_context import (
     FOLLOWER_WAKE_YIELD_TURNS,
-    FetchSessionCache,
     FullFetchContext,
     IncrementalFetchContext,
     SessionErrorContext,
     SessionlessFetchContext,
 )
+from broker.replication.fetch_session_cache import FetchSessionCache
 from spark_kafkalite.protocol.errors import ErrorCode
 from spark_kafkalite.protocol.fetch_response_encode import NO_DIVERGING_EPOCH, EpochEndOffset
 from spark_kafkalite.protocol.fetch_session import FetchSessionHandler, PartitionFetchData
