@@ -109,7 +109,8 @@ def test_a_task_fails_when_init_transactions_times_out(no_coordinator: str) -> N
     # before the fix the producer's close waited for the InitProducerId forever
     elapsed, error = _within(10, task)
     assert isinstance(error, KafkaTimeoutError) and "InitProducerId" in str(error), error
-    assert elapsed < MAX_BLOCK_MS / 1000 + 2.0
+    # max.block.ms bounds the wait; the slack is for a loaded 2-core machine (a hang fails in _within)
+    assert elapsed < MAX_BLOCK_MS / 1000 + 6.0
 
 
 def test_a_transaction_aborted_on_timeout_is_reported_as_such(fast_abort: str, unique_topic: str) -> None:
