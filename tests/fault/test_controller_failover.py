@@ -250,6 +250,11 @@ def test_topic_deleted_while_a_broker_was_down_is_removed_from_its_disk(cluster3
     topic = _create(cluster3, partitions=2, rf=3)
     victim = next(b for b in (1, 2, 3) if b != cluster3.controller_id())
     log_dir = cluster3.log_dir(victim)
+    # the metadata answer comes from one broker; the victim creates its replica when it applies
+    # the same records, which may be a moment later
+    deadline = time.monotonic() + 15
+    while not (log_dir / f"{topic}-0").is_dir() and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert (log_dir / f"{topic}-0").is_dir()
     cluster3.kill(victim)
     live = ",".join(cluster3.broker_address(n) for n in cluster3.running_node_ids())
