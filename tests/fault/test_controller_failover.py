@@ -155,7 +155,9 @@ def test_preferred_leader_election_on_request() -> None:
                 assert errors[p] is None
             else:
                 assert errors[p] is not None and "ELECTION_NOT_NEEDED" in str(errors[p])
-        assert sorted(_led_by(cluster, topic, victim)) == sorted(preferred)
+        # metadata from any broker is eventually consistent: the answering one may not yet have
+        # applied the elections the controller committed
+        cluster.wait_until(lambda c: sorted(_led_by(cluster, topic, victim)) == sorted(preferred), 15)
 
 
 def test_auto_preferred_leader_rebalance() -> None:
