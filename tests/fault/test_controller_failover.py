@@ -140,6 +140,8 @@ def test_preferred_leader_election_on_request() -> None:
 
     with LocalCluster(brokers=3, config_overrides={"auto.leader.rebalance.enable": "false"}) as cluster:
         topic = _create(cluster)
+        # the preferred leader is the first replica of the assignment (Kafka's preferred replica)
+        cluster.wait_until(lambda c: all(p.leader == p.replicas[0] for p in c.partitions[topic].values()), 15)
         victim = next(b for b in (1, 2, 3) if _led_by(cluster, topic, b))
         preferred = _led_by(cluster, topic, victim)
         cluster.terminate(victim)
